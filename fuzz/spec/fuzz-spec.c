@@ -1,0 +1,196 @@
+/* libFuzzer target over every request parser of src/spec/api.c.
+ *
+ * Input: one selector byte (which parser, modulo the table), then the body. A corpus file is
+ * thus "c{...}" for create, "e{...}" for exec and so on (see parsers[]). Beyond "no crash, no
+ * leak", it checks what the parsers promise: a result is fully validated, a failure always
+ * carries a message that renders to valid JSON and an errno the error table knows.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "basic/cleanup.h"
+#include "spec/api.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_kvmap(const struct api_kvmap *m, const char *const *strv)
+{
+	assert(m->n <= API_MAX_KV);
+	for (size_t i = 0; i < m->n; i++) {
+		assert(strlen(m->items[i].key) <= API_MAX_KEY);
+		assert(strlen(m->items[i].value) <= API_MAX_VALUE);
+		if (strv)
+			assert(strncmp(strv[i], m->items[i].key, strlen(m->items[i].key)) == 0);
+	}
+	if (strv)
+		assert(strv[m->n] == NULL);
+}
+
+static int do_create(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_create *c = NULL;
+	int r = api_create_parse(b, n, 86400, &c, err);
+	if (r < 0)
+		return r;
+	assert(c->timeout_s >= 1 && c->timeout_s <= 86400);
+	assert(c->limits.cpus_milli >= 100 && c->limits.cpus_milli <= 64000);
+	assert(c->network.n_allow <= API_MAX_ALLOW);
+	check_kvmap(&c->env, c->env_strv);
+	check_kvmap(&c->metadata, NULL);
+	struct cordon_spec spec = { .agent_fd = -1 };
+	api_create_to_spec(c, &spec);
+	assert(spec.n_env == c->env.n);
+	api_create_free(c);
+	return 0;
+}
+
+static int do_exec(const char *b, size_t n, enum api_exec_kind kind, struct cordon_err *err)
+{
+	struct api_exec *e = NULL;
+	int r = api_exec_parse(b, n, kind, &e, err);
+	if (r < 0)
+		return r;
+	assert(e->argc >= 1 && e->argc <= API_MAX_ARGV && e->argv[e->argc] == NULL);
+	assert(e->argv[0][0] != '\0');
+	assert(!e->cwd || e->cwd[0] == '/');
+	assert(e->timeout_s <= API_MAX_EXEC_TIMEOUT);
+	check_kvmap(&e->env, e->env_strv);
+	api_exec_free(e);
+	return 0;
+}
+
+static int p_create(const char *b, size_t n, struct cordon_err *err)
+{
+	return do_create(b, n, err);
+}
+
+static int p_run(const char *b, size_t n, struct cordon_err *err)
+{
+	return do_exec(b, n, API_EXEC_RUN, err);
+}
+
+static int p_start(const char *b, size_t n, struct cordon_err *err)
+{
+	return do_exec(b, n, API_EXEC_START, err);
+}
+
+static int p_timeout(const char *b, size_t n, struct cordon_err *err)
+{
+	uint32_t t = 0;
+	int r = api_timeout_parse(b, n, 3600, &t, err);
+	assert(r < 0 || (t >= 1 && t <= 3600));
+	return r;
+}
+
+static int p_stdin(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_stdin in = {};
+	int r = api_stdin_parse(b, n, &in, err);
+	assert(r < 0 || (in.len == 0) == (in.data == NULL));
+	api_stdin_done(&in);
+	return r;
+}
+
+static int p_signal(const char *b, size_t n, struct cordon_err *err)
+{
+	int signo = 0;
+	int r = api_signal_parse(b, n, &signo, err);
+	assert(r < 0 || api_signal_name(signo));
+	return r;
+}
+
+static int p_network(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_network_req *req = NULL;
+	int r = api_network_parse(b, n, &req, err);
+	assert(r < 0 || req->network.n_allow <= API_MAX_ALLOW);
+	api_network_free(req);
+	return r;
+}
+
+static int p_move(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_move *m = NULL;
+	int r = api_move_parse(b, n, &m, err);
+	assert(r < 0 || (m->from[0] == '/' && m->to[0] == '/'));
+	api_move_free(m);
+	return r;
+}
+
+static int p_mkdir(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_mkdir *m = NULL;
+	int r = api_mkdir_parse(b, n, &m, err);
+	assert(r < 0 || m->path[0] == '/');
+	api_mkdir_free(m);
+	return r;
+}
+
+static int p_filter(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_filter *f = NULL;
+	int r = api_filter_parse(b, n, &f, err);
+	if (r >= 0) {
+		assert(f->n <= API_MAX_KV);
+		struct api_kvmap m = { f->items, f->n };
+		assert(api_filter_match(f, &m));
+	}
+	api_filter_free(f);
+	return r;
+}
+
+/* Query values are NUL-terminated by the daemon (after URL-decoding, which may leave a NUL
+ * inside: api_path_check() gets the decoded length). */
+static int p_query(const char *b, size_t n, struct cordon_err *err)
+{
+	_cleanup_free_ char *s = strndup(b, n);
+	unsigned d;
+	bool v;
+	if (!s)
+		return 0;
+	int r = api_path_check(b, n, "path", err);
+	if (api_depth_parse(s, &d, err) >= 0)
+		assert(d >= 1 && d <= API_MAX_LIST_DEPTH);
+	(void)api_query_bool_parse(s, "follow", &v, err);
+	return r;
+}
+
+static const struct {
+	char selector;
+	int (*parse)(const char *b, size_t n, struct cordon_err *err);
+} parsers[] = {
+	{ 'c', p_create }, { 'e', p_run },     { 'p', p_start }, { 't', p_timeout },
+	{ 'i', p_stdin },  { 's', p_signal },  { 'n', p_network }, { 'm', p_move },
+	{ 'd', p_mkdir },  { 'f', p_filter },  { 'q', p_query },
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	size_t which = data[0] % ELEMENTSOF(parsers);
+	for (size_t i = 0; i < ELEMENTSOF(parsers); i++)
+		if (parsers[i].selector == (char)data[0])
+			which = i;
+
+	struct cordon_err err = {};
+	int r = parsers[which].parse((const char *)data + 1, size - 1, &err);
+	if (r >= 0)
+		return 0;
+	assert(err.code == r);
+	assert(memchr(err.msg, '\0', sizeof(err.msg)));
+	enum api_error e = api_error_from_errno(r);
+	assert(api_error_status(e) >= 400);
+	char *s = api_error_render(e, err.msg);
+	assert(s);
+	json_t *j = json_loads(s, 0, NULL);
+	assert(j);
+	json_decref(j);
+	free(s);
+	return 0;
+}

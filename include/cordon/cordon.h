@@ -1,0 +1,124 @@
+/* libcordon: disposable sandboxes for untrusted code.
+ *
+ * A sandbox is described by a struct cordon_spec (what to run it from, its limits, its
+ * network) and built by a runtime; today the only runtime is `jail` (namespaces, cgroups,
+ * seccomp, Landlock). A runtime does two things: it builds the boundary with cordon-init as
+ * PID 1 inside, and it hands the caller one byte stream to that agent, or, in one-shot mode
+ * (spec->argv set), lets cordon-init run argv with the caller's stdio and exit with its
+ * status.
+ *
+ *     struct cordon_spec spec;
+ *     cordon_spec_init(&spec);
+ *     spec.argv = argv;
+ *     struct cordon_sandbox *sb;
+ *     struct cordon_err err = {};
+ *     if (cordon_sandbox_create(&spec, &sb, &err) < 0) { fprintf(stderr, "%s\n", err.msg); ... }
+ *     struct cordon_result res;
+ *     cordon_sandbox_wait(sb, -1, &res);   // honours spec.timeout_ms
+ *     cordon_sandbox_free(sb);             // kills what is left and removes every trace
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cordon/err.h>
+
+/* Exit statuses of `cordon run` other than the command's own (documented in the README). */
+enum {
+	CORDON_EXIT_USAGE = 2,
+	CORDON_EXIT_OOM = 123,
+	CORDON_EXIT_TIMEOUT = 124,
+	CORDON_EXIT_SETUP = 125,
+	CORDON_EXIT_NOEXEC = 126,
+	CORDON_EXIT_NOTFOUND = 127,
+};
+
+enum cordon_user {
+	CORDON_USER_USER = 0, /* uid/gid 1000 inside, named "user" */
+	CORDON_USER_ROOT,     /* uid 0 inside, still without capabilities */
+};
+
+enum cordon_net {
+	CORDON_NET_NONE = 0, /* loopback only */
+};
+
+#define CORDON_MAX_BINDS 32
+#define CORDON_MAX_ENV   256
+
+struct cordon_bind {
+	char *host;    /* absolute path on the host */
+	char *sandbox; /* absolute path inside the sandbox */
+};
+
+/* Everything a sandbox is made from. Plain data; the caller owns every pointer, and the
+ * runtime copies what it keeps. cordon_spec_init() sets the documented defaults. */
+struct cordon_spec {
+	const char *rootfs;   /* NULL: the `host` template */
+	uint64_t memory_bytes;
+	uint32_t cpus_milli;  /* 1000 = one CPU */
+	uint32_t pids;
+	uint64_t disk_bytes;  /* writable layer, /tmp included */
+	uint64_t timeout_ms;  /* 0: none */
+	enum cordon_user user;
+	enum cordon_net net;
+	const char *workdir;  /* NULL: the user's home */
+	const char *hostname; /* NULL: "cordon" */
+	const char *const *env; /* "K=V" entries added to PATH, HOME, LANG, TERM */
+	size_t n_env;
+	struct cordon_bind binds[CORDON_MAX_BINDS];
+	size_t n_binds;
+	char *const *argv;    /* one-shot: run this and exit; NULL: agent mode on a channel */
+	int agent_fd;         /* agent mode: filled in by the runtime; -1 otherwise */
+};
+
+void cordon_spec_init(struct cordon_spec *spec);
+
+struct cordon_sandbox;
+
+/* What a sandbox left when it ended. */
+struct cordon_result {
+	int exit_code;   /* the command's exit code, or -1 if it died of a signal */
+	int signal;      /* the signal that killed it, or 0 */
+	bool timed_out;  /* killed at spec->timeout_ms */
+	bool oom_killed; /* the memory limit killed something inside */
+	uint64_t wall_ms;
+	uint64_t cpu_ms;
+	uint64_t peak_memory_bytes; /* 0 when the kernel cannot tell */
+};
+
+/* Builds the boundary and starts cordon-init inside. On success *ret_sb owns the sandbox;
+ * on failure nothing of it is left and @err says which step failed and why. */
+int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
+			  struct cordon_err *err);
+
+/* The host end of the byte stream to cordon-init (agent mode), or -1. Owned by the sandbox. */
+int cordon_sandbox_agent_fd(const struct cordon_sandbox *sb);
+
+/* PID (in the caller's namespace) of the sandbox's PID 1. */
+pid_t cordon_sandbox_pid(const struct cordon_sandbox *sb);
+
+/* A pidfd of PID 1 that becomes readable when the sandbox ends; owned by the sandbox. */
+int cordon_sandbox_pidfd(const struct cordon_sandbox *sb);
+
+/* Waits for PID 1 to exit, killing the sandbox at its deadline, and fills @ret. If @sigfd is
+ * a signalfd, signals read from it are forwarded to the sandbox (cordon-init passes them on to
+ * the command); a second SIGINT or SIGTERM kills the sandbox. */
+int cordon_sandbox_wait(struct cordon_sandbox *sb, int sigfd, struct cordon_result *ret);
+
+
+/* Kills every process of the sandbox at once (the pid namespace's init, then the cgroup). */
+int cordon_sandbox_kill(struct cordon_sandbox *sb);
+
+/* Kills what is left, reaps, removes the cgroups and releases the uid range. Accepts NULL.
+ * Returns NULL. */
+struct cordon_sandbox *cordon_sandbox_free(struct cordon_sandbox *sb);
+
+/* Removes what sandboxes of processes that died without cleaning up (SIGKILL) left behind:
+ * their cgroups. Cheap when there is nothing to do. */
+int cordon_sweep_stale(void);
+
+/* Parses "512M", "1G", "4096" (bytes) and "300s", "5m", "1500ms", "2" (seconds). */
+int cordon_parse_size(const char *s, uint64_t *ret);
+int cordon_parse_duration_ms(const char *s, uint64_t *ret);

@@ -1,0 +1,54 @@
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cordon/cordon.h>
+
+#include "basic/cleanup.h"
+
+struct unit {
+	const char *suffix;
+	uint64_t factor;
+};
+
+static const struct unit size_units[] = {
+	{"", 1},	   {"b", 1},	     {"k", 1ULL << 10}, {"kb", 1ULL << 10}, {"kib", 1ULL << 10},
+	{"m", 1ULL << 20}, {"mb", 1ULL << 20}, {"mib", 1ULL << 20}, {"g", 1ULL << 30},
+	{"gb", 1ULL << 30}, {"gib", 1ULL << 30}, {"t", 1ULL << 40},
+};
+
+static const struct unit duration_units[] = {
+	{"", 1000}, {"s", 1000}, {"ms", 1}, {"m", 60 * 1000}, {"min", 60 * 1000}, {"h", 3600 * 1000},
+};
+
+static int parse_with_units(const char *s, const struct unit *units, size_t n, uint64_t *ret)
+{
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -ERANGE;
+	for (size_t i = 0; i < n; i++) {
+		if (strcasecmp(end, units[i].suffix) != 0)
+			continue;
+		if (v > UINT64_MAX / units[i].factor)
+			return -ERANGE;
+		*ret = v * units[i].factor;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int cordon_parse_size(const char *s, uint64_t *ret)
+{
+	return parse_with_units(s, size_units, ELEMENTSOF(size_units), ret);
+}
+
+int cordon_parse_duration_ms(const char *s, uint64_t *ret)
+{
+	return parse_with_units(s, duration_units, ELEMENTSOF(duration_units), ret);
+}

@@ -1,0 +1,341 @@
+/* cordon run [OPTIONS] -- CMD [ARGS...]: one command, one fresh sandbox, nothing left after. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include <cordon/cordon.h>
+
+#include "basic/cleanup.h"
+#include "basic/log.h"
+#include "cli/cli.h"
+#include "lib/rootfs.h"
+
+
+struct run_ctx {
+	struct cordon_spec spec;
+	const char *env[CORDON_MAX_ENV];
+	char *bind_buf[CORDON_MAX_BINDS];
+	int json_fd;
+};
+
+typedef int (*opt_fn)(struct run_ctx *ctx, const char *arg);
+
+static int opt_size(const char *name, const char *arg, uint64_t *ret)
+{
+	if (cordon_parse_size(arg, ret) < 0 || *ret == 0) {
+		log_error("--%s '%s': expected a size such as 512M or 2G", name, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int opt_memory(struct run_ctx *c, const char *a) { return opt_size("memory", a, &c->spec.memory_bytes); }
+static int opt_disk(struct run_ctx *c, const char *a) { return opt_size("disk", a, &c->spec.disk_bytes); }
+
+static int opt_cpus(struct run_ctx *c, const char *a)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(a, &end);
+	if (errno || *end || !(v >= 0.01 && v <= 1024)) {
+		log_error("--cpus '%s': expected a number of CPUs between 0.01 and 1024", a);
+		return -EINVAL;
+	}
+	c->spec.cpus_milli = (uint32_t)(v * 1000 + 0.5);
+	return 0;
+}
+
+static int opt_pids(struct run_ctx *c, const char *a)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(a, &end, 10);
+	if (errno || *end || *a == '-' || v < 2 || v > 1 << 22) {
+		log_error("--pids '%s': expected a number of processes between 2 and 4194304", a);
+		return -EINVAL;
+	}
+	c->spec.pids = v;
+	return 0;
+}
+
+static int opt_timeout(struct run_ctx *c, const char *a)
+{
+	if (cordon_parse_duration_ms(a, &c->spec.timeout_ms) < 0) {
+		log_error("--timeout '%s': expected a duration such as 30s, 500ms or 5m (0: none)", a);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static bool valid_env_name(const char *s, size_t len)
+{
+	if (len == 0 || !(s[0] == '_' || ((s[0] | 0x20) >= 'a' && (s[0] | 0x20) <= 'z')))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!(s[i] == '_' || (s[i] >= '0' && s[i] <= '9') ||
+		      ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z')))
+			return false;
+	return true;
+}
+
+static int opt_env(struct run_ctx *c, const char *a)
+{
+	const char *eq = strchr(a, '=');
+	if (!eq || !valid_env_name(a, eq - a)) {
+		log_error("--env '%s': expected NAME=VALUE with NAME made of letters, digits and _", a);
+		return -EINVAL;
+	}
+	if (c->spec.n_env >= CORDON_MAX_ENV) {
+		log_error("--env: at most %d entries", CORDON_MAX_ENV);
+		return -E2BIG;
+	}
+	c->env[c->spec.n_env++] = a;
+	return 0;
+}
+
+static int opt_workdir(struct run_ctx *c, const char *a)
+{
+	if (a[0] != '/') {
+		log_error("--workdir '%s': expected an absolute path", a);
+		return -EINVAL;
+	}
+	c->spec.workdir = a;
+	return 0;
+}
+
+static int opt_user(struct run_ctx *c, const char *a)
+{
+	if (strcmp(a, "user") == 0)
+		c->spec.user = CORDON_USER_USER;
+	else if (strcmp(a, "root") == 0)
+		c->spec.user = CORDON_USER_ROOT;
+	else {
+		log_error("--user '%s': expected 'user' or 'root'", a);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int opt_ro_bind(struct run_ctx *c, const char *a)
+{
+	const char *colon = strchr(a, ':');
+	struct cordon_err err = {};
+
+	if (!colon || colon == a || !colon[1]) {
+		log_error("--ro-bind '%s': expected HOST:SANDBOX", a);
+		return -EINVAL;
+	}
+	if (c->spec.n_binds >= CORDON_MAX_BINDS) {
+		log_error("--ro-bind: at most %d", CORDON_MAX_BINDS);
+		return -E2BIG;
+	}
+	char *host = strndup(a, colon - a);
+	if (!host)
+		return -ENOMEM;
+	c->bind_buf[c->spec.n_binds] = host;
+	c->spec.binds[c->spec.n_binds++] = (struct cordon_bind){host, (char *)colon + 1};
+	if (host[0] != '/') {
+		log_error("--ro-bind '%s': the host path must be absolute", a);
+		return -EINVAL;
+	}
+	if (rootfs_check_sandbox_path(colon + 1, &err) < 0) {
+		log_error("--ro-bind %s", err.msg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int opt_net(struct run_ctx *c, const char *a)
+{
+	if (strcmp(a, "none") != 0) {
+		log_error("--net '%s': only 'none' (loopback only) is supported", a);
+		return -EINVAL;
+	}
+	c->spec.net = CORDON_NET_NONE;
+	return 0;
+}
+
+static int opt_template(struct run_ctx *c, const char *a)
+{
+	if (strcmp(a, "host") != 0) {
+		log_error("--template '%s': no such template (only 'host'; or use --rootfs DIR)", a);
+		return -ENOENT;
+	}
+	c->spec.rootfs = NULL;
+	return 0;
+}
+
+static int opt_rootfs(struct run_ctx *c, const char *a)
+{
+	if (a[0] != '/') {
+		log_error("--rootfs '%s': expected an absolute path", a);
+		return -EINVAL;
+	}
+	c->spec.rootfs = a;
+	return 0;
+}
+
+static int opt_json_result(struct run_ctx *c, const char *a)
+{
+	char *end;
+	long fd = strtol(a, &end, 10);
+	if (*end || fd < 0 || fd > 1 << 20 || fcntl((int)fd, F_GETFD) < 0) {
+		log_error("--json-result '%s': expected an open file descriptor", a);
+		return -EBADF;
+	}
+	c->json_fd = fd;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	opt_fn fn;
+	const char *arg, *help;
+} options[] = {
+	{"template", opt_template, "NAME", "image to run from [host]"},
+	{"rootfs", opt_rootfs, "DIR", "a directory holding a root filesystem, read-only"},
+	{"memory", opt_memory, "SIZE", "memory limit [512M]"},
+	{"cpus", opt_cpus, "N", "CPU limit, fractions allowed [1]"},
+	{"pids", opt_pids, "N", "process limit [256]"},
+	{"disk", opt_disk, "SIZE", "writable space, /tmp and /home included [1G]"},
+	{"timeout", opt_timeout, "DURATION", "wall-clock limit [300s]"},
+	{"env", opt_env, "K=V", "set a variable (repeatable)"},
+	{"workdir", opt_workdir, "DIR", "working directory [the user's home]"},
+	{"user", opt_user, "user|root", "who runs inside: uid 1000 or uid 0 [user]"},
+	{"ro-bind", opt_ro_bind, "HOST:SANDBOX", "share a file or directory read-only"},
+	{"net", opt_net, "none", "network policy: none is loopback only [none]"},
+	{"json-result", opt_json_result, "FD", "write a JSON record of the run to FD"},
+};
+
+static int run_usage(FILE *f)
+{
+	fprintf(f, "usage: cordon run [OPTIONS] -- CMD [ARGS...]\n\noptions:\n");
+	for (size_t i = 0; i < ELEMENTSOF(options); i++)
+		fprintf(f, "  --%s %-14s %s\n", options[i].name, options[i].arg, options[i].help);
+	fprintf(f, "\nexit status: CMD's; 128+N if it died of signal N; %d timeout, %d out of memory,\n"
+		   "%d sandbox setup failed, %d not executable, %d not found, %d usage.\n",
+		CORDON_EXIT_TIMEOUT, CORDON_EXIT_OOM, CORDON_EXIT_SETUP, CORDON_EXIT_NOEXEC,
+		CORDON_EXIT_NOTFOUND, CORDON_EXIT_USAGE);
+	return f == stderr ? CORDON_EXIT_USAGE : 0;
+}
+
+/* Parses options up to "--" or the first non-option; returns the index of CMD. */
+static int parse_options(struct run_ctx *c, int argc, char **argv)
+{
+	int i = 1;
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0)
+			return i + 1;
+		if (strncmp(a, "--", 2) != 0)
+			return i;
+		if (strcmp(a, "--help") == 0)
+			return -1;
+		const char *eq = strchr(a + 2, '=');
+		size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+		size_t k = 0;
+		while (k < ELEMENTSOF(options) &&
+		       !(strlen(options[k].name) == len && strncmp(options[k].name, a + 2, len) == 0))
+			k++;
+		if (k == ELEMENTSOF(options)) {
+			log_error("run: unknown option '%s'", a);
+			return -EINVAL;
+		}
+		const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+		if (!val) {
+			log_error("run: --%s needs a value (%s)", options[k].name, options[k].arg);
+			return -EINVAL;
+		}
+		int r = options[k].fn(c, val);
+		if (r < 0)
+			return r;
+	}
+	return i;
+}
+
+static int exit_status(const struct cordon_spec *spec, const struct cordon_result *res)
+{
+	if (res->timed_out) {
+		log_error("timed out after %llu ms", (unsigned long long)spec->timeout_ms);
+		return CORDON_EXIT_TIMEOUT;
+	}
+	if (res->oom_killed && res->signal == SIGKILL) {
+		log_error("out of memory: the sandbox hit its %llu MiB limit",
+			  (unsigned long long)(spec->memory_bytes >> 20));
+		return CORDON_EXIT_OOM;
+	}
+	return res->signal ? 128 + res->signal : res->exit_code;
+}
+
+static void write_json(int fd, const struct cordon_result *res, int status)
+{
+	_cleanup_(json_decrefp) json_t *o = json_pack(
+		"{s:o, s:i, s:b, s:b, s:I, s:I, s:I, s:i}", "exit_code",
+		res->signal ? json_null() : json_integer(res->exit_code), "signal", res->signal,
+		"timed_out", res->timed_out, "oom_killed", res->oom_killed, "wall_ms",
+		(json_int_t)res->wall_ms, "cpu_ms", (json_int_t)res->cpu_ms, "peak_memory_bytes",
+		(json_int_t)res->peak_memory_bytes, "status", status);
+	_cleanup_free_ char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if (s)
+		dprintf(fd, "%s\n", s);
+}
+
+static int block_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+	sigset_t mask;
+	sigemptyset(&mask);
+	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
+		sigaddset(&mask, sigs[i]);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_ctx c = {.json_fd = -1};
+	struct cordon_err err = {};
+	struct cordon_result res;
+	int status;
+
+	cordon_spec_init(&c.spec);
+	int k = parse_options(&c, argc, argv);
+	if (k == -1)
+		status = run_usage(stdout);
+	else if (k < 0)
+		status = CORDON_EXIT_USAGE;
+	else if (k >= argc) {
+		log_error("run: no command given");
+		status = run_usage(stderr);
+	} else {
+		c.spec.env = c.env;
+		c.spec.argv = argv + k;
+		if (geteuid() != 0)
+			log_warning("not running as root: no cgroup limits (memory, cpus, pids) for "
+				    "this sandbox, and one uid for all of it");
+		_cleanup_close_ int sigfd = block_signals();
+		struct cordon_sandbox *sb = NULL;
+		if (cordon_sandbox_create(&c.spec, &sb, &err) < 0) {
+			log_error("sandbox setup failed: %s", err.msg);
+			status = CORDON_EXIT_SETUP;
+		} else if (cordon_sandbox_wait(sb, sigfd, &res) < 0) {
+			log_error("waiting for the sandbox: %m");
+			status = CORDON_EXIT_SETUP;
+		} else {
+			status = exit_status(&c.spec, &res);
+			if (c.json_fd >= 0)
+				write_json(c.json_fd, &res, status);
+		}
+		cordon_sandbox_free(sb);
+	}
+	for (size_t i = 0; i < c.spec.n_binds; i++)
+		free(c.bind_buf[i]);
+	return status;
+}

@@ -1,0 +1,1360 @@
+/* cordon-init --agent: the in-sandbox end of the host<->agent protocol.
+ *
+ * One poll() loop over the host stream, a signalfd for SIGCHLD, and the pipes of every process
+ * it started. Memory is bounded by backpressure rather than by dropping data: while the queue
+ * towards the host holds more than OUT_SOFT bytes the agent stops reading host frames, child
+ * pipes and files, so a host that does not read stalls its own sandbox and nothing else. */
+#ifndef _GNU_SOURCE
+#endif
+#include "init/agent.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/frame.h"
+
+#define OUT_SOFT         (256u * 1024u) /* stop producing output above this */
+#define PIPE_CHUNK       (64u * 1024u)
+#define FILE_CHUNK       (128u * 1024u)
+#define STDIN_QUEUE_MAX  (2u * FRAME_MAX_PAYLOAD) /* per process */
+#define MAX_PROCS        256u
+#define MAX_READS        16u
+#define LIST_MAX_ENTRIES 10000u
+#define LIST_MAX_BYTES   FRAME_MAX_PAYLOAD
+#define REMOVE_MAX_DEPTH 256
+#define DEFAULT_PATH     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+struct buf {
+	uint8_t *p;
+	size_t head, len, cap;
+};
+
+struct proc {
+	struct proc *next;
+	uint32_t chan;
+	pid_t pid;
+	int out_fd, err_fd, in_fd;
+	struct buf inq;
+	bool in_close;      /* STDIN_CLOSE seen: close in_fd once inq is written */
+	bool exited;        /* reaped; status is valid, pid must not be signalled any more */
+	bool timed_out;
+	int status;
+	uint64_t deadline;  /* CLOCK_MONOTONIC ms, 0 = none */
+};
+
+struct fread_job {
+	uint32_t chan;
+	int fd;
+	uint64_t off, left, sent;
+};
+
+union small_msg {
+	struct frame_hello hello;
+	struct frame_data data;
+	struct frame_signal sig;
+	struct frame_file file;
+};
+
+struct agent {
+	int fd;
+	int sigfd;
+	bool host_gone;
+	bool fatal;
+	uid_t uid;
+	gid_t gid;
+	struct buf out;
+	struct proc *procs;
+	unsigned n_procs;
+	struct fread_job reads[MAX_READS];
+	unsigned n_reads;
+	struct frame_decoder *dec;
+	struct frame_spawn *spawn;
+	union small_msg msg;
+};
+
+struct slot {
+	struct proc *p;
+	int which; /* 0 out, 1 err, 2 in */
+};
+
+/* ---- small helpers ---- */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+static int buf_reserve(struct buf *b, size_t n)
+{
+	if (b->cap - b->head - b->len >= n)
+		return 0;
+	if (b->head > 0) {
+		memmove(b->p, b->p + b->head, b->len);
+		b->head = 0;
+		if (b->cap - b->len >= n)
+			return 0;
+	}
+	size_t cap = b->cap ? b->cap : 64 * 1024;
+	while (cap - b->len < n)
+		cap *= 2;
+	uint8_t *p = realloc(b->p, cap);
+	if (!p)
+		return -ENOMEM;
+	b->p = p;
+	b->cap = cap;
+	return 0;
+}
+
+static uint8_t *buf_tail(struct buf *b)
+{
+	return b->p + b->head + b->len;
+}
+
+static void buf_consume(struct buf *b, size_t n)
+{
+	b->head += n;
+	b->len -= n;
+	if (b->len == 0)
+		b->head = 0;
+}
+
+static void buf_free(struct buf *b)
+{
+	free(b->p);
+	*b = (struct buf){0};
+}
+
+/* ---- output towards the host ---- */
+
+/* Queues a frame. Running out of memory is fatal: the agent cannot keep its promises. */
+static void emit(struct agent *a, uint16_t type, uint32_t chan, const void *msg)
+{
+	ssize_t n = frame_build_size(type, msg);
+
+	if (n < 0 || buf_reserve(&a->out, (size_t)n) < 0) {
+		a->fatal = true;
+		return;
+	}
+	n = frame_build(buf_tail(&a->out), (size_t)n, type, chan, msg);
+	if (n < 0) {
+		a->fatal = true;
+		return;
+	}
+	a->out.len += (size_t)n;
+}
+
+static void emit_error(struct agent *a, uint32_t chan, int err, const char *what)
+{
+	char msg[256];
+	struct frame_error e = {.errnum = (uint32_t)err, .message = msg};
+
+	snprintf(msg, sizeof(msg), "%s: %s", what, strerror(err));
+	emit(a, FRAME_ERROR, chan, &e);
+}
+
+/* Reads up to @max bytes from @fd (at @off unless it is -1) straight into the output queue as
+ * one @type frame. Returns the bytes read, 0 at EOF, or -errno. */
+static ssize_t emit_from_fd(struct agent *a, uint16_t type, uint32_t chan, int fd, size_t max,
+			    off_t off)
+{
+	ssize_t n;
+
+	if (buf_reserve(&a->out, FRAME_HDR_SIZE + max) < 0) {
+		a->fatal = true;
+		return -ENOMEM;
+	}
+	uint8_t *p = buf_tail(&a->out);
+	do
+		n = off < 0 ? read(fd, p + FRAME_HDR_SIZE, max)
+			    : pread(fd, p + FRAME_HDR_SIZE, max, off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n > 0) {
+		frame_hdr_write(p, type, chan, (uint32_t)n);
+		a->out.len += FRAME_HDR_SIZE + (size_t)n;
+	}
+	return n;
+}
+
+static void flush_out(struct agent *a)
+{
+	while (a->out.len > 0 && !a->host_gone) {
+		ssize_t n = write(a->fd, a->out.p + a->out.head, a->out.len);
+		if (n > 0) {
+			buf_consume(&a->out, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		a->host_gone = true; /* EPIPE, ECONNRESET: nobody is listening any more */
+	}
+}
+
+static bool out_room(const struct agent *a)
+{
+	return a->out.len < OUT_SOFT;
+}
+
+/* ---- processes ---- */
+
+static struct proc *proc_find(struct agent *a, uint32_t chan)
+{
+	for (struct proc *p = a->procs; p; p = p->next)
+		if (p->chan == chan)
+			return p;
+	return NULL;
+}
+
+static void proc_free(struct agent *a, struct proc *p)
+{
+	for (struct proc **pp = &a->procs; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	close_fd(&p->out_fd);
+	close_fd(&p->err_fd);
+	close_fd(&p->in_fd);
+	buf_free(&p->inq);
+	free(p);
+	a->n_procs--;
+}
+
+/* Signals the process group (every spawn is a session leader), then the process itself in
+ * case it left its group. Never called after the leader was reaped: its pid may be reused. */
+static int proc_kill(struct proc *p, int signo)
+{
+	if (p->exited)
+		return -ESRCH;
+	int r = kill(-p->pid, signo);
+	if (kill(p->pid, signo) < 0 && r < 0)
+		return -errno;
+	return 0;
+}
+
+struct exec_failure {
+	int step;
+	int err;
+};
+
+enum { STEP_STDIO = 1, STEP_CREDS, STEP_CWD, STEP_EXEC };
+static const char *const step_names[] = {"", "stdio", "credentials", "chdir", "execve"};
+
+static int drop_privileges(uint32_t user)
+{
+	uid_t uid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_UID;
+	gid_t gid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_GID;
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {0};
+
+	/* setgroups is denied in a user namespace whose setgroups file says "deny"; the
+	 * groups are then fixed by whoever built the namespace. */
+	if (setgroups(0, NULL) < 0 && errno != EPERM)
+		return -errno;
+	if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+		return -errno;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	/* uid 0 keeps its capabilities through setresuid; clear them all */
+	if (syscall(SYS_capset, &h, d) < 0)
+		return -errno;
+	return 0;
+}
+
+/* execvpe() searches the PATH of the caller, not of @envp: search the child's own PATH. */
+static int exec_search(char *const argv[], char *const envp[])
+{
+	const char *path = DEFAULT_PATH;
+	char buf[PATH_MAX];
+	int err = ENOENT;
+
+	if (argv[0][0] == '\0')
+		return -ENOENT;
+	if (strchr(argv[0], '/')) {
+		execve(argv[0], argv, envp);
+		return -errno;
+	}
+	for (size_t i = 0; envp[i]; i++)
+		if (strncmp(envp[i], "PATH=", 5) == 0)
+			path = envp[i] + 5;
+	for (const char *p = path;; p++) {
+		const char *e = strchrnul(p, ':');
+		int n = snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(e - p), p, e > p ? "/" : "",
+				 argv[0]);
+		if (n > 0 && (size_t)n < sizeof(buf)) {
+			execve(buf, argv, envp);
+			if (errno == EACCES)
+				err = EACCES;
+			else if (errno != ENOENT && errno != ENOTDIR)
+				return -errno;
+		}
+		if (*e == '\0')
+			break;
+		p = e;
+	}
+	return -err;
+}
+
+/* Runs in the forked child: never returns. Any failure is reported on @status_w and the child
+ * exits before exec, never half-set-up. */
+static _Noreturn void child_exec(const struct frame_spawn *sp, int in_r, int out_w, int err_w,
+				 int status_w)
+{
+	struct exec_failure f = {STEP_STDIO, 0};
+	sigset_t none;
+	int r = 0;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	setsid();
+
+	if (!sp->want_stdin) {
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (nul >= 0)
+			in_r = nul; /* else the stdin pipe, whose write end is closed: also EOF */
+	}
+	/* move everything above 2 first so the dup2()s below cannot clobber each other */
+	in_r = fcntl(in_r, F_DUPFD_CLOEXEC, 3);
+	out_w = fcntl(out_w, F_DUPFD_CLOEXEC, 3);
+	err_w = fcntl(err_w, F_DUPFD_CLOEXEC, 3);
+	if (in_r < 0 || out_w < 0 || err_w < 0 || dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 ||
+	    dup2(err_w, 2) < 0)
+		goto fail;
+	(void)close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
+
+	f.step = STEP_CREDS;
+	r = drop_privileges(sp->user);
+	if (r < 0)
+		goto fail_r;
+	f.step = STEP_CWD;
+	if (chdir(sp->cwd ? sp->cwd : "/") < 0)
+		goto fail;
+	umask(022);
+	f.step = STEP_EXEC;
+	r = exec_search((char *const *)sp->argv, (char *const *)sp->envp);
+	goto fail_r;
+fail:
+	r = -errno;
+fail_r:
+	f.err = -r;
+	(void)!write(status_w, &f, sizeof(f));
+	_exit(127);
+}
+
+static int spawn_fork(struct agent *a, const struct frame_spawn *sp, int fds[8], pid_t *ret_pid,
+		      struct exec_failure *ret_fail)
+{
+	for (int i = 0; i < 8; i += 2)
+		if (pipe2(fds + i, O_CLOEXEC) < 0)
+			return -errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0)
+		child_exec(sp, fds[0], fds[3], fds[5], fds[7]);
+	close_fd(&fds[0]);
+	close_fd(&fds[3]);
+	close_fd(&fds[5]);
+	close_fd(&fds[7]);
+
+	/* the status pipe reaches EOF at a successful exec (it is O_CLOEXEC) */
+	ssize_t n;
+	do
+		n = read(fds[6], ret_fail, sizeof(*ret_fail));
+	while (n < 0 && errno == EINTR);
+	*ret_pid = pid;
+	if (n == (ssize_t)sizeof(*ret_fail)) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return -ECHILD;
+	}
+	return 0;
+}
+
+static int do_spawn(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_spawn *sp = m;
+	int fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1}; /* in, out, err, status: read, write */
+	struct exec_failure fail = {0};
+	struct proc *p = NULL;
+	pid_t pid = -1;
+	int r;
+
+	if (proc_find(a, chan))
+		return -EEXIST;
+	if (a->n_procs >= MAX_PROCS)
+		return -EAGAIN;
+	if (sp->user > FRAME_USER_ROOT)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+
+	r = spawn_fork(a, sp, fds, &pid, &fail);
+	close_fd(&fds[6]);
+	if (r < 0) {
+		for (int i = 0; i < 6; i++)
+			close_fd(&fds[i]);
+		free(p);
+		if (r == -ECHILD) {
+			char what[64];
+			snprintf(what, sizeof(what), "SPAWN %s",
+				 fail.step > 0 && fail.step <= STEP_EXEC ? step_names[fail.step]
+									 : "?");
+			emit_error(a, chan, fail.err > 0 ? fail.err : EIO, what);
+			return 0;
+		}
+		return r;
+	}
+
+	*p = (struct proc){.chan = chan, .pid = pid, .out_fd = fds[2], .err_fd = fds[4],
+			   .in_fd = fds[1], .status = 0};
+	if (!sp->want_stdin)
+		close_fd(&p->in_fd);
+	(void)set_nonblock(p->out_fd);
+	(void)set_nonblock(p->err_fd);
+	if (p->in_fd >= 0)
+		(void)set_nonblock(p->in_fd);
+	if (sp->timeout_ms > 0)
+		p->deadline = now_ms() + (sp->timeout_ms > UINT32_MAX * 1000ull
+						   ? UINT32_MAX * 1000ull : sp->timeout_ms);
+	p->next = a->procs;
+	a->procs = p;
+	a->n_procs++;
+
+	struct frame_spawned s = {.pid = (uint32_t)pid};
+	emit(a, FRAME_SPAWNED, chan, &s);
+	return 0;
+}
+
+static void stdin_flush(struct proc *p)
+{
+	while (p->in_fd >= 0 && p->inq.len > 0) {
+		ssize_t n = write(p->in_fd, p->inq.p + p->inq.head, p->inq.len);
+		if (n > 0) {
+			buf_consume(&p->inq, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		/* EPIPE: the process closed its stdin; what was queued can go nowhere */
+		buf_free(&p->inq);
+		close_fd(&p->in_fd);
+	}
+	if (p->in_close && p->inq.len == 0)
+		close_fd(&p->in_fd);
+}
+
+static int do_stdin(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_data *d = m;
+	struct proc *p = proc_find(a, chan);
+
+	if (!p)
+		return -ESRCH;
+	if (p->in_fd < 0 || p->in_close)
+		return -EPIPE;
+	/* the host paces stdin; refusing is better than holding unbounded memory */
+	if (p->inq.len + d->len > STDIN_QUEUE_MAX)
+		return -ENOBUFS;
+	if (buf_reserve(&p->inq, d->len) < 0)
+		return -ENOMEM;
+	memcpy(buf_tail(&p->inq), d->data, d->len);
+	p->inq.len += d->len;
+	stdin_flush(p);
+	return 0;
+}
+
+static int do_stdin_close(struct agent *a, uint32_t chan, void *m)
+{
+	struct proc *p = proc_find(a, chan);
+
+	if (!p)
+		return -ESRCH;
+	p->in_close = true;
+	stdin_flush(p);
+	return 0;
+}
+
+static int do_signal(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_signal *s = m;
+	struct proc *p = proc_find(a, chan);
+
+	if (!p)
+		return -ESRCH;
+	if (s->signo < 1 || s->signo >= (uint32_t)NSIG)
+		return -EINVAL;
+	return proc_kill(p, (int)s->signo);
+}
+
+/* Reads one chunk of a process's stdout (which 0) or stderr (1). Returns 1 if data was read,
+ * 0 otherwise; closes the pipe at EOF, on error, and, once the process was reaped, when it
+ * is empty (a background grandchild may hold it open for ever). */
+static int pipe_read(struct agent *a, struct proc *p, int which)
+{
+	int *fd = which == 0 ? &p->out_fd : &p->err_fd;
+	ssize_t n;
+
+	if (*fd < 0)
+		return 0;
+	n = emit_from_fd(a, which == 0 ? FRAME_STDOUT : FRAME_STDERR, p->chan, *fd, PIPE_CHUNK,
+			 -1);
+	if (n > 0)
+		return 1;
+	if (n == -EAGAIN || n == -EWOULDBLOCK) {
+		if (p->exited)
+			close_fd(fd);
+		return 0;
+	}
+	close_fd(fd);
+	return 0;
+}
+
+static void reap(struct agent *a)
+{
+	struct signalfd_siginfo si;
+	int status;
+	pid_t pid = -1;
+
+	while (read(a->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		;
+	/* as PID 1 (or subreaper) every orphan lands here: reap it, report only our own */
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (struct proc *p = a->procs; p; p = p->next)
+			if (p->pid == pid && !p->exited) {
+				p->exited = true;
+				p->status = status;
+				break;
+			}
+	}
+}
+
+/* Sends EXIT for reaped processes once their pipes are drained, and forgets them. */
+static void finish_procs(struct agent *a)
+{
+	struct proc *next;
+
+	for (struct proc *p = a->procs; p; p = next) {
+		next = p->next;
+		if (!p->exited)
+			continue;
+		while (out_room(a) && (pipe_read(a, p, 0) || pipe_read(a, p, 1)))
+			;
+		if (p->out_fd >= 0 || p->err_fd >= 0)
+			continue;
+		struct frame_exit e = {
+			.code = WIFEXITED(p->status) ? (uint32_t)WEXITSTATUS(p->status) : 0,
+			.signal = WIFSIGNALED(p->status) ? (uint32_t)WTERMSIG(p->status) : 0,
+			.timed_out = p->timed_out,
+		};
+		emit(a, FRAME_EXIT, p->chan, &e);
+		proc_free(a, p);
+	}
+}
+
+static void check_timeouts(struct agent *a)
+{
+	uint64_t now = now_ms();
+
+	for (struct proc *p = a->procs; p; p = p->next)
+		if (!p->exited && p->deadline && now >= p->deadline) {
+			(void)proc_kill(p, SIGKILL);
+			p->timed_out = true;
+			p->deadline = 0;
+		}
+}
+
+/* ---- files ---- */
+
+/* openat2() with RESOLVE_NO_MAGICLINKS: /proc/<pid>/fd/N and friends would let a path escape
+ * the permission checks of the user it is resolved for. */
+static int xopenat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	static bool no_openat2;
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY),
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = RESOLVE_NO_MAGICLINKS,
+	};
+	int fd;
+
+	if (!no_openat2) {
+		fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+		if (fd >= 0)
+			return fd;
+		if (errno != ENOSYS)
+			return -errno;
+		no_openat2 = true;
+	}
+	/* no openat2 (old kernel, or a seccomp policy that hides it): refuse every final
+	 * symlink instead */
+	fd = openat(dirfd, path, flags | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, mode);
+	return fd < 0 ? -errno : fd;
+}
+
+static int check_path(const char *path)
+{
+	return path && path[0] == '/' ? 0 : -EINVAL;
+}
+
+/* Opens a regular file for reading or writing. A FIFO, device or socket is refused before it
+ * is opened for I/O (opening one can block or have side effects) and again after. */
+static int open_regular(const char *path, int flags, mode_t mode)
+{
+	struct stat st;
+	int fd, r;
+
+	fd = xopenat(AT_FDCWD, path, O_PATH, 0);
+	if (fd >= 0) {
+		r = fstat(fd, &st) < 0 ? -errno : 0;
+		close(fd);
+		if (r < 0)
+			return r;
+		if (S_ISDIR(st.st_mode))
+			return -EISDIR;
+		if (!S_ISREG(st.st_mode))
+			return -EINVAL;
+	} else if (fd != -ENOENT || !(flags & O_CREAT)) {
+		return fd;
+	}
+
+	fd = xopenat(AT_FDCWD, path, flags | O_NONBLOCK, mode);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* Splits @path into an O_PATH fd of its parent and its last component (in @buf). */
+static int open_parent(const char *path, char buf[FRAME_MAX_PATH], const char **ret_name)
+{
+	size_t n = strlen(path);
+	char *slash;
+	int fd;
+
+	if (check_path(path) < 0 || n >= FRAME_MAX_PATH)
+		return -EINVAL;
+	memcpy(buf, path, n + 1);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = '\0';
+	slash = strrchr(buf, '/');
+	*ret_name = slash + 1;
+	if (!strcmp(*ret_name, "") || !strcmp(*ret_name, ".") || !strcmp(*ret_name, ".."))
+		return -EINVAL;
+	if (slash == buf)
+		fd = xopenat(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
+	else {
+		*slash = '\0';
+		fd = xopenat(AT_FDCWD, buf, O_PATH | O_DIRECTORY, 0);
+	}
+	return fd;
+}
+
+static uint32_t file_type(mode_t m)
+{
+	static const struct {
+		mode_t fmt;
+		uint32_t type;
+	} types[] = {
+		{S_IFREG, FRAME_FT_FILE},   {S_IFDIR, FRAME_FT_DIR},   {S_IFLNK, FRAME_FT_SYMLINK},
+		{S_IFIFO, FRAME_FT_FIFO},   {S_IFSOCK, FRAME_FT_SOCKET}, {S_IFCHR, FRAME_FT_CHAR},
+		{S_IFBLK, FRAME_FT_BLOCK},
+	};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if ((m & S_IFMT) == types[i].fmt)
+			return types[i].type;
+	return FRAME_FT_OTHER;
+}
+
+static void emit_info(struct agent *a, uint32_t chan, const char *name, const char *target,
+		      const struct stat *st)
+{
+	struct frame_file_info fi = {
+		.name = name,
+		.target = target,
+		.type = file_type(st->st_mode),
+		.mode = st->st_mode & 07777,
+		.size = (uint64_t)st->st_size,
+		.mtime_ns = (uint64_t)st->st_mtim.tv_sec * 1000000000ull +
+			    (uint64_t)st->st_mtim.tv_nsec,
+		.uid = st->st_uid,
+		.gid = st->st_gid,
+	};
+	emit(a, FRAME_FILE_INFO, chan, &fi);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n, uint64_t off, bool append)
+{
+	while (n > 0) {
+		ssize_t w = append ? write(fd, p, n) : pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
+
+static int do_file_write(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	int flags = O_WRONLY;
+	int fd, r;
+
+	if (check_path(f->path) < 0 || (f->flags & ~FRAME_WRITE_ALL) || f->offset > INT64_MAX)
+		return -EINVAL;
+	flags |= (f->flags & FRAME_WRITE_CREATE) ? O_CREAT : 0;
+	flags |= (f->flags & FRAME_WRITE_EXCL) ? O_CREAT | O_EXCL : 0;
+	flags |= (f->flags & FRAME_WRITE_TRUNC) ? O_TRUNC : 0;
+	flags |= (f->flags & FRAME_WRITE_APPEND) ? O_APPEND : 0;
+	/* no setuid/setgid/sticky through the API */
+	fd = open_regular(f->path, flags, f->mode ? (f->mode & 0777) : 0644);
+	if (fd < 0)
+		return fd;
+	r = write_all(fd, f->data, f->data_len, f->offset, f->flags & FRAME_WRITE_APPEND);
+	close(fd);
+	if (r < 0)
+		return r;
+	struct frame_ok ok = {.size = f->data_len};
+	emit(a, FRAME_OK, chan, &ok);
+	return 0;
+}
+
+static int do_file_read(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	int fd;
+
+	if (check_path(f->path) < 0 || f->offset > INT64_MAX)
+		return -EINVAL;
+	if (a->n_reads >= MAX_READS)
+		return -EBUSY;
+	fd = open_regular(f->path, O_RDONLY, 0);
+	if (fd < 0)
+		return fd;
+	a->reads[a->n_reads++] = (struct fread_job){
+		.chan = chan, .fd = fd, .off = f->offset,
+		.left = f->length ? f->length : UINT64_MAX,
+	};
+	return 0;
+}
+
+/* Streams one chunk of every pending FILE_READ while the host keeps up. */
+static void pump_reads(struct agent *a)
+{
+	for (unsigned i = 0; i < a->n_reads && out_room(a);) {
+		struct fread_job *j = &a->reads[i];
+		size_t max = j->left < FILE_CHUNK ? (size_t)j->left : FILE_CHUNK;
+		ssize_t n = emit_from_fd(a, FRAME_FILE_DATA, j->chan, j->fd, max, (off_t)j->off);
+		if (n > 0) {
+			j->off += (uint64_t)n;
+			j->left -= (uint64_t)n;
+			j->sent += (uint64_t)n;
+			if (j->left > 0 && j->off <= INT64_MAX) {
+				i++;
+				continue;
+			}
+		}
+		if (n < 0) {
+			emit_error(a, j->chan, (int)-n, "FILE_READ");
+		} else {
+			struct frame_ok ok = {.size = j->sent};
+			emit(a, FRAME_OK, j->chan, &ok);
+		}
+		close(j->fd);
+		*j = a->reads[--a->n_reads];
+	}
+}
+
+static int do_file_stat(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	struct stat st;
+	int fd, r;
+
+	if (check_path(f->path) < 0)
+		return -EINVAL;
+	fd = xopenat(AT_FDCWD, f->path, O_PATH, 0);
+	if (fd < 0)
+		return fd;
+	r = fstat(fd, &st) < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return r;
+	const char *name = strrchr(f->path, '/') + 1;
+	emit_info(a, chan, *name ? name : f->path, NULL, &st);
+	return 0;
+}
+
+struct list_state {
+	char rel[FRAME_MAX_PATH];
+	uint32_t count;
+	size_t bytes;
+	bool truncated;
+};
+
+static void list_dir(struct agent *a, uint32_t chan, int dfd, size_t rel_len, uint32_t depth,
+		     struct list_state *ls)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *e;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while (!ls->truncated && (e = readdir(d))) {
+		struct stat st;
+		char target[FRAME_MAX_PATH];
+		const char *tp = NULL;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (ls->count >= LIST_MAX_ENTRIES || ls->bytes >= LIST_MAX_BYTES) {
+			ls->truncated = true;
+			break;
+		}
+		int n = snprintf(ls->rel + rel_len, sizeof(ls->rel) - rel_len, "%s%s",
+				 rel_len ? "/" : "", e->d_name);
+		if (n < 0 || (size_t)n >= sizeof(ls->rel) - rel_len) {
+			ls->truncated = true;
+			continue;
+		}
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* raced with a removal */
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t t = readlinkat(dirfd(d), e->d_name, target, sizeof(target) - 1);
+			if (t >= 0) {
+				target[t] = '\0';
+				tp = target;
+			}
+		}
+		emit_info(a, chan, ls->rel, tp, &st);
+		ls->count++;
+		ls->bytes += FRAME_HDR_SIZE + 80 + rel_len + (size_t)n + (tp ? strlen(tp) : 0);
+		if (S_ISDIR(st.st_mode) && depth > 1) {
+			int sub = openat(dirfd(d), e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				list_dir(a, chan, sub, rel_len + (size_t)n, depth - 1, ls);
+		}
+		ls->rel[rel_len] = '\0';
+	}
+	closedir(d);
+}
+
+static int do_file_list(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	struct list_state *ls;
+	int fd;
+
+	if (check_path(f->path) < 0 || f->depth > FRAME_MAX_LIST_DEPTH)
+		return -EINVAL;
+	fd = xopenat(AT_FDCWD, f->path, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	ls = calloc(1, sizeof(*ls));
+	if (!ls) {
+		close(fd);
+		return -ENOMEM;
+	}
+	list_dir(a, chan, fd, 0, f->depth ? f->depth : 1, ls);
+	struct frame_ok ok = {.size = ls->count, .flags = ls->truncated ? FRAME_OK_TRUNCATED : 0};
+	emit(a, FRAME_OK, chan, &ok);
+	free(ls);
+	return 0;
+}
+
+static int mkdir_parents(const char *path, mode_t mode)
+{
+	char buf[FRAME_MAX_PATH];
+	char *save = NULL;
+	int dfd, r = 0;
+
+	if (strlen(path) >= sizeof(buf))
+		return -ENAMETOOLONG;
+	strcpy(buf, path);
+	dfd = xopenat(AT_FDCWD, "/", O_PATH | O_DIRECTORY, 0);
+	if (dfd < 0)
+		return dfd;
+	for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (mkdirat(dfd, c, mode) < 0 && errno != EEXIST) {
+			r = -errno;
+			break;
+		}
+		int nfd = xopenat(dfd, c, O_PATH | O_DIRECTORY, 0);
+		close(dfd);
+		dfd = nfd;
+		if (dfd < 0)
+			return dfd;
+	}
+	close(dfd);
+	return r;
+}
+
+static int do_file_mkdir(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	mode_t mode = f->mode ? (f->mode & 0777) : 0755;
+	char buf[FRAME_MAX_PATH];
+	const char *name;
+	int dfd, r;
+
+	if (check_path(f->path) < 0 || (f->flags & ~FRAME_MKDIR_PARENTS))
+		return -EINVAL;
+	if (f->flags & FRAME_MKDIR_PARENTS) {
+		r = mkdir_parents(f->path, mode);
+	} else {
+		dfd = open_parent(f->path, buf, &name);
+		if (dfd < 0)
+			return dfd;
+		r = mkdirat(dfd, name, mode) < 0 ? -errno : 0;
+		close(dfd);
+	}
+	if (r < 0)
+		return r;
+	emit(a, FRAME_OK, chan, &(struct frame_ok){0});
+	return 0;
+}
+
+static int do_file_move(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	char sbuf[FRAME_MAX_PATH], dbuf[FRAME_MAX_PATH];
+	const char *sname, *dname;
+	int sfd, dfd, r;
+
+	if (check_path(f->dst) < 0 || (f->flags & ~FRAME_MOVE_NOREPLACE))
+		return -EINVAL;
+	sfd = open_parent(f->path, sbuf, &sname);
+	if (sfd < 0)
+		return sfd;
+	dfd = open_parent(f->dst, dbuf, &dname);
+	if (dfd < 0) {
+		close(sfd);
+		return dfd;
+	}
+	if (f->flags & FRAME_MOVE_NOREPLACE)
+		r = renameat2(sfd, sname, dfd, dname, RENAME_NOREPLACE);
+	else
+		r = renameat(sfd, sname, dfd, dname);
+	r = r < 0 ? -errno : 0;
+	close(sfd);
+	close(dfd);
+	if (r < 0)
+		return r;
+	emit(a, FRAME_OK, chan, &(struct frame_ok){0});
+	return 0;
+}
+
+/* Empties the directory @name under @dfd, never following symlinks. Passes repeat until
+ * nothing is left, since removing entries while reading a directory may skip some. */
+static int remove_tree(int dfd, const char *name, int depth)
+{
+	bool again = true;
+	int r = 0;
+
+	if (depth > REMOVE_MAX_DEPTH)
+		return -ELOOP;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	while (again && r == 0) {
+		struct dirent *e;
+		again = false;
+		rewinddir(d);
+		while (r == 0 && (e = readdir(d))) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			again = true;
+			if (unlinkat(fd, e->d_name, 0) == 0)
+				continue;
+			if (errno != EISDIR && errno != EPERM)
+				r = -errno;
+			else if ((r = remove_tree(fd, e->d_name, depth + 1)) == 0 &&
+				 unlinkat(fd, e->d_name, AT_REMOVEDIR) < 0)
+				r = -errno;
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+static int do_file_remove(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	char buf[FRAME_MAX_PATH];
+	const char *name;
+	int dfd, r = 0;
+
+	if (f->flags & ~FRAME_REMOVE_RECURSIVE)
+		return -EINVAL;
+	dfd = open_parent(f->path, buf, &name);
+	if (dfd < 0)
+		return dfd;
+	if (unlinkat(dfd, name, 0) < 0) {
+		r = -errno;
+		if (r == -EISDIR || r == -EPERM) {
+			if (f->flags & FRAME_REMOVE_RECURSIVE)
+				r = remove_tree(dfd, name, 0);
+			else
+				r = 0;
+			if (r == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0)
+				r = -errno;
+		}
+	}
+	close(dfd);
+	if (r < 0)
+		return r;
+	emit(a, FRAME_OK, chan, &(struct frame_ok){0});
+	return 0;
+}
+
+/* File operations run with the fsuid/fsgid of the requesting user, so the API can touch only
+ * what that user could. The agent is single-threaded, so this cannot leak into other work. */
+static int fs_become(const struct agent *a, uint32_t user)
+{
+	uid_t uid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_UID;
+	gid_t gid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_GID;
+
+	if (user > FRAME_USER_ROOT)
+		return -EINVAL;
+	setfsgid(gid);
+	setfsuid(uid);
+	/* setfsuid() reports no errors; read the values back */
+	if ((uid_t)setfsuid((uid_t)-1) != uid || (gid_t)setfsgid((gid_t)-1) != gid) {
+		setfsuid(a->uid);
+		setfsgid(a->gid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static void fs_restore(const struct agent *a)
+{
+	setfsuid(a->uid);
+	setfsgid(a->gid);
+}
+
+/* ---- dispatch ---- */
+
+static int do_hello(struct agent *a, uint32_t chan, void *m)
+{
+	struct frame_hello h = {.version = FRAME_PROTOCOL_VERSION, .max_payload = FRAME_MAX_PAYLOAD};
+	emit(a, FRAME_HELLO_OK, chan, &h);
+	return 0;
+}
+
+static int do_ping(struct agent *a, uint32_t chan, void *m)
+{
+	emit(a, FRAME_PONG, chan, NULL);
+	return 0;
+}
+
+static const struct handler {
+	uint16_t type;
+	bool as_user;
+	int (*fn)(struct agent *a, uint32_t chan, void *msg);
+} handlers[] = {
+	{FRAME_HELLO, false, do_hello},
+	{FRAME_PING, false, do_ping},
+	{FRAME_SPAWN, false, do_spawn},
+	{FRAME_STDIN, false, do_stdin},
+	{FRAME_STDIN_CLOSE, false, do_stdin_close},
+	{FRAME_SIGNAL, false, do_signal},
+	{FRAME_FILE_WRITE, true, do_file_write},
+	{FRAME_FILE_READ, true, do_file_read},
+	{FRAME_FILE_STAT, true, do_file_stat},
+	{FRAME_FILE_LIST, true, do_file_list},
+	{FRAME_FILE_MKDIR, true, do_file_mkdir},
+	{FRAME_FILE_MOVE, true, do_file_move},
+	{FRAME_FILE_REMOVE, true, do_file_remove},
+};
+
+/* Handles one host frame. A malformed payload is a protocol error (negative return); a request
+ * that fails is answered with ERROR on its channel. */
+static int dispatch(struct agent *a, const struct frame *f)
+{
+	void *msg = f->type == FRAME_SPAWN ? (void *)a->spawn : (void *)&a->msg;
+	const struct handler *h = NULL;
+	int r;
+
+	for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
+		if (handlers[i].type == f->type)
+			h = &handlers[i];
+	if (!h)
+		return -EPROTO;
+	r = frame_msg_parse(f->type, f->payload, f->len, msg);
+	if (r < 0)
+		return r;
+	if (h->as_user) {
+		r = fs_become(a, ((struct frame_file *)msg)->user);
+		if (r == 0) {
+			r = h->fn(a, f->channel, msg);
+			fs_restore(a);
+		}
+	} else {
+		r = h->fn(a, f->channel, msg);
+	}
+	if (r < 0)
+		emit_error(a, f->channel, -r, frame_type_name(f->type));
+	return 0;
+}
+
+static int pump_host(struct agent *a)
+{
+	struct frame f;
+	int r;
+
+	while (out_room(a) && !a->fatal) {
+		r = frame_decoder_next(a->dec, &f);
+		if (r <= 0)
+			return r;
+		r = dispatch(a, &f);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void read_host(struct agent *a)
+{
+	uint8_t *p;
+	size_t space = frame_decoder_space(a->dec, &p);
+	ssize_t n;
+
+	if (space == 0)
+		return;
+	n = read(a->fd, p, space);
+	if (n > 0)
+		frame_decoder_commit(a->dec, (size_t)n);
+	else if (n == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+		a->host_gone = true;
+}
+
+/* ---- the loop ---- */
+
+static int poll_timeout(const struct agent *a)
+{
+	uint64_t now = now_ms(), next = UINT64_MAX;
+
+	if (a->n_reads > 0 && out_room(a))
+		return 0;
+	for (const struct proc *p = a->procs; p; p = p->next) {
+		if (p->exited && out_room(a))
+			return 0;
+		if (!p->exited && p->deadline && p->deadline < next)
+			next = p->deadline;
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return next <= now ? 0 : (int)(next - now > INT32_MAX ? INT32_MAX : next - now);
+}
+
+static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *slots)
+{
+	size_t n = 2;
+
+	pfd[0] = (struct pollfd){.fd = a->fd,
+				 .events = (short)((out_room(a) ? POLLIN : 0) |
+						   (a->out.len ? POLLOUT : 0))};
+	pfd[1] = (struct pollfd){.fd = a->sigfd, .events = POLLIN};
+	for (struct proc *p = a->procs; p; p = p->next) {
+		int fds[3] = {p->out_fd, p->err_fd, p->in_fd};
+		for (int w = 0; w < 3; w++) {
+			bool want = w < 2 ? out_room(a) : p->inq.len > 0;
+			if (fds[w] < 0 || !want)
+				continue;
+			slots[n] = (struct slot){p, w};
+			pfd[n++] = (struct pollfd){.fd = fds[w], .events = w < 2 ? POLLIN : POLLOUT};
+		}
+	}
+	return n;
+}
+
+static void handle_events(struct agent *a, const struct pollfd *pfd, const struct slot *slots,
+			  size_t n)
+{
+	if (pfd[0].revents & POLLIN)
+		read_host(a);
+	else if (pfd[0].revents & (POLLHUP | POLLERR | POLLNVAL))
+		a->host_gone = true;
+	if (pfd[1].revents & POLLIN)
+		reap(a);
+	for (size_t i = 2; i < n; i++) {
+		if (!pfd[i].revents)
+			continue;
+		if (slots[i].which < 2)
+			(void)pipe_read(a, slots[i].p, slots[i].which);
+		else
+			stdin_flush(slots[i].p);
+	}
+}
+
+static void shutdown_all(struct agent *a)
+{
+	for (struct proc *p = a->procs; p; p = p->next)
+		(void)proc_kill(p, SIGKILL);
+	/* as PID 1, take down whatever else lives in the namespace too */
+	if (getpid() == 1)
+		(void)kill(-1, SIGKILL);
+	while (a->procs) {
+		struct proc *p = a->procs;
+		while (!p->exited && waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		proc_free(a, p);
+	}
+	while (a->n_reads > 0)
+		close(a->reads[--a->n_reads].fd);
+}
+
+static int agent_setup(struct agent *a, int fd)
+{
+	sigset_t mask;
+
+	a->fd = fd;
+	a->sigfd = -1;
+	a->uid = getuid();
+	a->gid = getgid();
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 || set_nonblock(fd) < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return -errno;
+	a->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (a->sigfd < 0)
+		return -errno;
+	/* outside a PID namespace (tests), orphans must still come to us to be reaped */
+	if (getpid() != 1)
+		(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	(void)setgroups(0, NULL);
+	a->dec = malloc(sizeof(*a->dec));
+	a->spawn = malloc(sizeof(*a->spawn));
+	if (!a->dec || !a->spawn)
+		return -ENOMEM;
+	frame_decoder_init(a->dec, FRAME_TO_AGENT);
+	return 0;
+}
+
+/* Tells the host why it is being dropped; best effort, the connection closes next. */
+static void protocol_error(struct agent *a, int err)
+{
+	emit_error(a, 0, -err, "protocol error");
+	flush_out(a);
+}
+
+static int agent_loop(struct agent *a)
+{
+	size_t max = 2 + 3 * MAX_PROCS;
+	struct pollfd *pfd = calloc(max, sizeof(*pfd));
+	struct slot *slots = calloc(max, sizeof(*slots));
+	int ret = 0;
+
+	if (!pfd || !slots)
+		a->fatal = true;
+	while (!a->fatal) {
+		int r = pump_host(a);
+		if (r < 0) {
+			protocol_error(a, r);
+			ret = 1;
+			break;
+		}
+		pump_reads(a);
+		finish_procs(a);
+		flush_out(a);
+		if (a->host_gone || a->fatal)
+			break;
+		size_t n = build_pollfds(a, pfd, slots);
+		if (poll(pfd, n, poll_timeout(a)) < 0 && errno != EINTR) {
+			a->fatal = true;
+			break;
+		}
+		handle_events(a, pfd, slots, n);
+		check_timeouts(a);
+	}
+	free(pfd);
+	free(slots);
+	return a->fatal ? 1 : ret;
+}
+
+int agent_main(int fd)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+	int ret = 1;
+
+	if (!a) {
+		close(fd);
+		return 1;
+	}
+	if (agent_setup(a, fd) == 0)
+		ret = agent_loop(a);
+	shutdown_all(a);
+	close(fd);
+	close_fd(&a->sigfd);
+	buf_free(&a->out);
+	free(a->dec);
+	free(a->spawn);
+	free(a);
+	return ret;
+}

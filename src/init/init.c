@@ -1,0 +1,133 @@
+/* cordon-init: PID 1 of every sandbox.
+ *
+ *   cordon-init --run --workdir DIR -- CMD [ARGS...]   one-shot: run CMD, reap, exit with it
+ *   cordon-init --agent                                serve the host on fd 3 (agent.c)
+ *
+ * It is exec'd from a sealed memfd after the boundary is complete, so it runs with the same
+ * (no) privileges as what it starts. In one-shot mode it forwards the host's signals to CMD,
+ * reaps every orphan, and when CMD ends writes a struct init_status to fd 3 and exits: the
+ * kernel then kills whatever else is left in the pid namespace.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "basic/cleanup.h"
+#include "basic/fileio.h"
+#include "init/agent.h"
+#include "lib/initproto.h"
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+
+static void report(int kind, int value)
+{
+	struct init_status st = {kind, value};
+	write_all(INIT_STATUS_FD, &st, sizeof(st));
+}
+
+static _noreturn_ void exec_child(const char *workdir, char **cmd, const sigset_t *old, int errfd)
+{
+	struct init_status st = {INIT_CWD_FAILED, 0};
+
+	sigprocmask(SIG_SETMASK, old, NULL);
+	if (chdir(workdir) == 0) {
+		execvp(cmd[0], cmd);
+		st.kind = INIT_EXEC_FAILED;
+	}
+	st.value = errno;
+	write_all(errfd, &st, sizeof(st));
+	_exit(127);
+}
+
+/* Returns CMD's exit status for our own exit, after telling the host. */
+static int supervise(pid_t child, int sfd)
+{
+	for (;;) {
+		struct signalfd_siginfo ssi;
+		if (read(sfd, &ssi, sizeof(ssi)) != sizeof(ssi)) {
+			if (errno == EINTR)
+				continue;
+			return 125;
+		}
+		if (ssi.ssi_signo != SIGCHLD) {
+			kill(child, ssi.ssi_signo);
+			continue;
+		}
+		int status;
+		pid_t pid;
+		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (pid != child)
+				continue; /* an orphan: reaped, nothing more */
+			if (WIFEXITED(status)) {
+				report(INIT_EXITED, WEXITSTATUS(status));
+				return WEXITSTATUS(status);
+			}
+			report(INIT_SIGNALED, WTERMSIG(status));
+			return 128 + WTERMSIG(status);
+		}
+	}
+}
+
+static int run_main(int argc, char **argv)
+{
+	const char *workdir = "/";
+	int i = 2;
+
+	for (; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--workdir") == 0 && i + 1 < argc)
+			workdir = argv[++i];
+	if (i + 1 >= argc)
+		return 125;
+	char **cmd = argv + i + 1;
+
+	/* The status fd is ours alone: CMD must not be able to forge a status. */
+	fcntl(INIT_STATUS_FD, F_SETFD, FD_CLOEXEC);
+	sigset_t mask, old;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	for (size_t k = 0; k < ELEMENTSOF(forwarded); k++)
+		sigaddset(&mask, forwarded[k]);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	int errpipe[2];
+	if (sfd < 0 || pipe2(errpipe, O_CLOEXEC) < 0)
+		return 125;
+
+	pid_t child = fork();
+	if (child < 0)
+		return 125;
+	if (child == 0)
+		exec_child(workdir, cmd, &old, errpipe[1]);
+	close(errpipe[1]);
+	struct init_status st;
+	int r = read_exact(errpipe[0], &st, sizeof(st));
+	close(errpipe[0]);
+	if (r == 0) { /* exec or chdir failed: the child wrote why */
+		const char *what = st.kind == INIT_CWD_FAILED ? "workdir" : "cannot run";
+		const char *arg = st.kind == INIT_CWD_FAILED ? workdir : cmd[0];
+		dprintf(STDERR_FILENO, "cordon: %s '%s': %s\n", what, arg, strerror(st.value));
+		waitpid(child, NULL, 0);
+		report(st.kind, st.value);
+		return st.kind == INIT_CWD_FAILED ? 125 : st.value == ENOENT ? 127 : 126;
+	}
+	return supervise(child, sfd);
+}
+
+int main(int argc, char **argv)
+{
+	/* Nothing in the sandbox may read our memory or environment through /proc/1. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (argc >= 2 && strcmp(argv[1], "--agent") == 0)
+		return agent_main(INIT_AGENT_FD);
+	if (argc >= 2 && strcmp(argv[1], "--run") == 0)
+		return run_main(argc, argv);
+	dprintf(STDERR_FILENO, "cordon-init: runs only as PID 1 of a Cordon sandbox\n");
+	return 2;
+}

@@ -1,0 +1,127 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "basic/cleanup.h"
+#include "basic/fileio.h"
+#include "lib/idmap.h"
+
+const char *cordon_runtime_dir(void)
+{
+	const char *d = secure_getenv("CORDON_RUNTIME_DIR");
+	return d && *d == '/' ? d : "/run/cordon";
+}
+
+static int open_slots_dir(void)
+{
+	char path[512];
+	const char *rt = cordon_runtime_dir();
+
+	if (mkdir(rt, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/slots", rt);
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	return fd < 0 ? -errno : fd;
+}
+
+static int slot_lock(int dirfd, unsigned slot)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "%u", slot);
+	int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int idmap_slot_try(unsigned slot, struct idmap_slot *ret)
+{
+	_cleanup_close_ int dirfd = open_slots_dir();
+	if (dirfd < 0)
+		return dirfd;
+	int fd = slot_lock(dirfd, slot);
+	if (fd < 0)
+		return fd;
+	*ret = (struct idmap_slot){.lock_fd = fd, .slot = slot};
+	return 0;
+}
+
+int idmap_slot_acquire(struct idmap_slot *ret, struct cordon_err *err)
+{
+	_cleanup_close_ int dirfd = open_slots_dir();
+	if (dirfd < 0)
+		return cordon_err_set(err, dirfd, "uid range: open %s/slots", cordon_runtime_dir());
+
+	/* Start at a pseudo-random slot so that concurrent starters rarely collide. */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	unsigned start = (unsigned)(ts.tv_nsec ^ getpid()) % CORDON_IDMAP_SLOTS;
+	for (unsigned i = 0; i < CORDON_IDMAP_SLOTS; i++) {
+		unsigned slot = (start + i) % CORDON_IDMAP_SLOTS;
+		int fd = slot_lock(dirfd, slot);
+		if (fd == -EWOULDBLOCK)
+			continue;
+		if (fd < 0)
+			return cordon_err_set(err, fd, "uid range: lock slot %u", slot);
+		*ret = (struct idmap_slot){.lock_fd = fd, .slot = slot};
+		return 0;
+	}
+	return cordon_err_setf(err, -EAGAIN, "uid range: all %u host uid ranges are in use",
+			       CORDON_IDMAP_SLOTS);
+}
+
+void idmap_slot_release(struct idmap_slot *s)
+{
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	s->lock_fd = -1;
+}
+
+uid_t idmap_slot_base(const struct idmap_slot *s)
+{
+	return CORDON_IDMAP_BASE + s->slot * CORDON_IDMAP_SIZE;
+}
+
+static int write_map(pid_t pid, const char *file, const char *map)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	return write_file_at(AT_FDCWD, path, map);
+}
+
+int idmap_write(pid_t pid, const struct idmap_slot *s, uid_t inside_id, struct cordon_err *err)
+{
+	char umap[64], gmap[64];
+	int r;
+
+	if (s) {
+		snprintf(umap, sizeof(umap), "0 %u %u\n", idmap_slot_base(s), CORDON_IDMAP_SIZE);
+		snprintf(gmap, sizeof(gmap), "%s", umap);
+	} else {
+		snprintf(umap, sizeof(umap), "%u %u 1\n", inside_id, getuid());
+		snprintf(gmap, sizeof(gmap), "%u %u 1\n", inside_id, getgid());
+		r = write_map(pid, "setgroups", "deny");
+		if (r < 0 && r != -ENOENT)
+			return cordon_err_set(err, r, "user namespace: write setgroups");
+	}
+	r = write_map(pid, "uid_map", umap);
+	if (r < 0)
+		return cordon_err_set(err, r, "user namespace: write uid_map '%.*s'",
+				      (int)strcspn(umap, "\n"), umap);
+	r = write_map(pid, "gid_map", gmap);
+	if (r < 0)
+		return cordon_err_set(err, r, "user namespace: write gid_map");
+	return 0;
+}

@@ -1,0 +1,455 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/cleanup.h"
+#include "basic/fileio.h"
+#include "lib/rootfs.h"
+
+/* The staging mount point. The sandbox's root tmpfs is mounted over /tmp of the *new* mount
+ * namespace; every host path it needs was opened before (O_PATH fds), so hiding the host's
+ * /tmp here loses nothing. */
+#define NEWROOT "/tmp"
+
+#define USER_UID 1000
+
+/* What of the host the `host` template shows: the image directories, read-only. A symlink
+ * (merged /usr) is copied as a symlink. */
+static const char *const host_image[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+
+/* From the host's /etc, read-only: what makes programs work and holds no secret. */
+static const char *const host_etc[] = {
+	"ssl",	      "ca-certificates", "ca-certificates.conf", "ld.so.cache", "ld.so.conf",
+	"ld.so.conf.d", "alternatives",	  "localtime",		  "timezone",	 "protocols",
+	"services",   "mime.types",	  "perl",		  "python3",	 "python3.11",
+	"os-release", "debian_version",  "magic",		  "magic.mime",	 "gai.conf",
+	"bash.bashrc", "profile",	  "environment",	  "inputrc",	 "gitconfig",
+};
+
+/* Top-level names of a --rootfs image that the sandbox gets fresh instead. */
+static const char *const image_skip[] = {"proc", "dev", "sys", "tmp", "home", "root", "run"};
+
+struct gen_file {
+	const char *name;
+	const char *content;
+};
+
+static const struct gen_file etc_files[] = {
+	{"passwd", "root:x:0:0:root:/root:/bin/bash\n"
+		   "user:x:1000:1000:user:/home/user:/bin/bash\n"
+		   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+	{"group", "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"},
+	{"hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"},
+	{"resolv.conf", "# no network: this sandbox has loopback only\n"},
+	{"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
+			  "networks: files\nprotocols: files\nservices: files\n"},
+};
+
+/* Masked parts of /proc, after the OCI runtime spec's defaults. */
+static const char *const proc_readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger"};
+static const char *const proc_masked_files[] = {"kcore",       "keys",	       "key-users",
+						"timer_list",  "sched_debug",  "latency_stats",
+						"kallsyms",    "kpagecount",   "kpageflags",
+						"kpagecgroup", "sysrq-trigger"};
+static const char *const proc_masked_dirs[] = {"acpi", "asound", "scsi", "firmware", "driver"};
+
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+struct dev_link {
+	const char *name, *target;
+};
+static const struct dev_link dev_links[] = {
+	{"fd", "/proc/self/fd"},     {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+	{"stderr", "/proc/self/fd/2"}, {"ptmx", "pts/ptmx"},	   {"core", "/proc/kcore"},
+};
+
+struct new_dir {
+	const char *path;
+	mode_t mode;
+	uid_t uid; /* inside the sandbox */
+};
+static const struct new_dir new_dirs[] = {
+	{"tmp", 01777, 0},   {"home", 0755, 0},	    {"home/user", 0755, USER_UID}, {"root", 0700, 0},
+	{"run", 0755, 0},    {"var", 0755, 0},	    {"var/tmp", 01777, 0},	    {"etc", 0755, 0},
+	{"dev", 0755, 0},    {"proc", 0555, 0},
+};
+
+static unsigned long locked_flags(int fd)
+{
+	struct statvfs sv;
+	unsigned long f = 0;
+
+	/* In a user namespace the kernel refuses a remount that would clear a flag the parent
+	 * namespace set (nosuid, nodev, noexec, atime): carry them over (bubblewrap does too). */
+	if (fstatvfs(fd, &sv) < 0)
+		return 0;
+	static const struct {
+		unsigned long st, ms;
+	} map[] = {{ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},	    {ST_NOEXEC, MS_NOEXEC},
+		   {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
+	for (size_t i = 0; i < ELEMENTSOF(map); i++)
+		if (sv.f_flag & map[i].st)
+			f |= map[i].ms;
+	return f;
+}
+
+static void fd_path(int fd, char *buf, size_t size)
+{
+	snprintf(buf, size, "/proc/self/fd/%d", fd);
+}
+
+/* Binds @src_fd (an O_PATH fd) read-only, nosuid, nodev onto @dst. */
+static int bind_ro_fd(int src_fd, const char *dst, struct cordon_err *err)
+{
+	char src[64];
+	fd_path(src_fd, src, sizeof(src));
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return cordon_err_set(err, -errno, "mount: bind '%s'", dst);
+	unsigned long fl = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(src_fd);
+	if (mount(NULL, dst, NULL, fl, NULL) < 0)
+		return cordon_err_set(err, -errno, "mount: remount '%s' read-only", dst);
+	return 0;
+}
+
+/* Creates an empty mount point of the same kind as @src_fd's file. */
+static int make_mountpoint(int src_fd, const char *dst, struct cordon_err *err)
+{
+	struct stat st;
+	if (fstat(src_fd, &st) < 0)
+		return cordon_err_set(err, -errno, "stat source of '%s'", dst);
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdir(dst, 0755) < 0 && errno != EEXIST)
+			return cordon_err_set(err, -errno, "mkdir '%s'", dst);
+		return 0;
+	}
+	int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "create mount point '%s'", dst);
+	close(fd);
+	return 0;
+}
+
+static int copy_symlink(int dirfd, const char *name, const char *dst, struct cordon_err *err)
+{
+	char target[PATH_MAX];
+	ssize_t n = readlinkat(dirfd, name, target, sizeof(target) - 1);
+	if (n < 0)
+		return cordon_err_set(err, -errno, "readlink '%s'", name);
+	target[n] = '\0';
+	if (symlink(target, dst) < 0 && errno != EEXIST)
+		return cordon_err_set(err, -errno, "symlink '%s'", dst);
+	return 0;
+}
+
+/* Puts @dirfd/@name at @dst: a symlink is copied, a file or directory bound read-only. */
+static int expose_entry(int dirfd, const char *name, const char *dst, struct cordon_err *err)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : cordon_err_set(err, -errno, "stat '%s'", name);
+	if (S_ISLNK(st.st_mode))
+		return copy_symlink(dirfd, name, dst, err);
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return 0; /* never a socket, fifo or device of the host */
+	_cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "open '%s'", name);
+	int r = make_mountpoint(fd, dst, err);
+	return r < 0 ? r : bind_ro_fd(fd, dst, err);
+}
+
+static int write_new_file(const char *path, const char *content, mode_t mode,
+			  struct cordon_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "create '%s'", path);
+	int r = write_all(fd, content, strlen(content));
+	return r < 0 ? cordon_err_set(err, r, "write '%s'", path) : 0;
+}
+
+static int make_dirs(const struct rootfs_config *cfg, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	for (size_t i = 0; i < ELEMENTSOF(new_dirs); i++) {
+		const struct new_dir *d = &new_dirs[i];
+		snprintf(path, sizeof(path), NEWROOT "/%s", d->path);
+		if (mkdir(path, d->mode) < 0 && errno != EEXIST)
+			return cordon_err_set(err, -errno, "mkdir '/%s'", d->path);
+		if (chmod(path, d->mode) < 0)
+			return cordon_err_set(err, -errno, "chmod '/%s'", d->path);
+		/* With a single-uid mapping only the sandbox's own user exists: it owns all. */
+		if (cfg->ids_mapped && chown(path, d->uid, d->uid) < 0)
+			return cordon_err_set(err, -errno, "chown '/%s'", d->path);
+	}
+	return 0;
+}
+
+static int setup_host_image(struct cordon_err *err)
+{
+	_cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return cordon_err_set(err, -errno, "open host /");
+	for (size_t i = 0; i < ELEMENTSOF(host_image); i++) {
+		char dst[PATH_MAX];
+		snprintf(dst, sizeof(dst), NEWROOT "/%s", host_image[i]);
+		int r = expose_entry(root, host_image[i], dst, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	int r;
+
+	_cleanup_close_ int etc = open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (etc < 0)
+		return cordon_err_set(err, -errno, "open host /etc");
+	for (size_t i = 0; i < ELEMENTSOF(host_etc); i++) {
+		snprintf(path, sizeof(path), NEWROOT "/etc/%s", host_etc[i]);
+		r = expose_entry(etc, host_etc[i], path, err);
+		if (r < 0)
+			return r;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(etc_files); i++) {
+		snprintf(path, sizeof(path), NEWROOT "/etc/%s", etc_files[i].name);
+		r = write_new_file(path, etc_files[i].content, 0644, err);
+		if (r < 0)
+			return r;
+	}
+	char hn[128];
+	snprintf(hn, sizeof(hn), "%s\n", cfg->hostname);
+	return write_new_file(NEWROOT "/etc/hostname", hn, 0644, err);
+}
+
+static bool skipped(const char *name)
+{
+	for (size_t i = 0; i < ELEMENTSOF(image_skip); i++)
+		if (strcmp(name, image_skip[i]) == 0)
+			return true;
+	return false;
+}
+
+/* A --rootfs image: every top-level entry but those the sandbox gets fresh, read-only. */
+static int setup_image_dir(int image_fd, struct cordon_err *err)
+{
+	int fd = openat(image_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "open rootfs");
+	_cleanup_closedir_ DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return cordon_err_set(err, -errno, "read rootfs");
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char dst[PATH_MAX];
+		if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
+			continue;
+		if (skipped(de->d_name))
+			continue;
+		snprintf(dst, sizeof(dst), NEWROOT "/%s", de->d_name);
+		int r = expose_entry(dirfd(d), de->d_name, dst, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int setup_dev(struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	unsigned long fl = MS_NOSUID | MS_NOEXEC;
+
+	if (mount("tmpfs", NEWROOT "/dev", "tmpfs", fl, "mode=0755,size=64k,nr_inodes=64") < 0)
+		return cordon_err_set(err, -errno, "mount /dev");
+	_cleanup_close_ int hostdev = open("/dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (hostdev < 0)
+		return cordon_err_set(err, -errno, "open host /dev");
+	for (size_t i = 0; i < ELEMENTSOF(dev_nodes); i++) {
+		char src[64];
+		snprintf(path, sizeof(path), NEWROOT "/dev/%s", dev_nodes[i]);
+		_cleanup_close_ int fd = openat(hostdev, dev_nodes[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return cordon_err_set(err, -errno, "open host /dev/%s", dev_nodes[i]);
+		int r = write_new_file(path, "", 0666, err);
+		if (r < 0)
+			return r;
+		fd_path(fd, src, sizeof(src));
+		if (mount(src, path, NULL, MS_BIND, NULL) < 0)
+			return cordon_err_set(err, -errno, "mount /dev/%s", dev_nodes[i]);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(dev_links); i++) {
+		snprintf(path, sizeof(path), NEWROOT "/dev/%s", dev_links[i].name);
+		if (symlink(dev_links[i].target, path) < 0)
+			return cordon_err_set(err, -errno, "symlink /dev/%s", dev_links[i].name);
+	}
+	if (mkdir(NEWROOT "/dev/pts", 0755) < 0 || mkdir(NEWROOT "/dev/shm", 01777) < 0 ||
+	    chmod(NEWROOT "/dev/shm", 01777) < 0)
+		return cordon_err_set(err, -errno, "mkdir /dev/pts, /dev/shm");
+	if (mount("devpts", NEWROOT "/dev/pts", "devpts", fl, "newinstance,ptmxmode=0666,mode=0620") < 0)
+		return cordon_err_set(err, -errno, "mount /dev/pts");
+	if (mount("tmpfs", NEWROOT "/dev/shm", "tmpfs", fl | MS_NODEV, "mode=1777,size=64m") < 0)
+		return cordon_err_set(err, -errno, "mount /dev/shm");
+	/* Nothing may be created in /dev itself afterwards. */
+	if (mount(NULL, NEWROOT "/dev", NULL, MS_REMOUNT | MS_RDONLY | fl, "mode=0755,size=64k") < 0)
+		return cordon_err_set(err, -errno, "remount /dev read-only");
+	return 0;
+}
+
+static int proc_bind_self_ro(const char *name, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), NEWROOT "/proc/%s", name);
+	if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return errno == ENOENT ? 0 : cordon_err_set(err, -errno, "mount /proc/%s", name);
+	unsigned long fl = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	if (mount(NULL, path, NULL, fl, NULL) < 0)
+		return cordon_err_set(err, -errno, "remount /proc/%s read-only", name);
+	return 0;
+}
+
+static int proc_mask(const char *name, bool dir, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	unsigned long fl = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+	snprintf(path, sizeof(path), NEWROOT "/proc/%s", name);
+	int r = dir ? mount("tmpfs", path, "tmpfs", fl, "size=0,nr_inodes=1")
+		    : mount(NEWROOT "/dev/null", path, NULL, MS_BIND, NULL);
+	if (r < 0)
+		return errno == ENOENT ? 0 : cordon_err_set(err, -errno, "mask /proc/%s", name);
+	return 0;
+}
+
+static int setup_proc(struct cordon_err *err)
+{
+	int r;
+	if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return cordon_err_set(err, -errno, "mount /proc");
+	for (size_t i = 0; i < ELEMENTSOF(proc_readonly); i++)
+		if ((r = proc_bind_self_ro(proc_readonly[i], err)) < 0)
+			return r;
+	for (size_t i = 0; i < ELEMENTSOF(proc_masked_files); i++)
+		if ((r = proc_mask(proc_masked_files[i], false, err)) < 0)
+			return r;
+	for (size_t i = 0; i < ELEMENTSOF(proc_masked_dirs); i++)
+		if ((r = proc_mask(proc_masked_dirs[i], true, err)) < 0)
+			return r;
+	return 0;
+}
+
+int rootfs_check_sandbox_path(const char *path, struct cordon_err *err)
+{
+	static const char *const forbidden[] = {"/proc", "/dev", "/sys"};
+
+	if (!path || path[0] != '/' || strlen(path) >= PATH_MAX)
+		return cordon_err_setf(err, -EINVAL, "'%s': not an absolute path", path ? path : "");
+	if (strcmp(path, "/") == 0)
+		return cordon_err_setf(err, -EINVAL, "'/': cannot replace the sandbox root");
+	for (const char *p = path; *p;) {
+		const char *c = p + 1, *e = strchrnul(c, '/');
+		size_t len = e - c;
+		if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return cordon_err_setf(err, -EINVAL,
+					       "'%s': empty, '.' or '..' components are not allowed", path);
+		p = e;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(forbidden); i++) {
+		size_t n = strlen(forbidden[i]);
+		if (strncmp(path, forbidden[i], n) == 0 && (path[n] == '\0' || path[n] == '/'))
+			return cordon_err_setf(err, -EINVAL, "'%s': %s is managed by cordon", path,
+					       forbidden[i]);
+	}
+	return 0;
+}
+
+/* Creates the parents of @dst under NEWROOT, refusing to cross a symlink: the image's own
+ * symlinks (e.g. /bin -> usr/bin) must not redirect a bind out of where it was asked for. */
+static int make_parents(const char *dst, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), NEWROOT "%s", dst);
+	for (char *p = path + strlen(NEWROOT) + 1; (p = strchr(p, '/')); p++) {
+		struct stat st;
+		*p = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return cordon_err_set(err, -errno, "bind '%s': mkdir '%s'", dst,
+					      path + strlen(NEWROOT));
+		if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+			return cordon_err_setf(err, -ENOTDIR, "bind '%s': '%s' is not a directory",
+					       dst, path + strlen(NEWROOT));
+		*p = '/';
+	}
+	return 0;
+}
+
+static int setup_binds(const struct rootfs_config *cfg, struct cordon_err *err)
+{
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		const struct rootfs_bind *b = &cfg->binds[i];
+		char dst[PATH_MAX];
+		int r = make_parents(b->dst, err);
+		if (r < 0)
+			return r;
+		snprintf(dst, sizeof(dst), NEWROOT "%s", b->dst);
+		struct stat st;
+		if (lstat(dst, &st) == 0 && S_ISLNK(st.st_mode))
+			return cordon_err_setf(err, -ELOOP, "bind '%s': destination is a symlink", b->dst);
+		if ((r = make_mountpoint(b->src_fd, dst, err)) < 0 || (r = bind_ro_fd(b->src_fd, dst, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int pivot(struct cordon_err *err)
+{
+	if (chdir(NEWROOT) < 0)
+		return cordon_err_set(err, -errno, "chdir new root");
+	/* pivot_root(".", ".") stacks the old root on top of the new one; detaching it leaves
+	 * the new root alone, with no way back to any host path (as in runc and crun). */
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return cordon_err_set(err, -errno, "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return cordon_err_set(err, -errno, "detach old root");
+	if (chdir("/") < 0)
+		return cordon_err_set(err, -errno, "chdir /");
+	return 0;
+}
+
+int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
+{
+	char opts[128];
+	int r;
+
+	/* No mount event of ours may propagate back to the host, nor the host's to us. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return cordon_err_set(err, -errno, "make mounts private");
+	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%llu",
+		 (unsigned long long)cfg->disk_bytes,
+		 (unsigned long long)(cfg->disk_bytes / 4096 + 1024));
+	if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return cordon_err_set(err, -errno, "mount root tmpfs (%s)", opts);
+	if ((r = make_dirs(cfg, err)) < 0)
+		return r;
+	if (cfg->image_fd >= 0)
+		r = setup_image_dir(cfg->image_fd, err);
+	else if ((r = setup_host_image(err)) >= 0)
+		r = setup_host_etc(cfg, err);
+	if (r < 0)
+		return r;
+	if ((r = setup_dev(err)) < 0 || (r = setup_proc(err)) < 0 || (r = setup_binds(cfg, err)) < 0)
+		return r;
+	return pivot(err);
+}

@@ -1,0 +1,260 @@
+/* The sandbox's first process, from clone() to exec(): DESIGN.md section 5 in order.
+ *
+ * Everything here runs in the forked copy of the host process, allocates nothing and fails
+ * closed: the first error is sent to the host as a struct jail_msg and the child exits. It
+ * never reaches exec half-jailed.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
+
+#include "basic/fileio.h"
+#include "lib/caps.h"
+#include "lib/initproto.h"
+#include "lib/landlock.h"
+#include "lib/ns.h"
+#include "lib/seccomp.h"
+#include "runtime/jail/jail.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define SYNC_FD 4
+#define EXEC_FD 5
+
+/* What cordon-init keeps in agent mode: starting processes as "user" or root, and signalling
+ * them. CAP_SETPCAP lets it empty the bounding set of what it starts. One-shot mode keeps
+ * nothing. */
+#define AGENT_CAPS                                                                                 \
+	(CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETPCAP))
+
+static const char *const writable_dirs[] = {"/tmp", "/home", "/root", "/var/tmp", "/run",
+					    "/dev", "/proc", NULL};
+
+static _noreturn_ void fail(int sync_fd, const struct cordon_err *err)
+{
+	struct jail_msg m = {.kind = JAIL_MSG_ERR, .err = *err};
+	send(sync_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	_exit(CORDON_EXIT_SETUP);
+}
+
+static int become_root(const struct jail_child *c, struct cordon_err *err)
+{
+	/* After the id map, become the sandbox's root so that what we create is owned by ids that
+	 * exist inside. With a single-uid mapping we already are the only id there is. */
+	if (!c->privileged)
+		return 0;
+	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+		return cordon_err_set(err, -errno, "become root of the user namespace");
+	if (setgroups(0, NULL) < 0)
+		return cordon_err_set(err, -errno, "setgroups");
+	/* The uid change made us non-dumpable, which hands /proc/self to the host's (unmapped)
+	 * root; nothing else runs in this pid namespace yet, and exec resets it. */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		return cordon_err_set(err, -errno, "set dumpable");
+	return 0;
+}
+
+/* Leaves exactly: 0, 1, 2, the agent channel (or status fd) as 3, and CLOEXEC copies of the
+ * sync socket and the init memfd for the last steps. */
+static int arrange_fds(struct jail_child *c, struct cordon_err *err)
+{
+	if (dup3(c->sync_fd, SYNC_FD, O_CLOEXEC) < 0 || dup3(c->init_fd, EXEC_FD, O_CLOEXEC) < 0)
+		return cordon_err_set(err, -errno, "arrange fds");
+	c->sync_fd = SYNC_FD;
+	c->init_fd = EXEC_FD;
+	if (dup2(c->chan_fd, INIT_STATUS_FD) < 0) /* dup2 clears CLOEXEC: cordon-init keeps it */
+		return cordon_err_set(err, -errno, "arrange fds");
+	if (syscall(SYS_close_range, EXEC_FD + 1, ~0U, 0) < 0) {
+		/* Before 5.9: walk them. */
+		for (int fd = EXEC_FD + 1; fd < 65536; fd++)
+			close(fd);
+	}
+	return 0;
+}
+
+static int switch_user(const struct jail_child *c, struct cordon_err *err)
+{
+	bool user = c->spec->argv && c->spec->user == CORDON_USER_USER;
+	uid_t id = user ? 1000 : 0;
+	if (!c->privileged)
+		return 0; /* the single mapped id is already the one asked for */
+	if (setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0)
+		return cordon_err_set(err, -errno, "switch to uid %u", id);
+	return 0;
+}
+
+static int harden(const struct jail_child *c, struct cordon_err *err)
+{
+	uint64_t keep = c->spec->argv ? 0 : AGENT_CAPS;
+	int r;
+
+	if ((r = caps_drop_bounding(keep, err)) < 0 || (r = switch_user(c, err)) < 0 ||
+	    (r = caps_set(keep, err)) < 0)
+		return r;
+	/* After the last credential change: commit_creds() clears the parent-death signal. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		return cordon_err_set(err, -errno, "set parent-death signal");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return cordon_err_set(err, -errno, "set no_new_privs");
+	if ((r = landlock_apply(writable_dirs, err)) < 0)
+		return r;
+	if ((r = seccomp_apply()) < 0)
+		return cordon_err_set(err, r, "seccomp: load filter");
+	return 0;
+}
+
+static int build(struct jail_child *c, struct cordon_err *err)
+{
+	const struct cordon_spec *spec = c->spec;
+	int r;
+
+	char go;
+	if (TEMP_FAILURE_RETRY(recv(c->sync_fd, &go, 1, 0)) != 1)
+		_exit(CORDON_EXIT_SETUP); /* the host went away */
+	if ((r = become_root(c, err)) < 0)
+		return r;
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return cordon_err_set(err, -errno, "unshare cgroup namespace");
+	struct rootfs_config rc = {
+		.image_fd = c->image_fd,
+		.disk_bytes = spec->disk_bytes,
+		.hostname = spec->hostname ? spec->hostname : "cordon",
+		.ids_mapped = c->privileged,
+		.binds = c->binds,
+		.n_binds = c->n_binds,
+	};
+	if ((r = rootfs_setup(&rc, err)) < 0)
+		return r;
+	if (sethostname(rc.hostname, strlen(rc.hostname)) < 0)
+		return cordon_err_set(err, -errno, "sethostname");
+	if ((r = ns_loopback_up(err)) < 0 || (r = ns_time_enter(err)) < 0)
+		return r;
+	if (setsid() < 0)
+		return cordon_err_set(err, -errno, "setsid");
+	struct rlimit_spec rl = {
+		.nofile = 1024, .nproc = spec->pids, .fsize = spec->disk_bytes, .core = 0,
+		.memlock = 64 << 10, .msgqueue = 800 << 10, .sigpending = 4096,
+	};
+	if ((r = rlimits_apply(&rl, err)) < 0)
+		return r;
+	if ((r = arrange_fds(c, err)) < 0)
+		return r;
+	return harden(c, err);
+}
+
+void jail_child_main(struct jail_child *c)
+{
+	struct cordon_err err = {};
+
+	if (build(c, &err) < 0)
+		fail(c->sync_fd, &err);
+	struct jail_msg ok = {.kind = JAIL_MSG_OK};
+	if (send(c->sync_fd, &ok, sizeof(ok), MSG_NOSIGNAL) < 0)
+		_exit(CORDON_EXIT_SETUP);
+	/* cordon-init from the sealed memfd: /proc/1/exe names no host file, and the file cannot
+	 * be written (CVE-2019-5736's class of attack). */
+	syscall(SYS_execveat, c->init_fd, "", c->init_argv, c->envp, AT_EMPTY_PATH);
+	cordon_err_set(&err, -errno, "exec cordon-init");
+	fail(c->sync_fd, &err);
+}
+
+/* ---- host side: everything the child will need, allocated before clone() ---- */
+
+static bool valid_term(const char *t)
+{
+	if (!t || !*t || strlen(t) > 64)
+		return false;
+	for (; *t; t++)
+		if (!(isalnum((unsigned char)*t) || strchr("._+-", *t)))
+			return false;
+	return true;
+}
+
+static bool env_has(const struct cordon_spec *spec, const char *kv)
+{
+	size_t len = strcspn(kv, "=") + 1;
+	for (size_t i = 0; i < spec->n_env; i++)
+		if (strncmp(spec->env[i], kv, len) == 0)
+			return true;
+	return false;
+}
+
+int jail_child_env(struct jail_child *c, const struct cordon_spec *spec, struct cordon_err *err)
+{
+	bool root = spec->user == CORDON_USER_ROOT;
+	const char *term = getenv("TERM");
+	size_t n = 0;
+
+	c->envp = calloc(spec->n_env + 5, sizeof(char *));
+	if (!c->envp)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	/* The caller's entries first, then the defaults it did not set. */
+	for (size_t i = 0; i < spec->n_env; i++)
+		c->envp[n++] = strdup(spec->env[i]);
+	char *defaults[] = {
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		root ? "HOME=/root" : "HOME=/home/user",
+		"LANG=C.UTF-8",
+		NULL,
+	};
+	char termvar[80];
+	snprintf(termvar, sizeof(termvar), "TERM=%s", valid_term(term) ? term : "dumb");
+	defaults[3] = termvar;
+	for (size_t d = 0; d < ELEMENTSOF(defaults); d++)
+		if (!env_has(spec, defaults[d]))
+			c->envp[n++] = strdup(defaults[d]);
+	for (size_t i = 0; i < n; i++)
+		if (!c->envp[i])
+			return cordon_err_setf(err, -ENOMEM, "out of memory");
+
+	size_t argc = 0;
+	for (char *const *a = spec->argv; a && *a; a++)
+		argc++;
+	c->init_argv = calloc(argc + 6, sizeof(char *));
+	if (!c->init_argv)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	size_t k = 0;
+	c->init_argv[k++] = "cordon-init";
+	if (!spec->argv) {
+		c->init_argv[k++] = "--agent";
+		return 0;
+	}
+	c->init_argv[k++] = "--run";
+	c->init_argv[k++] = "--workdir";
+	c->init_argv[k++] = (char *)(spec->workdir ? spec->workdir : root ? "/root" : "/home/user");
+	c->init_argv[k++] = "--";
+	for (size_t i = 0; i < argc; i++)
+		c->init_argv[k++] = spec->argv[i];
+	return 0;
+}
+
+void jail_child_free(struct jail_child *c)
+{
+	for (char **e = c->envp; e && *e; e++)
+		free(*e);
+	free(c->envp);
+	free(c->init_argv);
+	c->envp = NULL;
+	c->init_argv = NULL;
+	if (c->image_fd >= 0)
+		close(c->image_fd);
+	c->image_fd = -1;
+	for (size_t i = 0; i < c->n_binds; i++)
+		close(c->binds[i].src_fd);
+	c->n_binds = 0;
+}

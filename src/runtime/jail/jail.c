@@ -1,0 +1,408 @@
+/* The `jail` runtime: Linux namespaces, cgroups, seccomp and Landlock around cordon-init.
+ *
+ * The host side clones the child into new user, pid, mount, net, ipc and uts namespaces, maps
+ * its ids, puts it in its cgroup and says "go" on a sync socket. The child builds the rest of
+ * the boundary in DESIGN.md section 5's order (child.c) and execs cordon-init from a sealed
+ * memfd. Any failure in the child comes back as one struct cordon_err on the sync socket, and
+ * the host then tears down everything it made: nothing is left half-made.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/sched.h>
+
+#include "basic/cleanup.h"
+#include "basic/fileio.h"
+#include "lib/cgroup.h"
+#include "lib/idmap.h"
+#include "lib/initproto.h"
+#include "runtime/jail/jail.h"
+
+void cordon_spec_init(struct cordon_spec *spec)
+{
+	*spec = (struct cordon_spec){
+		.memory_bytes = 512ULL << 20,
+		.cpus_milli = 1000,
+		.pids = 256,
+		.disk_bytes = 1ULL << 30,
+		.timeout_ms = 300 * 1000,
+		.user = CORDON_USER_USER,
+		.net = CORDON_NET_NONE,
+		.agent_fd = -1,
+	};
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
+{
+	if (spec->memory_bytes < (8ULL << 20))
+		return cordon_err_setf(err, -EINVAL, "memory: at least 8M is needed");
+	if (spec->cpus_milli < 10)
+		return cordon_err_setf(err, -EINVAL, "cpus: at least 0.01 is needed");
+	if (spec->pids < 2)
+		return cordon_err_setf(err, -EINVAL, "pids: at least 2 are needed");
+	if (spec->disk_bytes < (1ULL << 20))
+		return cordon_err_setf(err, -EINVAL, "disk: at least 1M is needed");
+	if (spec->n_binds > CORDON_MAX_BINDS || spec->n_env > CORDON_MAX_ENV)
+		return cordon_err_setf(err, -E2BIG, "too many binds or environment entries");
+	for (size_t i = 0; i < spec->n_binds; i++) {
+		int r = rootfs_check_sandbox_path(spec->binds[i].sandbox, err);
+		if (r < 0)
+			return r;
+	}
+	if (spec->workdir && spec->workdir[0] != '/')
+		return cordon_err_setf(err, -EINVAL, "workdir '%s': not an absolute path", spec->workdir);
+	return 0;
+}
+
+/* Opens a host path for a read-only bind: a regular file or a directory, nothing else. */
+static int open_bind_source(const char *path, struct cordon_err *err)
+{
+	if (!path || path[0] != '/')
+		return cordon_err_setf(err, -EINVAL, "bind source '%s': not an absolute path",
+				       path ? path : "");
+	int fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "bind source '%s'", path);
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) {
+		close(fd);
+		return cordon_err_setf(err, -EPERM,
+				       "bind source '%s': only regular files and directories can be "
+				       "shared (not sockets, devices or fifos)", path);
+	}
+	return fd;
+}
+
+static void close_fds(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+static bool slot_is_stale(const char *name, void *data)
+{
+	char *end;
+	if (name[0] != 's')
+		return false;
+	unsigned long slot = strtoul(name + 1, &end, 10);
+	if (*end || slot >= CORDON_IDMAP_SLOTS)
+		return false;
+	struct idmap_slot s;
+	if (idmap_slot_try(slot, &s) < 0)
+		return false; /* held: a live sandbox */
+	/* Keep holding it while its cgroup goes; released when the sweep is over. */
+	struct idmap_slot *held = data;
+	for (size_t i = 0; i < 16; i++)
+		if (held[i].lock_fd < 0) {
+			held[i] = s;
+			return true;
+		}
+	idmap_slot_release(&s);
+	return false;
+}
+
+int cordon_sweep_stale(void)
+{
+	if (geteuid() != 0 || cgroup_detect() == CGROUP_NONE)
+		return 0;
+	struct idmap_slot held[16];
+	for (size_t i = 0; i < ELEMENTSOF(held); i++)
+		held[i].lock_fd = -1;
+	int r = cgroup_sweep(slot_is_stale, held);
+	for (size_t i = 0; i < ELEMENTSOF(held); i++)
+		idmap_slot_release(&held[i]);
+	return r;
+}
+
+static int host_prepare(struct cordon_sandbox *sb, const struct cordon_spec *spec,
+			struct jail_child *c, struct cordon_err *err)
+{
+	int r;
+
+	if (sb->privileged) {
+		char name[32];
+		cordon_sweep_stale();
+		if ((r = idmap_slot_acquire(&sb->slot, err)) < 0)
+			return r;
+		snprintf(name, sizeof(name), "s%u", sb->slot.slot);
+		struct cgroup_limits lim = {spec->memory_bytes, spec->cpus_milli, spec->pids};
+		if ((r = cgroup_create(name, &lim, &sb->cg, err)) < 0)
+			return r;
+	}
+	if ((r = jail_init_memfd(err)) < 0)
+		return r;
+	c->init_fd = r;
+	if (spec->rootfs) {
+		c->image_fd = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (c->image_fd < 0)
+			return cordon_err_set(err, -errno, "rootfs '%s'", spec->rootfs);
+	}
+	for (size_t i = 0; i < spec->n_binds; i++) {
+		r = open_bind_source(spec->binds[i].host, err);
+		if (r < 0)
+			return r;
+		c->binds[i] = (struct rootfs_bind){.src_fd = r, .dst = spec->binds[i].sandbox};
+		c->n_binds++;
+	}
+	return 0;
+}
+
+/* Everything the host must do between clone() and "go": ids, cgroup. */
+static int host_adopt(struct cordon_sandbox *sb, const struct cordon_spec *spec,
+		      struct cordon_err *err)
+{
+	uid_t inside = spec->user == CORDON_USER_ROOT || !spec->argv ? 0 : 1000;
+	int r = idmap_write(sb->pid, sb->privileged ? &sb->slot : NULL, inside, err);
+	if (r < 0)
+		return r;
+	if (sb->cg && (r = cgroup_attach(sb->cg, sb->pid, err)) < 0)
+		return r;
+	return 0;
+}
+
+/* Reads the child's verdict: a JAIL_MSG_OK before exec, then EOF when exec closed the
+ * CLOEXEC socket. Anything else is the child's error. */
+static int host_sync(struct cordon_sandbox *sb, int sync_fd, struct cordon_err *err)
+{
+	char go = 1;
+	if (write(sync_fd, &go, 1) != 1)
+		return cordon_err_set(err, -errno, "sandbox: start child");
+	for (int stage = 0; stage < 2; stage++) {
+		struct jail_msg m;
+		ssize_t n = TEMP_FAILURE_RETRY(recv(sync_fd, &m, sizeof(m), 0));
+		if (n == 0 && stage == 1)
+			return 0; /* exec'd */
+		if (n != sizeof(m))
+			return cordon_err_setf(err, -EPROTO, "sandbox: child died during setup");
+		if (m.kind == JAIL_MSG_ERR) {
+			m.err.msg[sizeof(m.err.msg) - 1] = '\0';
+			if (err)
+				*err = m.err;
+			return m.err.code < 0 ? m.err.code : -EPROTO;
+		}
+		if (m.kind != JAIL_MSG_OK || stage != 0)
+			return cordon_err_setf(err, -EPROTO, "sandbox: bad message from child");
+	}
+	return 0;
+}
+
+static pid_t clone_child(int *ret_pidfd)
+{
+	/* A fork-like clone: the child runs on a copy of our stack. CLONE_NEWCGROUP and the time
+	 * namespace come later, in the child: the first after the cgroup move, the second because
+	 * clone() has no flag bit left for it. */
+	unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+			      CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+	return syscall(SYS_clone, flags, NULL, ret_pidfd, NULL, NULL);
+}
+
+int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
+			  struct cordon_err *err)
+{
+	int r = check_spec(spec, err);
+	if (r < 0)
+		return r;
+
+	_cleanup_free_ struct cordon_sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	*sb = (struct cordon_sandbox){.pid = -1, .pidfd = -1, .agent_fd = -1, .status_fd = -1,
+				      .slot.lock_fd = -1, .privileged = geteuid() == 0};
+	sb->start_ms = now_ms();
+	sb->deadline_ms = spec->timeout_ms ? sb->start_ms + spec->timeout_ms : 0;
+
+	struct jail_child c = {.spec = spec, .sync_fd = -1, .chan_fd = -1, .image_fd = -1,
+			       .privileged = sb->privileged};
+	int sync[2] = {-1, -1}, chan[2] = {-1, -1};
+	if ((r = host_prepare(sb, spec, &c, err)) < 0)
+		goto fail;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0) {
+		r = cordon_err_set(err, -errno, "socketpair");
+		goto fail;
+	}
+	c.sync_fd = sync[1];
+	c.chan_fd = chan[1];
+	if ((r = jail_child_env(&c, spec, err)) < 0)
+		goto fail;
+
+	sb->pid = clone_child(&sb->pidfd);
+	if (sb->pid < 0) {
+		r = cordon_err_set(err, -errno, "clone namespaces");
+		goto fail;
+	}
+	if (sb->pid == 0)
+		jail_child_main(&c); /* never returns */
+
+	close(TAKE_FD(sync[1]));
+	close(TAKE_FD(chan[1]));
+	if ((r = host_adopt(sb, spec, err)) < 0 || (r = host_sync(sb, sync[0], err)) < 0)
+		goto fail;
+	close(sync[0]);
+	jail_child_free(&c);
+	if (spec->argv)
+		sb->status_fd = TAKE_FD(chan[0]);
+	else
+		sb->agent_fd = TAKE_FD(chan[0]);
+	*ret_sb = TAKE_PTR(sb);
+	return 0;
+
+fail:
+	close_fds(sync, 2);
+	close_fds(chan, 2);
+	jail_child_free(&c);
+	cordon_sandbox_free(TAKE_PTR(sb));
+	return r;
+}
+
+int cordon_sandbox_agent_fd(const struct cordon_sandbox *sb)
+{
+	return sb->agent_fd;
+}
+
+pid_t cordon_sandbox_pid(const struct cordon_sandbox *sb)
+{
+	return sb->pid;
+}
+
+int cordon_sandbox_pidfd(const struct cordon_sandbox *sb)
+{
+	return sb->pidfd;
+}
+
+int cordon_sandbox_kill(struct cordon_sandbox *sb)
+{
+	/* PID 1 of a pid namespace takes every process of it along when it dies: this reaches
+	 * double-forked, setsid'd daemons too. The cgroup kill is the second fence. */
+	if (sb->pidfd >= 0 && !sb->reaped)
+		syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+	if (sb->cg)
+		cgroup_kill(sb->cg);
+	return 0;
+}
+
+static void fill_result(struct cordon_sandbox *sb, const siginfo_t *si, const struct rusage *ru)
+{
+	struct cordon_result *res = &sb->result;
+	struct init_status st = {};
+
+	*res = (struct cordon_result){.exit_code = -1, .timed_out = sb->timed_out};
+	res->wall_ms = now_ms() - sb->start_ms;
+	res->cpu_ms = (ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+		      (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+	if (sb->status_fd >= 0 &&
+	    recv(sb->status_fd, &st, sizeof(st), MSG_DONTWAIT) == (ssize_t)sizeof(st)) {
+		/* Hostile bytes: clamp to what an exit code and a signal can be. */
+		if (st.kind == INIT_EXITED)
+			res->exit_code = st.value & 0xff;
+		else if (st.kind == INIT_SIGNALED && st.value > 0 && st.value < 65)
+			res->signal = st.value;
+		else if (st.kind == INIT_EXEC_FAILED)
+			res->exit_code = st.value == ENOENT ? CORDON_EXIT_NOTFOUND : CORDON_EXIT_NOEXEC;
+		else if (st.kind == INIT_CWD_FAILED)
+			res->exit_code = CORDON_EXIT_SETUP;
+	} else if (si->si_code == CLD_EXITED) {
+		res->exit_code = si->si_status;
+	} else {
+		res->signal = si->si_status;
+	}
+	if (sb->cg) {
+		struct cgroup_stats cs;
+		if (cgroup_stats(sb->cg, &cs) == 0) {
+			res->oom_killed = cs.oom_kills > 0;
+			res->cpu_ms = cs.cpu_usec / 1000;
+			res->peak_memory_bytes = cs.peak_memory_bytes;
+		}
+	}
+}
+
+static int reap(struct cordon_sandbox *sb)
+{
+	siginfo_t si = {};
+	struct rusage ru = {};
+	if (syscall(SYS_waitid, P_PIDFD, sb->pidfd, &si, WEXITED, &ru) < 0)
+		return -errno;
+	sb->reaped = true;
+	fill_result(sb, &si, &ru);
+	return 0;
+}
+
+static void forward_signal(struct cordon_sandbox *sb, int sigfd)
+{
+	struct signalfd_siginfo ssi;
+	if (read(sigfd, &ssi, sizeof(ssi)) != sizeof(ssi))
+		return;
+	int sig = ssi.ssi_signo;
+	if ((sig == SIGINT || sig == SIGTERM) && sb->signals_forwarded++ > 0) {
+		cordon_sandbox_kill(sb);
+		return;
+	}
+	syscall(SYS_pidfd_send_signal, sb->pidfd, sig, NULL, 0);
+}
+
+int cordon_sandbox_wait(struct cordon_sandbox *sb, int sigfd, struct cordon_result *ret)
+{
+	while (!sb->reaped) {
+		struct pollfd p[2] = {{sb->pidfd, POLLIN, 0}, {sigfd, POLLIN, 0}};
+		int timeout = -1;
+		if (sb->deadline_ms) {
+			uint64_t now = now_ms();
+			timeout = now >= sb->deadline_ms ? 0 : (int)(sb->deadline_ms - now);
+		}
+		int n = poll(p, sigfd >= 0 ? 2 : 1, timeout);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n == 0) {
+			sb->timed_out = true;
+			cordon_sandbox_kill(sb);
+			sb->deadline_ms = 0;
+			continue;
+		}
+		if (n > 0 && sigfd >= 0 && (p[1].revents & POLLIN))
+			forward_signal(sb, sigfd);
+		if (n > 0 && (p[0].revents & POLLIN)) {
+			int r = reap(sb);
+			if (r < 0)
+				return r;
+		}
+	}
+	*ret = sb->result;
+	return 0;
+}
+
+struct cordon_sandbox *cordon_sandbox_free(struct cordon_sandbox *sb)
+{
+	if (!sb)
+		return NULL;
+	if (sb->pid > 0 && !sb->reaped) {
+		cordon_sandbox_kill(sb);
+		reap(sb);
+	}
+	/* The cgroup goes before the slot: whoever takes the slot next must not find it. */
+	cgroup_free(sb->cg);
+	idmap_slot_release(&sb->slot);
+	int fds[] = {sb->pidfd, sb->agent_fd, sb->status_fd};
+	close_fds(fds, ELEMENTSOF(fds));
+	free(sb);
+	return NULL;
+}

@@ -1,0 +1,58 @@
+/* Internals of the jail runtime, shared by its host side (jail.c) and child side (child.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cordon/cordon.h>
+
+#include "basic/cleanup.h"
+#include "lib/idmap.h"
+#include "lib/rootfs.h"
+
+struct cgroup;
+
+struct cordon_sandbox {
+	pid_t pid;
+	int pidfd;
+	int agent_fd;  /* agent mode: the byte stream to cordon-init */
+	int status_fd; /* one-shot mode: cordon-init's struct init_status */
+	bool privileged;
+	bool reaped;
+	bool timed_out;
+	int signals_forwarded;
+	struct idmap_slot slot;
+	struct cgroup *cg;
+	uint64_t start_ms, deadline_ms;
+	struct cordon_result result;
+};
+
+/* What the child needs, prepared by the host before clone() so that the child allocates
+ * nothing. */
+struct jail_child {
+	const struct cordon_spec *spec;
+	bool privileged;
+	int sync_fd;  /* SOCK_SEQPACKET to the host */
+	int chan_fd;  /* becomes fd 3 of cordon-init */
+	int init_fd;  /* the sealed cordon-init, shared: not closed here */
+	int image_fd; /* --rootfs, or -1 */
+	struct rootfs_bind binds[CORDON_MAX_BINDS];
+	size_t n_binds;
+	char **envp;
+	char **init_argv;
+};
+
+enum { JAIL_MSG_OK = 1, JAIL_MSG_ERR = 2 };
+
+struct jail_msg {
+	int32_t kind;
+	struct cordon_err err;
+};
+
+/* A sealed, read-only memfd holding cordon-init, made once per process and shared by every
+ * sandbox. The returned fd stays owned by the runtime. */
+int jail_init_memfd(struct cordon_err *err);
+
+int jail_child_env(struct jail_child *c, const struct cordon_spec *spec, struct cordon_err *err);
+void jail_child_free(struct jail_child *c);
+_noreturn_ void jail_child_main(struct jail_child *c);

@@ -1,0 +1,273 @@
+/* Request validation for cordond's HTTP/JSON API (docs/api/openapi.yaml is the contract).
+ *
+ * Every request body is untrusted. Each parser takes the raw bytes, and either returns a
+ * typed, fully validated struct with the documented defaults applied, or fails with a
+ * negative errno and a struct cordon_err whose message names the offending field
+ * ("limits.memory_mb: must be an integer between 16 and 65536"). The errno says which
+ * error code the daemon answers with (api_error_from_errno()):
+ *
+ *     -EMSGSIZE  payload_too_large  body over API_MAX_BODY
+ *     -EBADMSG   bad_request        not JSON, not an object, nested too deep, duplicate key
+ *     -EBADRQC   unknown_field      a field this API does not know, at any level
+ *     -EINVAL    invalid_field      wrong type, out of range, bad characters, too long
+ *     -ENOMEM    internal
+ *
+ *     struct cordon_err err = {};
+ *     struct api_create *c = NULL;
+ *     int r = api_create_parse(body, len, server_max_timeout_s, &c, &err);
+ *     if (r < 0) {
+ *             enum api_error e = api_error_from_errno(r);
+ *             char *json = api_error_render(e, err.msg);
+ *             reply(api_error_status(e), json);
+ *             ...
+ *     }
+ *     ...
+ *     api_create_free(c);
+ *
+ * Parsed structs are immutable after parsing; their strings point into a JSON document
+ * the struct owns, so they live exactly as long as the struct. Messages never echo request
+ * values, only field names, with anything unprintable replaced, so they are safe to log.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cordon/cordon.h>
+#include <cordon/err.h>
+
+/* Every limit an attacker could push on has a name and a test. */
+#define API_MAX_BODY        (1024 * 1024) /* bytes of a request body, checked before parsing */
+#define API_MAX_DEPTH       32            /* nesting of objects and arrays */
+#define API_MAX_KV          64            /* entries of env, metadata, a metadata filter */
+#define API_MAX_KEY         128           /* bytes of an env name or metadata key */
+#define API_MAX_VALUE       4096          /* bytes of an env or metadata value */
+#define API_MAX_ARGV        4096          /* entries of argv */
+#define API_MAX_ARG         131071        /* bytes of one argv entry or cmd (MAX_ARG_STRLEN - 1) */
+#define API_MAX_PATH        4096          /* bytes of a path inside a sandbox (PATH_MAX) */
+#define API_MAX_ALLOW       256           /* network.allow rules */
+#define API_MAX_RULE        255           /* bytes of one network rule */
+#define API_MAX_TAG         64            /* bytes of a process tag */
+#define API_MAX_TEMPLATE    64            /* bytes of a template name */
+#define API_MAX_EXEC_TIMEOUT 86400        /* seconds a process may be given */
+#define API_MAX_LIST_DEPTH  32            /* depth of GET .../files/list */
+
+#define API_DEFAULT_TEMPLATE  "host"
+#define API_DEFAULT_TIMEOUT_S 300 /* a sandbox's TTL; capped by the server maximum */
+#define API_DEFAULT_EXEC_TIMEOUT_S 60
+
+struct json_t; /* jansson's, kept out of this header */
+
+/* ---- shared pieces -------------------------------------------------------------------- */
+
+struct api_kv {
+	const char *key;
+	const char *value;
+};
+
+/* An object of string values (env, metadata), in request order; keys are unique. */
+struct api_kvmap {
+	struct api_kv *items;
+	size_t n;
+};
+
+enum api_runtime {
+	API_RUNTIME_JAIL = 0,
+	API_RUNTIME_AUTO, /* the strongest runtime the host offers; today: jail */
+};
+
+enum api_net_policy {
+	API_NET_DENY = 0, /* loopback only */
+	API_NET_ALLOW,    /* only what network.allow lists */
+	API_NET_PUBLIC,   /* the internet, never private ranges */
+};
+
+/* Shape only: rules are checked for length and characters ([A-Za-z0-9.:/_-], "*." only as
+ * a prefix, "[...]" for IPv6); src/policy/ compiles them and may still refuse one. */
+struct api_network {
+	enum api_net_policy policy;
+	const char **allow; /* n_allow entries, NULL-terminated */
+	size_t n_allow;
+};
+
+/* ---- POST /v1/sandboxes ------------------------------------------------------------------ */
+
+struct api_limits {
+	uint32_t cpus_milli; /* 100..64000; 1000 = one CPU */
+	uint32_t memory_mb;
+	uint32_t pids;
+	uint32_t disk_mb;
+};
+
+struct api_create {
+	const char *template_name; /* [a-z0-9][a-z0-9._-]{0,63}; default "host" */
+	enum api_runtime runtime;
+	uint32_t timeout_s; /* 1..server max; default min(300, server max) */
+	struct api_limits limits;
+	struct api_network network;
+	struct api_kvmap env;
+	struct api_kvmap metadata;
+	const char **env_strv; /* env as "K=V", env.n entries, NULL-terminated */
+
+	struct json_t *root_;
+	char *env_buf_;
+};
+
+/* Parses a create body. An empty body means `{}`. @max_timeout_s is the server's cap on a
+ * sandbox's TTL (>= 1). On success *ret_create is the caller's; free it with
+ * api_create_free(). */
+int api_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
+		     struct api_create **ret_create, struct cordon_err *err);
+struct api_create *api_create_free(struct api_create *c);
+
+/* Fills what a create request says into @spec, which the caller has set up with
+ * cordon_spec_init(): limits, timeout and env. Pointers in @spec then point into @c, which
+ * must outlive them. Left to the caller: the template (rootfs), runtime, network policy and
+ * metadata; spec->net stays CORDON_NET_NONE whatever c->network says (fail closed). */
+void api_create_to_spec(const struct api_create *c, struct cordon_spec *spec);
+
+/* ---- POST /v1/sandboxes/{id}/timeout ----------------------------------------------------- */
+
+/* {timeout_s}: required, 1..@max_timeout_s. */
+int api_timeout_parse(const char *body, size_t len, uint32_t max_timeout_s, uint32_t *ret_timeout_s,
+		      struct cordon_err *err);
+
+/* ---- POST /v1/sandboxes/{id}/exec and POST /v1/sandboxes/{id}/processes ------------------ */
+
+enum api_exec_kind {
+	API_EXEC_RUN = 0, /* exec: run and wait; takes "stdin" */
+	API_EXEC_START,   /* processes: start and stream; stdin goes through .../stdin */
+};
+
+struct api_exec {
+	const char **argv; /* argc entries, NULL-terminated; from "cmd": /bin/sh -c cmd */
+	size_t argc;
+	const char *cmd; /* the "cmd" string, or NULL when "argv" was given */
+	const char *cwd; /* absolute; NULL: the user's home */
+	struct api_kvmap env;
+	const char **env_strv; /* env as "K=V", env.n entries, NULL-terminated */
+	enum cordon_user user;
+	const char *stdin_data; /* API_EXEC_RUN only; NULL: none (stdin is /dev/null) */
+	size_t stdin_len;
+	uint32_t timeout_s; /* RUN: 1..86400, default 60; START: 0 (none) ..86400, default 60 */
+	const char *tag;    /* NULL: none */
+
+	struct json_t *root_;
+	char *env_buf_;
+};
+
+int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind, struct api_exec **ret_exec,
+		   struct cordon_err *err);
+struct api_exec *api_exec_free(struct api_exec *e);
+
+/* ---- POST /v1/sandboxes/{id}/processes/{pid}/stdin ---------------------------------------- */
+
+/* {data: base64 (RFC 4648, padded), eof: bool}; at least one of them. */
+struct api_stdin {
+	uint8_t *data; /* decoded; NULL when len == 0 */
+	size_t len;
+	bool eof; /* close the process's stdin after writing data */
+};
+
+int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin, struct cordon_err *err);
+/* Frees what api_stdin_parse() allocated (not @s itself). */
+void api_stdin_done(struct api_stdin *s);
+
+/* ---- POST /v1/sandboxes/{id}/processes/{pid}/signal --------------------------------------- */
+
+/* {signal: "SIGTERM" | "TERM" | 15}: one of the allowed signals (api_signal_name()). */
+int api_signal_parse(const char *body, size_t len, int *ret_signo, struct cordon_err *err);
+/* "SIGTERM" for an allowed signal, NULL otherwise. */
+const char *api_signal_name(int signo);
+
+/* ---- PUT /v1/sandboxes/{id}/network ------------------------------------------------------- */
+
+/* {policy (required), allow[]}. Strings in *ret_net point into *ret_root; free both with
+ * api_network_free(). */
+struct api_network_req {
+	struct api_network network;
+	struct json_t *root_;
+};
+
+int api_network_parse(const char *body, size_t len, struct api_network_req **ret_req,
+		      struct cordon_err *err);
+struct api_network_req *api_network_free(struct api_network_req *n);
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+/* A path inside a sandbox (query value ?path=, already URL-decoded, or a body field):
+ * absolute, no NUL, at most API_MAX_PATH bytes. @field names it in the message. It is
+ * resolved by cordon-init inside the sandbox, so ".." cannot leave the sandbox. */
+int api_path_check(const char *path, size_t len, const char *field, struct cordon_err *err);
+
+/* ?depth= of files/list: NULL or "" means 1; else decimal 1..API_MAX_LIST_DEPTH. */
+int api_depth_parse(const char *s, unsigned *ret_depth, struct cordon_err *err);
+
+/* A boolean query value (?follow=): NULL or "" -> false; "1"/"true" or "0"/"false". */
+int api_query_bool_parse(const char *s, const char *field, bool *ret, struct cordon_err *err);
+
+struct api_move {
+	const char *from;
+	const char *to;
+	struct json_t *root_;
+};
+
+/* POST .../files/move {from, to}: both required. */
+int api_move_parse(const char *body, size_t len, struct api_move **ret_move, struct cordon_err *err);
+struct api_move *api_move_free(struct api_move *m);
+
+struct api_mkdir {
+	const char *path;
+	bool parents; /* like mkdir -p; default false */
+	struct json_t *root_;
+};
+
+/* POST .../files/mkdir {path, parents}: path required. */
+int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir, struct cordon_err *err);
+struct api_mkdir *api_mkdir_free(struct api_mkdir *m);
+
+/* ---- GET /v1/sandboxes?metadata.k=v&... ---------------------------------------------------- */
+
+/* Owns its strings. Every parameter of the query must be "metadata.<key>=<value>": an unknown
+ * parameter is an error, not ignored, because a mistyped filter that matched everything would
+ * be worse than a 400. Same limits as metadata; a key may appear once. */
+struct api_filter {
+	struct api_kv *items;
+	size_t n;
+};
+
+/* @query is the raw query string without '?' (may be NULL or empty: an empty filter). */
+int api_filter_parse(const char *query, size_t len, struct api_filter **ret_filter,
+		     struct cordon_err *err);
+struct api_filter *api_filter_free(struct api_filter *f);
+/* True when every pair of @f is in @metadata with the same value (an empty filter matches). */
+bool api_filter_match(const struct api_filter *f, const struct api_kvmap *metadata);
+
+/* ---- errors -------------------------------------------------------------------------------- */
+
+/* Stable codes of {"error": {"code": ..., "message": ...}}; never renumber or rename. */
+enum api_error {
+	API_ERR_BAD_REQUEST = 0, /* 400 */
+	API_ERR_INVALID_FIELD,   /* 400 */
+	API_ERR_UNKNOWN_FIELD,   /* 400 */
+	API_ERR_PAYLOAD_TOO_LARGE, /* 413 */
+	API_ERR_NOT_FOUND,       /* 404 */
+	API_ERR_CONFLICT,        /* 409 */
+	API_ERR_QUOTA_EXCEEDED,  /* 429 */
+	API_ERR_CAPACITY,        /* 503 */
+	API_ERR_UNAUTHORIZED,    /* 401 */
+	API_ERR_FORBIDDEN,       /* 403 */
+	API_ERR_INTERNAL,        /* 500 */
+	API_ERR_UNAVAILABLE,     /* 503 */
+	API_ERR_TIMEOUT,         /* 504 */
+	_API_ERR_MAX,
+};
+
+const char *api_error_code(enum api_error e); /* "not_found"; "internal" if out of range */
+int api_error_status(enum api_error e);       /* 404; 500 if out of range */
+/* The one errno -> API error table (@code is a negative errno; unknown ones: internal). */
+enum api_error api_error_from_errno(int code);
+/* {"error":{"code":"...","message":"..."}} as a compact, NUL-terminated string that the
+ * caller frees; NULL only when out of memory. @message may be NULL or not UTF-8. */
+char *api_error_render(enum api_error e, const char *message);
