@@ -42,7 +42,7 @@ static int do_create(const char *b, size_t n, struct cordon_err *err)
 	assert(c->network.n_allow <= API_MAX_ALLOW);
 	check_kvmap(&c->env, c->env_strv);
 	check_kvmap(&c->metadata, NULL);
-	struct cordon_spec spec = { .agent_fd = -1 };
+	struct cordon_spec spec = {.agent_fd = -1};
 	api_create_to_spec(c, &spec);
 	assert(spec.n_env == c->env.n);
 	api_create_free(c);
@@ -137,7 +137,7 @@ static int p_filter(const char *b, size_t n, struct cordon_err *err)
 	int r = api_filter_parse(b, n, &f, err);
 	if (r >= 0) {
 		assert(f->n <= API_MAX_KV);
-		struct api_kvmap m = { f->items, f->n };
+		struct api_kvmap m = {f->items, f->n};
 		assert(api_filter_match(f, &m));
 	}
 	api_filter_free(f);
@@ -164,9 +164,9 @@ static const struct {
 	char selector;
 	int (*parse)(const char *b, size_t n, struct cordon_err *err);
 } parsers[] = {
-	{ 'c', p_create }, { 'e', p_run },     { 'p', p_start }, { 't', p_timeout },
-	{ 'i', p_stdin },  { 's', p_signal },  { 'n', p_network }, { 'm', p_move },
-	{ 'd', p_mkdir },  { 'f', p_filter },  { 'q', p_query },
+    {'c', p_create}, {'e', p_run},    {'p', p_start},	{'t', p_timeout},
+    {'i', p_stdin},  {'s', p_signal}, {'n', p_network}, {'m', p_move},
+    {'d', p_mkdir},  {'f', p_filter}, {'q', p_query},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

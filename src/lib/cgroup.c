@@ -244,6 +244,38 @@ int cgroup_attach(struct cgroup *cg, pid_t pid, struct cordon_err *err)
 	return 0;
 }
 
+int cgroup_clone_fd(const struct cgroup *cg)
+{
+	return cg->mode == CGROUP_V2 ? cg->dirfd[CTL_UNIFIED] : -1;
+}
+
+int cgroup_open_join_fds(const struct cgroup *cg, int fds[CGROUP_MAX_JOIN_FDS], size_t *ret_n)
+{
+	size_t n = 0;
+	for (int c = 0; c < _CTL_MAX && cg->mode == CGROUP_V1; c++) {
+		if (cg->dirfd[c] < 0)
+			continue;
+		int fd = openat(cg->dirfd[c], "tasks", O_WRONLY | O_CLOEXEC);
+		if (fd < 0) {
+			int r = -errno;
+			while (n > 0)
+				close(fds[--n]);
+			return r;
+		}
+		fds[n++] = fd;
+	}
+	*ret_n = n;
+	return 0;
+}
+
+int cgroup_join_self(const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (write(fds[i], "0", 1) != 1)
+			return -errno;
+	return 0;
+}
+
 int cgroup_stats(struct cgroup *cg, struct cgroup_stats *ret)
 {
 	struct cgroup_stats s = {};

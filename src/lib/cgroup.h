@@ -34,6 +34,17 @@ enum cgroup_mode cgroup_detect(void);
 int cgroup_create(const char *name, const struct cgroup_limits *lim, struct cgroup **ret,
 		  struct cordon_err *err);
 int cgroup_attach(struct cgroup *cg, pid_t pid, struct cordon_err *err);
+
+/* Moving another process into a cgroup takes the kernel's global threadgroup lock for
+ * writing, which waits for an RCU grace period (milliseconds). Two ways around it:
+ * on v2, clone3(CLONE_INTO_CGROUP) with cgroup_clone_fd(); on v1, the child moves its own
+ * (only) thread by writing "0" to each hierarchy's `tasks` file, through fds the host opened
+ * (so the kernel checks the host's credentials, taken at open time). */
+#define CGROUP_MAX_JOIN_FDS 8
+int cgroup_clone_fd(const struct cgroup *cg); /* v2 directory fd, or -1 on v1 */
+int cgroup_open_join_fds(const struct cgroup *cg, int fds[CGROUP_MAX_JOIN_FDS], size_t *ret_n);
+/* In the child. Async-signal-safe. */
+int cgroup_join_self(const int *fds, size_t n);
 int cgroup_stats(struct cgroup *cg, struct cgroup_stats *ret);
 /* SIGKILLs every process in the cgroup. */
 int cgroup_kill(struct cgroup *cg);

@@ -16,7 +16,7 @@
 #include "basic/cleanup.h"
 #include "spec/api.h"
 
-#define PATH_BUF 256 /* a field's dotted path, as printed in messages */
+#define PATH_BUF       256 /* a field's dotted path, as printed in messages */
 #define NAME_MAX_PRINT 64
 
 /* ---- messages ------------------------------------------------------------------------------ */
@@ -45,10 +45,7 @@ static void path_join(char *buf, size_t size, const char *path, const char *key,
 	snprintf(buf, size, "%s%s%s", path, *path ? "." : "", name);
 }
 
-static const char *where(const char *path)
-{
-	return *path ? path : "request body";
-}
+static const char *where(const char *path) { return *path ? path : "request body"; }
 
 static int invalid(struct cordon_err *err, const char *path, const char *what)
 {
@@ -89,20 +86,14 @@ static int get_string(json_t *v, size_t max, const char *path, const char **ret,
 
 /* ---- string classes ------------------------------------------------------------------------ */
 
-static bool is_lower_alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
+static bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
 static bool is_alpha_(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 
-static bool is_digit(char c)
-{
-	return c >= '0' && c <= '9';
-}
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* [a-z0-9][a-z0-9._-]{0,63} */
 static bool template_ok(const char *s, size_t len)
@@ -182,7 +173,7 @@ struct range {
 struct strdef {
 	size_t max;
 	bool (*ok)(const char *s, size_t len); /* NULL: any string */
-	const char *what;                      /* what ok() wants, for the message */
+	const char *what;		       /* what ok() wants, for the message */
 };
 
 struct enumval {
@@ -214,7 +205,8 @@ static int unknown_field(const char *path, const struct objdef *def, struct cord
 	char known[256] = "";
 	size_t o = 0;
 	for (size_t i = 0; i < def->n && o < sizeof(known); i++)
-		o += snprintf(known + o, sizeof(known) - o, "%s%s", i ? ", " : "", def->fields[i].name);
+		o += snprintf(known + o, sizeof(known) - o, "%s%s", i ? ", " : "",
+			      def->fields[i].name);
 	return cordon_err_setf(err, -EBADRQC, "%s: unknown field (known: %s)", path, known);
 }
 
@@ -228,7 +220,8 @@ static int parse_object(json_t *obj, const struct objdef *def, void *out, const 
 
 	if (!json_is_object(obj))
 		return invalid(err, path, "must be an object");
-	json_object_keylen_foreach(obj, key, klen, v) {
+	json_object_keylen_foreach(obj, key, klen, v)
+	{
 		char child[PATH_BUF];
 		path_join(child, sizeof(child), path, key, klen);
 		const struct field *f = strlen(key) == klen ? find_field(def, key) : NULL;
@@ -332,11 +325,13 @@ static int fld_kvmap(json_t *v, void *dst, const struct field *f, const char *pa
 	m->items = calloc(json_object_size(v) + 1, sizeof(*m->items));
 	if (!m->items)
 		return cordon_err_setf(err, -ENOMEM, "%s: out of memory", path);
-	json_object_keylen_foreach(v, key, klen, val) {
+	json_object_keylen_foreach(v, key, klen, val)
+	{
 		char child[PATH_BUF];
 		path_join(child, sizeof(child), path, key, klen);
 		if (strlen(key) != klen)
-			return cordon_err_setf(err, -EINVAL, "%s: names must not contain NUL bytes", path);
+			return cordon_err_setf(err, -EINVAL, "%s: names must not contain NUL bytes",
+					       path);
 		if (klen > API_MAX_KEY)
 			return cordon_err_setf(err, -EINVAL, "%s: name longer than %d bytes", child,
 					       API_MAX_KEY);
@@ -346,7 +341,7 @@ static int fld_kvmap(json_t *v, void *dst, const struct field *f, const char *pa
 		int r = get_string(val, API_MAX_VALUE, child, &s, NULL, err);
 		if (r < 0)
 			return r;
-		m->items[m->n++] = (struct api_kv){ key, s };
+		m->items[m->n++] = (struct api_kv){key, s};
 	}
 	return 0;
 }
@@ -359,7 +354,8 @@ static int get_strv(json_t *v, size_t min, size_t max, const struct strdef *d, c
 		return invalid(err, path, "must be an array of strings");
 	size_t n = json_array_size(v);
 	if (n < min || n > max)
-		return cordon_err_setf(err, -EINVAL, "%s: must have %zu to %zu entries", path, min, max);
+		return cordon_err_setf(err, -EINVAL, "%s: must have %zu to %zu entries", path, min,
+				       max);
 	_cleanup_free_ const char **strv = calloc(n + 1, sizeof(*strv));
 	if (!strv)
 		return cordon_err_setf(err, -ENOMEM, "%s: out of memory", path);
@@ -433,7 +429,8 @@ static int load_body(const char *body, size_t len, bool empty_ok, json_t **ret,
 	json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!root) {
 		printable(text, sizeof(text), jerr.text, strnlen(jerr.text, sizeof(jerr.text)));
-		return cordon_err_setf(err, -EBADMSG, "request body: invalid JSON at line %d column %d: %s",
+		return cordon_err_setf(err, -EBADMSG,
+				       "request body: invalid JSON at line %d column %d: %s",
 				       jerr.line, jerr.column, text);
 	}
 	if (!json_is_object(root)) {
@@ -473,15 +470,16 @@ static int build_env_strv(const struct api_kvmap *env, const char ***ret_strv, c
 /* ---- network ------------------------------------------------------------------------------ */
 
 static const struct enumval net_policies[] = {
-	{ "deny", API_NET_DENY },
-	{ "allow", API_NET_ALLOW },
-	{ "public", API_NET_PUBLIC },
+    {"deny", API_NET_DENY},
+    {"allow", API_NET_ALLOW},
+    {"public", API_NET_PUBLIC},
 };
-static const struct enumdef net_policy_def = { net_policies, ELEMENTSOF(net_policies),
-					       "must be one of \"deny\", \"allow\", \"public\"" };
+static const struct enumdef net_policy_def = {net_policies, ELEMENTSOF(net_policies),
+					      "must be one of \"deny\", \"allow\", \"public\""};
 static const struct strdef rule_def = {
-	API_MAX_RULE, rule_ok,
-	"must be a domain (optionally \"*.\"-prefixed), IP address or CIDR, with an optional :port",
+    API_MAX_RULE,
+    rule_ok,
+    "must be a domain (optionally \"*.\"-prefixed), IP address or CIDR, with an optional :port",
 };
 
 static int fld_allow(json_t *v, void *dst, const struct field *f, const char *path,
@@ -492,15 +490,16 @@ static int fld_allow(json_t *v, void *dst, const struct field *f, const char *pa
 }
 
 static const struct field network_fields[] = {
-	{ "policy", fld_enum, offsetof(struct api_network, policy), &net_policy_def },
-	{ "allow", fld_allow, 0, NULL },
+    {"policy", fld_enum, offsetof(struct api_network, policy), &net_policy_def},
+    {"allow", fld_allow, 0, NULL},
 };
-static const struct objdef network_def = { network_fields, ELEMENTSOF(network_fields) };
+static const struct objdef network_def = {network_fields, ELEMENTSOF(network_fields)};
 
 static int network_check(const struct api_network *n, const char *prefix, struct cordon_err *err)
 {
 	if (n->n_allow > 0 && n->policy != API_NET_ALLOW)
-		return cordon_err_setf(err, -EINVAL, "%sallow: only valid with policy \"allow\"", prefix);
+		return cordon_err_setf(err, -EINVAL, "%sallow: only valid with policy \"allow\"",
+				       prefix);
 	return 0;
 }
 
@@ -533,7 +532,8 @@ int api_network_parse(const char *body, size_t len, struct api_network_req **ret
 	r = parse_object(n->root_, &network_def, &n->network, "", err);
 	if (r < 0)
 		return r;
-	if (!json_object_get(n->root_, "policy") || json_is_null(json_object_get(n->root_, "policy")))
+	if (!json_object_get(n->root_, "policy") ||
+	    json_is_null(json_object_get(n->root_, "policy")))
 		return missing(err, "policy");
 	r = network_check(&n->network, "", err);
 	if (r < 0)
@@ -544,10 +544,10 @@ int api_network_parse(const char *body, size_t len, struct api_network_req **ret
 
 /* ---- create ------------------------------------------------------------------------------- */
 
-static const struct range cpus_range = { 100, 64000 };
-static const struct range memory_range = { 16, 65536 };
-static const struct range pids_range = { 16, 65536 };
-static const struct range disk_range = { 16, 1048576 };
+static const struct range cpus_range = {100, 64000};
+static const struct range memory_range = {16, 65536};
+static const struct range pids_range = {16, 65536};
+static const struct range disk_range = {16, 1048576};
 
 /* cpus is a number of CPUs, fractional allowed, kept in thousandths. */
 static int fld_cpus(json_t *v, void *dst, const struct field *f, const char *path,
@@ -561,24 +561,24 @@ static int fld_cpus(json_t *v, void *dst, const struct field *f, const char *pat
 }
 
 static const struct field limits_fields[] = {
-	{ "cpus", fld_cpus, offsetof(struct api_limits, cpus_milli), &cpus_range },
-	{ "memory_mb", fld_u32, offsetof(struct api_limits, memory_mb), &memory_range },
-	{ "pids", fld_u32, offsetof(struct api_limits, pids), &pids_range },
-	{ "disk_mb", fld_u32, offsetof(struct api_limits, disk_mb), &disk_range },
+    {"cpus", fld_cpus, offsetof(struct api_limits, cpus_milli), &cpus_range},
+    {"memory_mb", fld_u32, offsetof(struct api_limits, memory_mb), &memory_range},
+    {"pids", fld_u32, offsetof(struct api_limits, pids), &pids_range},
+    {"disk_mb", fld_u32, offsetof(struct api_limits, disk_mb), &disk_range},
 };
-static const struct objdef limits_def = { limits_fields, ELEMENTSOF(limits_fields) };
+static const struct objdef limits_def = {limits_fields, ELEMENTSOF(limits_fields)};
 
-static const struct strdef template_def = { API_MAX_TEMPLATE, template_ok,
-					    "must match [a-z0-9][a-z0-9._-]{0,63}" };
+static const struct strdef template_def = {API_MAX_TEMPLATE, template_ok,
+					   "must match [a-z0-9][a-z0-9._-]{0,63}"};
 static const struct enumval runtimes[] = {
-	{ "jail", API_RUNTIME_JAIL },
-	{ "auto", API_RUNTIME_AUTO },
+    {"jail", API_RUNTIME_JAIL},
+    {"auto", API_RUNTIME_AUTO},
 };
-static const struct enumdef runtime_def = { runtimes, ELEMENTSOF(runtimes),
-					    "must be one of \"jail\", \"auto\"" };
-static const struct kvdef env_def = { env_name_ok, "must match [A-Za-z_][A-Za-z0-9_]*" };
-static const struct kvdef metadata_def = { label_ok,
-					   "must be non-empty and without control characters" };
+static const struct enumdef runtime_def = {runtimes, ELEMENTSOF(runtimes),
+					   "must be one of \"jail\", \"auto\""};
+static const struct kvdef env_def = {env_name_ok, "must match [A-Za-z_][A-Za-z0-9_]*"};
+static const struct kvdef metadata_def = {label_ok,
+					  "must be non-empty and without control characters"};
 
 /* The server's maximum is known only at run time, so timeout_s has its own parser. */
 struct create_ctx {
@@ -599,15 +599,15 @@ static int fld_create_timeout(json_t *v, void *dst, const struct field *f, const
 }
 
 static const struct field create_fields[] = {
-	{ "template", fld_string, offsetof(struct api_create, template_name), &template_def },
-	{ "runtime", fld_enum, offsetof(struct api_create, runtime), &runtime_def },
-	{ "timeout_s", fld_create_timeout, 0, NULL },
-	{ "limits", fld_object, offsetof(struct api_create, limits), &limits_def },
-	{ "network", fld_object, offsetof(struct api_create, network), &network_def },
-	{ "env", fld_kvmap, offsetof(struct api_create, env), &env_def },
-	{ "metadata", fld_kvmap, offsetof(struct api_create, metadata), &metadata_def },
+    {"template", fld_string, offsetof(struct api_create, template_name), &template_def},
+    {"runtime", fld_enum, offsetof(struct api_create, runtime), &runtime_def},
+    {"timeout_s", fld_create_timeout, 0, NULL},
+    {"limits", fld_object, offsetof(struct api_create, limits), &limits_def},
+    {"network", fld_object, offsetof(struct api_create, network), &network_def},
+    {"env", fld_kvmap, offsetof(struct api_create, env), &env_def},
+    {"metadata", fld_kvmap, offsetof(struct api_create, metadata), &metadata_def},
 };
-static const struct objdef create_def = { create_fields, ELEMENTSOF(create_fields) };
+static const struct objdef create_def = {create_fields, ELEMENTSOF(create_fields)};
 
 struct api_create *api_create_free(struct api_create *c)
 {
@@ -642,9 +642,10 @@ int api_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 	ctx->max_timeout_s = max_timeout_s;
 	c->template_name = API_DEFAULT_TEMPLATE;
 	c->runtime = API_RUNTIME_JAIL;
-	c->timeout_s = API_DEFAULT_TIMEOUT_S < max_timeout_s ? API_DEFAULT_TIMEOUT_S : max_timeout_s;
-	c->limits = (struct api_limits){ .cpus_milli = 1000, .memory_mb = 512, .pids = 256,
-					 .disk_mb = 1024 };
+	c->timeout_s =
+	    API_DEFAULT_TIMEOUT_S < max_timeout_s ? API_DEFAULT_TIMEOUT_S : max_timeout_s;
+	c->limits =
+	    (struct api_limits){.cpus_milli = 1000, .memory_mb = 512, .pids = 256, .disk_mb = 1024};
 	c->network.policy = API_NET_DENY;
 
 	int r = load_body(body, len, true, &c->root_, err);
@@ -695,14 +696,14 @@ static int fld_timeout(json_t *v, void *dst, const struct field *f, const char *
 }
 
 static const struct field timeout_fields[] = {
-	{ "timeout_s", fld_timeout, 0, NULL },
+    {"timeout_s", fld_timeout, 0, NULL},
 };
-static const struct objdef timeout_def = { timeout_fields, ELEMENTSOF(timeout_fields) };
+static const struct objdef timeout_def = {timeout_fields, ELEMENTSOF(timeout_fields)};
 
 int api_timeout_parse(const char *body, size_t len, uint32_t max_timeout_s, uint32_t *ret_timeout_s,
 		      struct cordon_err *err)
 {
-	struct timeout_req t = { 0, max_timeout_s < 1 ? 1 : max_timeout_s };
+	struct timeout_req t = {0, max_timeout_s < 1 ? 1 : max_timeout_s};
 	json_t *root = NULL;
 	int r = load_body(body, len, false, &root, err);
 	if (r < 0)
@@ -719,16 +720,17 @@ int api_timeout_parse(const char *body, size_t len, uint32_t max_timeout_s, uint
 
 /* ---- exec and process start ---------------------------------------------------------------- */
 
-static const struct strdef arg_def = { API_MAX_ARG, NULL, NULL };
-static const struct strdef tag_def = { API_MAX_TAG, label_ok,
-				       "must be non-empty and without control characters" };
+static const struct strdef arg_def = {API_MAX_ARG, NULL, NULL};
+static const struct strdef tag_def = {API_MAX_TAG, label_ok,
+				      "must be non-empty and without control characters"};
 static const struct enumval users[] = {
-	{ "user", CORDON_USER_USER },
-	{ "root", CORDON_USER_ROOT },
+    {"user", CORDON_USER_USER},
+    {"root", CORDON_USER_ROOT},
 };
-static const struct enumdef user_def = { users, ELEMENTSOF(users), "must be one of \"user\", \"root\"" };
-static const struct range run_timeout_range = { 1, API_MAX_EXEC_TIMEOUT };
-static const struct range start_timeout_range = { 0, API_MAX_EXEC_TIMEOUT };
+static const struct enumdef user_def = {users, ELEMENTSOF(users),
+					"must be one of \"user\", \"root\""};
+static const struct range run_timeout_range = {1, API_MAX_EXEC_TIMEOUT};
+static const struct range start_timeout_range = {0, API_MAX_EXEC_TIMEOUT};
 
 static int fld_argv(json_t *v, void *dst, const struct field *f, const char *path,
 		    struct cordon_err *err)
@@ -751,26 +753,29 @@ static int fld_stdin(json_t *v, void *dst, const struct field *f, const char *pa
 	return get_string(v, API_MAX_BODY, path, &e->stdin_data, &e->stdin_len, err);
 }
 
-#define EXEC_COMMON_FIELDS                                                                         \
-	{ "argv", fld_argv, 0, NULL },                                                             \
-	{ "cmd", fld_string, offsetof(struct api_exec, cmd), &arg_def },                           \
-	{ "cwd", fld_path, offsetof(struct api_exec, cwd), NULL },                                 \
-	{ "env", fld_kvmap, offsetof(struct api_exec, env), &env_def },                            \
-	{ "user", fld_enum, offsetof(struct api_exec, user), &user_def },                          \
-	{ "tag", fld_string, offsetof(struct api_exec, tag), &tag_def }
-
+/* The two tables differ only in stdin and the range of timeout_s. */
 static const struct field run_fields[] = {
-	EXEC_COMMON_FIELDS,
-	{ "stdin", fld_stdin, 0, NULL },
-	{ "timeout_s", fld_u32, offsetof(struct api_exec, timeout_s), &run_timeout_range },
+    {"argv", fld_argv, 0, NULL},
+    {"cmd", fld_string, offsetof(struct api_exec, cmd), &arg_def},
+    {"cwd", fld_path, offsetof(struct api_exec, cwd), NULL},
+    {"env", fld_kvmap, offsetof(struct api_exec, env), &env_def},
+    {"user", fld_enum, offsetof(struct api_exec, user), &user_def},
+    {"tag", fld_string, offsetof(struct api_exec, tag), &tag_def},
+    {"stdin", fld_stdin, 0, NULL},
+    {"timeout_s", fld_u32, offsetof(struct api_exec, timeout_s), &run_timeout_range},
 };
 static const struct field start_fields[] = {
-	EXEC_COMMON_FIELDS,
-	{ "timeout_s", fld_u32, offsetof(struct api_exec, timeout_s), &start_timeout_range },
+    {"argv", fld_argv, 0, NULL},
+    {"cmd", fld_string, offsetof(struct api_exec, cmd), &arg_def},
+    {"cwd", fld_path, offsetof(struct api_exec, cwd), NULL},
+    {"env", fld_kvmap, offsetof(struct api_exec, env), &env_def},
+    {"user", fld_enum, offsetof(struct api_exec, user), &user_def},
+    {"tag", fld_string, offsetof(struct api_exec, tag), &tag_def},
+    {"timeout_s", fld_u32, offsetof(struct api_exec, timeout_s), &start_timeout_range},
 };
 static const struct objdef exec_defs[] = {
-	[API_EXEC_RUN] = { run_fields, ELEMENTSOF(run_fields) },
-	[API_EXEC_START] = { start_fields, ELEMENTSOF(start_fields) },
+    [API_EXEC_RUN] = {run_fields, ELEMENTSOF(run_fields)},
+    [API_EXEC_START] = {start_fields, ELEMENTSOF(start_fields)},
 };
 
 struct api_exec *api_exec_free(struct api_exec *e)
@@ -805,8 +810,8 @@ static int exec_argv_from_cmd(struct api_exec *e, struct cordon_err *err)
 	return 0;
 }
 
-int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind, struct api_exec **ret_exec,
-		   struct cordon_err *err)
+int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind,
+		   struct api_exec **ret_exec, struct cordon_err *err)
 {
 	if ((unsigned)kind >= ELEMENTSOF(exec_defs))
 		return cordon_err_setf(err, -EINVAL, "bad exec kind");
@@ -891,10 +896,10 @@ static int fld_b64(json_t *v, void *dst, const struct field *f, const char *path
 }
 
 static const struct field stdin_fields[] = {
-	{ "data", fld_b64, 0, NULL },
-	{ "eof", fld_bool, offsetof(struct stdin_req, eof), NULL },
+    {"data", fld_b64, 0, NULL},
+    {"eof", fld_bool, offsetof(struct stdin_req, eof), NULL},
 };
-static const struct objdef stdin_def = { stdin_fields, ELEMENTSOF(stdin_fields) };
+static const struct objdef stdin_def = {stdin_fields, ELEMENTSOF(stdin_fields)};
 
 void api_stdin_done(struct api_stdin *s)
 {
@@ -904,7 +909,8 @@ void api_stdin_done(struct api_stdin *s)
 	*s = (struct api_stdin){};
 }
 
-int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin, struct cordon_err *err)
+int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin,
+		    struct cordon_err *err)
 {
 	struct stdin_req req = {};
 	json_t *root = NULL;
@@ -914,7 +920,7 @@ int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin, s
 	r = parse_object(root, &stdin_def, &req, "", err);
 	if (r >= 0 && !req.data && !json_is_boolean(json_object_get(root, "eof")))
 		r = missing(err, "data");
-	struct api_stdin out = { .eof = req.eof };
+	struct api_stdin out = {.eof = req.eof};
 	if (r >= 0 && req.len > 0) {
 		r = b64_decode(req.data, req.len, &out.data, &out.len);
 		if (r == -EINVAL)
@@ -938,12 +944,10 @@ int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin, s
 /* The signals a client may send. Not the real-time ones, not the ones that mean a fault
  * (SEGV, BUS, ...), which a process should only get from the kernel. */
 static const struct enumval signals[] = {
-	{ "SIGHUP", SIGHUP },	  { "SIGINT", SIGINT },	    { "SIGQUIT", SIGQUIT },
-	{ "SIGABRT", SIGABRT },	  { "SIGKILL", SIGKILL },   { "SIGUSR1", SIGUSR1 },
-	{ "SIGUSR2", SIGUSR2 },	  { "SIGPIPE", SIGPIPE },   { "SIGALRM", SIGALRM },
-	{ "SIGTERM", SIGTERM },	  { "SIGCONT", SIGCONT },   { "SIGSTOP", SIGSTOP },
-	{ "SIGTSTP", SIGTSTP },	  { "SIGTTIN", SIGTTIN },   { "SIGTTOU", SIGTTOU },
-	{ "SIGWINCH", SIGWINCH },
+    {"SIGHUP", SIGHUP},	  {"SIGINT", SIGINT},	{"SIGQUIT", SIGQUIT}, {"SIGABRT", SIGABRT},
+    {"SIGKILL", SIGKILL}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGPIPE", SIGPIPE},
+    {"SIGALRM", SIGALRM}, {"SIGTERM", SIGTERM}, {"SIGCONT", SIGCONT}, {"SIGSTOP", SIGSTOP},
+    {"SIGTSTP", SIGTSTP}, {"SIGTTIN", SIGTTIN}, {"SIGTTOU", SIGTTOU}, {"SIGWINCH", SIGWINCH},
 };
 
 const char *api_signal_name(int signo)
@@ -959,25 +963,27 @@ static int fld_signal(json_t *v, void *dst, const struct field *f, const char *p
 {
 	for (size_t i = 0; i < ELEMENTSOF(signals); i++) {
 		const char *name = signals[i].name;
-		bool hit = json_is_integer(v) ? json_integer_value(v) == signals[i].value :
-			   json_is_string(v) &&
-				   (strcmp(json_string_value(v), name) == 0 ||
-				    strcmp(json_string_value(v), name + 3) == 0) &&
-				   strlen(json_string_value(v)) == json_string_length(v);
+		bool hit = json_is_integer(v)
+			       ? json_integer_value(v) == signals[i].value
+			       : json_is_string(v) &&
+				     (strcmp(json_string_value(v), name) == 0 ||
+				      strcmp(json_string_value(v), name + 3) == 0) &&
+				     strlen(json_string_value(v)) == json_string_length(v);
 		if (hit) {
 			*(int *)dst = signals[i].value;
 			return 0;
 		}
 	}
-	return invalid(err, path,
-		       "must be an allowed signal: a name (\"SIGTERM\" or \"TERM\") or number "
-		       "of HUP INT QUIT ABRT KILL USR1 USR2 PIPE ALRM TERM CONT STOP TSTP TTIN TTOU WINCH");
+	return invalid(
+	    err, path,
+	    "must be an allowed signal: a name (\"SIGTERM\" or \"TERM\") or number "
+	    "of HUP INT QUIT ABRT KILL USR1 USR2 PIPE ALRM TERM CONT STOP TSTP TTIN TTOU WINCH");
 }
 
 static const struct field signal_fields[] = {
-	{ "signal", fld_signal, 0, NULL },
+    {"signal", fld_signal, 0, NULL},
 };
-static const struct objdef signal_def = { signal_fields, ELEMENTSOF(signal_fields) };
+static const struct objdef signal_def = {signal_fields, ELEMENTSOF(signal_fields)};
 
 int api_signal_parse(const char *body, size_t len, int *ret_signo, struct cordon_err *err)
 {
@@ -1005,7 +1011,8 @@ int api_path_check(const char *path, size_t len, const char *field, struct cordo
 	if (memchr(path, 0, len))
 		return invalid(err, field, "must not contain NUL bytes");
 	if (len > API_MAX_PATH)
-		return cordon_err_setf(err, -EINVAL, "%s: longer than %d bytes", field, API_MAX_PATH);
+		return cordon_err_setf(err, -EINVAL, "%s: longer than %d bytes", field,
+				       API_MAX_PATH);
 	if (len == 0 || path[0] != '/')
 		return invalid(err, field, "must be an absolute path");
 	return 0;
@@ -1020,7 +1027,8 @@ int api_depth_parse(const char *s, unsigned *ret_depth, struct cordon_err *err)
 	}
 	for (const char *p = s; *p; p++) {
 		if (!is_digit(*p) || d > API_MAX_LIST_DEPTH)
-			return cordon_err_setf(err, -EINVAL, "depth: must be an integer between 1 and %d",
+			return cordon_err_setf(err, -EINVAL,
+					       "depth: must be an integer between 1 and %d",
 					       API_MAX_LIST_DEPTH);
 		d = d * 10 + (unsigned)(*p - '0');
 	}
@@ -1034,7 +1042,7 @@ int api_depth_parse(const char *s, unsigned *ret_depth, struct cordon_err *err)
 int api_query_bool_parse(const char *s, const char *field, bool *ret, struct cordon_err *err)
 {
 	static const struct enumval bools[] = {
-		{ "", 0 }, { "0", 0 }, { "false", 0 }, { "1", 1 }, { "true", 1 },
+	    {"", 0}, {"0", 0}, {"false", 0}, {"1", 1}, {"true", 1},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(bools); i++)
 		if (strcmp(s ? s : "", bools[i].name) == 0) {
@@ -1055,10 +1063,10 @@ struct api_move *api_move_free(struct api_move *m)
 DEFINE_CLEANUP_FUNC(struct api_move *, api_move_free)
 
 static const struct field move_fields[] = {
-	{ "from", fld_path, offsetof(struct api_move, from), NULL },
-	{ "to", fld_path, offsetof(struct api_move, to), NULL },
+    {"from", fld_path, offsetof(struct api_move, from), NULL},
+    {"to", fld_path, offsetof(struct api_move, to), NULL},
 };
-static const struct objdef move_def = { move_fields, ELEMENTSOF(move_fields) };
+static const struct objdef move_def = {move_fields, ELEMENTSOF(move_fields)};
 
 int api_move_parse(const char *body, size_t len, struct api_move **ret_move, struct cordon_err *err)
 {
@@ -1090,12 +1098,13 @@ struct api_mkdir *api_mkdir_free(struct api_mkdir *m)
 DEFINE_CLEANUP_FUNC(struct api_mkdir *, api_mkdir_free)
 
 static const struct field mkdir_fields[] = {
-	{ "path", fld_path, offsetof(struct api_mkdir, path), NULL },
-	{ "parents", fld_bool, offsetof(struct api_mkdir, parents), NULL },
+    {"path", fld_path, offsetof(struct api_mkdir, path), NULL},
+    {"parents", fld_bool, offsetof(struct api_mkdir, parents), NULL},
 };
-static const struct objdef mkdir_def = { mkdir_fields, ELEMENTSOF(mkdir_fields) };
+static const struct objdef mkdir_def = {mkdir_fields, ELEMENTSOF(mkdir_fields)};
 
-int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir, struct cordon_err *err)
+int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir,
+		    struct cordon_err *err)
 {
 	_cleanup_(api_mkdir_freep) struct api_mkdir *m = calloc(1, sizeof(*m));
 	if (!m)
@@ -1179,10 +1188,11 @@ static int filter_add(struct api_filter *f, const char *p, size_t len, struct co
 
 	printable(shown, sizeof(shown), p, nlen);
 	if (!name || (eq && !value))
-		return cordon_err_setf(err, -EBADMSG, "%s: bad %%-escape or NUL in query parameter", shown);
+		return cordon_err_setf(err, -EBADMSG, "%s: bad %%-escape or NUL in query parameter",
+				       shown);
 	if (strncmp(name, FILTER_PREFIX, strlen(FILTER_PREFIX)) != 0)
-		return cordon_err_setf(err, -EBADRQC,
-				       "%s: unknown query parameter (known: metadata.<key>)", shown);
+		return cordon_err_setf(
+		    err, -EBADRQC, "%s: unknown query parameter (known: metadata.<key>)", shown);
 	const char *key = name + strlen(FILTER_PREFIX);
 	klen -= strlen(FILTER_PREFIX);
 	if (klen > API_MAX_KEY || !label_ok(key, klen))
@@ -1200,7 +1210,7 @@ static int filter_add(struct api_filter *f, const char *p, size_t len, struct co
 	char *k = strdup(key);
 	if (!k)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
-	f->items[f->n++] = (struct api_kv){ k, TAKE_PTR(value) };
+	f->items[f->n++] = (struct api_kv){k, TAKE_PTR(value)};
 	return 0;
 }
 
@@ -1245,19 +1255,19 @@ static const struct {
 	const char *code;
 	int status;
 } error_defs[_API_ERR_MAX] = {
-	[API_ERR_BAD_REQUEST] = { "bad_request", 400 },
-	[API_ERR_INVALID_FIELD] = { "invalid_field", 400 },
-	[API_ERR_UNKNOWN_FIELD] = { "unknown_field", 400 },
-	[API_ERR_PAYLOAD_TOO_LARGE] = { "payload_too_large", 413 },
-	[API_ERR_NOT_FOUND] = { "not_found", 404 },
-	[API_ERR_CONFLICT] = { "conflict", 409 },
-	[API_ERR_QUOTA_EXCEEDED] = { "quota_exceeded", 429 },
-	[API_ERR_CAPACITY] = { "capacity", 503 },
-	[API_ERR_UNAUTHORIZED] = { "unauthorized", 401 },
-	[API_ERR_FORBIDDEN] = { "forbidden", 403 },
-	[API_ERR_INTERNAL] = { "internal", 500 },
-	[API_ERR_UNAVAILABLE] = { "unavailable", 503 },
-	[API_ERR_TIMEOUT] = { "timeout", 504 },
+    [API_ERR_BAD_REQUEST] = {"bad_request", 400},
+    [API_ERR_INVALID_FIELD] = {"invalid_field", 400},
+    [API_ERR_UNKNOWN_FIELD] = {"unknown_field", 400},
+    [API_ERR_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413},
+    [API_ERR_NOT_FOUND] = {"not_found", 404},
+    [API_ERR_CONFLICT] = {"conflict", 409},
+    [API_ERR_QUOTA_EXCEEDED] = {"quota_exceeded", 429},
+    [API_ERR_CAPACITY] = {"capacity", 503},
+    [API_ERR_UNAUTHORIZED] = {"unauthorized", 401},
+    [API_ERR_FORBIDDEN] = {"forbidden", 403},
+    [API_ERR_INTERNAL] = {"internal", 500},
+    [API_ERR_UNAVAILABLE] = {"unavailable", 503},
+    [API_ERR_TIMEOUT] = {"timeout", 504},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */
@@ -1265,20 +1275,34 @@ static const struct {
 	int errnum;
 	enum api_error e;
 } errno_map[] = {
-	{ EBADMSG, API_ERR_BAD_REQUEST },     { EPROTO, API_ERR_BAD_REQUEST },
-	{ EINVAL, API_ERR_INVALID_FIELD },    { EOPNOTSUPP, API_ERR_INVALID_FIELD },
-	{ ERANGE, API_ERR_INVALID_FIELD },    { EBADRQC, API_ERR_UNKNOWN_FIELD },
-	{ EMSGSIZE, API_ERR_PAYLOAD_TOO_LARGE }, { E2BIG, API_ERR_PAYLOAD_TOO_LARGE },
-	{ ENOENT, API_ERR_NOT_FOUND },        { ESRCH, API_ERR_NOT_FOUND },
-	{ EEXIST, API_ERR_CONFLICT },         { EBUSY, API_ERR_CONFLICT },
-	{ ENOTEMPTY, API_ERR_CONFLICT },      { EISDIR, API_ERR_CONFLICT },
-	{ ENOTDIR, API_ERR_CONFLICT },        { EDQUOT, API_ERR_QUOTA_EXCEEDED },
-	{ EUSERS, API_ERR_QUOTA_EXCEEDED },   { EAGAIN, API_ERR_CAPACITY },
-	{ ENOSPC, API_ERR_CAPACITY },         { ENOKEY, API_ERR_UNAUTHORIZED },
-	{ EKEYREJECTED, API_ERR_UNAUTHORIZED }, { EPERM, API_ERR_FORBIDDEN },
-	{ EACCES, API_ERR_FORBIDDEN },        { ECONNREFUSED, API_ERR_UNAVAILABLE },
-	{ ENOTCONN, API_ERR_UNAVAILABLE },    { EPIPE, API_ERR_UNAVAILABLE },
-	{ ESHUTDOWN, API_ERR_UNAVAILABLE },   { ETIMEDOUT, API_ERR_TIMEOUT },
+    {EBADMSG, API_ERR_BAD_REQUEST},
+    {EPROTO, API_ERR_BAD_REQUEST},
+    {EINVAL, API_ERR_INVALID_FIELD},
+    {EOPNOTSUPP, API_ERR_INVALID_FIELD},
+    {ERANGE, API_ERR_INVALID_FIELD},
+    {EBADRQC, API_ERR_UNKNOWN_FIELD},
+    {EMSGSIZE, API_ERR_PAYLOAD_TOO_LARGE},
+    {E2BIG, API_ERR_PAYLOAD_TOO_LARGE},
+    {ENOENT, API_ERR_NOT_FOUND},
+    {ESRCH, API_ERR_NOT_FOUND},
+    {EEXIST, API_ERR_CONFLICT},
+    {EBUSY, API_ERR_CONFLICT},
+    {ENOTEMPTY, API_ERR_CONFLICT},
+    {EISDIR, API_ERR_CONFLICT},
+    {ENOTDIR, API_ERR_CONFLICT},
+    {EDQUOT, API_ERR_QUOTA_EXCEEDED},
+    {EUSERS, API_ERR_QUOTA_EXCEEDED},
+    {EAGAIN, API_ERR_CAPACITY},
+    {ENOSPC, API_ERR_CAPACITY},
+    {ENOKEY, API_ERR_UNAUTHORIZED},
+    {EKEYREJECTED, API_ERR_UNAUTHORIZED},
+    {EPERM, API_ERR_FORBIDDEN},
+    {EACCES, API_ERR_FORBIDDEN},
+    {ECONNREFUSED, API_ERR_UNAVAILABLE},
+    {ENOTCONN, API_ERR_UNAVAILABLE},
+    {EPIPE, API_ERR_UNAVAILABLE},
+    {ESHUTDOWN, API_ERR_UNAVAILABLE},
+    {ETIMEDOUT, API_ERR_TIMEOUT},
 };
 
 const char *api_error_code(enum api_error e)

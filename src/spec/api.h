@@ -38,23 +38,23 @@
 #include <cordon/err.h>
 
 /* Every limit an attacker could push on has a name and a test. */
-#define API_MAX_BODY        (1024 * 1024) /* bytes of a request body, checked before parsing */
-#define API_MAX_DEPTH       32            /* nesting of objects and arrays */
-#define API_MAX_KV          64            /* entries of env, metadata, a metadata filter */
-#define API_MAX_KEY         128           /* bytes of an env name or metadata key */
-#define API_MAX_VALUE       4096          /* bytes of an env or metadata value */
-#define API_MAX_ARGV        4096          /* entries of argv */
-#define API_MAX_ARG         131071        /* bytes of one argv entry or cmd (MAX_ARG_STRLEN - 1) */
-#define API_MAX_PATH        4096          /* bytes of a path inside a sandbox (PATH_MAX) */
-#define API_MAX_ALLOW       256           /* network.allow rules */
-#define API_MAX_RULE        255           /* bytes of one network rule */
-#define API_MAX_TAG         64            /* bytes of a process tag */
-#define API_MAX_TEMPLATE    64            /* bytes of a template name */
-#define API_MAX_EXEC_TIMEOUT 86400        /* seconds a process may be given */
-#define API_MAX_LIST_DEPTH  32            /* depth of GET .../files/list */
+#define API_MAX_BODY	     (1024 * 1024) /* bytes of a request body, checked before parsing */
+#define API_MAX_DEPTH	     32		   /* nesting of objects and arrays */
+#define API_MAX_KV	     64		   /* entries of env, metadata, a metadata filter */
+#define API_MAX_KEY	     128	   /* bytes of an env name or metadata key */
+#define API_MAX_VALUE	     4096	   /* bytes of an env or metadata value */
+#define API_MAX_ARGV	     4096	   /* entries of argv */
+#define API_MAX_ARG	     131071	   /* bytes of one argv entry or cmd (MAX_ARG_STRLEN - 1) */
+#define API_MAX_PATH	     4096	   /* bytes of a path inside a sandbox (PATH_MAX) */
+#define API_MAX_ALLOW	     256	   /* network.allow rules */
+#define API_MAX_RULE	     255	   /* bytes of one network rule */
+#define API_MAX_TAG	     64		   /* bytes of a process tag */
+#define API_MAX_TEMPLATE     64		   /* bytes of a template name */
+#define API_MAX_EXEC_TIMEOUT 86400	   /* seconds a process may be given */
+#define API_MAX_LIST_DEPTH   32		   /* depth of GET .../files/list */
 
-#define API_DEFAULT_TEMPLATE  "host"
-#define API_DEFAULT_TIMEOUT_S 300 /* a sandbox's TTL; capped by the server maximum */
+#define API_DEFAULT_TEMPLATE	   "host"
+#define API_DEFAULT_TIMEOUT_S	   300 /* a sandbox's TTL; capped by the server maximum */
 #define API_DEFAULT_EXEC_TIMEOUT_S 60
 
 struct json_t; /* jansson's, kept out of this header */
@@ -79,8 +79,8 @@ enum api_runtime {
 
 enum api_net_policy {
 	API_NET_DENY = 0, /* loopback only */
-	API_NET_ALLOW,    /* only what network.allow lists */
-	API_NET_PUBLIC,   /* the internet, never private ranges */
+	API_NET_ALLOW,	  /* only what network.allow lists */
+	API_NET_PUBLIC,	  /* the internet, never private ranges */
 };
 
 /* Shape only: rules are checked for length and characters ([A-Za-z0-9.:/_-], "*." only as
@@ -137,7 +137,7 @@ int api_timeout_parse(const char *body, size_t len, uint32_t max_timeout_s, uint
 
 enum api_exec_kind {
 	API_EXEC_RUN = 0, /* exec: run and wait; takes "stdin" */
-	API_EXEC_START,   /* processes: start and stream; stdin goes through .../stdin */
+	API_EXEC_START,	  /* processes: start and stream; stdin goes through .../stdin */
 };
 
 struct api_exec {
@@ -157,8 +157,8 @@ struct api_exec {
 	char *env_buf_;
 };
 
-int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind, struct api_exec **ret_exec,
-		   struct cordon_err *err);
+int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind,
+		   struct api_exec **ret_exec, struct cordon_err *err);
 struct api_exec *api_exec_free(struct api_exec *e);
 
 /* ---- POST /v1/sandboxes/{id}/processes/{pid}/stdin ---------------------------------------- */
@@ -170,7 +170,8 @@ struct api_stdin {
 	bool eof; /* close the process's stdin after writing data */
 };
 
-int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin, struct cordon_err *err);
+int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin,
+		    struct cordon_err *err);
 /* Frees what api_stdin_parse() allocated (not @s itself). */
 void api_stdin_done(struct api_stdin *s);
 
@@ -214,7 +215,8 @@ struct api_move {
 };
 
 /* POST .../files/move {from, to}: both required. */
-int api_move_parse(const char *body, size_t len, struct api_move **ret_move, struct cordon_err *err);
+int api_move_parse(const char *body, size_t len, struct api_move **ret_move,
+		   struct cordon_err *err);
 struct api_move *api_move_free(struct api_move *m);
 
 struct api_mkdir {
@@ -224,7 +226,8 @@ struct api_mkdir {
 };
 
 /* POST .../files/mkdir {path, parents}: path required. */
-int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir, struct cordon_err *err);
+int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir,
+		    struct cordon_err *err);
 struct api_mkdir *api_mkdir_free(struct api_mkdir *m);
 
 /* ---- GET /v1/sandboxes?metadata.k=v&... ---------------------------------------------------- */
@@ -248,24 +251,24 @@ bool api_filter_match(const struct api_filter *f, const struct api_kvmap *metada
 
 /* Stable codes of {"error": {"code": ..., "message": ...}}; never renumber or rename. */
 enum api_error {
-	API_ERR_BAD_REQUEST = 0, /* 400 */
-	API_ERR_INVALID_FIELD,   /* 400 */
-	API_ERR_UNKNOWN_FIELD,   /* 400 */
+	API_ERR_BAD_REQUEST = 0,   /* 400 */
+	API_ERR_INVALID_FIELD,	   /* 400 */
+	API_ERR_UNKNOWN_FIELD,	   /* 400 */
 	API_ERR_PAYLOAD_TOO_LARGE, /* 413 */
-	API_ERR_NOT_FOUND,       /* 404 */
-	API_ERR_CONFLICT,        /* 409 */
-	API_ERR_QUOTA_EXCEEDED,  /* 429 */
-	API_ERR_CAPACITY,        /* 503 */
-	API_ERR_UNAUTHORIZED,    /* 401 */
-	API_ERR_FORBIDDEN,       /* 403 */
-	API_ERR_INTERNAL,        /* 500 */
-	API_ERR_UNAVAILABLE,     /* 503 */
-	API_ERR_TIMEOUT,         /* 504 */
+	API_ERR_NOT_FOUND,	   /* 404 */
+	API_ERR_CONFLICT,	   /* 409 */
+	API_ERR_QUOTA_EXCEEDED,	   /* 429 */
+	API_ERR_CAPACITY,	   /* 503 */
+	API_ERR_UNAUTHORIZED,	   /* 401 */
+	API_ERR_FORBIDDEN,	   /* 403 */
+	API_ERR_INTERNAL,	   /* 500 */
+	API_ERR_UNAVAILABLE,	   /* 503 */
+	API_ERR_TIMEOUT,	   /* 504 */
 	_API_ERR_MAX,
 };
 
 const char *api_error_code(enum api_error e); /* "not_found"; "internal" if out of range */
-int api_error_status(enum api_error e);       /* 404; 500 if out of range */
+int api_error_status(enum api_error e);	      /* 404; 500 if out of range */
 /* The one errno -> API error table (@code is a negative errno; unknown ones: internal). */
 enum api_error api_error_from_errno(int code);
 /* {"error":{"code":"...","message":"..."}} as a compact, NUL-terminated string that the

@@ -98,8 +98,11 @@ def wait_until(pred, timeout, interval=0.05):
         time.sleep(interval)
 
 
-def procs_matching(marker):
-    """PIDs of host processes (not zombies) whose command line contains @marker."""
+def procs_matching(marker, argv0=None):
+    """PIDs of host processes (not zombies) whose command line contains @marker.
+
+    `cordon run` and cordon-init carry the command in their own command lines; with @argv0,
+    only processes whose argv[0] has that basename count (the sandboxed command itself)."""
     me = os.getpid()
     m = marker.encode()
     pids = []
@@ -110,6 +113,8 @@ def procs_matching(marker):
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 cmd = f.read()
             if m not in cmd:
+                continue
+            if argv0 is not None and os.path.basename(cmd.split(b"\0", 1)[0]).decode(errors="replace") != argv0:
                 continue
             with open(f"/proc/{d}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]

@@ -75,7 +75,7 @@ def test_no_leaks_after_many_runs(cordon_bin, tmp_path):
         p = subprocess.Popen([cordon_bin, "run", "--", "sleep", arg], stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                              start_new_session=True)
-        seen = wait_until(lambda: procs_matching(arg), 10)
+        seen = wait_until(lambda: procs_matching(arg, argv0="sleep"), 10)
         assert seen, f"the sandboxed `sleep {arg}` never appeared on the host"
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
@@ -116,8 +116,8 @@ def test_sigkilled_run_with_children_cleans_up(cordon_bin):
     p = subprocess.Popen([cordon_bin, "run", "--", "/bin/sh", "-c", script], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        assert wait_until(lambda: len(procs_matching(tag)) >= 4, 10), \
-            f"expected the sh and 3 sleeps on the host, saw {procs_matching(tag)}"
+        assert wait_until(lambda: len(procs_matching(tag, argv0="sleep")) >= 3, 10), \
+            f"expected 3 sleeps on the host, saw {procs_matching(tag, argv0='sleep')}"
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
         assert wait_until(lambda: not procs_matching(tag), 3), \

@@ -72,7 +72,8 @@ for k in kids:
 @requires_root
 def test_shell_fork_bomb_is_contained(cordon, marker):
     """A real, unbounded fork bomb ends at --timeout and the host stays usable."""
-    bomb = f": {marker}; b() {{ b | b & }}; b; wait"
+    # The bomb's processes are orphans; the main shell spins (no forks) so the run lasts.
+    bomb = f": {marker}; b() {{ b | b & }}; b; while :; do :; done"
     t0 = time.monotonic()
     p = cordon.popen(["bash", "-c", bomb], opts=["--pids", "64", "--timeout", "4s"], stderr=subprocess.DEVNULL)
     time.sleep(1.5)
@@ -199,7 +200,7 @@ def test_setsid_daemon_killed_at_end(cordon, marker, sleep_arg):
     script = f": {marker}; setsid sh -c 'trap \"\" TERM HUP; sleep {sleep_arg} &'; sleep 1; echo main-done"
     p = cordon.popen([SH, "-c", script], stdout=subprocess.PIPE)
     try:
-        seen = wait_until(lambda: procs_matching(sleep_arg), 5)
+        seen = wait_until(lambda: procs_matching(sleep_arg, argv0="sleep"), 5)
         try:
             rc = p.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -273,7 +274,7 @@ def _read(path):
 def test_limits_land_in_a_cordon_cgroup(cordon, marker, sleep_arg):
     p = cordon.popen(["sleep", sleep_arg], opts=["--memory", "100M", "--pids", "50", "--cpus", "0.5"])
     try:
-        pids = wait_until(lambda: procs_matching(sleep_arg), 10)
+        pids = wait_until(lambda: procs_matching(sleep_arg, argv0="sleep"), 10)
         assert pids, "the sandboxed sleep never appeared on the host"
         cg = _cgroup_paths(pids[0])
         if cgroup_v2():
@@ -300,8 +301,8 @@ def test_limits_land_in_a_cordon_cgroup(cordon, marker, sleep_arg):
         assert p.wait(timeout=10) == 128 + 9
     finally:
         if p.poll() is None:
-            p.kill()
-            p.wait()
+            kill_matching(sleep_arg)  # not `cordon run` itself: that would leave its cgroup to the sweep
+            p.wait(timeout=10)
 
 
 @requires_root
@@ -309,7 +310,7 @@ def test_each_sandbox_gets_its_own_host_uid(cordon, marker, sleep_arg):
     args = [sleep_arg, "1000." + str(uuid.uuid4().int % 10**9).rjust(9, "0")]
     procs = [cordon.popen(["sleep", a]) for a in args]
     try:
-        pids = [wait_until(lambda a=a: procs_matching(a), 10) for a in args]
+        pids = [wait_until(lambda a=a: procs_matching(a, argv0="sleep"), 10) for a in args]
         assert all(pids), "the sandboxed sleeps never appeared on the host"
         uids = []
         for ps in pids:
@@ -326,7 +327,7 @@ def test_each_sandbox_gets_its_own_host_uid(cordon, marker, sleep_arg):
         for p in procs:
             assert p.wait(timeout=10) == 137
     finally:
+        for a in args:
+            kill_matching(a)
         for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            p.wait(timeout=10)

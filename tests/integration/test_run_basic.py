@@ -403,9 +403,9 @@ def test_tiny_rootfs_is_not_modified(cordon, busybox_rootfs):
     assert os.path.getsize(busybox_rootfs / "bin" / "busybox") > 100000
 
 
-@pytest.mark.parametrize("user", ["user", "root"])
-def test_usr_read_only_tmp_and_home_writable(cordon, user):
-    paths = ["/usr/cordon-x", "/usr/bin/cordon-x", "/etc/cordon-x", "/tmp/x", "/home/user/x"]
+@pytest.mark.parametrize("user,home", [("user", "/home/user"), ("root", "/root")])
+def test_usr_read_only_tmp_and_home_writable(cordon, user, home):
+    paths = ["/usr/cordon-x", "/usr/bin/cordon-x", "/etc/cordon-x", "/tmp/x", f"{home}/x"]
     r = cordon.run([PY, "-c", PY_TRY_CREATE] + paths, opts=["--user", user])
     assert r.returncode == 0, r.describe()
     got = dict(line.split() for line in r.out.splitlines())
@@ -413,8 +413,17 @@ def test_usr_read_only_tmp_and_home_writable(cordon, user):
     assert got["/usr/bin/cordon-x"] == "EROFS", r.out
     assert got["/etc/cordon-x"] in ("EROFS", "EACCES"), r.out
     assert got["/tmp/x"] == "OK", r.out
-    assert got["/home/user/x"] == "OK", r.out
+    assert got[f"{home}/x"] == "OK", r.out
     assert not os.path.exists("/usr/cordon-x")
+
+
+def test_command_starts_with_clean_signal_state(cordon):
+    """cordon-init's blocked or ignored signals must not leak into the command."""
+    r = cordon.run(["grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"])
+    assert r.returncode == 0, r.describe()
+    got = dict(l.split(":") for l in r.out.splitlines())
+    assert int(got["SigBlk"], 16) == 0, f"signals blocked in the command: {got['SigBlk'].strip()}"
+    assert int(got["SigIgn"], 16) == 0, f"signals ignored in the command: {got['SigIgn'].strip()}"
 
 
 def test_tmp_is_empty_and_private(cordon):

@@ -32,6 +32,9 @@
  *   CANARY_ABSTRACT=name  a host abstract unix listener "@name"
  * and CORDON_CANARY must not be set at all.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* meson passes it for the whole project; this is for a bare gcc */
+#endif
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -952,6 +955,48 @@ static void p_dev_minimal(struct result *r)
                 OK(r, "/dev holds only the minimal set");
 }
 
+/* Every device node in /dev must be one of the harmless character devices. */
+static void p_dev_nodes(struct result *r)
+{
+        static const unsigned safe[][2] = {
+                { 1, 3 }, { 1, 5 }, { 1, 7 }, { 1, 8 }, { 1, 9 }, /* null zero full random urandom */
+                { 5, 0 }, { 5, 2 },                               /* tty ptmx */
+        };
+        char names[300] = "", path[300];
+        size_t len = 0;
+        int count = 0;
+        struct dirent *de;
+        DIR *d = opendir("/dev");
+
+        if (!d) {
+                ESCAPE(r, "opendir(/dev) failed with %s", ename(errno));
+                return;
+        }
+        while ((de = readdir(d))) {
+                struct stat st;
+                bool ok = false;
+
+                snprintf(path, sizeof(path), "/dev/%s", de->d_name);
+                if (lstat(path, &st) < 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+                        continue;
+                for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]) && S_ISCHR(st.st_mode); i++)
+                        ok |= major(st.st_rdev) == safe[i][0] && minor(st.st_rdev) == safe[i][1];
+                if (ok)
+                        continue;
+                count++;
+                if (len + strlen(de->d_name) + 24 < sizeof(names))
+                        len += snprintf(names + len, sizeof(names) - len, "%s%s(%c %u:%u)",
+                                        len ? " " : "", de->d_name, S_ISBLK(st.st_mode) ? 'b' : 'c',
+                                        major(st.st_rdev), minor(st.st_rdev));
+        }
+        closedir(d);
+        if (count)
+                ESCAPE(r, "%d device node(s) beyond null zero full random urandom tty ptmx: %s",
+                       count, names);
+        else
+                OK(r, "every device node in /dev is a harmless one");
+}
+
 static void mknod_probe(struct result *r, mode_t type, dev_t dev, const char *what)
 {
         char path[64];
@@ -1116,6 +1161,10 @@ static void p_mount_fstypes(struct result *r)
                 char *root, *mnt, *fstype;
 
                 if (!parse_mountinfo(l, &root, &mnt, &fstype))
+                        continue;
+                /* Single device nodes bound from devtmpfs (how a user namespace gets
+                 * /dev/null) are fine, and dev-nodes checks which; all of it is not. */
+                if (!strcmp(fstype, "devtmpfs") && strcmp(root, "/"))
                         continue;
                 for (const char *const *b = bad; *b; b++)
                         if (!strcmp(fstype, *b) && len + strlen(mnt) + 32 < sizeof(found))
@@ -1744,6 +1793,7 @@ static const struct probe probes[] = {
         PROBE("dev-loop-control", p_dev_loop_control),
         PROBE("dev-userfaultfd", p_dev_userfaultfd),
         PROBE("dev-minimal", p_dev_minimal),
+        PROBE("dev-nodes", p_dev_nodes),
         PROBE("mknod-char", p_mknod_char),
         PROBE("mknod-block", p_mknod_block),
 

@@ -23,6 +23,7 @@
 
 #include "basic/fileio.h"
 #include "lib/caps.h"
+#include "lib/cgroup.h"
 #include "lib/initproto.h"
 #include "lib/landlock.h"
 #include "lib/ns.h"
@@ -73,12 +74,15 @@ static int become_root(const struct jail_child *c, struct cordon_err *err)
  * sync socket and the init memfd for the last steps. */
 static int arrange_fds(struct jail_child *c, struct cordon_err *err)
 {
-	if (dup3(c->sync_fd, SYNC_FD, O_CLOEXEC) < 0 || dup3(c->init_fd, EXEC_FD, O_CLOEXEC) < 0)
+	/* Lift all three out of the way first, so that no dup onto 3..5 clobbers another. */
+	int sync = fcntl(c->sync_fd, F_DUPFD_CLOEXEC, 16);
+	int init = fcntl(c->init_fd, F_DUPFD_CLOEXEC, 16);
+	int chan = fcntl(c->chan_fd, F_DUPFD_CLOEXEC, 16);
+	if (sync < 0 || init < 0 || chan < 0 || dup3(sync, SYNC_FD, O_CLOEXEC) < 0 ||
+	    dup3(init, EXEC_FD, O_CLOEXEC) < 0 || dup2(chan, INIT_STATUS_FD) < 0)
 		return cordon_err_set(err, -errno, "arrange fds");
 	c->sync_fd = SYNC_FD;
 	c->init_fd = EXEC_FD;
-	if (dup2(c->chan_fd, INIT_STATUS_FD) < 0) /* dup2 clears CLOEXEC: cordon-init keeps it */
-		return cordon_err_set(err, -errno, "arrange fds");
 	if (syscall(SYS_close_range, EXEC_FD + 1, ~0U, 0) < 0) {
 		/* Before 5.9: walk them. */
 		for (int fd = EXEC_FD + 1; fd < 65536; fd++)
@@ -123,9 +127,18 @@ static int build(struct jail_child *c, struct cordon_err *err)
 	const struct cordon_spec *spec = c->spec;
 	int r;
 
+	/* Holding the host's end of the sync socket would hide the host's death from us. */
+	for (size_t i = 0; i < ELEMENTSOF(c->host_fds); i++)
+		if (c->host_fds[i] >= 0)
+			close(c->host_fds[i]);
+	/* Die with the host from the start; set again after every credential change. Should the
+	 * host already be gone, the recv below sees EOF. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	char go;
 	if (TEMP_FAILURE_RETRY(recv(c->sync_fd, &go, 1, 0)) != 1)
 		_exit(CORDON_EXIT_SETUP); /* the host went away */
+	if ((r = cgroup_join_self(c->cg_join_fds, c->n_cg_join_fds)) < 0)
+		return cordon_err_set(err, r, "cgroup: join");
 	if ((r = become_root(c, err)) < 0)
 		return r;
 	if (unshare(CLONE_NEWCGROUP) < 0)
@@ -257,4 +270,7 @@ void jail_child_free(struct jail_child *c)
 	for (size_t i = 0; i < c->n_binds; i++)
 		close(c->binds[i].src_fd);
 	c->n_binds = 0;
+	for (size_t i = 0; i < c->n_cg_join_fds; i++)
+		close(c->cg_join_fds[i]);
+	c->n_cg_join_fds = 0;
 }

@@ -20,6 +20,7 @@ struct cordon_sandbox {
 	bool privileged;
 	bool reaped;
 	bool timed_out;
+	bool cg_attach_needed;
 	int signals_forwarded;
 	struct idmap_slot slot;
 	struct cgroup *cg;
@@ -33,6 +34,7 @@ struct jail_child {
 	const struct cordon_spec *spec;
 	bool privileged;
 	int sync_fd;  /* SOCK_SEQPACKET to the host */
+	int host_fds[3]; /* the host's ends and locks: closed first thing in the child */
 	int chan_fd;  /* becomes fd 3 of cordon-init */
 	int init_fd;  /* the sealed cordon-init, shared: not closed here */
 	int image_fd; /* --rootfs, or -1 */
@@ -40,6 +42,8 @@ struct jail_child {
 	size_t n_binds;
 	char **envp;
 	char **init_argv;
+	int cg_join_fds[8]; /* v1: the `tasks` files the child writes itself into */
+	size_t n_cg_join_fds;
 };
 
 enum { JAIL_MSG_OK = 1, JAIL_MSG_ERR = 2 };

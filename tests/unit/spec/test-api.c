@@ -47,16 +47,36 @@ static int run(enum which w, const char *body, size_t len, struct cordon_err *er
 	int sig, r = -ENOSYS;
 
 	switch (w) {
-	case CREATE: r = api_create_parse(body, len, MAX_TTL, &c, err); break;
-	case TIMEOUT: r = api_timeout_parse(body, len, MAX_TTL, &t, err); break;
-	case EXEC: r = api_exec_parse(body, len, API_EXEC_RUN, &e, err); break;
-	case START: r = api_exec_parse(body, len, API_EXEC_START, &e, err); break;
-	case STDIN: r = api_stdin_parse(body, len, &in, err); break;
-	case SIGNAL: r = api_signal_parse(body, len, &sig, err); break;
-	case NETWORK: r = api_network_parse(body, len, &n, err); break;
-	case MOVE: r = api_move_parse(body, len, &mv, err); break;
-	case MKDIR: r = api_mkdir_parse(body, len, &mk, err); break;
-	case FILTER: r = api_filter_parse(body, len, &f, err); break;
+	case CREATE:
+		r = api_create_parse(body, len, MAX_TTL, &c, err);
+		break;
+	case TIMEOUT:
+		r = api_timeout_parse(body, len, MAX_TTL, &t, err);
+		break;
+	case EXEC:
+		r = api_exec_parse(body, len, API_EXEC_RUN, &e, err);
+		break;
+	case START:
+		r = api_exec_parse(body, len, API_EXEC_START, &e, err);
+		break;
+	case STDIN:
+		r = api_stdin_parse(body, len, &in, err);
+		break;
+	case SIGNAL:
+		r = api_signal_parse(body, len, &sig, err);
+		break;
+	case NETWORK:
+		r = api_network_parse(body, len, &n, err);
+		break;
+	case MOVE:
+		r = api_move_parse(body, len, &mv, err);
+		break;
+	case MKDIR:
+		r = api_mkdir_parse(body, len, &mk, err);
+		break;
+	case FILTER:
+		r = api_filter_parse(body, len, &f, err);
+		break;
 	}
 	api_create_free(c);
 	api_exec_free(e);
@@ -73,8 +93,8 @@ static void expect_fail(enum which w, const char *body, size_t len, int code, co
 	struct cordon_err err = {};
 	int r = run(w, body, len, &err);
 	if (r != code || !strstr(err.msg, substr))
-		print_error("body %.200s\n  got %d \"%s\"\n  want %d \"%s\"\n", body, r, err.msg, code,
-			    substr);
+		print_error("body %.200s\n  got %d \"%s\"\n  want %d \"%s\"\n", body, r, err.msg,
+			    code, substr);
 	assert_int_equal(r, code);
 	assert_int_equal(err.code, code);
 	assert_non_null(strstr(err.msg, substr));
@@ -135,146 +155,149 @@ static const struct bad {
 	int code;
 	const char *substr;
 } bad_bodies[] = {
-	/* not an object at all */
-	{ CREATE, "not json", -EBADMSG, "invalid JSON" },
-	{ CREATE, "[]", -EBADMSG, "expected a JSON object" },
-	{ CREATE, "\"x\"", -EBADMSG, "invalid JSON" },
-	{ CREATE, "{} x", -EBADMSG, "invalid JSON" },
-	{ CREATE, "{\"template\":\"a\"", -EBADMSG, "invalid JSON" },
-	{ CREATE, "{\"metadata\":{\"a\":\"b\",\"a\":\"c\"}}", -EBADMSG, "duplicate" },
-	{ CREATE, "{\"timeout_s\":1,\"timeout_s\":2}", -EBADMSG, "duplicate" },
-	{ TIMEOUT, "", -EBADMSG, "expected a JSON object" },
-	/* unknown fields, at every level */
-	{ CREATE, "{\"foo\":1}", -EBADRQC, "foo: unknown field" },
-	{ CREATE, "{\"limits\":{\"memory\":1}}", -EBADRQC, "limits.memory: unknown field" },
-	{ CREATE, "{\"network\":{\"policy\":\"deny\",\"rules\":[]}}", -EBADRQC,
-	  "network.rules: unknown field" },
-	{ CREATE, "{\"a\\u0000b\":1}", -EBADMSG, "NUL byte in object key" },
-	{ CREATE, "{\"\\n\":1}", -EBADRQC, "?: unknown field" },
-	/* numbers */
-	{ CREATE, "{\"limits\":{\"memory_mb\":8}}", -EINVAL,
-	  "limits.memory_mb: must be an integer between 16 and 65536" },
-	{ CREATE, "{\"limits\":{\"memory_mb\":65537}}", -EINVAL, "limits.memory_mb: must be" },
-	{ CREATE, "{\"limits\":{\"memory_mb\":512.0}}", -EINVAL, "limits.memory_mb: must be an integer" },
-	{ CREATE, "{\"limits\":{\"memory_mb\":\"512\"}}", -EINVAL, "limits.memory_mb: must be" },
-	{ CREATE, "{\"limits\":{\"memory_mb\":true}}", -EINVAL, "limits.memory_mb: must be" },
-	{ CREATE, "{\"limits\":{\"pids\":99999999999}}", -EINVAL, "limits.pids: must be an integer" },
-	{ CREATE, "{\"limits\":{\"pids\":-1}}", -EINVAL, "limits.pids: must be" },
-	{ CREATE, "{\"limits\":{\"disk_mb\":1048577}}", -EINVAL, "limits.disk_mb: must be" },
-	{ CREATE, "{\"limits\":{\"disk_mb\":99999999999999999999999}}", -EBADMSG, "too big" },
-	{ CREATE, "{\"limits\":{\"cpus\":1e400}}", -EBADMSG, "overflow" },
-	{ CREATE, "{\"limits\":{\"cpus\":0.05}}", -EINVAL, "limits.cpus: must be a number between 0.1 and 64" },
-	{ CREATE, "{\"limits\":{\"cpus\":64.5}}", -EINVAL, "limits.cpus: must be a number" },
-	{ CREATE, "{\"limits\":{\"cpus\":\"2\"}}", -EINVAL, "limits.cpus: must be a number" },
-	{ CREATE, "{\"limits\":5}", -EINVAL, "limits: must be an object" },
-	{ CREATE, "{\"timeout_s\":0}", -EINVAL, "timeout_s: must be an integer between 1 and 3600" },
-	{ CREATE, "{\"timeout_s\":3601}", -EINVAL, "timeout_s: must be an integer between 1 and 3600" },
-	{ CREATE, "{\"timeout_s\":1.5}", -EINVAL, "timeout_s: must be an integer" },
-	/* strings */
-	{ CREATE, "{\"template\":\"Host\"}", -EINVAL, "template: must match" },
-	{ CREATE, "{\"template\":\"\"}", -EINVAL, "template: must match" },
-	{ CREATE, "{\"template\":\".x\"}", -EINVAL, "template: must match" },
-	{ CREATE, "{\"template\":\"a/b\"}", -EINVAL, "template: must match" },
-	{ CREATE, "{\"template\":\"a\\u0000b\"}", -EINVAL, "template: must not contain NUL bytes" },
-	{ CREATE, "{\"template\":[\"host\"]}", -EINVAL, "template: must be a string" },
-	{ CREATE, "{\"runtime\":\"gvisor\"}", -EINVAL, "runtime: must be one of" },
-	{ CREATE, "{\"runtime\":\"jail\\u0000x\"}", -EINVAL, "runtime: must be one of" },
-	/* network */
-	{ CREATE, "{\"network\":{\"policy\":\"open\"}}", -EINVAL, "network.policy: must be one of" },
-	{ CREATE, "{\"network\":{\"allow\":[\"a.com\"]}}", -EINVAL,
-	  "network.allow: only valid with policy \"allow\"" },
-	{ CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":[\"a b\"]}}", -EINVAL,
-	  "network.allow[0]: must be a domain" },
-	{ CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":[\"a.com\",\"foo.*\"]}}", -EINVAL,
-	  "network.allow[1]: must be a domain" },
-	{ CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":[\"\"]}}", -EINVAL,
-	  "network.allow[0]: must be a domain" },
-	{ CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":\"a.com\"}}", -EINVAL,
-	  "network.allow: must be an array" },
-	{ CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":[7]}}", -EINVAL,
-	  "network.allow[0]: must be a string" },
-	{ CREATE, "{\"network\":\"deny\"}", -EINVAL, "network: must be an object" },
-	/* env and metadata */
-	{ CREATE, "{\"env\":{\"1A\":\"x\"}}", -EINVAL, "env.1A: name must match" },
-	{ CREATE, "{\"env\":{\"A-B\":\"x\"}}", -EINVAL, "env.A-B: name must match" },
-	{ CREATE, "{\"env\":{\"\":\"x\"}}", -EINVAL, "env.: name must match" },
-	{ CREATE, "{\"env\":{\"A\":1}}", -EINVAL, "env.A: must be a string" },
-	{ CREATE, "{\"env\":{\"A\":\"x\\u0000y\"}}", -EINVAL, "env.A: must not contain NUL bytes" },
-	{ CREATE, "{\"env\":{\"A\\u0000B\":\"x\"}}", -EBADMSG, "NUL byte in object key" },
-	{ CREATE, "{\"env\":[\"A=B\"]}", -EINVAL, "env: must be an object of strings" },
-	{ CREATE, "{\"metadata\":{\"k\\n\":\"v\"}}", -EINVAL, "metadata.k?: name must be non-empty" },
-	{ CREATE, "{\"metadata\":{\"k\":{}}}", -EINVAL, "metadata.k: must be a string" },
-	/* exec and start */
-	{ EXEC, "{}", -EINVAL, "argv: required (or cmd)" },
-	{ EXEC, "{\"argv\":[]}", -EINVAL, "argv: must have 1 to 4096 entries" },
-	{ EXEC, "{\"argv\":[\"\"]}", -EINVAL, "argv[0]: must not be empty" },
-	{ EXEC, "{\"argv\":[\"a\",1]}", -EINVAL, "argv[1]: must be a string" },
-	{ EXEC, "{\"argv\":[\"a\",\"b\\u0000\"]}", -EINVAL, "argv[1]: must not contain NUL bytes" },
-	{ EXEC, "{\"argv\":\"ls\"}", -EINVAL, "argv: must be an array" },
-	{ EXEC, "{\"argv\":[\"a\"],\"cmd\":\"x\"}", -EINVAL, "either argv or cmd" },
-	{ EXEC, "{\"cmd\":5}", -EINVAL, "cmd: must be a string" },
-	{ EXEC, "{\"cmd\":\"ls\",\"cwd\":\"tmp\"}", -EINVAL, "cwd: must be an absolute path" },
-	{ EXEC, "{\"cmd\":\"ls\",\"cwd\":\"\"}", -EINVAL, "cwd: must be an absolute path" },
-	{ EXEC, "{\"cmd\":\"ls\",\"cwd\":\"/t\\u0000\"}", -EINVAL, "cwd: must not contain NUL" },
-	{ EXEC, "{\"cmd\":\"ls\",\"user\":\"admin\"}", -EINVAL, "user: must be one of" },
-	{ EXEC, "{\"cmd\":\"ls\",\"timeout_s\":0}", -EINVAL, "timeout_s: must be an integer between 1 and 86400" },
-	{ EXEC, "{\"cmd\":\"ls\",\"timeout_s\":86401}", -EINVAL, "timeout_s: must be" },
-	{ EXEC, "{\"cmd\":\"ls\",\"timeout_s\":60.0}", -EINVAL, "timeout_s: must be an integer" },
-	{ EXEC, "{\"cmd\":\"ls\",\"tag\":\"\"}", -EINVAL, "tag: must be non-empty" },
-	{ EXEC, "{\"cmd\":\"ls\",\"tag\":\"a\\tb\"}", -EINVAL, "tag: must be non-empty" },
-	{ EXEC, "{\"cmd\":\"ls\",\"stdin\":5}", -EINVAL, "stdin: must be a string" },
-	{ EXEC, "{\"cmd\":\"ls\",\"env\":{\"A=B\":\"c\"}}", -EINVAL, "env.A=B: name must match" },
-	{ EXEC, "{\"cmd\":\"ls\",\"input\":\"x\"}", -EBADRQC, "input: unknown field" },
-	{ START, "{\"cmd\":\"ls\",\"stdin\":\"x\"}", -EBADRQC, "stdin: unknown field" },
-	{ START, "{\"cmd\":\"ls\",\"timeout_s\":-1}", -EINVAL, "timeout_s: must be an integer between 0 and 86400" },
-	/* stdin */
-	{ STDIN, "{}", -EINVAL, "data: required" },
-	{ STDIN, "{\"data\":\"abc\"}", -EINVAL, "data: must be base64" },
-	{ STDIN, "{\"data\":\"ab=c\"}", -EINVAL, "data: must be base64" },
-	{ STDIN, "{\"data\":\"a===\"}", -EINVAL, "data: must be base64" },
-	{ STDIN, "{\"data\":\"aGk-\"}", -EINVAL, "data: must be base64" },
-	{ STDIN, "{\"data\":\"aGk=\\u0000\"}", -EINVAL, "data: must not contain NUL" },
-	{ STDIN, "{\"data\":5}", -EINVAL, "data: must be a string" },
-	{ STDIN, "{\"eof\":\"yes\"}", -EINVAL, "eof: must be true or false" },
-	{ STDIN, "{\"data\":\"aGk=\",\"close\":true}", -EBADRQC, "close: unknown field" },
-	/* signal */
-	{ SIGNAL, "{}", -EINVAL, "signal: required" },
-	{ SIGNAL, "{\"signal\":\"SIGSEGV\"}", -EINVAL, "signal: must be an allowed signal" },
-	{ SIGNAL, "{\"signal\":11}", -EINVAL, "signal: must be an allowed signal" },
-	{ SIGNAL, "{\"signal\":0}", -EINVAL, "signal: must be an allowed signal" },
-	{ SIGNAL, "{\"signal\":15.0}", -EINVAL, "signal: must be an allowed signal" },
-	{ SIGNAL, "{\"signal\":\"sigterm\"}", -EINVAL, "signal: must be an allowed signal" },
-	{ SIGNAL, "{\"signal\":\"SIG\"}", -EINVAL, "signal: must be an allowed signal" },
-	{ SIGNAL, "{\"signal\":\"TERM\\u0000x\"}", -EINVAL, "signal: must be an allowed signal" },
-	{ SIGNAL, "{\"signal\":34}", -EINVAL, "signal: must be an allowed signal" },
-	/* timeout */
-	{ TIMEOUT, "{}", -EINVAL, "timeout_s: required" },
-	{ TIMEOUT, "{\"timeout_s\":-1}", -EINVAL, "timeout_s: must be an integer between 1 and 3600" },
-	{ TIMEOUT, "{\"timeout_s\":\"60\"}", -EINVAL, "timeout_s: must be an integer" },
-	{ TIMEOUT, "{\"ttl\":60}", -EBADRQC, "ttl: unknown field" },
-	/* network policy change */
-	{ NETWORK, "{}", -EINVAL, "policy: required" },
-	{ NETWORK, "{\"policy\":null}", -EINVAL, "policy: required" },
-	{ NETWORK, "{\"policy\":\"deny\",\"allow\":[\"a.com\"]}", -EINVAL, "allow: only valid" },
-	{ NETWORK, "{\"policy\":\"public\",\"extra\":1}", -EBADRQC, "extra: unknown field" },
-	/* files */
-	{ MOVE, "{\"from\":\"/a\"}", -EINVAL, "to: required" },
-	{ MOVE, "{\"to\":\"/a\"}", -EINVAL, "from: required" },
-	{ MOVE, "{\"from\":\"a\",\"to\":\"/b\"}", -EINVAL, "from: must be an absolute path" },
-	{ MOVE, "{\"from\":\"/a\",\"to\":[]}", -EINVAL, "to: must be a string" },
-	{ MOVE, "{\"from\":\"/a\",\"to\":\"/b\",\"force\":true}", -EBADRQC, "force: unknown field" },
-	{ MKDIR, "{\"parents\":true}", -EINVAL, "path: required" },
-	{ MKDIR, "{\"path\":\"/a\",\"parents\":1}", -EINVAL, "parents: must be true or false" },
-	/* metadata filter (query strings) */
-	{ FILTER, "state=running", -EBADRQC, "state: unknown query parameter" },
-	{ FILTER, "metdata.a=b", -EBADRQC, "metdata.a: unknown query parameter" },
-	{ FILTER, "metadata.=x", -EINVAL, "key must be 1 to 128 bytes" },
-	{ FILTER, "metadata.a=1&metadata.a=2", -EINVAL, "metadata.a: given more than once" },
-	{ FILTER, "metadata.a=%zz", -EBADMSG, "bad %-escape" },
-	{ FILTER, "metadata.a=%4", -EBADMSG, "bad %-escape" },
-	{ FILTER, "metadata.a=%00", -EBADMSG, "bad %-escape or NUL" },
-	{ FILTER, "metadata.a%0a=1", -EINVAL, "key must be" },
-	{ FILTER, "metadata.a", -EINVAL, "metadata.a: needs a value" },
+    /* not an object at all */
+    {CREATE, "not json", -EBADMSG, "invalid JSON"},
+    {CREATE, "[]", -EBADMSG, "expected a JSON object"},
+    {CREATE, "\"x\"", -EBADMSG, "invalid JSON"},
+    {CREATE, "{} x", -EBADMSG, "invalid JSON"},
+    {CREATE, "{\"template\":\"a\"", -EBADMSG, "invalid JSON"},
+    {CREATE, "{\"metadata\":{\"a\":\"b\",\"a\":\"c\"}}", -EBADMSG, "duplicate"},
+    {CREATE, "{\"timeout_s\":1,\"timeout_s\":2}", -EBADMSG, "duplicate"},
+    {TIMEOUT, "", -EBADMSG, "expected a JSON object"},
+    /* unknown fields, at every level */
+    {CREATE, "{\"foo\":1}", -EBADRQC, "foo: unknown field"},
+    {CREATE, "{\"limits\":{\"memory\":1}}", -EBADRQC, "limits.memory: unknown field"},
+    {CREATE, "{\"network\":{\"policy\":\"deny\",\"rules\":[]}}", -EBADRQC,
+     "network.rules: unknown field"},
+    {CREATE, "{\"a\\u0000b\":1}", -EBADMSG, "NUL byte in object key"},
+    {CREATE, "{\"\\n\":1}", -EBADRQC, "?: unknown field"},
+    /* numbers */
+    {CREATE, "{\"limits\":{\"memory_mb\":8}}", -EINVAL,
+     "limits.memory_mb: must be an integer between 16 and 65536"},
+    {CREATE, "{\"limits\":{\"memory_mb\":65537}}", -EINVAL, "limits.memory_mb: must be"},
+    {CREATE, "{\"limits\":{\"memory_mb\":512.0}}", -EINVAL, "limits.memory_mb: must be an integer"},
+    {CREATE, "{\"limits\":{\"memory_mb\":\"512\"}}", -EINVAL, "limits.memory_mb: must be"},
+    {CREATE, "{\"limits\":{\"memory_mb\":true}}", -EINVAL, "limits.memory_mb: must be"},
+    {CREATE, "{\"limits\":{\"pids\":99999999999}}", -EINVAL, "limits.pids: must be an integer"},
+    {CREATE, "{\"limits\":{\"pids\":-1}}", -EINVAL, "limits.pids: must be"},
+    {CREATE, "{\"limits\":{\"disk_mb\":1048577}}", -EINVAL, "limits.disk_mb: must be"},
+    {CREATE, "{\"limits\":{\"disk_mb\":99999999999999999999999}}", -EBADMSG, "too big"},
+    {CREATE, "{\"limits\":{\"cpus\":1e400}}", -EBADMSG, "overflow"},
+    {CREATE, "{\"limits\":{\"cpus\":0.05}}", -EINVAL,
+     "limits.cpus: must be a number between 0.1 and 64"},
+    {CREATE, "{\"limits\":{\"cpus\":64.5}}", -EINVAL, "limits.cpus: must be a number"},
+    {CREATE, "{\"limits\":{\"cpus\":\"2\"}}", -EINVAL, "limits.cpus: must be a number"},
+    {CREATE, "{\"limits\":5}", -EINVAL, "limits: must be an object"},
+    {CREATE, "{\"timeout_s\":0}", -EINVAL, "timeout_s: must be an integer between 1 and 3600"},
+    {CREATE, "{\"timeout_s\":3601}", -EINVAL, "timeout_s: must be an integer between 1 and 3600"},
+    {CREATE, "{\"timeout_s\":1.5}", -EINVAL, "timeout_s: must be an integer"},
+    /* strings */
+    {CREATE, "{\"template\":\"Host\"}", -EINVAL, "template: must match"},
+    {CREATE, "{\"template\":\"\"}", -EINVAL, "template: must match"},
+    {CREATE, "{\"template\":\".x\"}", -EINVAL, "template: must match"},
+    {CREATE, "{\"template\":\"a/b\"}", -EINVAL, "template: must match"},
+    {CREATE, "{\"template\":\"a\\u0000b\"}", -EINVAL, "template: must not contain NUL bytes"},
+    {CREATE, "{\"template\":[\"host\"]}", -EINVAL, "template: must be a string"},
+    {CREATE, "{\"runtime\":\"gvisor\"}", -EINVAL, "runtime: must be one of"},
+    {CREATE, "{\"runtime\":\"jail\\u0000x\"}", -EINVAL, "runtime: must be one of"},
+    /* network */
+    {CREATE, "{\"network\":{\"policy\":\"open\"}}", -EINVAL, "network.policy: must be one of"},
+    {CREATE, "{\"network\":{\"allow\":[\"a.com\"]}}", -EINVAL,
+     "network.allow: only valid with policy \"allow\""},
+    {CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":[\"a b\"]}}", -EINVAL,
+     "network.allow[0]: must be a domain"},
+    {CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":[\"a.com\",\"foo.*\"]}}", -EINVAL,
+     "network.allow[1]: must be a domain"},
+    {CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":[\"\"]}}", -EINVAL,
+     "network.allow[0]: must be a domain"},
+    {CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":\"a.com\"}}", -EINVAL,
+     "network.allow: must be an array"},
+    {CREATE, "{\"network\":{\"policy\":\"allow\",\"allow\":[7]}}", -EINVAL,
+     "network.allow[0]: must be a string"},
+    {CREATE, "{\"network\":\"deny\"}", -EINVAL, "network: must be an object"},
+    /* env and metadata */
+    {CREATE, "{\"env\":{\"1A\":\"x\"}}", -EINVAL, "env.1A: name must match"},
+    {CREATE, "{\"env\":{\"A-B\":\"x\"}}", -EINVAL, "env.A-B: name must match"},
+    {CREATE, "{\"env\":{\"\":\"x\"}}", -EINVAL, "env.: name must match"},
+    {CREATE, "{\"env\":{\"A\":1}}", -EINVAL, "env.A: must be a string"},
+    {CREATE, "{\"env\":{\"A\":\"x\\u0000y\"}}", -EINVAL, "env.A: must not contain NUL bytes"},
+    {CREATE, "{\"env\":{\"A\\u0000B\":\"x\"}}", -EBADMSG, "NUL byte in object key"},
+    {CREATE, "{\"env\":[\"A=B\"]}", -EINVAL, "env: must be an object of strings"},
+    {CREATE, "{\"metadata\":{\"k\\n\":\"v\"}}", -EINVAL, "metadata.k?: name must be non-empty"},
+    {CREATE, "{\"metadata\":{\"k\":{}}}", -EINVAL, "metadata.k: must be a string"},
+    /* exec and start */
+    {EXEC, "{}", -EINVAL, "argv: required (or cmd)"},
+    {EXEC, "{\"argv\":[]}", -EINVAL, "argv: must have 1 to 4096 entries"},
+    {EXEC, "{\"argv\":[\"\"]}", -EINVAL, "argv[0]: must not be empty"},
+    {EXEC, "{\"argv\":[\"a\",1]}", -EINVAL, "argv[1]: must be a string"},
+    {EXEC, "{\"argv\":[\"a\",\"b\\u0000\"]}", -EINVAL, "argv[1]: must not contain NUL bytes"},
+    {EXEC, "{\"argv\":\"ls\"}", -EINVAL, "argv: must be an array"},
+    {EXEC, "{\"argv\":[\"a\"],\"cmd\":\"x\"}", -EINVAL, "either argv or cmd"},
+    {EXEC, "{\"cmd\":5}", -EINVAL, "cmd: must be a string"},
+    {EXEC, "{\"cmd\":\"ls\",\"cwd\":\"tmp\"}", -EINVAL, "cwd: must be an absolute path"},
+    {EXEC, "{\"cmd\":\"ls\",\"cwd\":\"\"}", -EINVAL, "cwd: must be an absolute path"},
+    {EXEC, "{\"cmd\":\"ls\",\"cwd\":\"/t\\u0000\"}", -EINVAL, "cwd: must not contain NUL"},
+    {EXEC, "{\"cmd\":\"ls\",\"user\":\"admin\"}", -EINVAL, "user: must be one of"},
+    {EXEC, "{\"cmd\":\"ls\",\"timeout_s\":0}", -EINVAL,
+     "timeout_s: must be an integer between 1 and 86400"},
+    {EXEC, "{\"cmd\":\"ls\",\"timeout_s\":86401}", -EINVAL, "timeout_s: must be"},
+    {EXEC, "{\"cmd\":\"ls\",\"timeout_s\":60.0}", -EINVAL, "timeout_s: must be an integer"},
+    {EXEC, "{\"cmd\":\"ls\",\"tag\":\"\"}", -EINVAL, "tag: must be non-empty"},
+    {EXEC, "{\"cmd\":\"ls\",\"tag\":\"a\\tb\"}", -EINVAL, "tag: must be non-empty"},
+    {EXEC, "{\"cmd\":\"ls\",\"stdin\":5}", -EINVAL, "stdin: must be a string"},
+    {EXEC, "{\"cmd\":\"ls\",\"env\":{\"A=B\":\"c\"}}", -EINVAL, "env.A=B: name must match"},
+    {EXEC, "{\"cmd\":\"ls\",\"input\":\"x\"}", -EBADRQC, "input: unknown field"},
+    {START, "{\"cmd\":\"ls\",\"stdin\":\"x\"}", -EBADRQC, "stdin: unknown field"},
+    {START, "{\"cmd\":\"ls\",\"timeout_s\":-1}", -EINVAL,
+     "timeout_s: must be an integer between 0 and 86400"},
+    /* stdin */
+    {STDIN, "{}", -EINVAL, "data: required"},
+    {STDIN, "{\"data\":\"abc\"}", -EINVAL, "data: must be base64"},
+    {STDIN, "{\"data\":\"ab=c\"}", -EINVAL, "data: must be base64"},
+    {STDIN, "{\"data\":\"a===\"}", -EINVAL, "data: must be base64"},
+    {STDIN, "{\"data\":\"aGk-\"}", -EINVAL, "data: must be base64"},
+    {STDIN, "{\"data\":\"aGk=\\u0000\"}", -EINVAL, "data: must not contain NUL"},
+    {STDIN, "{\"data\":5}", -EINVAL, "data: must be a string"},
+    {STDIN, "{\"eof\":\"yes\"}", -EINVAL, "eof: must be true or false"},
+    {STDIN, "{\"data\":\"aGk=\",\"close\":true}", -EBADRQC, "close: unknown field"},
+    /* signal */
+    {SIGNAL, "{}", -EINVAL, "signal: required"},
+    {SIGNAL, "{\"signal\":\"SIGSEGV\"}", -EINVAL, "signal: must be an allowed signal"},
+    {SIGNAL, "{\"signal\":11}", -EINVAL, "signal: must be an allowed signal"},
+    {SIGNAL, "{\"signal\":0}", -EINVAL, "signal: must be an allowed signal"},
+    {SIGNAL, "{\"signal\":15.0}", -EINVAL, "signal: must be an allowed signal"},
+    {SIGNAL, "{\"signal\":\"sigterm\"}", -EINVAL, "signal: must be an allowed signal"},
+    {SIGNAL, "{\"signal\":\"SIG\"}", -EINVAL, "signal: must be an allowed signal"},
+    {SIGNAL, "{\"signal\":\"TERM\\u0000x\"}", -EINVAL, "signal: must be an allowed signal"},
+    {SIGNAL, "{\"signal\":34}", -EINVAL, "signal: must be an allowed signal"},
+    /* timeout */
+    {TIMEOUT, "{}", -EINVAL, "timeout_s: required"},
+    {TIMEOUT, "{\"timeout_s\":-1}", -EINVAL, "timeout_s: must be an integer between 1 and 3600"},
+    {TIMEOUT, "{\"timeout_s\":\"60\"}", -EINVAL, "timeout_s: must be an integer"},
+    {TIMEOUT, "{\"ttl\":60}", -EBADRQC, "ttl: unknown field"},
+    /* network policy change */
+    {NETWORK, "{}", -EINVAL, "policy: required"},
+    {NETWORK, "{\"policy\":null}", -EINVAL, "policy: required"},
+    {NETWORK, "{\"policy\":\"deny\",\"allow\":[\"a.com\"]}", -EINVAL, "allow: only valid"},
+    {NETWORK, "{\"policy\":\"public\",\"extra\":1}", -EBADRQC, "extra: unknown field"},
+    /* files */
+    {MOVE, "{\"from\":\"/a\"}", -EINVAL, "to: required"},
+    {MOVE, "{\"to\":\"/a\"}", -EINVAL, "from: required"},
+    {MOVE, "{\"from\":\"a\",\"to\":\"/b\"}", -EINVAL, "from: must be an absolute path"},
+    {MOVE, "{\"from\":\"/a\",\"to\":[]}", -EINVAL, "to: must be a string"},
+    {MOVE, "{\"from\":\"/a\",\"to\":\"/b\",\"force\":true}", -EBADRQC, "force: unknown field"},
+    {MKDIR, "{\"parents\":true}", -EINVAL, "path: required"},
+    {MKDIR, "{\"path\":\"/a\",\"parents\":1}", -EINVAL, "parents: must be true or false"},
+    /* metadata filter (query strings) */
+    {FILTER, "state=running", -EBADRQC, "state: unknown query parameter"},
+    {FILTER, "metdata.a=b", -EBADRQC, "metdata.a: unknown query parameter"},
+    {FILTER, "metadata.=x", -EINVAL, "key must be 1 to 128 bytes"},
+    {FILTER, "metadata.a=1&metadata.a=2", -EINVAL, "metadata.a: given more than once"},
+    {FILTER, "metadata.a=%zz", -EBADMSG, "bad %-escape"},
+    {FILTER, "metadata.a=%4", -EBADMSG, "bad %-escape"},
+    {FILTER, "metadata.a=%00", -EBADMSG, "bad %-escape or NUL"},
+    {FILTER, "metadata.a%0a=1", -EINVAL, "key must be"},
+    {FILTER, "metadata.a", -EINVAL, "metadata.a: needs a value"},
 };
 
 static void test_bad_bodies(void **state)
@@ -289,11 +312,12 @@ static void test_bad_bodies(void **state)
 
 static void test_create_defaults(void **state)
 {
-	static const char *const bodies[] = { "", "{}", " { } ", "{\"template\":null}" };
+	static const char *const bodies[] = {"", "{}", " { } ", "{\"template\":null}"};
 	for (size_t i = 0; i < ELEMENTSOF(bodies); i++) {
 		struct api_create *c = NULL;
 		struct cordon_err err = {};
-		assert_int_equal(api_create_parse(bodies[i], strlen(bodies[i]), MAX_TTL, &c, &err), 0);
+		assert_int_equal(api_create_parse(bodies[i], strlen(bodies[i]), MAX_TTL, &c, &err),
+				 0);
 		assert_string_equal(c->template_name, "host");
 		assert_int_equal(c->runtime, API_RUNTIME_JAIL);
 		assert_int_equal(c->timeout_s, 300);
@@ -320,11 +344,12 @@ static void test_create_defaults(void **state)
 static void test_create_full(void **state)
 {
 	static const char body[] =
-		"{\"template\":\"python-3.11\",\"runtime\":\"auto\",\"timeout_s\":3600,"
-		"\"limits\":{\"cpus\":0.5,\"memory_mb\":2048,\"pids\":16,\"disk_mb\":1048576},"
-		"\"network\":{\"policy\":\"allow\",\"allow\":[\"pypi.org\",\"*.github.com:443\","
-		"\"10.0.0.0/8\",\"[2001:db8::]/32\"]},"
-		"\"env\":{\"FOO\":\"bar\",\"_X1\":\"\"},\"metadata\":{\"user id\":\"42\",\"a.b/c\":\"\"}}";
+	    "{\"template\":\"python-3.11\",\"runtime\":\"auto\",\"timeout_s\":3600,"
+	    "\"limits\":{\"cpus\":0.5,\"memory_mb\":2048,\"pids\":16,\"disk_mb\":1048576},"
+	    "\"network\":{\"policy\":\"allow\",\"allow\":[\"pypi.org\",\"*.github.com:443\","
+	    "\"10.0.0.0/8\",\"[2001:db8::]/32\"]},"
+	    "\"env\":{\"FOO\":\"bar\",\"_X1\":\"\"},\"metadata\":{\"user "
+	    "id\":\"42\",\"a.b/c\":\"\"}}";
 	struct api_create *c = NULL;
 	struct cordon_err err = {};
 	assert_int_equal(api_create_parse(body, strlen(body), MAX_TTL, &c, &err), 0);
@@ -349,7 +374,7 @@ static void test_create_full(void **state)
 	assert_string_equal(c->metadata.items[0].key, "user id");
 	assert_string_equal(c->metadata.items[0].value, "42");
 
-	struct cordon_spec spec = { .agent_fd = -1 };
+	struct cordon_spec spec = {.agent_fd = -1};
 	api_create_to_spec(c, &spec);
 	assert_int_equal(spec.memory_bytes, 2048ULL << 20);
 	assert_int_equal(spec.cpus_milli, 500);
@@ -381,8 +406,9 @@ static void test_exec(void **state)
 {
 	struct api_exec *e = NULL;
 	struct cordon_err err = {};
-	const char *b = "{\"argv\":[\"python3\",\"-c\",\"print(1)\"],\"cwd\":\"/tmp\",\"env\":{\"A\":\"1\"},"
-			"\"user\":\"root\",\"stdin\":\"hi\\n\",\"timeout_s\":5,\"tag\":\"job 1\"}";
+	const char *b =
+	    "{\"argv\":[\"python3\",\"-c\",\"print(1)\"],\"cwd\":\"/tmp\",\"env\":{\"A\":\"1\"},"
+	    "\"user\":\"root\",\"stdin\":\"hi\\n\",\"timeout_s\":5,\"tag\":\"job 1\"}";
 	assert_int_equal(api_exec_parse(b, strlen(b), API_EXEC_RUN, &e, &err), 0);
 	assert_int_equal(e->argc, 3);
 	assert_string_equal(e->argv[0], "python3");
@@ -449,14 +475,15 @@ static void test_stdin_signal_timeout(void **state)
 		const char *body;
 		int signo;
 	} sigs[] = {
-		{ "{\"signal\":\"SIGTERM\"}", SIGTERM }, { "{\"signal\":\"TERM\"}", SIGTERM },
-		{ "{\"signal\":15}", SIGTERM },	      { "{\"signal\":\"KILL\"}", SIGKILL },
-		{ "{\"signal\":9}", SIGKILL },	      { "{\"signal\":\"SIGINT\"}", SIGINT },
-		{ "{\"signal\":\"WINCH\"}", SIGWINCH },
+	    {"{\"signal\":\"SIGTERM\"}", SIGTERM}, {"{\"signal\":\"TERM\"}", SIGTERM},
+	    {"{\"signal\":15}", SIGTERM},	   {"{\"signal\":\"KILL\"}", SIGKILL},
+	    {"{\"signal\":9}", SIGKILL},	   {"{\"signal\":\"SIGINT\"}", SIGINT},
+	    {"{\"signal\":\"WINCH\"}", SIGWINCH},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(sigs); i++) {
 		int signo = 0;
-		assert_int_equal(api_signal_parse(sigs[i].body, strlen(sigs[i].body), &signo, &err), 0);
+		assert_int_equal(api_signal_parse(sigs[i].body, strlen(sigs[i].body), &signo, &err),
+				 0);
 		assert_int_equal(signo, sigs[i].signo);
 	}
 	assert_string_equal(api_signal_name(SIGTERM), "SIGTERM");
@@ -518,7 +545,8 @@ static void test_network_files(void **state)
 	assert_int_equal(d, 1);
 	assert_int_equal(api_depth_parse("32", &d, &err), 0);
 	assert_int_equal(d, 32);
-	static const char *const bad_depths[] = { "0", "33", "-1", "1x", "99999999999999999999", " 1" };
+	static const char *const bad_depths[] = {"0", "33", "-1", "1x", "99999999999999999999",
+						 " 1"};
 	for (size_t i = 0; i < ELEMENTSOF(bad_depths); i++) {
 		assert_int_equal(api_depth_parse(bad_depths[i], &d, &err), -EINVAL);
 		assert_non_null(strstr(err.msg, "depth: must be an integer between 1 and 32"));
@@ -547,8 +575,8 @@ static void test_filter(void **state)
 	assert_string_equal(f->items[2].key, "empty");
 	assert_string_equal(f->items[2].value, "");
 
-	struct api_kv kv[] = { { "empty", "" }, { "user", "alice" }, { "job id", "a b/c" }, { "x", "y" } };
-	struct api_kvmap m = { kv, 4 };
+	struct api_kv kv[] = {{"empty", ""}, {"user", "alice"}, {"job id", "a b/c"}, {"x", "y"}};
+	struct api_kvmap m = {kv, 4};
 	assert_true(api_filter_match(f, &m));
 	kv[1].value = "bob";
 	assert_false(api_filter_match(f, &m));
@@ -577,7 +605,8 @@ static void test_filter(void **state)
 	expect_fail(FILTER, q1, strlen(q1), -EINVAL, "key must be 1 to 128 bytes");
 	_cleanup_free_ char *v = repeat('v', 4097);
 	_cleanup_free_ char *q2 = fmt("metadata.k=%s", v);
-	expect_fail(FILTER, q2, strlen(q2), -EINVAL, "metadata.k: needs a value of at most 4096 bytes");
+	expect_fail(FILTER, q2, strlen(q2), -EINVAL,
+		    "metadata.k: needs a value of at most 4096 bytes");
 	assert_int_equal(api_filter_parse(q2, strlen(q2) - 1, &f, &err), 0);
 	api_filter_free(f);
 }
@@ -635,7 +664,8 @@ static void test_counts(void **state)
 	_cleanup_free_ char *longval = fmt("{\"metadata\":{\"k\":\"%s\"}}", v4097);
 	assert_int_equal(run(CREATE, ok, strlen(ok), NULL), 0);
 	expect_fail(CREATE, longkey, strlen(longkey), -EINVAL, "name longer than 128 bytes");
-	expect_fail(CREATE, longval, strlen(longval), -EINVAL, "metadata.k: longer than 4096 bytes");
+	expect_fail(CREATE, longval, strlen(longval), -EINVAL,
+		    "metadata.k: longer than 4096 bytes");
 
 	_cleanup_free_ char *argv4096 = array_body("", "argv", 4096);
 	_cleanup_free_ char *argv4097 = array_body("", "argv", 4097);
@@ -644,7 +674,8 @@ static void test_counts(void **state)
 	_cleanup_free_ char *allow256 = array_body("\"policy\":\"allow\",", "allow", 256);
 	_cleanup_free_ char *allow257 = array_body("\"policy\":\"allow\",", "allow", 257);
 	assert_int_equal(run(NETWORK, allow256, strlen(allow256), NULL), 0);
-	expect_fail(NETWORK, allow257, strlen(allow257), -EINVAL, "allow: must have 0 to 256 entries");
+	expect_fail(NETWORK, allow257, strlen(allow257), -EINVAL,
+		    "allow: must have 0 to 256 entries");
 
 	_cleanup_free_ char *arg = repeat('a', API_MAX_ARG + 1);
 	_cleanup_free_ char *longarg = fmt("{\"argv\":[\"%s\"]}", arg);
@@ -680,19 +711,19 @@ static void test_errors(void **state)
 		const char *code;
 		int status;
 	} table[] = {
-		{ API_ERR_BAD_REQUEST, "bad_request", 400 },
-		{ API_ERR_INVALID_FIELD, "invalid_field", 400 },
-		{ API_ERR_UNKNOWN_FIELD, "unknown_field", 400 },
-		{ API_ERR_PAYLOAD_TOO_LARGE, "payload_too_large", 413 },
-		{ API_ERR_NOT_FOUND, "not_found", 404 },
-		{ API_ERR_CONFLICT, "conflict", 409 },
-		{ API_ERR_QUOTA_EXCEEDED, "quota_exceeded", 429 },
-		{ API_ERR_CAPACITY, "capacity", 503 },
-		{ API_ERR_UNAUTHORIZED, "unauthorized", 401 },
-		{ API_ERR_FORBIDDEN, "forbidden", 403 },
-		{ API_ERR_INTERNAL, "internal", 500 },
-		{ API_ERR_UNAVAILABLE, "unavailable", 503 },
-		{ API_ERR_TIMEOUT, "timeout", 504 },
+	    {API_ERR_BAD_REQUEST, "bad_request", 400},
+	    {API_ERR_INVALID_FIELD, "invalid_field", 400},
+	    {API_ERR_UNKNOWN_FIELD, "unknown_field", 400},
+	    {API_ERR_PAYLOAD_TOO_LARGE, "payload_too_large", 413},
+	    {API_ERR_NOT_FOUND, "not_found", 404},
+	    {API_ERR_CONFLICT, "conflict", 409},
+	    {API_ERR_QUOTA_EXCEEDED, "quota_exceeded", 429},
+	    {API_ERR_CAPACITY, "capacity", 503},
+	    {API_ERR_UNAUTHORIZED, "unauthorized", 401},
+	    {API_ERR_FORBIDDEN, "forbidden", 403},
+	    {API_ERR_INTERNAL, "internal", 500},
+	    {API_ERR_UNAVAILABLE, "unavailable", 503},
+	    {API_ERR_TIMEOUT, "timeout", 504},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -700,7 +731,7 @@ static void test_errors(void **state)
 		assert_int_equal(api_error_status(table[i].e), table[i].status);
 	}
 	assert_string_equal(api_error_code(_API_ERR_MAX), "internal");
-	assert_int_equal(api_error_status((enum api_error)-1), 500);
+	assert_int_equal(api_error_status((enum api_error) - 1), 500);
 
 	/* What the parsers return maps to the documented codes. */
 	assert_int_equal(api_error_from_errno(-EBADMSG), API_ERR_BAD_REQUEST);
@@ -713,7 +744,9 @@ static void test_errors(void **state)
 	assert_int_equal(api_error_from_errno(0), API_ERR_INTERNAL);
 
 	_cleanup_free_ char *s = api_error_render(API_ERR_NOT_FOUND, "sandbox \"x\"\n not found");
-	assert_string_equal(s, "{\"error\":{\"code\":\"not_found\",\"message\":\"sandbox \\\"x\\\"\\n not found\"}}");
+	assert_string_equal(
+	    s,
+	    "{\"error\":{\"code\":\"not_found\",\"message\":\"sandbox \\\"x\\\"\\n not found\"}}");
 	_cleanup_free_ char *s2 = api_error_render(API_ERR_INTERNAL, "bad \xff utf8");
 	assert_non_null(strstr(s2, "not valid UTF-8"));
 	_cleanup_free_ char *s3 = api_error_render(API_ERR_TIMEOUT, NULL);
@@ -732,18 +765,18 @@ static void test_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bad_bodies),
-		cmocka_unit_test(test_create_defaults),
-		cmocka_unit_test(test_create_full),
-		cmocka_unit_test(test_exec),
-		cmocka_unit_test(test_stdin_signal_timeout),
-		cmocka_unit_test(test_network_files),
-		cmocka_unit_test(test_filter),
-		cmocka_unit_test(test_body_size),
-		cmocka_unit_test(test_depth),
-		cmocka_unit_test(test_counts),
-		cmocka_unit_test(test_raw_nul),
-		cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_bad_bodies),
+	    cmocka_unit_test(test_create_defaults),
+	    cmocka_unit_test(test_create_full),
+	    cmocka_unit_test(test_exec),
+	    cmocka_unit_test(test_stdin_signal_timeout),
+	    cmocka_unit_test(test_network_files),
+	    cmocka_unit_test(test_filter),
+	    cmocka_unit_test(test_body_size),
+	    cmocka_unit_test(test_depth),
+	    cmocka_unit_test(test_counts),
+	    cmocka_unit_test(test_raw_nul),
+	    cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
