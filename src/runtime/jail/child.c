@@ -122,6 +122,26 @@ static int harden(const struct jail_child *c, struct cordon_err *err)
 	return 0;
 }
 
+/* Opens the image and the bind sources in our own mount namespace (a bind from a mount of
+ * another namespace is EINVAL), before the root tmpfs hides the host's /tmp, and with the
+ * host's credentials still ours. */
+static int open_sources(struct jail_child *c, struct cordon_err *err)
+{
+	const struct cordon_spec *spec = c->spec;
+	if (spec->rootfs) {
+		c->image_fd = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (c->image_fd < 0)
+			return cordon_err_set(err, -errno, "rootfs '%s'", spec->rootfs);
+	}
+	for (size_t i = 0; i < c->n_binds; i++) {
+		int fd = jail_open_bind_source(spec->binds[i].host, err);
+		if (fd < 0)
+			return fd;
+		c->binds[i].src_fd = fd;
+	}
+	return 0;
+}
+
 static int build(struct jail_child *c, struct cordon_err *err)
 {
 	const struct cordon_spec *spec = c->spec;
@@ -139,7 +159,7 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		_exit(CORDON_EXIT_SETUP); /* the host went away */
 	if ((r = cgroup_join_self(c->cg_join_fds, c->n_cg_join_fds)) < 0)
 		return cordon_err_set(err, r, "cgroup: join");
-	if ((r = become_root(c, err)) < 0)
+	if ((r = open_sources(c, err)) < 0 || (r = become_root(c, err)) < 0)
 		return r;
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		return cordon_err_set(err, -errno, "unshare cgroup namespace");
@@ -268,7 +288,8 @@ void jail_child_free(struct jail_child *c)
 		close(c->image_fd);
 	c->image_fd = -1;
 	for (size_t i = 0; i < c->n_binds; i++)
-		close(c->binds[i].src_fd);
+		if (c->binds[i].src_fd >= 0)
+			close(c->binds[i].src_fd);
 	c->n_binds = 0;
 	for (size_t i = 0; i < c->n_cg_join_fds; i++)
 		close(c->cg_join_fds[i]);

@@ -74,7 +74,7 @@ static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
 }
 
 /* Opens a host path for a read-only bind: a regular file or a directory, nothing else. */
-static int open_bind_source(const char *path, struct cordon_err *err)
+int jail_open_bind_source(const char *path, struct cordon_err *err)
 {
 	if (!path || path[0] != '/')
 		return cordon_err_setf(err, -EINVAL, "bind source '%s': not an absolute path",
@@ -154,16 +154,19 @@ static int host_prepare(struct cordon_sandbox *sb, const struct cordon_spec *spe
 	if ((r = jail_init_memfd(err)) < 0)
 		return r;
 	c->init_fd = r;
+	/* Checked here for a clear error before anything is made; opened again in the child,
+	 * since a bind must come from a mount of the child's own mount namespace. */
 	if (spec->rootfs) {
-		c->image_fd = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (c->image_fd < 0)
+		_cleanup_close_ int fd = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
 			return cordon_err_set(err, -errno, "rootfs '%s'", spec->rootfs);
 	}
 	for (size_t i = 0; i < spec->n_binds; i++) {
-		r = open_bind_source(spec->binds[i].host, err);
+		r = jail_open_bind_source(spec->binds[i].host, err);
 		if (r < 0)
 			return r;
-		c->binds[i] = (struct rootfs_bind){.src_fd = r, .dst = spec->binds[i].sandbox};
+		close(r);
+		c->binds[i] = (struct rootfs_bind){.src_fd = -1, .dst = spec->binds[i].sandbox};
 		c->n_binds++;
 	}
 	return 0;

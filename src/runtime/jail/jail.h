@@ -57,6 +57,9 @@ struct jail_msg {
  * sandbox. The returned fd stays owned by the runtime. */
 int jail_init_memfd(struct cordon_err *err);
 
+/* Opens a host path for a read-only bind: a regular file or a directory, nothing else. */
+int jail_open_bind_source(const char *path, struct cordon_err *err);
+
 int jail_child_env(struct jail_child *c, const struct cordon_spec *spec, struct cordon_err *err);
 void jail_child_free(struct jail_child *c);
 _noreturn_ void jail_child_main(struct jail_child *c);

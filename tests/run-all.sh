@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The whole suite: unit tests (cmocka), integration and security tests (pytest) against the
+# real binaries, the same under ASan+UBSan, every fuzzer over its corpus, and each benchmark
+# once in quick mode. Ends with one line: "N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=/usr/bin/python3
+results=results.d
+rm -rf "$results"; mkdir -p "$results"
+stage_fail=0
+
+stage() { # name, command...
+	local name=$1; shift
+	echo "=== $name"
+	if "$@"; then echo "=== $name: ok"; else echo "=== $name: FAILED"; stage_fail=$((stage_fail + 1)); echo "$name" >>"$results/failed-stages"; fi
+}
+
+unit() { # build dir, junit name
+	meson test -C "$1" --print-errorlogs --num-processes 2
+	local r=$?; [ -f "$1/meson-logs/testlog.junit.xml" ] && cp "$1/meson-logs/testlog.junit.xml" "$results/$2.xml"; return $r
+}
+
+pytests() { # build dir, junit name, paths...
+	local b=$1 n=$2; shift 2
+	CORDON_BUILD="$PWD/$b" $PY -m pytest -q -p no:cacheprovider --junitxml="$results/$n.xml" "$@"
+	local r=$?; [ $r = 5 ] && return 1; return $r  # 5: no tests ran, never a pass
+}
+
+asan_build() {
+	[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug >/dev/null
+	ninja -C build-asan
+}
+
+fuzz_corpus() {
+	[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzzing=true --buildtype=debug >/dev/null
+	ninja -C build-fuzz || return 1
+	local ok=0
+	for f in build-fuzz/fuzz/*/fuzz-*; do
+		[ -x "$f" ] || continue
+		local name; name=$(basename "$(dirname "$f")")
+		echo "fuzz $name over fuzz/$name/corpus"
+		"$f" -runs=0 "fuzz/$name/corpus" >"$results/fuzz-$name.log" 2>&1 || { tail -20 "$results/fuzz-$name.log"; ok=1; }
+		grep -q "Done\|INITED" "$results/fuzz-$name.log" || ok=1
+	done
+	return $ok
+}
+
+stage "unit" unit build unit
+stage "integration+security" pytests build pytest tests/integration tests/security
+stage "asan build" asan_build
+stage "unit (asan+ubsan)" unit build-asan unit-asan
+stage "security (asan+ubsan)" pytests build-asan pytest-asan tests/security
+stage "fuzz corpora" fuzz_corpus
+stage "bench (quick)" $PY bench/bench_run.py --quick
+
+$PY - "$results" "$stage_fail" <<'PYEOF'
+import sys, glob, xml.etree.ElementTree as ET
+passed = failed = skipped = 0
+for f in glob.glob(sys.argv[1] + "/*.xml"):
+    for tc in ET.parse(f).getroot().iter("testcase"):
+        kids = {c.tag for c in tc}
+        if kids & {"failure", "error"}: failed += 1
+        elif "skipped" in kids: skipped += 1
+        else: passed += 1
+failed += int(sys.argv[2])  # a stage that failed outside any test case counts once
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PYEOF
