@@ -617,8 +617,10 @@ static void check_timeouts(struct agent *a)
 static int xopenat(int dirfd, const char *path, int flags, mode_t mode)
 {
 	static bool no_openat2;
+	/* openat2() refuses O_NOCTTY (any flag but a few) together with O_PATH */
+	int extra = (flags & O_PATH) ? O_CLOEXEC : O_CLOEXEC | O_NOCTTY;
 	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC | O_NOCTTY),
+		.flags = (uint64_t)(flags | extra),
 		.mode = (flags & O_CREAT) ? mode : 0,
 		.resolve = RESOLVE_NO_MAGICLINKS,
 	};
@@ -634,7 +636,7 @@ static int xopenat(int dirfd, const char *path, int flags, mode_t mode)
 	}
 	/* no openat2 (old kernel, or a seccomp policy that hides it): refuse every final
 	 * symlink instead */
-	fd = openat(dirfd, path, flags | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, mode);
+	fd = openat(dirfd, path, flags | extra | O_NOFOLLOW, mode);
 	return fd < 0 ? -errno : fd;
 }
 

@@ -32,11 +32,14 @@ static void report(int kind, int value)
 	write_all(INIT_STATUS_FD, &st, sizeof(st));
 }
 
-static _noreturn_ void exec_child(const char *workdir, char **cmd, const sigset_t *old, int errfd)
+static _noreturn_ void exec_child(const char *workdir, char **cmd, int errfd)
 {
 	struct init_status st = {INIT_CWD_FAILED, 0};
+	sigset_t none;
 
-	sigprocmask(SIG_SETMASK, old, NULL);
+	/* CMD starts with a clean signal state whatever ours was. */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (chdir(workdir) == 0) {
 		execvp(cmd[0], cmd);
 		st.kind = INIT_EXEC_FAILED;
@@ -89,12 +92,12 @@ static int run_main(int argc, char **argv)
 
 	/* The status fd is ours alone: CMD must not be able to forge a status. */
 	fcntl(INIT_STATUS_FD, F_SETFD, FD_CLOEXEC);
-	sigset_t mask, old;
+	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	for (size_t k = 0; k < ELEMENTSOF(forwarded); k++)
 		sigaddset(&mask, forwarded[k]);
-	sigprocmask(SIG_BLOCK, &mask, &old);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
 	_cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	int errpipe[2];
 	if (sfd < 0 || pipe2(errpipe, O_CLOEXEC) < 0)
@@ -104,7 +107,7 @@ static int run_main(int argc, char **argv)
 	if (child < 0)
 		return 125;
 	if (child == 0)
-		exec_child(workdir, cmd, &old, errpipe[1]);
+		exec_child(workdir, cmd, errpipe[1]);
 	close(errpipe[1]);
 	struct init_status st;
 	int r = read_exact(errpipe[0], &st, sizeof(st));

@@ -31,19 +31,28 @@ static int open_slots_dir(void)
 	return fd < 0 ? -errno : fd;
 }
 
+/* Lock files are removed on release, so a lock can be taken on a file that its holder is just
+ * unlinking: after the lock, check that the name still points at our file, else retry. */
 static int slot_lock(int dirfd, unsigned slot)
 {
 	char name[32];
 	snprintf(name, sizeof(name), "%u", slot);
-	int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -errno;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int r = -errno;
+	for (int attempt = 0; attempt < 8; attempt++) {
+		int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			return -errno;
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			int r = -errno;
+			close(fd);
+			return r;
+		}
+		struct stat a, b;
+		if (fstat(fd, &a) == 0 && fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+			return fd;
 		close(fd);
-		return r;
 	}
-	return fd;
+	return -EAGAIN;
 }
 
 int idmap_slot_try(unsigned slot, struct idmap_slot *ret)
@@ -84,8 +93,16 @@ int idmap_slot_acquire(struct idmap_slot *ret, struct cordon_err *err)
 
 void idmap_slot_release(struct idmap_slot *s)
 {
-	if (s->lock_fd >= 0)
-		close(s->lock_fd);
+	if (s->lock_fd < 0)
+		return;
+	/* Unlink while still holding the lock; see slot_lock(). */
+	_cleanup_close_ int dirfd = open_slots_dir();
+	if (dirfd >= 0) {
+		char name[32];
+		snprintf(name, sizeof(name), "%u", s->slot);
+		unlinkat(dirfd, name, 0);
+	}
+	close(s->lock_fd);
 	s->lock_fd = -1;
 }
 

@@ -190,10 +190,23 @@ static int build(struct jail_child *c, struct cordon_err *err)
 	return harden(c, err);
 }
 
+/* Nothing of the host's signal state crosses into the sandbox: a caller that ignores SIGINT
+ * (nohup, a background job) or blocks signals (cordon run itself) must not pass that on. */
+static void reset_signals(void)
+{
+	sigset_t none;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 void jail_child_main(struct jail_child *c)
 {
 	struct cordon_err err = {};
 
+	reset_signals();
 	if (build(c, &err) < 0)
 		fail(c->sync_fd, &err);
 	struct jail_msg ok = {.kind = JAIL_MSG_OK};
