@@ -93,6 +93,14 @@ struct cordon_result {
 int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
 			  struct cordon_err *err);
 
+/* The same in two steps, for event loops: start returns once the child is on its way; the
+ * setup fd becomes readable when there is news, and finish returns 0 once cordon-init runs,
+ * -EAGAIN while setup goes on, or the failure (then free the sandbox). */
+int cordon_sandbox_start(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
+			 struct cordon_err *err);
+int cordon_sandbox_setup_fd(const struct cordon_sandbox *sb);
+int cordon_sandbox_finish(struct cordon_sandbox *sb, struct cordon_err *err);
+
 /* The host end of the byte stream to cordon-init (agent mode), or -1. Owned by the sandbox. */
 int cordon_sandbox_agent_fd(const struct cordon_sandbox *sb);
 

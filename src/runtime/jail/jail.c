@@ -186,18 +186,27 @@ static int host_adopt(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	return 0;
 }
 
-/* Reads the child's verdict: a JAIL_MSG_OK before exec, then EOF when exec closed the
- * CLOEXEC socket. Anything else is the child's error. */
-static int host_sync(struct cordon_sandbox *sb, int sync_fd, struct cordon_err *err)
+static int host_go(int sync_fd, struct cordon_err *err)
 {
 	char go = 1;
 	if (write(sync_fd, &go, 1) != 1)
 		return cordon_err_set(err, -errno, "sandbox: start child");
-	for (int stage = 0; stage < 2; stage++) {
+	return 0;
+}
+
+/* Reads the child's verdict without blocking: a JAIL_MSG_OK before exec, then EOF when exec
+ * closed the CLOEXEC socket. Anything else is the child's error. -EAGAIN: not yet. */
+static int host_sync_step(struct cordon_sandbox *sb, struct cordon_err *err)
+{
+	while (sb->setup_stage < 2) {
 		struct jail_msg m;
-		ssize_t n = TEMP_FAILURE_RETRY(recv(sync_fd, &m, sizeof(m), 0));
-		if (n == 0 && stage == 1)
-			return 0; /* exec'd */
+		ssize_t n = recv(sb->sync_fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return -EAGAIN;
+		if (n == 0 && sb->setup_stage == 1) {
+			sb->setup_stage = 2; /* exec'd */
+			break;
+		}
 		if (n != sizeof(m))
 			return cordon_err_setf(err, -EPROTO, "sandbox: child died during setup");
 		if (m.kind == JAIL_MSG_ERR) {
@@ -206,8 +215,9 @@ static int host_sync(struct cordon_sandbox *sb, int sync_fd, struct cordon_err *
 				*err = m.err;
 			return m.err.code < 0 ? m.err.code : -EPROTO;
 		}
-		if (m.kind != JAIL_MSG_OK || stage != 0)
+		if (m.kind != JAIL_MSG_OK || sb->setup_stage != 0)
 			return cordon_err_setf(err, -EPROTO, "sandbox: bad message from child");
+		sb->setup_stage = 1;
 	}
 	return 0;
 }
@@ -238,8 +248,8 @@ static pid_t clone_child(struct cordon_sandbox *sb)
 	return syscall(SYS_clone, CLONE_FLAGS | SIGCHLD, NULL, &sb->pidfd, NULL, NULL);
 }
 
-int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
-			  struct cordon_err *err)
+int cordon_sandbox_start(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
+			 struct cordon_err *err)
 {
 	int r = check_spec(spec, err);
 	if (r < 0)
@@ -249,7 +259,8 @@ int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox 
 	if (!sb)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
 	*sb = (struct cordon_sandbox){.pid = -1, .pidfd = -1, .agent_fd = -1, .status_fd = -1,
-				      .slot.lock_fd = -1, .privileged = geteuid() == 0};
+				      .sync_fd = -1, .slot.lock_fd = -1,
+				      .privileged = geteuid() == 0};
 	sb->start_ms = now_ms();
 	sb->deadline_ms = spec->timeout_ms ? sb->start_ms + spec->timeout_ms : 0;
 
@@ -281,9 +292,9 @@ int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox 
 
 	close(TAKE_FD(sync[1]));
 	close(TAKE_FD(chan[1]));
-	if ((r = host_adopt(sb, spec, err)) < 0 || (r = host_sync(sb, sync[0], err)) < 0)
+	sb->sync_fd = TAKE_FD(sync[0]);
+	if ((r = host_adopt(sb, spec, err)) < 0 || (r = host_go(sb->sync_fd, err)) < 0)
 		goto fail;
-	close(sync[0]);
 	jail_child_free(&c);
 	if (spec->argv)
 		sb->status_fd = TAKE_FD(chan[0]);
@@ -298,6 +309,41 @@ fail:
 	jail_child_free(&c);
 	cordon_sandbox_free(TAKE_PTR(sb));
 	return r;
+}
+
+int cordon_sandbox_setup_fd(const struct cordon_sandbox *sb)
+{
+	return sb->sync_fd;
+}
+
+int cordon_sandbox_finish(struct cordon_sandbox *sb, struct cordon_err *err)
+{
+	if (sb->sync_fd < 0)
+		return sb->setup_stage == 2 ? 0 : -EPROTO;
+	int r = host_sync_step(sb, err);
+	if (r == -EAGAIN)
+		return r;
+	close(TAKE_FD(sb->sync_fd));
+	return r;
+}
+
+int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
+			  struct cordon_err *err)
+{
+	struct cordon_sandbox *sb;
+	int r = cordon_sandbox_start(spec, &sb, err);
+	if (r < 0)
+		return r;
+	while ((r = cordon_sandbox_finish(sb, err)) == -EAGAIN) {
+		struct pollfd p = {sb->sync_fd, POLLIN, 0};
+		poll(&p, 1, -1);
+	}
+	if (r < 0) {
+		cordon_sandbox_free(sb);
+		return r;
+	}
+	*ret_sb = sb;
+	return 0;
 }
 
 int cordon_sandbox_agent_fd(const struct cordon_sandbox *sb)
@@ -426,7 +472,7 @@ struct cordon_sandbox *cordon_sandbox_free(struct cordon_sandbox *sb)
 	/* The cgroup goes before the slot: whoever takes the slot next must not find it. */
 	cgroup_free(sb->cg);
 	idmap_slot_release(&sb->slot);
-	int fds[] = {sb->pidfd, sb->agent_fd, sb->status_fd};
+	int fds[] = {sb->pidfd, sb->agent_fd, sb->status_fd, sb->sync_fd};
 	close_fds(fds, ELEMENTSOF(fds));
 	free(sb);
 	return NULL;

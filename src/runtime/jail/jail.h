@@ -17,6 +17,8 @@ struct cordon_sandbox {
 	int pidfd;
 	int agent_fd;  /* agent mode: the byte stream to cordon-init */
 	int status_fd; /* one-shot mode: cordon-init's struct init_status */
+	int sync_fd;   /* until setup is over */
+	int setup_stage; /* 0: building, 1: child said ok, 2: exec'd */
 	bool privileged;
 	bool reaped;
 	bool timed_out;
