@@ -116,6 +116,20 @@ int cordon_sandbox_pidfd(const struct cordon_sandbox *sb);
 int cordon_sandbox_wait(struct cordon_sandbox *sb, int sigfd, struct cordon_result *ret);
 
 
+/* Rewrites the cgroup limits of a live sandbox (a pooled sandbox claimed with other limits).
+ * -ENOTSUP when it has no cgroup (unprivileged). */
+int cordon_sandbox_set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes,
+			      uint32_t cpus_milli, uint32_t pids);
+
+struct cordon_stats {
+	uint64_t oom_kills;
+	uint64_t cpu_ms;
+	uint64_t peak_memory_bytes;
+};
+
+/* What the kernel counts for the sandbox so far; zeros without a cgroup. */
+int cordon_sandbox_stats(struct cordon_sandbox *sb, struct cordon_stats *ret);
+
 /* Kills every process of the sandbox at once (the pid namespace's init, then the cgroup). */
 int cordon_sandbox_kill(struct cordon_sandbox *sb);
 

@@ -1,5 +1,14 @@
 #pragma once
 
 /* One function per subcommand: (argc, argv) after the subcommand name; returns the exit
- * status. */
+ * status. `run` works without a daemon; the others are clients of cordond (client.h). */
 int cmd_run(int argc, char **argv);
+int cmd_create(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_kill(int argc, char **argv);
+int cmd_timeout(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
+int cmd_audit(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* cordon: the command line. `cordon run` builds a sandbox in-process through libcordon; the
  * other subcommands are clients of cordond. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cordon/cordon.h>
@@ -17,19 +18,38 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
 	{"run", cmd_run, "run one command in a fresh sandbox and destroy it (no daemon)"},
+	{"create", cmd_create, "create a sandbox and print its id"},
+	{"ls", cmd_ls, "list sandboxes"},
+	{"info", cmd_info, "show a sandbox"},
+	{"exec", cmd_exec, "run a command in a sandbox, streaming its output"},
+	{"cp", cmd_cp, "copy a file into or out of a sandbox"},
+	{"logs", cmd_logs, "show a sandbox's audit records"},
+	{"timeout", cmd_timeout, "set a sandbox's deadline to now + SECONDS"},
+	{"kill", cmd_kill, "destroy sandboxes"},
+	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
 };
 
 static int usage(FILE *f)
 {
-	fprintf(f, "usage: cordon COMMAND [OPTIONS]\n\ncommands:\n");
+	fprintf(f, "usage: cordon [--socket PATH] COMMAND [OPTIONS]\n\ncommands:\n");
 	for (size_t i = 0; i < ELEMENTSOF(subcommands); i++)
 		fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].help);
-	fprintf(f, "\n'cordon COMMAND --help' tells more.\n");
+	fprintf(f, "\nThe client commands talk to cordond on --socket PATH, $CORDON_SOCKET or %s,\n"
+		   "or on $CORDON_URL (http://HOST:PORT, with $CORDON_API_KEY).\n"
+		   "'cordon COMMAND --help' tells more.\n",
+		"/run/cordon/cordon.sock");
 	return f == stderr ? CORDON_EXIT_USAGE : 0;
 }
 
 int main(int argc, char **argv)
 {
+	/* `cordon --socket PATH COMMAND`: the same as $CORDON_SOCKET for that command. */
+	if (argc >= 3 && strcmp(argv[1], "--socket") == 0) {
+		setenv("CORDON_SOCKET", argv[2], 1);
+		unsetenv("CORDON_URL");
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc < 2)
 		return usage(stderr);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)

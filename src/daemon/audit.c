@@ -1,5 +1,4 @@
 /* The audit log writer, verifier and reader. Record format and reasoning: docs/audit.md. */
-#define _GNU_SOURCE /* memrchr */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -230,6 +230,11 @@ int cgroup_create(const char *name, const struct cgroup_limits *lim, struct cgro
 	return 0;
 }
 
+int cgroup_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, struct cordon_err *err)
+{
+	return write_limits(cg, lim, err);
+}
+
 int cgroup_attach(struct cgroup *cg, pid_t pid, struct cordon_err *err)
 {
 	char buf[32];

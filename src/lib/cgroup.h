@@ -34,6 +34,7 @@ enum cgroup_mode cgroup_detect(void);
 int cgroup_create(const char *name, const struct cgroup_limits *lim, struct cgroup **ret,
 		  struct cordon_err *err);
 int cgroup_attach(struct cgroup *cg, pid_t pid, struct cordon_err *err);
+int cgroup_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, struct cordon_err *err);
 
 /* Moving another process into a cgroup takes the kernel's global threadgroup lock for
  * writing, which waits for an RCU grace period (milliseconds). Two ways around it:

@@ -361,6 +361,24 @@ int cordon_sandbox_pidfd(const struct cordon_sandbox *sb)
 	return sb->pidfd;
 }
 
+int cordon_sandbox_set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes,
+			      uint32_t cpus_milli, uint32_t pids)
+{
+	if (!sb->cg)
+		return -ENOTSUP;
+	struct cgroup_limits lim = {memory_bytes, cpus_milli, pids};
+	return cgroup_set_limits(sb->cg, &lim, NULL);
+}
+
+int cordon_sandbox_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
+{
+	struct cgroup_stats cs = {};
+	if (sb->cg)
+		cgroup_stats(sb->cg, &cs);
+	*ret = (struct cordon_stats){cs.oom_kills, cs.cpu_usec / 1000, cs.peak_memory_bytes};
+	return 0;
+}
+
 int cordon_sandbox_kill(struct cordon_sandbox *sb)
 {
 	/* PID 1 of a pid namespace takes every process of it along when it dies: this reaches

@@ -1,0 +1,395 @@
+#!/usr/bin/python3
+"""bench_daemon.py: latency, throughput and memory of `cordond` over its unix socket.
+
+Usage (as root, from the repository root, after `ninja -C build`):
+
+    /usr/bin/python3 bench/bench_daemon.py            # 500 iterations, 16 threads, 1000 idle
+    /usr/bin/python3 bench/bench_daemon.py --quick    # 20 iterations, 20 idle: a smoke test
+    /usr/bin/python3 bench/bench_daemon.py -n 2000 --threads 32 --idle 500 --pool 16
+    /usr/bin/python3 bench/bench_daemon.py --cordond /path/to/cordond
+
+Standard library only. The script starts its own `cordond` (default `$CORDON_BUILD/cordond`,
+`build/cordond`) in a fresh temporary directory with `--pool 8` (warm pool) and a
+`--max-sandboxes` large enough for the idle test, waits until the pool is full, runs the
+measurements below and stops the daemon. Every client uses HTTP/1.1 keep-alive on its own
+connection, as an SDK would.
+
+What it measures (target from the issue in brackets):
+
+a. **Lifecycle, sequential.** create -> exec `["true"]` -> destroy, N times (default 500),
+   wall time of each lifecycle: p50 and p99 ms [p50 <= 5 ms, p99 <= 20 ms].
+b. **Lifecycle, concurrent.** The same with 16 client threads sharing N lifecycles:
+   lifecycles per second over the whole run and p99 ms of one lifecycle
+   [>= 200 lifecycles/s with p99 <= 100 ms].
+c. **Exec round trip.** exec `["true"]` on one live sandbox, N times: p50 and p99 ms
+   [p50 <= 1 ms].
+d. **Idle sandboxes.** `MemAvailable` from /proc/meminfo before and after creating M idle
+   sandboxes (default 1000) and letting them settle, divided by M: host memory per idle
+   sandbox, measured, not estimated [<= 2 MiB]. Other activity on the machine moves this
+   figure; run it on an idle host.
+
+Each figure is printed with its target and `ok`/`MISS`; the last line of the output is one
+JSON object with every figure, for CI to keep:
+
+    {"bench": "cordond", "lifecycle_seq": {"p50_ms": .., "p99_ms": .., "n": ..},
+     "lifecycle_concurrent": {"per_s": .., "p99_ms": .., "threads": .., "n": ..},
+     "exec": {"p50_ms": .., "p99_ms": .., "n": ..},
+     "idle": {"sandboxes": .., "mib_per_sandbox": ..}, "targets_met": true|false, "errors": N}
+
+Exit status: 0 when every run completed (targets missed or not), 1 on errors, 2 on setup.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BUILD = os.environ.get("CORDON_BUILD", os.path.join(REPO, "build"))
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=60):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+class Client:
+    """One keep-alive connection; reconnects when the server closes it."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.conn = None
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        if data is None and method == "POST":
+            headers["Content-Length"] = "0"
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = UnixHTTPConnection(self.sock)
+            try:
+                self.conn.request(method, path, body=data, headers=headers)
+                r = self.conn.getresponse()
+                out = r.read()
+                if r.will_close:
+                    self.conn.close()
+                    self.conn = None
+                return r.status, out
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def expect(self, method, path, body, status):
+        st, out = self.call(method, path, body)
+        if st != status:
+            raise RuntimeError(f"{method} {path} -> {st} {out[:300]!r}")
+        return json.loads(out) if out else None
+
+    def create(self, body=None):
+        return self.expect("POST", "/v1/sandboxes", body or {}, 201)["id"]
+
+    def exec_true(self, sid):
+        res = self.expect("POST", f"/v1/sandboxes/{sid}/exec", {"argv": ["true"]}, 200)
+        if res.get("exit_code") != 0:
+            raise RuntimeError(f"exec true: {res}")
+
+    def destroy(self, sid):
+        self.expect("DELETE", f"/v1/sandboxes/{sid}", None, 204)
+
+    def close(self):
+        if self.conn:
+            self.conn.close()
+
+
+def pct(values, p):
+    """Nearest-rank percentile."""
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    k = max(0, min(len(v) - 1, int(round(p / 100 * len(v) + 0.5)) - 1))
+    return v[k]
+
+
+def mem_available_kib():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1])
+    raise RuntimeError("no MemAvailable in /proc/meminfo")
+
+
+def pool_size(client):
+    """The warm pool gauge from /metrics, or None when there is none."""
+    st, out = client.call("GET", "/metrics")
+    if st != 200:
+        return None
+    types = {}
+    vals = {}
+    for line in out.decode(errors="replace").splitlines():
+        if line.startswith("# TYPE"):
+            p = line.split()
+            if len(p) == 4:
+                types[p[2]] = p[3]
+        elif line and not line.startswith("#"):
+            m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)", line)
+            if m:
+                vals[m.group(1)] = vals.get(m.group(1), 0) + float(m.group(3))
+    for name, v in sorted(vals.items()):
+        if re.search(r"^cordon\w*pool\w*(size|ready|available|sandboxes)?$", name) and \
+                types.get(name) == "gauge":
+            return v
+    return None
+
+
+class Daemon:
+    def __init__(self, binary, pool, max_sandboxes):
+        self.root = tempfile.mkdtemp(prefix="cordond-bench-")
+        self.sock = os.path.join(self.root, "cordon.sock")
+        self.log = os.path.join(self.root, "cordond.log")
+        self.argv = [binary, "--socket", self.sock, "--state-dir", os.path.join(self.root, "state"),
+                     "--runtime-dir", os.path.join(self.root, "run"), "--pool", str(pool),
+                     "--max-sandboxes", str(max_sandboxes), "--max-timeout", "3600"]
+        self.proc = None
+
+    def start(self):
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                         start_new_session=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"cordond exited with {self.proc.returncode}: {self.tail()}")
+            if os.path.exists(self.sock):
+                try:
+                    if Client(self.sock).call("GET", "/healthz")[0] == 200:
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        raise RuntimeError(f"cordond did not answer /healthz: {self.tail()}")
+
+    def tail(self):
+        try:
+            with open(self.log, "rb") as f:
+                return f.read()[-3000:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        with open("/proc/self/mountinfo") as f:
+            if any(line.split()[4].startswith(self.root) for line in f):
+                print(f"warning: mounts left under {self.root}; not removing it", file=sys.stderr)
+                return
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def wait_pool(client, size, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pool_size(client)
+        if v is None:
+            time.sleep(2)  # no gauge to watch: give the pool a moment
+            return None
+        if v >= size:
+            return v
+        time.sleep(0.05)
+    return pool_size(client)
+
+
+def lifecycle(client):
+    t0 = time.perf_counter()
+    sid = client.create()
+    client.exec_true(sid)
+    client.destroy(sid)
+    return (time.perf_counter() - t0) * 1000
+
+
+def bench_sequential(sock, n, pool):
+    c = Client(sock)
+    wait_pool(c, pool)
+    times = [lifecycle(c) for _ in range(n)]
+    c.close()
+    return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n}
+
+
+def bench_concurrent(sock, n, threads, pool):
+    wait_pool(Client(sock), pool)
+    times, errors = [], []
+    lock = threading.Lock()
+    counter = iter(range(n))
+
+    def worker():
+        c = Client(sock)
+        mine = []
+        while True:
+            with lock:
+                if next(counter, None) is None:
+                    break
+            try:
+                mine.append(lifecycle(c))
+            except Exception as e:  # noqa: BLE001 - counted and reported
+                with lock:
+                    errors.append(str(e))
+        c.close()
+        with lock:
+            times.extend(mine)
+
+    t0 = time.perf_counter()
+    ths = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    wall = time.perf_counter() - t0
+    return {"per_s": round(len(times) / wall, 1), "p99_ms": round(pct(times, 99), 3),
+            "p50_ms": round(pct(times, 50), 3), "threads": threads, "n": len(times)}, errors
+
+
+def bench_exec(sock, n):
+    c = Client(sock)
+    sid = c.create()
+    c.exec_true(sid)  # warm
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        c.exec_true(sid)
+        times.append((time.perf_counter() - t0) * 1000)
+    c.destroy(sid)
+    c.close()
+    return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n}
+
+
+def bench_idle(sock, count, pool):
+    c = Client(sock)
+    wait_pool(c, pool)
+    time.sleep(1)
+    subprocess.run(["sync"], check=False)
+    before = mem_available_kib()
+    ids = []
+    try:
+        for _ in range(count):
+            ids.append(c.create({"timeout_s": 3600}))
+        wait_pool(c, pool)  # the pool refilled: the difference is the idle sandboxes alone
+        time.sleep(2)
+        after = mem_available_kib()
+    finally:
+        for sid in ids:
+            try:
+                c.destroy(sid)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        c.close()
+    per = (before - after) / 1024 / max(1, len(ids))
+    return {"sandboxes": len(ids), "mib_per_sandbox": round(per, 3),
+            "mem_available_before_kib": before, "mem_available_after_kib": after}
+
+
+def report(label, value, unit, target, ok):
+    print(f"{label:<42} {value:>10.3f} {unit:<14} target {target:<16} {'ok' if ok else 'MISS'}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="20 iterations, 20 idle sandboxes")
+    ap.add_argument("-n", type=int, default=None, help="iterations of a, b and c (default 500)")
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--idle", type=int, default=None, help="idle sandboxes for d (default 1000)")
+    ap.add_argument("--pool", type=int, default=8, help="cordond --pool (default 8)")
+    ap.add_argument("--cordond", default=os.path.join(BUILD, "cordond"))
+    args = ap.parse_args()
+    n = args.n or (20 if args.quick else 500)
+    idle = args.idle if args.idle is not None else (20 if args.quick else 1000)
+
+    if os.geteuid() != 0:
+        print("bench_daemon: cordond needs root", file=sys.stderr)
+        return 2
+    if not os.access(args.cordond, os.X_OK):
+        print(f"bench_daemon: no cordond at {args.cordond} (ninja -C build)", file=sys.stderr)
+        return 2
+
+    d = Daemon(args.cordond, args.pool, max(idle + 2 * args.pool + args.threads + 8, 64))
+    try:
+        d.start()
+    except RuntimeError as e:
+        print(f"bench_daemon: {e}", file=sys.stderr)
+        d.stop()
+        return 2
+    result = {"bench": "cordond", "errors": 0}
+    errors = []
+    try:
+        print(f"cordond {d.argv[0]} --pool {args.pool}; n={n} threads={args.threads} idle={idle}")
+        steps = (("lifecycle_seq", lambda: bench_sequential(d.sock, n, args.pool)),
+                 ("lifecycle_concurrent", lambda: bench_concurrent(d.sock, n, args.threads, args.pool)),
+                 ("exec", lambda: bench_exec(d.sock, n)),
+                 ("idle", lambda: bench_idle(d.sock, idle, args.pool)))
+        for name, fn in steps:
+            try:
+                r = fn()
+                if isinstance(r, tuple):
+                    r, errs = r
+                    errors += errs
+                result[name] = r
+            except Exception as e:  # noqa: BLE001 - reported, the next step still runs
+                errors.append(f"{name}: {e}")
+                result[name] = None
+        if d.proc.poll() is not None:
+            errors.append(f"cordond exited with {d.proc.returncode}: {d.tail()}")
+    finally:
+        d.stop()
+
+    ok = True
+    r = result.get("lifecycle_seq")
+    if r:
+        ok &= report("a. lifecycle sequential p50", r["p50_ms"], "ms", "<= 5 ms", r["p50_ms"] <= 5)
+        ok &= report("a. lifecycle sequential p99", r["p99_ms"], "ms", "<= 20 ms", r["p99_ms"] <= 20)
+    r = result.get("lifecycle_concurrent")
+    if r:
+        ok &= report(f"b. lifecycles/s ({r['threads']} threads)", r["per_s"], "/s", ">= 200/s", r["per_s"] >= 200)
+        ok &= report("b. lifecycle concurrent p99", r["p99_ms"], "ms", "<= 100 ms", r["p99_ms"] <= 100)
+    r = result.get("exec")
+    if r:
+        ok &= report("c. exec round trip p50", r["p50_ms"], "ms", "<= 1 ms", r["p50_ms"] <= 1)
+        print(f"{'c. exec round trip p99':<42} {r['p99_ms']:>10.3f} ms")
+    r = result.get("idle")
+    if r:
+        ok &= report(f"d. memory per idle sandbox ({r['sandboxes']})", r["mib_per_sandbox"], "MiB",
+                     "<= 2 MiB", r["mib_per_sandbox"] <= 2)
+    for e in errors[:20]:
+        print(f"error: {e}", file=sys.stderr)
+    result["errors"] = len(errors)
+    result["targets_met"] = bool(ok) and all(result.get(k) for k in
+                                             ("lifecycle_seq", "lifecycle_concurrent", "exec", "idle"))
+    print(json.dumps(result, sort_keys=True))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Python SDK for Cordon, the sandbox service for untrusted AI-generated code.
+
+    from cordon import Sandbox
+    with Sandbox.create(template="host", timeout=60) as sbx:
+        print(sbx.exec("python3 -c 'print(6*7)'").stdout)
+
+Standard library only. Talks to ``cordond`` over its unix socket (``$CORDON_SOCKET``,
+default ``/run/cordon/cordon.sock``) or over TCP (``$CORDON_URL`` + ``$CORDON_API_KEY``).
+"""
+
+from ._http import DEFAULT_SOCKET, Client
+from .errors import (BadRequest, CapacityError, Conflict, CordonError, CordonUnavailable,
+                     Forbidden, InternalError, InvalidField, NotFound, PayloadTooLarge,
+                     QuotaExceeded, Timeout, Unauthorized, Unavailable, UnknownField)
+from .files import Files
+from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
+from .processes import Process, Processes
+from .sandbox import Sandbox
+
+__version__ = "0.1.0"
+
+
+def health(socket=None, url=None, api_key=None, timeout=5.0):
+    """``GET /healthz``: the daemon's liveness, e.g. ``{"status": "ok"}``.
+
+    Raises :class:`CordonUnavailable` when the daemon cannot be reached."""
+    with Client(socket=socket, url=url, api_key=api_key, request_timeout=timeout) as c:
+        return c.request("GET", "/healthz").json()
+
+
+__all__ = [
+    "Sandbox", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
+    "Processes", "Files", "FileEntry", "Client", "DEFAULT_SOCKET", "health",
+    "CordonError", "BadRequest", "InvalidField", "UnknownField", "PayloadTooLarge", "NotFound",
+    "Conflict", "QuotaExceeded", "CapacityError", "Unauthorized", "Forbidden", "InternalError",
+    "Unavailable", "CordonUnavailable", "Timeout", "__version__",
+]

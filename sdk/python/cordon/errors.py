@@ -1,0 +1,201 @@
+"""Typed exceptions for the Cordon API.
+
+Every error answer of ``cordond`` is ``{"error": {"code": "...", "message": "..."}}`` with a
+matching HTTP status; :func:`error_from_response` turns it into the subclass of
+:class:`CordonError` registered for its stable ``code``. A daemon that cannot be reached at
+all raises :class:`CordonUnavailable`, which is also a built-in :class:`ConnectionError`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, Mapping, Optional, Type
+
+__all__ = [
+    "CordonError",
+    "BadRequest",
+    "InvalidField",
+    "UnknownField",
+    "PayloadTooLarge",
+    "NotFound",
+    "Conflict",
+    "QuotaExceeded",
+    "CapacityError",
+    "Unauthorized",
+    "Forbidden",
+    "InternalError",
+    "Unavailable",
+    "CordonUnavailable",
+    "Timeout",
+    "error_from_response",
+]
+
+
+class CordonError(Exception):
+    """An error answered by cordond (or raised by the SDK on its behalf).
+
+    Attributes:
+        code: the stable error code (``"not_found"``, ``"invalid_field"``, ...).
+        message: the daemon's one-line message; it names the offending field if any.
+        status: the HTTP status, or ``None`` when no answer was received.
+        retry_after: the ``Retry-After`` header in seconds, when the daemon sent one.
+    """
+
+    code: str = "error"
+    default_status: Optional[int] = None
+
+    def __init__(self, code: Optional[str] = None, message: str = "",
+                 status: Optional[int] = None, retry_after: Optional[float] = None):
+        self.code = code or type(self).code
+        self.message = message
+        self.status = status if status is not None else type(self).default_status
+        self.retry_after = retry_after
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = f"{self.status} " if self.status else ""
+        return f"{where}{self.code}: {self.message}" if self.message else f"{where}{self.code}"
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(code={self.code!r}, message={self.message!r}, "
+                f"status={self.status!r})")
+
+    def __reduce__(self):  # keep pickling (multiprocessing) working
+        return (_rebuild, (type(self), self.code, self.message, self.status, self.retry_after))
+
+
+def _rebuild(cls, code, message, status, retry_after):
+    return cls(code, message, status, retry_after)
+
+
+class BadRequest(CordonError):
+    """400: the request is malformed (not JSON, duplicate key, too deep...)."""
+    code = "bad_request"
+    default_status = 400
+
+
+class InvalidField(BadRequest):
+    """400: a field has the wrong type, is out of range, too long or holds a NUL."""
+    code = "invalid_field"
+
+
+class UnknownField(BadRequest):
+    """400: a field (or query parameter) the API does not know."""
+    code = "unknown_field"
+
+
+class PayloadTooLarge(CordonError):
+    """413: the body is over the limit (1 MiB for JSON bodies)."""
+    code = "payload_too_large"
+    default_status = 413
+
+
+class NotFound(CordonError):
+    """404: no such sandbox, template, process or file."""
+    code = "not_found"
+    default_status = 404
+
+
+class Conflict(CordonError):
+    """409: the sandbox, process or file is not in a state that allows this."""
+    code = "conflict"
+    default_status = 409
+
+
+class QuotaExceeded(CordonError):
+    """429: the principal's quota (sandboxes, processes, disk) is used up."""
+    code = "quota_exceeded"
+    default_status = 429
+
+
+class CapacityError(CordonError):
+    """503: the host has no room for another sandbox or process; retry later."""
+    code = "capacity"
+    default_status = 503
+
+
+class Unauthorized(CordonError):
+    """401: TCP without a valid bearer API key."""
+    code = "unauthorized"
+    default_status = 401
+
+
+class Forbidden(CordonError):
+    """403: the principal may not do this."""
+    code = "forbidden"
+    default_status = 403
+
+
+class InternalError(CordonError):
+    """500: a bug or an unexpected failure in the daemon."""
+    code = "internal"
+    default_status = 500
+
+
+class Unavailable(CordonError):
+    """503: the daemon or the sandbox's agent cannot serve now."""
+    code = "unavailable"
+    default_status = 503
+
+
+class CordonUnavailable(Unavailable, ConnectionError):
+    """cordond could not be reached at all (not running, wrong socket/URL, connection lost).
+
+    It is both an :class:`Unavailable` and a built-in :class:`ConnectionError`.
+    """
+    default_status = None
+
+
+class Timeout(CordonError):
+    """504 from the daemon, or no answer from the daemon within the request timeout."""
+    code = "timeout"
+    default_status = 504
+
+
+_BY_CODE: Dict[str, Type[CordonError]] = {
+    cls.code: cls
+    for cls in (BadRequest, InvalidField, UnknownField, PayloadTooLarge, NotFound, Conflict,
+                QuotaExceeded, CapacityError, Unauthorized, Forbidden, InternalError,
+                Unavailable, Timeout)
+}
+
+_BY_STATUS: Dict[int, Type[CordonError]] = {
+    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
+    413: PayloadTooLarge, 429: QuotaExceeded, 500: InternalError, 503: Unavailable,
+    504: Timeout,
+}
+
+
+def error_from_response(status: int, body: bytes,
+                        headers: Optional[Mapping[str, str]] = None) -> CordonError:
+    """Build the typed exception for an error answer (status >= 400)."""
+    code: Optional[str] = None
+    message = ""
+    try:
+        doc = json.loads(body.decode("utf-8")) if body else None
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if isinstance(err, dict):
+            if isinstance(err.get("code"), str):
+                code = err["code"]
+            if isinstance(err.get("message"), str):
+                message = err["message"]
+    except (ValueError, UnicodeDecodeError):
+        pass
+    if code is None and not message and body:
+        message = body[:500].decode("utf-8", "replace").strip()
+    cls = _BY_CODE.get(code or "")
+    if cls is None:
+        cls = _BY_STATUS.get(status, CordonError)
+        if status >= 500 and cls is CordonError:
+            cls = InternalError
+    if not code:
+        code = cls.code if cls is not CordonError else f"http_{status}"
+    retry_after: Optional[float] = None
+    if headers is not None:
+        ra = headers.get("Retry-After")
+        if ra:
+            try:
+                retry_after = float(ra)
+            except ValueError:
+                retry_after = None
+    return cls(code, message or f"HTTP {status}", status, retry_after)

@@ -1,0 +1,134 @@
+"""Plain result objects built from the daemon's JSON answers.
+
+Each keeps the whole JSON object it was built from in ``raw``, so fields a newer daemon adds
+are never lost. Timestamps are kept as the RFC 3339 strings the daemon sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+def _pick(cls: Any, doc: Dict[str, Any], **extra: Any) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {k: v for k, v in doc.items() if k in names}
+    kwargs.update(extra)
+    kwargs["raw"] = doc
+    return cls(**kwargs)
+
+
+@dataclass
+class SandboxInfo:
+    """A sandbox as the daemon describes it (``GET /v1/sandboxes/{id}``)."""
+    id: str
+    template: str = ""
+    runtime: str = ""
+    state: str = ""
+    created_at: str = ""
+    expires_at: str = ""
+    timeout_s: int = 0
+    limits: Dict[str, Any] = field(default_factory=dict)
+    network: Dict[str, Any] = field(default_factory=dict)
+    metadata: Dict[str, str] = field(default_factory=dict)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Dict[str, Any]) -> "SandboxInfo":
+        return _pick(cls, doc)
+
+
+@dataclass
+class ExecResult:
+    """The outcome of :meth:`Sandbox.exec`.
+
+    ``exit_code`` is -1 when a signal killed the command (then ``signal`` is set);
+    ``stdout``/``stderr`` are UTF-8 text with invalid bytes replaced, cut at the server's cap
+    (``stdout_truncated``/``stderr_truncated``).
+    """
+    exit_code: int
+    signal: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    oom: bool = False
+    duration_ms: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Dict[str, Any]) -> "ExecResult":
+        return _pick(cls, doc)
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited with 0 by itself."""
+        return self.exit_code == 0 and not self.signal and not self.timed_out
+
+
+@dataclass
+class ProcessResult:
+    """The outcome of a process started with ``sbx.processes.start`` (its ``exit`` event),
+    with the output this client received (``stdout``/``stderr``, decoded as UTF-8 with
+    replacement; ``stdout_bytes``/``stderr_bytes`` raw)."""
+    pid: int
+    exit_code: int
+    signal: int = 0
+    timed_out: bool = False
+    oom: bool = False
+    duration_ms: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    stdout_bytes: bytes = field(default=b"", repr=False)
+    stderr_bytes: bytes = field(default=b"", repr=False)
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.signal and not self.timed_out
+
+
+@dataclass
+class ProcessInfo:
+    """A running process (``GET /v1/sandboxes/{id}/processes``)."""
+    pid: int
+    argv: List[str] = field(default_factory=list)
+    cwd: str = ""
+    user: str = ""
+    started_at: str = ""
+    tag: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Dict[str, Any]) -> "ProcessInfo":
+        return _pick(cls, doc)
+
+
+@dataclass
+class FileEntry:
+    """A file's metadata. ``type`` is ``file``, ``dir``, ``symlink`` or ``other``;
+    ``mode`` the permission bits (420 == 0o644)."""
+    name: str
+    path: str
+    type: str = "file"
+    size: int = 0
+    mode: int = 0
+    mtime: str = ""
+    symlink_target: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: Dict[str, Any]) -> "FileEntry":
+        return _pick(cls, doc)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "dir"
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"

@@ -1,0 +1,229 @@
+"""The :class:`Sandbox` class: create, connect, list, exec, files, processes, audit."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+from . import errors
+from ._http import DEFAULT_REQUEST_TIMEOUT, Client, quote_segment
+from .files import Files
+from .models import ExecResult, SandboxInfo
+from .processes import Processes, command_fields
+
+log = logging.getLogger("cordon")
+
+_EXEC_MARGIN = 30.0      # seconds the HTTP wait exceeds the command's own timeout
+_DEFAULT_EXEC_TIMEOUT = 60
+
+
+def _client(client: Optional[Client], socket: Optional[str], url: Optional[str],
+            api_key: Optional[str], request_timeout: Optional[float]) -> Client:
+    if client is not None:
+        if socket or url or api_key:
+            raise ValueError("give either client= or socket=/url=/api_key=, not both")
+        return client
+    return Client(socket=socket, url=url, api_key=api_key, request_timeout=request_timeout)
+
+
+class Sandbox:
+    """A sandbox in cordond. Make one with :meth:`create` or :meth:`connect`.
+
+    Used as a context manager it is destroyed when the block ends.
+    """
+
+    def __init__(self, sandbox_id: str, client: Client, info: Optional[SandboxInfo] = None):
+        self.id = sandbox_id
+        self._client = client
+        self._info = info
+        self.files = Files(self)
+        self.processes = Processes(self)
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, template: Optional[str] = None, timeout: Optional[int] = None, *,
+               runtime: Optional[str] = None, limits: Optional[Mapping[str, Any]] = None,
+               network: Union[str, Mapping[str, Any], None] = None,
+               env: Optional[Mapping[str, str]] = None,
+               metadata: Optional[Mapping[str, str]] = None,
+               socket: Optional[str] = None, url: Optional[str] = None,
+               api_key: Optional[str] = None, client: Optional[Client] = None,
+               request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT) -> "Sandbox":
+        """Create a sandbox (claimed from the warm pool when one is ready).
+
+        Args:
+            template: the image (server default ``host``).
+            timeout: seconds until it is destroyed (server default 300, capped by the server).
+            runtime: ``"jail"`` or ``"auto"``.
+            limits: ``{"cpus": 0.5, "memory_mb": 1024, "pids": 256, "disk_mb": 1024}``.
+            network: a policy name (``"deny"``, ``"allow"``, ``"public"``) or
+                ``{"policy": "allow", "allow": ["*.github.com:443"]}``.
+            env: environment variables of every process in it.
+            metadata: free-form labels, to find it with :meth:`list`.
+            socket, url, api_key: where cordond is (default: ``$CORDON_URL`` +
+                ``$CORDON_API_KEY``, ``$CORDON_SOCKET``, ``/run/cordon/cordon.sock``).
+            client: an existing :class:`cordon.Client` to share.
+        """
+        c = _client(client, socket, url, api_key, request_timeout)
+        body: Dict[str, Any] = {}
+        if isinstance(network, str):
+            network = {"policy": network}
+        for k, v in (("template", template), ("runtime", runtime), ("timeout_s", timeout),
+                     ("limits", dict(limits) if limits is not None else None),
+                     ("network", dict(network) if network is not None else None),
+                     ("env", dict(env) if env is not None else None),
+                     ("metadata", dict(metadata) if metadata is not None else None)):
+            if v is not None:
+                body[k] = v
+        info = SandboxInfo.from_json(c.request("POST", "/v1/sandboxes", json_body=body).json())
+        return cls(info.id, c, info)
+
+    @classmethod
+    def connect(cls, sandbox_id: str, *, socket: Optional[str] = None,
+                url: Optional[str] = None, api_key: Optional[str] = None,
+                client: Optional[Client] = None,
+                request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT) -> "Sandbox":
+        """Attach to an existing sandbox by id; raises :class:`NotFound` if there is none."""
+        c = _client(client, socket, url, api_key, request_timeout)
+        sbx = cls(sandbox_id, c)
+        sbx.info()
+        return sbx
+
+    @classmethod
+    def list(cls, metadata: Optional[Mapping[str, str]] = None, *,
+             socket: Optional[str] = None, url: Optional[str] = None,
+             api_key: Optional[str] = None, client: Optional[Client] = None,
+             request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT) -> List[SandboxInfo]:
+        """The sandboxes (in creation order) whose metadata has every given key and value."""
+        c = _client(client, socket, url, api_key, request_timeout)
+        query = [(f"metadata.{k}", v) for k, v in (metadata or {}).items()]
+        doc = c.request("GET", "/v1/sandboxes", query=query).json() or {}
+        return [SandboxInfo.from_json(s) for s in doc.get("sandboxes", [])]
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _path(self, *parts: Any) -> str:
+        p = "/v1/sandboxes/" + quote_segment(self.id)
+        for part in parts:
+            p += "/" + quote_segment(part)
+        return p
+
+    def __repr__(self) -> str:
+        return f"<cordon.Sandbox {self.id} via {self._client.endpoint.describe()}>"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self.kill()
+        except errors.CordonError:
+            if exc_type is None:
+                raise
+            log.warning("cordon: could not destroy sandbox %s", self.id, exc_info=True)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self.id
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def info(self) -> SandboxInfo:
+        """The sandbox's current state, limits, deadline and metadata."""
+        self._info = SandboxInfo.from_json(self._client.request("GET", self._path()).json())
+        return self._info
+
+    def is_running(self) -> bool:
+        """False once the sandbox is gone (killed, or past its deadline)."""
+        try:
+            return self.info().state not in ("stopped", "destroyed")
+        except errors.NotFound:
+            return False
+
+    def set_timeout(self, timeout: int) -> SandboxInfo:
+        """Move the deadline to now + ``timeout`` seconds (capped by the server's maximum)."""
+        self._info = SandboxInfo.from_json(self._client.request(
+            "POST", self._path("timeout"), json_body={"timeout_s": timeout}).json())
+        return self._info
+
+    def kill(self) -> bool:
+        """Destroy the sandbox and everything in it. False if it was already gone."""
+        try:
+            self._client.request("DELETE", self._path())
+            return True
+        except errors.NotFound:
+            return False
+
+    def set_network(self, policy: str, allow: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Replace the network policy (``deny``/``allow``/``public``); returns the one in force."""
+        body: Dict[str, Any] = {"policy": policy}
+        if allow is not None:
+            body["allow"] = list(allow)
+        return self._client.request("PUT", self._path("network"), json_body=body).json()
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def exec(self, cmd: Union[str, Sequence[str]], cwd: Optional[str] = None,
+             env: Optional[Mapping[str, str]] = None, user: Optional[str] = None,
+             stdin: Union[str, bytes, None] = None, timeout: Optional[int] = None, *,
+             tag: Optional[str] = None) -> ExecResult:
+        """Run a command and wait for it.
+
+        ``cmd``: a str runs through ``/bin/sh -c``; a list is an argv (``argv[0]`` looked up
+        in PATH). ``stdin``: text written to its stdin, then closed (bytes must be UTF-8;
+        use ``processes.start`` for binary input). ``timeout``: seconds (server default 60),
+        after which it is killed and ``timed_out`` is true. A command that cannot start
+        returns exit code 127 or 126; it does not raise.
+        """
+        body = command_fields(cmd)
+        if isinstance(stdin, (bytes, bytearray)):
+            try:
+                stdin = bytes(stdin).decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError("exec(stdin=) carries text: bytes must be valid UTF-8; "
+                                 "use processes.start(...).send_stdin() for binary data") from None
+        for k, v in (("cwd", cwd), ("env", dict(env) if env is not None else None),
+                     ("user", user), ("stdin", stdin), ("timeout_s", timeout), ("tag", tag)):
+            if v is not None:
+                body[k] = v
+        wait: Optional[float] = None
+        if self._client.request_timeout is not None:
+            secs = timeout if isinstance(timeout, int) and timeout > 0 else _DEFAULT_EXEC_TIMEOUT
+            wait = max(self._client.request_timeout, secs + _EXEC_MARGIN)
+        r = self._client.request("POST", self._path("exec"), json_body=body, timeout=wait)
+        return ExecResult.from_json(r.json())
+
+    run = exec
+
+    # -- audit -------------------------------------------------------------------------------
+
+    def audit(self) -> List[Dict[str, Any]]:
+        """The sandbox's audit records so far, oldest first (dicts as written on the host)."""
+        r = self._client.request("GET", self._path("audit"),
+                                 headers={"Accept": "application/x-ndjson, application/json"})
+        try:
+            return r.ndjson()
+        except (ValueError, UnicodeDecodeError):
+            doc = r.json()  # tolerate a JSON array or {"events": [...]}
+            if isinstance(doc, dict):
+                doc = doc.get("events", [])
+            return list(doc or [])
+
+    def audit_follow(self) -> Iterator[Dict[str, Any]]:
+        """Yield the audit records, then new ones as they happen, until the sandbox is
+        destroyed (or the generator is closed)."""
+        stream = self._client.stream("GET", self._path("audit"), query={"follow": "1"})
+        try:
+            for line in stream.lines():
+                try:
+                    yield json.loads(line.decode("utf-8"))
+                except (ValueError, UnicodeDecodeError):
+                    log.warning("cordon: ignoring an audit line that is not JSON: %r", line[:200])
+        finally:
+            stream.close()

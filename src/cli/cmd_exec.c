@@ -1,0 +1,341 @@
+/* cordon exec [OPTIONS] ID -- CMD [ARGS...]: run a command in a sandbox with live output.
+ *
+ * One streamed POST .../processes carries the process's events; beside it, on connections
+ * of their own, our stdin goes to POST .../stdin and our SIGINT/SIGTERM/SIGHUP/SIGQUIT to
+ * POST .../signal. The exit status is the command's. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include <cordon/cordon.h>
+
+#include "basic/cleanup.h"
+#include "basic/fileio.h"
+#include "basic/log.h"
+#include "cli/cli.h"
+#include "cli/client.h"
+
+#define STDIN_CHUNK (48 * 1024) /* 64 KiB of base64: well under the 1 MiB body limit */
+
+struct exec_ctx {
+	struct cli_common co;
+	json_t *req, *env;
+};
+
+struct exec_state {
+	struct client c;
+	char base[256]; /* /v1/sandboxes/<id>/processes */
+	long long pid;	/* 0 until the start event */
+	bool forward_stdin, stdin_open;
+	int pending_signal;
+	bool exited;
+	int timed_out, oom; /* jansson's "b" fills an int */
+	int exit_code, signal;
+};
+
+static int opt_user(void *ctx, const char *a)
+{
+	if (strcmp(a, "user") != 0 && strcmp(a, "root") != 0) {
+		log_error("--user '%s': expected 'user' or 'root'", a);
+		return -EINVAL;
+	}
+	return json_object_set_new(((struct exec_ctx *)ctx)->req, "user", json_string(a));
+}
+
+static int opt_cwd(void *ctx, const char *a)
+{
+	if (a[0] != '/') {
+		log_error("--cwd '%s': expected an absolute path", a);
+		return -EINVAL;
+	}
+	return json_object_set_new(((struct exec_ctx *)ctx)->req, "cwd", json_string(a)) ? -EINVAL : 0;
+}
+
+static int opt_env(void *ctx, const char *a)
+{
+	return cli_add_kv(((struct exec_ctx *)ctx)->env, "env", a);
+}
+
+static int opt_timeout(void *ctx, const char *a)
+{
+	long long v;
+	int r = cli_parse_seconds("--timeout", a, 0, &v);
+	if (r < 0)
+		return r;
+	return json_object_set_new(((struct exec_ctx *)ctx)->req, "timeout_s", json_integer(v));
+}
+
+static int opt_tag(void *ctx, const char *a)
+{
+	return json_object_set_new(((struct exec_ctx *)ctx)->req, "tag", json_string(a)) ? -EINVAL : 0;
+}
+
+static const struct cli_option exec_options[] = {
+	{"user", "user|root", opt_user, "who runs it: uid 1000 or uid 0 inside [user]"},
+	{"cwd", "DIR", opt_cwd, "working directory [the user's home]"},
+	{"env", "K=V", opt_env, "set a variable (repeatable)"},
+	{"timeout", "SECONDS", opt_timeout, "kill it after this long; 0: as long as the sandbox [60]"},
+	{"tag", "TAG", opt_tag, "a label to find the process by"},
+	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
+};
+
+/* ---- the side requests ---- */
+
+/* POST .../<pid>/<what> with @req (borrowed); false when it failed (said why unless 409). */
+static bool side_request(struct exec_state *st, const char *what, json_t *req)
+{
+	_cleanup_(client_response_done) struct client_response res = {};
+	char path[320];
+
+	snprintf(path, sizeof(path), "%s/%lld/%s", st->base, st->pid, what);
+	int r = req ? client_json(&st->c, "POST", path, req, &res) : -ENOMEM;
+	if (r < 0) {
+		client_fail(&st->c, r);
+		return false;
+	}
+	if (res.status == 409) /* the process is gone or closed its stdin: nothing to tell */
+		return false;
+	if (res.status >= 300) {
+		client_api_error(&res);
+		return false;
+	}
+	return true;
+}
+
+static void send_stdin(struct exec_state *st, const char *data, size_t len, bool eof)
+{
+	_cleanup_free_ char *b64 = malloc(4 * ((len + 2) / 3) + 1);
+	_cleanup_(json_decrefp) json_t *req = NULL;
+
+	if (!b64)
+		return;
+	client_base64_encode(data, len, b64);
+	req = len ? json_pack("{s:s, s:b}", "data", b64, "eof", eof) : json_pack("{s:b}", "eof", 1);
+	if (!side_request(st, "stdin", req) || eof)
+		st->stdin_open = false;
+}
+
+static void send_signal(struct exec_state *st, int sig)
+{
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:i}", "signal", sig);
+	side_request(st, "signal", req);
+}
+
+static void pump_stdin(struct exec_state *st)
+{
+	_cleanup_free_ char *buf = malloc(STDIN_CHUNK);
+	ssize_t n;
+
+	if (!buf)
+		return;
+	do
+		n = read(STDIN_FILENO, buf, STDIN_CHUNK);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	send_stdin(st, buf, n > 0 ? (size_t)n : 0, n <= 0);
+}
+
+/* ---- the event stream ---- */
+
+static int on_output(const char *b64, int fd)
+{
+	size_t len = strlen(b64);
+	_cleanup_free_ char *buf = malloc(len / 4 * 3 + 1);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t n = client_base64_decode(b64, len, buf);
+	if (n < 0)
+		return -EBADMSG;
+	/* A closed stdout (| head) must not stop the process's other stream. */
+	(void)write_all(fd, buf, (size_t)n);
+	return 0;
+}
+
+static void on_start(struct exec_state *st, long long pid)
+{
+	st->pid = pid;
+	/* Without our stdin the process reads EOF, as under `docker exec` without -i. */
+	if (!st->forward_stdin)
+		send_stdin(st, NULL, 0, true);
+	if (st->pending_signal)
+		send_signal(st, st->pending_signal);
+}
+
+static int on_event(char *line, size_t len, void *userdata)
+{
+	struct exec_state *st = userdata;
+	_cleanup_(json_decrefp) json_t *ev = json_loadb(line, len, 0, NULL);
+	const char *type = NULL, *data = NULL;
+	json_int_t pid = 0;
+
+	if (!ev || json_unpack(ev, "{s:s, s:I}", "type", &type, "pid", &pid) < 0)
+		return -EBADMSG;
+	if (strcmp(type, "start") == 0) {
+		on_start(st, pid);
+	} else if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
+		if (json_unpack(ev, "{s:s}", "data", &data) < 0)
+			return -EBADMSG;
+		fflush(stdout);
+		return on_output(data, type[3] == 'o' ? STDOUT_FILENO : STDERR_FILENO);
+	} else if (strcmp(type, "exit") == 0) {
+		if (json_unpack(ev, "{s:i, s:i, s:b, s:b}", "exit_code", &st->exit_code, "signal",
+				&st->signal, "timed_out", &st->timed_out, "oom", &st->oom) < 0)
+			return -EBADMSG;
+		st->exited = true;
+	}
+	return 0; /* unknown types: a newer daemon */
+}
+
+static void on_signal(struct exec_state *st, int sigfd)
+{
+	struct signalfd_siginfo si;
+	while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (st->pid)
+			send_signal(st, (int)si.ssi_signo);
+		else
+			st->pending_signal = (int)si.ssi_signo;
+	}
+}
+
+static int block_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+	sigset_t mask;
+	sigemptyset(&mask);
+	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
+		sigaddset(&mask, sigs[i]);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* Pumps the stream, our stdin and our signals until the stream ends. */
+static int event_loop(struct exec_state *st, struct client_conn *conn, int sigfd)
+{
+	struct client_lines lines = {.cb = on_event, .userdata = st};
+	int r;
+
+	while ((r = client_pump(&st->c, conn, client_lines_sink, &lines)) == 0) {
+		bool in = st->forward_stdin && st->stdin_open && st->pid;
+		struct pollfd p[3] = {{client_fd(conn), POLLIN, 0},
+				      {sigfd, POLLIN, 0},
+				      {in ? STDIN_FILENO : -1, POLLIN, 0}};
+		if (poll(p, 3, -1) < 0 && errno != EINTR) {
+			r = -errno;
+			break;
+		}
+		if (p[1].revents)
+			on_signal(st, sigfd);
+		if (p[2].revents)
+			pump_stdin(st);
+	}
+	if (r > 0)
+		r = client_lines_finish(&lines);
+	client_lines_done(&lines);
+	return r;
+}
+
+static bool stdin_wanted(void)
+{
+	struct stat st, null;
+	if (isatty(STDIN_FILENO) || fstat(STDIN_FILENO, &st) < 0)
+		return false;
+	return !(S_ISCHR(st.st_mode) && stat("/dev/null", &null) == 0 && st.st_rdev == null.st_rdev);
+}
+
+static int exit_status(const struct exec_state *st)
+{
+	if (!st->exited) {
+		log_error("exec: the event stream ended before process %lld exited", st->pid);
+		return CLI_EXIT_API;
+	}
+	if (st->timed_out) {
+		log_error("exec: process %lld timed out", st->pid);
+		return CORDON_EXIT_TIMEOUT;
+	}
+	if (st->oom && st->signal == SIGKILL) {
+		log_error("exec: out of memory: the sandbox hit its memory limit");
+		return CORDON_EXIT_OOM;
+	}
+	return st->signal ? 128 + st->signal : st->exit_code;
+}
+
+static int exec_stream(struct exec_state *st, json_t *req)
+{
+	_cleanup_(client_conn_freep) struct client_conn *conn = NULL;
+	_cleanup_(client_response_done) struct client_response res = {};
+	_cleanup_free_ char *body = json_dumps(req, JSON_COMPACT);
+	struct client_body b = {"application/json", body, body ? strlen(body) : 0, -1};
+	_cleanup_close_ int sigfd = block_signals();
+
+	if (!body || sigfd < 0)
+		return CLI_EXIT_API;
+	int r = client_open(&st->c, "POST", st->base, &b, &res, &conn);
+	if (r < 0)
+		return client_fail(&st->c, r);
+	if (res.status != 200) {
+		r = client_read_body(&st->c, conn, &res);
+		return r < 0 ? client_fail(&st->c, r) : client_api_error(&res);
+	}
+	r = event_loop(st, conn, sigfd);
+	fflush(stdout);
+	if (r < 0 && r != -EBADMSG && !st->exited)
+		return client_fail(&st->c, r);
+	if (r == -EBADMSG)
+		log_error("exec: malformed event from cordond");
+	return exit_status(st);
+}
+
+static int exec_build(struct exec_ctx *c, struct cli_args *a)
+{
+	json_t *argv = json_array();
+	if (json_object_set_new(c->req, "argv", argv) < 0)
+		return -ENOMEM;
+	for (int i = 0; i < a->n_rest; i++)
+		if (json_array_append_new(argv, json_string(a->rest[i])) < 0) {
+			log_error("exec: argument %d is not valid UTF-8", i + 1);
+			return -EINVAL;
+		}
+	if (json_object_size(c->env) && json_object_set(c->req, "env", c->env) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+	_cleanup_(json_decrefp) json_t *req = json_object(), *env = json_object();
+	struct exec_ctx c = {.req = req, .env = env};
+	_cleanup_(cli_args_done) struct cli_args a = {};
+	struct exec_state st = {.forward_stdin = stdin_wanted(), .stdin_open = true};
+
+	if (!req || !env)
+		return CLI_EXIT_API;
+	int r = cli_parse("exec", exec_options, ELEMENTSOF(exec_options), &c, argc, argv, 1, &a);
+	if (r == 1) {
+		cli_print_usage(stdout, "exec [OPTIONS] ID -- CMD [ARGS...]", exec_options,
+				ELEMENTSOF(exec_options));
+		printf("\nexit status: CMD's; 128+N if it died of signal N; %d timed out, %d out of "
+		       "memory;\n1 API error, 2 usage, 3 cordond unreachable.\n",
+		       CORDON_EXIT_TIMEOUT, CORDON_EXIT_OOM);
+		return 0;
+	}
+	if (r < 0 || a.n_pos != 1 || a.n_rest == 0) {
+		if (r >= 0)
+			log_error("exec: expected a sandbox id and a command (cordon exec ID -- CMD)");
+		return CORDON_EXIT_USAGE;
+	}
+	if (cli_sandbox_path(st.base, sizeof(st.base), a.pos[0], "/processes") < 0 ||
+	    exec_build(&c, &a) < 0)
+		return CORDON_EXIT_USAGE;
+	if (client_init(&st.c, c.co.socket) < 0)
+		return CORDON_EXIT_USAGE;
+	return exec_stream(&st, req);
+}

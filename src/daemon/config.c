@@ -1,0 +1,154 @@
+/* cordond's settings: every flag is also a key of the config file (`key = value`, # comments);
+ * flags win over the file. One table describes both. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/log.h"
+#include "daemon/daemon.h"
+
+enum opt_type { OPT_STR, OPT_UINT, OPT_SIZE, OPT_FLAG };
+
+static const struct option_def {
+	const char *name;
+	enum opt_type type;
+	size_t offset;
+	const char *def, *help;
+} options[] = {
+	{"socket", OPT_STR, offsetof(struct config, socket_path), "/run/cordon/cordon.sock", "unix socket of the API (mode 0660)"},
+	{"state-dir", OPT_STR, offsetof(struct config, state_dir), "/var/lib/cordon", "state.db and audit/"},
+	{"runtime-dir", OPT_STR, offsetof(struct config, runtime_dir), "/run/cordon", "uid slot locks"},
+	{"listen", OPT_STR, offsetof(struct config, listen), NULL, "also serve HOST:PORT over TCP (needs --api-keys)"},
+	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES' lines"},
+	{"config", OPT_STR, offsetof(struct config, config_file), NULL, "read settings from FILE (key = value)"},
+	{"pool", OPT_UINT, offsetof(struct config, pool), "2", "ready sandboxes kept warm per template"},
+	{"max-sandboxes", OPT_UINT, offsetof(struct config, max_sandboxes), "1000", "live sandboxes at most, pool included"},
+	{"max-timeout", OPT_UINT, offsetof(struct config, max_timeout_s), "86400", "longest sandbox TTL a client may ask for, seconds"},
+	{"max-output", OPT_SIZE, offsetof(struct config, max_output), "1M", "stdout (and stderr) bytes an exec returns"},
+	{"max-upload", OPT_SIZE, offsetof(struct config, max_upload), "64M", "largest file upload"},
+	{"verbose", OPT_FLAG, offsetof(struct config, verbose), "0", "log every request"},
+};
+
+static const struct option_def *find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < ELEMENTSOF(options); i++)
+		if (strlen(options[i].name) == len && strncmp(options[i].name, name, len) == 0)
+			return &options[i];
+	return NULL;
+}
+
+static int set(struct config *cfg, const struct option_def *o, const char *val)
+{
+	void *field = (char *)cfg + o->offset;
+	uint64_t v;
+	char *end;
+
+	switch (o->type) {
+	case OPT_STR:
+		free(*(char **)field);
+		*(char **)field = strdup(val);
+		return *(char **)field ? 0 : -ENOMEM;
+	case OPT_UINT:
+	case OPT_FLAG:
+		errno = 0;
+		v = strtoull(val, &end, 10);
+		if (errno || *end || *val == '-' || end == val)
+			goto bad;
+		*(uint64_t *)field = v;
+		return 0;
+	case OPT_SIZE:
+		if (cordon_parse_size(val, &v) < 0)
+			goto bad;
+		*(uint64_t *)field = v;
+		return 0;
+	}
+bad:
+	log_error("--%s '%s': expected %s", o->name, val, o->type == OPT_SIZE ? "a size" : "a number");
+	return -EINVAL;
+}
+
+static int load_file(struct config *cfg, const char *path)
+{
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	char line[1024];
+	int lineno = 0;
+
+	if (!f) {
+		log_error("config '%s': %m", path);
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		char *p = line + strspn(line, " \t");
+		p[strcspn(p, "\r\n")] = '\0';
+		if (*p == '#' || *p == '\0')
+			continue;
+		char *eq = strchr(p, '=');
+		size_t klen = eq ? strcspn(p, " \t=") : 0;
+		const struct option_def *o = eq ? find(p, klen) : NULL;
+		if (!o || strcmp(o->name, "config") == 0) {
+			log_error("config '%s' line %d: unknown setting '%.*s'", path, lineno, (int)(eq ? klen : strlen(p)), p);
+			return -EINVAL;
+		}
+		char *val = eq + 1 + strspn(eq + 1, " \t");
+		for (char *e = val + strlen(val); e > val && (e[-1] == ' ' || e[-1] == '\t');)
+			*--e = '\0';
+		int r = set(cfg, o, val);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void config_usage(void)
+{
+	fprintf(stderr, "usage: cordond [OPTIONS]\n\noptions (each also a config file key):\n");
+	for (size_t i = 0; i < ELEMENTSOF(options); i++)
+		fprintf(stderr, "  --%-15s %s%s%s%s\n", options[i].name, options[i].help,
+			options[i].def ? " [" : "", options[i].def ? options[i].def : "",
+			options[i].def ? "]" : "");
+}
+
+/* Defaults, then the config file (if --config is among the flags), then the flags. */
+int config_parse(struct config *cfg, int argc, char **argv)
+{
+	int r;
+	for (size_t i = 0; i < ELEMENTSOF(options); i++)
+		if (options[i].def && (r = set(cfg, &options[i], options[i].def)) < 0)
+			return r;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 1; i < argc; i++) {
+			const char *a = argv[i];
+			if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+				return 1;
+			const char *eq = strchr(a, '=');
+			size_t len = eq ? (size_t)(eq - a - 2) : strlen(a) - 2;
+			const struct option_def *o = strncmp(a, "--", 2) == 0 ? find(a + 2, len) : NULL;
+			if (!o) {
+				log_error("unknown option '%s'", a);
+				return -EINVAL;
+			}
+			const char *val = o->type == OPT_FLAG && !eq ? "1" : eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+			if (!val) {
+				log_error("--%s needs a value", o->name);
+				return -EINVAL;
+			}
+			bool is_config = strcmp(o->name, "config") == 0;
+			if (pass == 0 && is_config && (r = load_file(cfg, val)) < 0)
+				return r;
+			if (pass == 1 && !is_config && (r = set(cfg, o, val)) < 0)
+				return r;
+		}
+	}
+	if (cfg->listen && !cfg->api_keys) {
+		log_error("--listen needs --api-keys: TCP clients are always authenticated");
+		return -EINVAL;
+	}
+	if (cfg->max_sandboxes == 0 || cfg->max_timeout_s == 0) {
+		log_error("--max-sandboxes and --max-timeout must be at least 1");
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -1,0 +1,200 @@
+/* cordond's shared state. One thread, one libevent loop: every handler runs to completion on
+ * it, and nothing here is locked. Bytes from sandboxes (agent frames) and from clients (HTTP)
+ * are both hostile; each has a limit named here. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <jansson.h>
+
+#include <cordon/cordon.h>
+
+#include "basic/cleanup.h"
+#include "spec/api.h"
+
+struct audit_log;
+struct frame;
+struct frame_decoder;
+struct bufferevent;
+
+
+#define SBX_ID_LEN          24    /* "sb-" + 20 base32 characters */
+#define DEFAULT_MAX_OUTPUT  (1u << 20) /* bytes of stdout and of stderr an exec returns */
+#define DEFAULT_MAX_UPLOAD  (64u << 20)
+#define DEFAULT_MAX_DOWNLOAD (64u << 20)
+#define SUBSCRIBER_BACKLOG  (8u << 20) /* bytes queued to one slow stream reader */
+#define AGENT_GRACE_MS      10000 /* a request the agent does not answer ends the sandbox */
+#define AGENT_HELLO_MS      10000
+
+struct config {
+	char *socket_path;
+	char *state_dir;
+	char *runtime_dir;
+	char *listen;
+	char *api_keys;
+	char *config_file;
+	uint64_t pool;
+	uint64_t max_sandboxes;
+	uint64_t max_timeout_s;
+	uint64_t max_output;
+	uint64_t max_upload;
+	uint64_t verbose;
+};
+
+int config_parse(struct config *cfg, int argc, char **argv);
+void config_usage(void);
+
+struct api_key {
+	char key[128];
+	char name[64];
+	uint64_t max_sandboxes;
+	uint64_t live;
+};
+
+enum sbx_state { SBX_CREATING, SBX_READY, SBX_RUNNING, SBX_DESTROYED };
+
+struct proc;
+struct fileop;
+struct waiter;
+struct follower;
+
+struct sbx {
+	char id[SBX_ID_LEN + 1];
+	enum sbx_state state;
+	bool pooled;               /* made for the pool, not yet claimed */
+	struct cordon_sandbox *jail;
+	struct cordon_spec spec;   /* as created; pointers owned below */
+	struct bufferevent *agent;
+	struct frame_decoder *dec;
+	struct event *setup_ev, *exit_ev, *ttl_ev, *hello_ev;
+	uint64_t created_ms, deadline_ms, timeout_s;
+	json_t *limits, *metadata;
+	char **env;                /* "K=V", the sandbox's own variables */
+	size_t n_env;
+	struct api_key *owner;     /* NULL: the unix socket */
+	struct audit_log *audit;
+	uint32_t next_chan;
+	uint64_t oom_base;
+	struct proc *procs;
+	struct fileop *ops;
+	struct waiter *waiters;    /* create requests waiting for this one to become ready */
+	struct follower *followers; /* GET .../audit?follow=1 */
+	struct sbx *next, *prev;
+};
+
+struct daemon {
+	struct config cfg;
+	struct event_base *base;
+	struct evhttp *http_unix, *http_tcp;
+	struct api_key *keys;
+	size_t n_keys;
+	struct sbx *sandboxes; /* every sandbox but destroyed ones, newest last */
+	size_t n_live, n_pool_ready, n_pool_creating;
+	int audit_dirfd;
+	struct audit_log *daemon_audit;
+	struct sqlite3 *db;
+	struct event *sig_ev[2];
+	bool stopping;
+};
+
+extern struct daemon D;
+
+/* metrics.c */
+enum metric {
+	M_CREATES, M_CREATE_FAILURES, M_DESTROYS, M_TIMEOUTS, M_PROC_TIMEOUTS, M_OOM_KILLS,
+	M_AUDIT_EVENTS, M_EXECS, M_AGENT_ERRORS, M_HTTP_ERRORS, _M_MAX
+};
+enum histogram { H_CREATE, H_EXEC, _H_MAX };
+void metric_inc(enum metric m);
+void metric_observe(enum histogram h, double seconds);
+char *metrics_render(void);
+
+/* util.c */
+uint64_t now_ms(void);
+void make_id(char out[SBX_ID_LEN + 1]);
+bool valid_id(const char *s);
+char *iso_time(uint64_t ms, char buf[40]);
+json_t *json_from_bytes_utf8(const void *data, size_t len);
+char *base64_encode(const void *data, size_t len, size_t *ret_len);
+
+/* http.c */
+struct ctx {
+	struct evhttp_request *req;
+	struct api_key *principal; /* NULL: local (unix socket) */
+	const char *path;
+	const char *query;
+	const char *params[2]; /* {id} and {pid} */
+	const char *body;
+	size_t body_len;
+};
+int http_start(void);
+void http_stop(void);
+void reply_json(struct evhttp_request *req, int status, json_t *body); /* steals @body */
+void reply_error(struct evhttp_request *req, enum api_error e, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void reply_errno(struct evhttp_request *req, int code, const char *msg);
+void reply_empty(struct evhttp_request *req, int status);
+const char *query_get(const struct ctx *c, const char *key, char *buf, size_t size);
+bool stream_start(struct evhttp_request *req, const char *content_type);
+bool stream_send(struct evhttp_request *req, const char *line, size_t len);
+void stream_end(struct evhttp_request *req);
+void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
+		  void *arg);
+
+/* sandbox.c */
+struct sbx *sbx_find(const struct ctx *c, const char *id);
+int sbx_create(struct ctx *c, const struct api_create *req);
+void sbx_destroy(struct sbx *s, const char *reason);
+int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
+json_t *sbx_json(const struct sbx *s);
+void pool_fill(void);
+int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
+void sbx_audit(struct sbx *s, const char *event, json_t *fields); /* steals @fields */
+int sbx_audit_rc(struct sbx *s, const char *event, json_t *fields); /* same, -errno if not written */
+void audit_followers_push(struct sbx *s);
+void audit_followers_end(struct sbx *s);
+void sbx_agent_failed(struct sbx *s, const char *why);
+int daemon_recover(void);
+void daemon_shutdown(void);
+
+/* proc.c */
+void handle_exec(struct ctx *c);
+void handle_proc_start(struct ctx *c);
+void handle_proc_list(struct ctx *c);
+void handle_proc_stdin(struct ctx *c);
+void handle_proc_signal(struct ctx *c);
+void handle_proc_events(struct ctx *c);
+int proc_frame(struct sbx *s, const struct frame *f);
+void procs_free(struct sbx *s);
+
+/* files.c */
+void handle_file_get(struct ctx *c);
+void handle_file_put(struct ctx *c);
+void handle_file_delete(struct ctx *c);
+void handle_file_list(struct ctx *c);
+void handle_file_stat(struct ctx *c);
+void handle_file_mkdir(struct ctx *c);
+void handle_file_move(struct ctx *c);
+int fileop_frame(struct sbx *s, const struct frame *f);
+void fileops_free(struct sbx *s);
+
+/* handlers.c */
+void handle_create(struct ctx *c);
+void handle_list(struct ctx *c);
+void handle_info(struct ctx *c);
+void handle_destroy(struct ctx *c);
+void handle_timeout(struct ctx *c);
+void handle_network(struct ctx *c);
+void handle_audit(struct ctx *c);
+void handle_healthz(struct ctx *c);
+void handle_metrics(struct ctx *c);
+
+/* state.c */
+int state_open(void);
+int state_put(const struct sbx *s);
+int state_delete(const char *id);
+int state_recover(void (*cb)(const char *id, void *data), void *data);
+void state_close(void);

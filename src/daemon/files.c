@@ -1,0 +1,427 @@
+/* File operations in a sandbox. The daemon never opens a path of a sandbox itself: cordon-init
+ * does, inside the sandbox, as the sandbox's user, with openat2(RESOLVE_NO_MAGICLINKS) and
+ * regular-file checks. No symlink, "..", hard link or race can then reach outside the
+ * sandbox, because the one resolving the path cannot see outside. The daemon relays bytes,
+ * bounds them, and checks that the agent's answers match the question.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "daemon/audit.h"
+#include "daemon/daemon.h"
+#include "lib/frame.h"
+
+#define FILEOP_TIMEOUT_MS 60000
+#define MAX_LIST_ENTRIES  100000
+
+enum fkind { F_GET, F_PUT, F_DELETE, F_LIST, F_STAT, F_MKDIR, F_MOVE };
+
+struct fileop {
+	struct sbx *s;
+	uint32_t chan;
+	enum fkind kind;
+	struct evhttp_request *req; /* NULL once answered or gone */
+	unsigned expect;	    /* terminal replies (OK, ERROR, FILE_INFO of a stat) due */
+	bool stat_stage, failed;
+	struct evbuffer *data;
+	json_t *entries;
+	char *path;
+	struct event *watchdog;
+	struct fileop *next;
+};
+
+static void fileop_free(struct fileop *op)
+{
+	for (struct fileop **q = &op->s->ops; *q; q = &(*q)->next)
+		if (*q == op) {
+			*q = op->next;
+			break;
+		}
+	if (op->req)
+		reply_error(op->req, API_ERR_CONFLICT, "the sandbox was destroyed");
+	if (op->watchdog)
+		event_free(op->watchdog);
+	if (op->data)
+		evbuffer_free(op->data);
+	json_decref(op->entries);
+	free(op->path);
+	free(op);
+}
+
+void fileops_free(struct sbx *s)
+{
+	while (s->ops)
+		fileop_free(s->ops);
+}
+
+static void on_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct fileop *op = arg;
+	op->req = NULL;
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	struct fileop *op = arg;
+	sbx_agent_failed(op->s, "a file operation got no answer");
+}
+
+static const char *type_name(uint32_t t)
+{
+	static const char *const names[] = {[FRAME_FT_FILE] = "file", [FRAME_FT_DIR] = "dir",
+					    [FRAME_FT_SYMLINK] = "symlink"};
+	return t < ELEMENTSOF(names) && names[t] ? names[t] : "other";
+}
+
+static json_t *entry_json(const struct fileop *op, const struct frame_file_info *fi)
+{
+	char t[40], path[FRAME_MAX_PATH + 8];
+	const char *name = strrchr(fi->name, '/') ? strrchr(fi->name, '/') + 1 : fi->name;
+	if (op->kind == F_LIST)
+		snprintf(path, sizeof(path), "%s%s%s", op->path,
+			 op->path[strlen(op->path) - 1] == '/' ? "" : "/", fi->name);
+	else
+		snprintf(path, sizeof(path), "%s", op->path);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:i, s:s}", "name", name, "path", path, "type",
+			      type_name(fi->type), "size", (json_int_t)fi->size, "mode",
+			      (int)(fi->mode & 07777), "mtime", iso_time(fi->mtime_ns / 1000000, t));
+	if (o && fi->target)
+		json_object_set_new(o, "symlink_target", json_string(fi->target));
+	return o;
+}
+
+static void answer(struct fileop *op, int status, json_t *body)
+{
+	if (!op->req) {
+		json_decref(body);
+		return;
+	}
+	if (op->kind == F_GET) {
+		evhttp_add_header(evhttp_request_get_output_headers(op->req), "Content-Type",
+				  "application/octet-stream");
+		evhttp_send_reply(op->req, 200, "OK", op->data);
+	} else if (body) {
+		reply_json(op->req, status, body);
+	} else {
+		reply_empty(op->req, status);
+	}
+	op->req = NULL;
+}
+
+static int send_stat(struct fileop *op)
+{
+	struct frame_file st = {.path = op->path, .user = FRAME_USER_USER};
+	op->stat_stage = true;
+	op->expect = 1;
+	return sbx_send(op->s, FRAME_FILE_STAT, op->chan, &st);
+}
+
+/* Every expected reply is in: answer, or go on to the stat that some operations end with. */
+static void settle(struct fileop *op)
+{
+	if (op->expect > 0)
+		return;
+	if (!op->failed && !op->stat_stage && (op->kind == F_PUT || op->kind == F_MKDIR)) {
+		if (send_stat(op) == 0)
+			return;
+		op->failed = true;
+	}
+	if (!op->failed) {
+		if (op->kind == F_LIST)
+			answer(op, 200, json_pack("{s:O}", "entries", op->entries));
+		else if (op->kind == F_GET)
+			answer(op, 200, NULL);
+		else if (op->kind == F_DELETE || op->kind == F_MOVE)
+			answer(op, 204, NULL);
+	} else if (op->req) {
+		reply_error(op->req, API_ERR_INTERNAL, "the file operation failed");
+		op->req = NULL;
+	}
+	fileop_free(op);
+}
+
+static int on_error(struct fileop *op, const struct frame *f)
+{
+	struct frame_error e;
+	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
+		return -EPROTO;
+	if (op->req) {
+		char msg[FRAME_MAX_MESSAGE + 64];
+		snprintf(msg, sizeof(msg), "%s: %s", op->path, e.message ? e.message : strerror(e.errnum));
+		int code = e.errnum > 0 && e.errnum < 4096 ? -(int)e.errnum : -EIO;
+		reply_errno(op->req, code == -EISDIR || code == -ENOTDIR || code == -ENOTEMPTY ||
+					     code == -EEXIST ? -EEXIST : code, msg);
+		op->req = NULL;
+	}
+	op->failed = true;
+	op->expect--;
+	settle(op);
+	return 0;
+}
+
+static int on_info(struct fileop *op, const struct frame *f)
+{
+	struct frame_file_info fi;
+	if (frame_msg_parse(f->type, f->payload, f->len, &fi) < 0)
+		return -EPROTO;
+	if (op->kind == F_LIST && !op->stat_stage) {
+		if (json_array_size(op->entries) >= MAX_LIST_ENTRIES)
+			return -EPROTO;
+		json_array_append_new(op->entries, entry_json(op, &fi));
+		return 0;
+	}
+	if (!op->stat_stage && op->kind != F_STAT)
+		return -EPROTO;
+	if (!op->failed)
+		answer(op, 200, entry_json(op, &fi));
+	op->expect--;
+	settle(op);
+	return 0;
+}
+
+static int on_data(struct fileop *op, const struct frame *f)
+{
+	struct frame_data d;
+	if (op->kind != F_GET || frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
+		return -EPROTO;
+	if (evbuffer_get_length(op->data) + d.len > DEFAULT_MAX_DOWNLOAD) {
+		if (op->req)
+			reply_error(op->req, API_ERR_PAYLOAD_TOO_LARGE, "%s: larger than %u bytes",
+				    op->path, DEFAULT_MAX_DOWNLOAD);
+		op->req = NULL;
+		op->failed = true;
+		return 0;
+	}
+	if (!op->failed)
+		evbuffer_add(op->data, d.data, d.len);
+	return 0;
+}
+
+int fileop_frame(struct sbx *s, const struct frame *f)
+{
+	struct fileop *op = s->ops;
+	while (op && op->chan != f->channel)
+		op = op->next;
+	if (!op || op->expect == 0)
+		return -EPROTO; /* an answer nobody asked for */
+	switch (f->type) {
+	case FRAME_FILE_DATA:
+		return on_data(op, f);
+	case FRAME_FILE_INFO:
+		return on_info(op, f);
+	case FRAME_ERROR:
+		return on_error(op, f);
+	case FRAME_OK:
+		if (op->stat_stage)
+			return -EPROTO;
+		op->expect--;
+		settle(op);
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
+/* ---- requests ---- */
+
+static struct sbx *sandbox_for(struct ctx *c)
+{
+	struct sbx *s = sbx_find(c, c->params[0]);
+	if (!s)
+		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
+	else if (s->state != SBX_RUNNING) {
+		reply_error(c->req, API_ERR_CONFLICT, "the sandbox is not running");
+		s = NULL;
+	}
+	return s;
+}
+
+static bool get_path(struct ctx *c, char *buf, size_t size)
+{
+	struct cordon_err err = {};
+	if (c->query && strstr(c->query, "%00")) {
+		reply_error(c->req, API_ERR_INVALID_FIELD, "path: must not contain NUL");
+		return false;
+	}
+	const char *p = query_get(c, "path", buf, size);
+	if (!p) {
+		reply_error(c->req, API_ERR_INVALID_FIELD, "path: required");
+		return false;
+	}
+	if (api_path_check(p, strlen(p), "path", &err) < 0) {
+		reply_errno(c->req, -EINVAL, err.msg);
+		return false;
+	}
+	return true;
+}
+
+static struct fileop *op_new(struct ctx *c, struct sbx *s, enum fkind kind, const char *path)
+{
+	struct fileop *op = calloc(1, sizeof(*op));
+	if (!op) {
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	*op = (struct fileop){.s = s, .chan = s->next_chan++, .kind = kind, .req = c->req,
+			      .expect = 1, .next = s->ops};
+	s->ops = op;
+	op->path = strdup(path);
+	op->watchdog = evtimer_new(D.base, on_watchdog, op);
+	op->data = kind == F_GET ? evbuffer_new() : NULL;
+	op->entries = kind == F_LIST ? json_array() : NULL;
+	if (!op->path || !op->watchdog || (kind == F_GET && !op->data) ||
+	    (kind == F_LIST && !op->entries)) {
+		fileop_free(op);
+		return NULL;
+	}
+	struct timeval tv = {FILEOP_TIMEOUT_MS / 1000, 0};
+	evtimer_add(op->watchdog, &tv);
+	req_on_close(c->req, on_close, op);
+	return op;
+}
+
+/* Sends @type with @msg for a new operation; answers the request on failure. */
+static void run_op(struct ctx *c, enum fkind kind, uint16_t type, struct frame_file *msg,
+		   const char *audit_event, json_t *audit_fields)
+{
+	struct sbx *s = sandbox_for(c);
+	if (!s) {
+		json_decref(audit_fields);
+		return;
+	}
+	if (audit_event && sbx_audit_rc(s, audit_event, audit_fields) < 0) {
+		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
+		return;
+	}
+	struct fileop *op = op_new(c, s, kind, msg->path);
+	if (!op)
+		return;
+	msg->user = FRAME_USER_USER;
+	int r = sbx_send(s, type, op->chan, msg);
+	if (r < 0) {
+		op->req = NULL;
+		reply_errno(c->req, r, "cannot reach the sandbox's agent");
+		fileop_free(op);
+	}
+}
+
+void handle_file_get(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	if (!get_path(c, path, sizeof(path)))
+		return;
+	struct frame_file m = {.path = path, .length = DEFAULT_MAX_DOWNLOAD + 1};
+	run_op(c, F_GET, FRAME_FILE_READ, &m, NULL, NULL);
+}
+
+void handle_file_stat(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	if (!get_path(c, path, sizeof(path)))
+		return;
+	struct frame_file m = {.path = path};
+	run_op(c, F_STAT, FRAME_FILE_STAT, &m, NULL, NULL);
+}
+
+void handle_file_list(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1], dbuf[16];
+	unsigned depth = 1;
+	struct cordon_err err = {};
+	if (!get_path(c, path, sizeof(path)))
+		return;
+	const char *d = query_get(c, "depth", dbuf, sizeof(dbuf));
+	if (d && api_depth_parse(d, &depth, &err) < 0) {
+		reply_errno(c->req, -EINVAL, err.msg);
+		return;
+	}
+	struct frame_file m = {.path = path, .depth = depth};
+	run_op(c, F_LIST, FRAME_FILE_LIST, &m, NULL, NULL);
+}
+
+void handle_file_delete(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	if (!get_path(c, path, sizeof(path)))
+		return;
+	struct frame_file m = {.path = path, .flags = FRAME_REMOVE_RECURSIVE};
+	run_op(c, F_DELETE, FRAME_FILE_REMOVE, &m, AUDIT_FILE_REMOVE, json_pack("{s:s}", "path", path));
+}
+
+void handle_file_mkdir(struct ctx *c)
+{
+	struct api_mkdir *m = NULL;
+	struct cordon_err err = {};
+	int r = api_mkdir_parse(c->body, c->body_len, &m, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	struct frame_file f = {.path = m->path, .flags = m->parents ? FRAME_MKDIR_PARENTS : 0};
+	run_op(c, F_MKDIR, FRAME_FILE_MKDIR, &f, AUDIT_FILE_MKDIR, json_pack("{s:s}", "path", m->path));
+	api_mkdir_free(m);
+}
+
+void handle_file_move(struct ctx *c)
+{
+	struct api_move *m = NULL;
+	struct cordon_err err = {};
+	int r = api_move_parse(c->body, c->body_len, &m, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	struct frame_file f = {.path = m->from, .dst = m->to};
+	run_op(c, F_MOVE, FRAME_FILE_MOVE, &f, AUDIT_FILE_MOVE,
+	       json_pack("{s:s, s:s}", "from", m->from, "to", m->to));
+	api_move_free(m);
+}
+
+void handle_file_put(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	if (!get_path(c, path, sizeof(path)))
+		return;
+	struct sbx *s = sandbox_for(c);
+	if (!s)
+		return;
+	if (c->body_len > D.cfg.max_upload) {
+		reply_error(c->req, API_ERR_PAYLOAD_TOO_LARGE, "uploads are limited to %llu bytes",
+			    (unsigned long long)D.cfg.max_upload);
+		return;
+	}
+	if (sbx_audit_rc(s, AUDIT_FILE_WRITE,
+			 json_pack("{s:s, s:I}", "path", path, "bytes", (json_int_t)c->body_len)) < 0) {
+		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
+		return;
+	}
+	struct fileop *op = op_new(c, s, F_PUT, path);
+	if (!op)
+		return;
+	op->expect = 0;
+	size_t off = 0;
+	do {
+		size_t n = c->body_len - off < FRAME_MAX_DATA ? c->body_len - off : FRAME_MAX_DATA;
+		struct frame_file m = {
+			.path = path, .user = FRAME_USER_USER, .mode = 0644, .offset = off,
+			.flags = off == 0 ? FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC : 0,
+			.data = (const uint8_t *)c->body + off, .data_len = (uint32_t)n,
+		};
+		int r = sbx_send(s, FRAME_FILE_WRITE, op->chan, &m);
+		if (r < 0) {
+			op->failed = true;
+			if (op->expect == 0) {
+				op->req = NULL;
+				reply_errno(c->req, r, "cannot reach the sandbox's agent");
+				fileop_free(op);
+			}
+			return;
+		}
+		op->expect++;
+		off += n;
+	} while (off < c->body_len);
+}

@@ -1,0 +1,268 @@
+/* Handlers of the sandbox routes (create, list, info, destroy, timeout, network), of a
+ * sandbox's audit stream, and of /healthz and /metrics. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "daemon/audit.h"
+#include "daemon/daemon.h"
+
+static struct sbx *find_or_404(struct ctx *c)
+{
+	struct sbx *s = sbx_find(c, c->params[0]);
+	if (!s)
+		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
+	return s;
+}
+
+void handle_create(struct ctx *c)
+{
+	struct api_create *req = NULL;
+	struct cordon_err err = {};
+	int r = api_create_parse(c->body, c->body_len, D.cfg.max_timeout_s, &req, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	if (strcmp(req->template_name, "host") != 0)
+		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s' (only 'host')", req->template_name);
+	else if (req->network.policy != API_NET_DENY)
+		reply_error(c->req, API_ERR_INVALID_FIELD,
+			    "network.policy: this server enforces only 'deny' (loopback only)");
+	else if (c->principal && c->principal->live >= c->principal->max_sandboxes)
+		reply_error(c->req, API_ERR_QUOTA_EXCEEDED, "key '%s' may hold %llu sandboxes",
+			    c->principal->name, (unsigned long long)c->principal->max_sandboxes);
+	else
+		sbx_create(c, req);
+	api_create_free(req);
+}
+
+static bool metadata_match(const struct sbx *s, const struct api_filter *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		const char *v = json_string_value(json_object_get(s->metadata, f->items[i].key));
+		if (!v || strcmp(v, f->items[i].value) != 0)
+			return false;
+	}
+	return true;
+}
+
+void handle_list(struct ctx *c)
+{
+	struct api_filter *f = NULL;
+	struct cordon_err err = {};
+	int r = api_filter_parse(c->query, c->query ? strlen(c->query) : 0, &f, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	json_t *list = json_array();
+	for (struct sbx *s = D.sandboxes; s; s = s->next) {
+		if (s->pooled || s->state == SBX_DESTROYED)
+			continue;
+		if (c->principal && s->owner != c->principal)
+			continue;
+		if (metadata_match(s, f))
+			json_array_append_new(list, sbx_json(s));
+	}
+	api_filter_free(f);
+	reply_json(c->req, 200, json_pack("{s:o}", "sandboxes", list));
+}
+
+void handle_info(struct ctx *c)
+{
+	struct sbx *s = find_or_404(c);
+	if (s)
+		reply_json(c->req, 200, sbx_json(s));
+}
+
+void handle_destroy(struct ctx *c)
+{
+	struct sbx *s = find_or_404(c);
+	if (!s)
+		return;
+	sbx_destroy(s, "api");
+	reply_empty(c->req, 204);
+}
+
+void handle_timeout(struct ctx *c)
+{
+	struct cordon_err err = {};
+	uint32_t t;
+	struct sbx *s = find_or_404(c);
+	if (!s)
+		return;
+	int r = api_timeout_parse(c->body, c->body_len, D.cfg.max_timeout_s, &t, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	sbx_set_timeout(s, t);
+	sbx_audit(s, AUDIT_POLICY_CHANGE, json_pack("{s:s, s:i}", "kind", "timeout", "timeout_s", (int)t));
+	reply_json(c->req, 200, sbx_json(s));
+}
+
+void handle_network(struct ctx *c)
+{
+	struct api_network_req *n = NULL;
+	struct cordon_err err = {};
+	struct sbx *s = find_or_404(c);
+	if (!s)
+		return;
+	int r = api_network_parse(c->body, c->body_len, &n, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	bool deny = n->network.policy == API_NET_DENY;
+	api_network_free(n);
+	if (!deny) {
+		reply_error(c->req, API_ERR_INVALID_FIELD,
+			    "policy: this server enforces only 'deny' (loopback only); the policy is unchanged");
+		return;
+	}
+	sbx_audit(s, AUDIT_POLICY_CHANGE, json_pack("{s:s, s:s}", "kind", "network", "policy", "deny"));
+	reply_json(c->req, 200, json_pack("{s:s, s:[]}", "policy", "deny", "allow"));
+}
+
+/* ---- audit: the sandbox's JSON Lines, and new records as they are written ---- */
+
+struct follower {
+	struct evhttp_request *req;
+	off_t off;
+	struct sbx *s;
+	struct follower *next;
+};
+
+struct collect {
+	struct evbuffer *buf;
+};
+
+static int collect_line(const char *line, size_t len, off_t offset, void *data)
+{
+	struct collect *c = data;
+	evbuffer_add(c->buf, line, len);
+	evbuffer_add(c->buf, "\n", 1);
+	return evbuffer_get_length(c->buf) > (16u << 20) ? 1 : 0;
+}
+
+static int read_audit(const char *id, off_t from, struct evbuffer *buf, off_t *ret_next)
+{
+	char name[80];
+	struct collect c = {buf};
+	snprintf(name, sizeof(name), "%s.jsonl", id);
+	return audit_read_from(D.audit_dirfd, name, from, collect_line, &c, ret_next);
+}
+
+static void follower_drop(struct sbx *s, struct follower *f)
+{
+	for (struct follower **p = &s->followers; *p; p = &(*p)->next)
+		if (*p == f) {
+			*p = f->next;
+			break;
+		}
+	free(f);
+}
+
+static void on_follower_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct follower *f = arg;
+	follower_drop(f->s, f);
+}
+
+void audit_followers_push(struct sbx *s)
+{
+	for (struct follower *f = s->followers, *next; f; f = next) {
+		next = f->next;
+		struct evbuffer *buf = evbuffer_new();
+		off_t to = f->off;
+		if (buf && read_audit(s->id, f->off, buf, &to) >= 0 && evbuffer_get_length(buf)) {
+			size_t n = evbuffer_get_length(buf);
+			if (!stream_send(f->req, (const char *)evbuffer_pullup(buf, -1), n)) {
+				stream_end(f->req);
+				follower_drop(s, f);
+			} else {
+				f->off = to;
+			}
+		}
+		if (buf)
+			evbuffer_free(buf);
+	}
+}
+
+void audit_followers_end(struct sbx *s)
+{
+	while (s->followers) {
+		struct follower *f = s->followers;
+		stream_end(f->req);
+		follower_drop(s, f);
+	}
+}
+
+void handle_audit(struct ctx *c)
+{
+	char fbuf[16];
+	bool follow = false;
+	struct cordon_err err = {};
+	struct sbx *s = find_or_404(c);
+	if (!s)
+		return;
+	const char *fv = query_get(c, "follow", fbuf, sizeof(fbuf));
+	if (fv && api_query_bool_parse(fv, "follow", &follow, &err) < 0) {
+		reply_errno(c->req, -EINVAL, err.msg);
+		return;
+	}
+	struct evbuffer *buf = evbuffer_new();
+	off_t next = 0;
+	int r = buf ? read_audit(s->id, 0, buf, &next) : -ENOMEM;
+	if (r < 0 && r != -ENOENT) {
+		if (buf)
+			evbuffer_free(buf);
+		reply_errno(c->req, r, "cannot read the audit log");
+		return;
+	}
+	struct follower *f = follow ? calloc(1, sizeof(*f)) : NULL;
+	if (!f) {
+		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
+				  "application/x-ndjson");
+		evhttp_send_reply(c->req, 200, "OK", buf);
+		evbuffer_free(buf);
+		return;
+	}
+	*f = (struct follower){.req = c->req, .off = next, .s = s, .next = s->followers};
+	s->followers = f;
+	stream_start(c->req, "application/x-ndjson");
+	if (evbuffer_get_length(buf))
+		stream_send(c->req, (const char *)evbuffer_pullup(buf, -1), evbuffer_get_length(buf));
+	evbuffer_free(buf);
+	req_on_close(c->req, on_follower_close, f);
+}
+
+void handle_healthz(struct ctx *c)
+{
+	reply_json(c->req, 200, json_pack("{s:s, s:I, s:I}", "status", "ok", "sandboxes",
+					  (json_int_t)D.n_live, "pool_ready",
+					  (json_int_t)D.n_pool_ready));
+}
+
+void handle_metrics(struct ctx *c)
+{
+	_cleanup_free_ char *text = metrics_render();
+	struct evbuffer *buf = evbuffer_new();
+	if (!text || !buf) {
+		if (buf)
+			evbuffer_free(buf);
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	evbuffer_add(buf, text, strlen(text));
+	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
+			  "text/plain; version=0.0.4");
+	evhttp_send_reply(c->req, 200, "OK", buf);
+	evbuffer_free(buf);
+}

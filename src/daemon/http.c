@@ -1,0 +1,369 @@
+/* The HTTP face of cordond: listeners, the route table, authentication and replies.
+ *
+ * libevent's evhttp reads and bounds each request (headers 16 KiB, body the upload limit),
+ * then dispatch() matches the route table, checks the principal and calls the handler. Every
+ * error a handler or the router gives is JSON {"error": {"code", "message"}}.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <openssl/crypto.h>
+
+#include "basic/log.h"
+#include "daemon/daemon.h"
+
+#define MAX_HEADERS (16u << 10)
+#define HTTP_TIMEOUT_S 120
+
+typedef void (*handler_fn)(struct ctx *c);
+
+static const struct route {
+	enum evhttp_cmd_type method;
+	const char *pattern;
+	handler_fn fn;
+} routes[] = {
+	{EVHTTP_REQ_GET, "/healthz", handle_healthz},
+	{EVHTTP_REQ_GET, "/metrics", handle_metrics},
+	{EVHTTP_REQ_POST, "/v1/sandboxes", handle_create},
+	{EVHTTP_REQ_GET, "/v1/sandboxes", handle_list},
+	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}", handle_info},
+	{EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", handle_destroy},
+	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/timeout", handle_timeout},
+	{EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/network", handle_network},
+	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", handle_exec},
+	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes", handle_proc_start},
+	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes", handle_proc_list},
+	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", handle_proc_stdin},
+	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/signal", handle_proc_signal},
+	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/events", handle_proc_events},
+	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files", handle_file_get},
+	{EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files", handle_file_put},
+	{EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/files", handle_file_delete},
+	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/list", handle_file_list},
+	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/stat", handle_file_stat},
+	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/mkdir", handle_file_mkdir},
+	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/move", handle_file_move},
+	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/audit", handle_audit},
+};
+
+static const char *reason(int status)
+{
+	static const struct {
+		int status;
+		const char *text;
+	} t[] = {{200, "OK"}, {201, "Created"}, {204, "No Content"}, {400, "Bad Request"},
+		 {401, "Unauthorized"}, {403, "Forbidden"}, {404, "Not Found"},
+		 {405, "Method Not Allowed"}, {409, "Conflict"}, {413, "Payload Too Large"},
+		 {429, "Too Many Requests"}, {500, "Internal Server Error"},
+		 {503, "Service Unavailable"}, {504, "Gateway Timeout"}};
+	for (size_t i = 0; i < ELEMENTSOF(t); i++)
+		if (t[i].status == status)
+			return t[i].text;
+	return "Unknown";
+}
+
+static void forget_close(struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	if (evcon)
+		evhttp_connection_set_closecb(evcon, NULL, NULL);
+}
+
+static void send_buf(struct evhttp_request *req, int status, const char *type,
+		     struct evbuffer *buf)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	if (type)
+		evhttp_add_header(h, "Content-Type", type);
+	forget_close(req);
+	if (status >= 400)
+		metric_inc(M_HTTP_ERRORS);
+	evhttp_send_reply(req, status, reason(status), buf);
+}
+
+void reply_json(struct evhttp_request *req, int status, json_t *body)
+{
+	_cleanup_(json_decrefp) json_t *b = body;
+	_cleanup_free_ char *s = b ? json_dumps(b, JSON_COMPACT) : NULL;
+	struct evbuffer *buf = evbuffer_new();
+	if (!s || !buf) {
+		if (buf)
+			evbuffer_free(buf);
+		reply_error(req, API_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	evbuffer_add(buf, s, strlen(s));
+	evbuffer_add(buf, "\n", 1);
+	send_buf(req, status, "application/json", buf);
+	evbuffer_free(buf);
+}
+
+static void reply_error_v(struct evhttp_request *req, enum api_error e, const char *fmt, va_list ap)
+{
+	char msg[600];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	_cleanup_free_ char *s = api_error_render(e, msg);
+	struct evbuffer *buf = evbuffer_new();
+	if (!buf)
+		return;
+	if (s) {
+		evbuffer_add(buf, s, strlen(s));
+		evbuffer_add(buf, "\n", 1);
+	}
+	send_buf(req, api_error_status(e), "application/json", buf);
+	evbuffer_free(buf);
+}
+
+void reply_error(struct evhttp_request *req, enum api_error e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	reply_error_v(req, e, fmt, ap);
+	va_end(ap);
+}
+
+void reply_errno(struct evhttp_request *req, int code, const char *msg)
+{
+	reply_error(req, api_error_from_errno(code), "%s", msg);
+}
+
+void reply_empty(struct evhttp_request *req, int status)
+{
+	send_buf(req, status, NULL, NULL);
+}
+
+bool stream_start(struct evhttp_request *req, const char *content_type)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", content_type);
+	evhttp_send_reply_start(req, 200, "OK");
+	return true;
+}
+
+/* Queues one chunk; false when the reader lags more than SUBSCRIBER_BACKLOG behind, then the
+ * caller drops it rather than buffer a sandbox's output without bound. */
+bool stream_send(struct evhttp_request *req, const char *data, size_t len)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > SUBSCRIBER_BACKLOG)
+		return false;
+	struct evbuffer *buf = evbuffer_new();
+	if (!buf)
+		return false;
+	evbuffer_add(buf, data, len);
+	evhttp_send_reply_chunk(req, buf);
+	evbuffer_free(buf);
+	return true;
+}
+
+void stream_end(struct evhttp_request *req)
+{
+	forget_close(req);
+	evhttp_send_reply_end(req);
+}
+
+void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
+		  void *arg)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	if (evcon)
+		evhttp_connection_set_closecb(evcon, cb, arg);
+}
+
+const char *query_get(const struct ctx *c, const char *key, char *buf, size_t size)
+{
+	struct evkeyvalq q = {0};
+	const char *v;
+	if (!c->query || evhttp_parse_query_str(c->query, &q) < 0)
+		return NULL;
+	v = evhttp_find_header(&q, key);
+	if (v && strlen(v) < size) {
+		snprintf(buf, size, "%s", v);
+		v = buf;
+	} else {
+		v = v ? "" : NULL; /* too long: an empty value fails validation */
+	}
+	evhttp_clear_headers(&q);
+	return v;
+}
+
+/* Matches @path against @pattern segment by segment; "{x}" captures one segment. */
+static bool match(const char *pattern, char *path, const char *params[2])
+{
+	int n = 0;
+	const char *p = pattern;
+	char *s = path;
+	while (*p && *s) {
+		if (*p != '/' || *s != '/')
+			return false;
+		p++, s++;
+		const char *pe = strchrnul(p, '/');
+		char *se = strchrnul(s, '/');
+		if (*p == '{') {
+			if (se == s || n >= 2)
+				return false;
+			params[n++] = s;
+		} else if (pe - p != se - s || strncmp(p, s, pe - p) != 0) {
+			return false;
+		}
+		p = pe, s = se;
+	}
+	if (*p || *s)
+		return false;
+	for (int i = 0; i < n; i++) /* cut the captured segments out of the copy */
+		*strchrnul((char *)params[i], '/') = '\0';
+	return true;
+}
+
+static struct api_key *authenticate(struct evhttp_request *req)
+{
+	const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+		return NULL;
+	const char *key = h + 7;
+	size_t len = strlen(key);
+	for (size_t i = 0; i < D.n_keys; i++)
+		if (strlen(D.keys[i].key) == len && CRYPTO_memcmp(D.keys[i].key, key, len) == 0)
+			return &D.keys[i];
+	return NULL;
+}
+
+static void dispatch(struct evhttp_request *req, void *arg)
+{
+	bool tcp = arg != NULL;
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
+	struct ctx c = {.req = req, .query = uri ? evhttp_uri_get_query(uri) : NULL};
+
+	if (D.cfg.verbose)
+		log_info("%s %s", tcp ? "tcp" : "unix", evhttp_request_get_uri(req));
+	if (!raw || strlen(raw) > 512) {
+		reply_error(req, API_ERR_BAD_REQUEST, "bad request path");
+		return;
+	}
+	if (tcp && !(c.principal = authenticate(req))) {
+		reply_error(req, API_ERR_UNAUTHORIZED, "a valid API key is needed (Authorization: Bearer KEY)");
+		return;
+	}
+	char path[520];
+	bool path_known = false;
+	for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+		snprintf(path, sizeof(path), "%s", raw);
+		size_t n = strlen(path);
+		if (n > 1 && path[n - 1] == '/')
+			path[n - 1] = '\0';
+		const char *params[2] = {NULL, NULL};
+		if (!match(routes[i].pattern, path, params))
+			continue;
+		path_known = true;
+		if (routes[i].method != evhttp_request_get_command(req))
+			continue;
+		struct evbuffer *in = evhttp_request_get_input_buffer(req);
+		c.body_len = evbuffer_get_length(in);
+		c.body = c.body_len ? (const char *)evbuffer_pullup(in, -1) : "";
+		c.path = path;
+		c.params[0] = params[0];
+		c.params[1] = params[1];
+		routes[i].fn(&c);
+		return;
+	}
+	if (path_known)
+		reply_error(req, API_ERR_BAD_REQUEST, "method not allowed on %s", raw);
+	else
+		reply_error(req, API_ERR_NOT_FOUND, "no such route: %s", raw);
+}
+
+static struct evhttp *new_http(bool tcp)
+{
+	struct evhttp *http = evhttp_new(D.base);
+	if (!http)
+		return NULL;
+	evhttp_set_max_headers_size(http, MAX_HEADERS);
+	size_t body = D.cfg.max_upload > API_MAX_BODY ? D.cfg.max_upload : API_MAX_BODY;
+	evhttp_set_max_body_size(http, body);
+	evhttp_set_timeout(http, HTTP_TIMEOUT_S);
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+						 EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
+	evhttp_set_gencb(http, dispatch, tcp ? (void *)1 : NULL);
+	return http;
+}
+
+/* A socket file left by a dead daemon is replaced; one that answers belongs to a live daemon. */
+static int unix_listen(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	_cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		close(fd);
+		return -EADDRINUSE;
+	}
+	unlink(path);
+	mode_t old = umask(0117);
+	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0 || chmod(path, 0660) < 0 || listen(fd, 512) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int http_start(void)
+{
+	D.http_unix = new_http(false);
+	if (!D.http_unix)
+		return -ENOMEM;
+	int fd = unix_listen(D.cfg.socket_path);
+	if (fd < 0) {
+		log_error("listen on %s: %s", D.cfg.socket_path,
+			  fd == -EADDRINUSE ? "another cordond answers there" : strerror(-fd));
+		return fd;
+	}
+	if (!evhttp_accept_socket_with_handle(D.http_unix, fd)) {
+		close(fd);
+		return -EIO;
+	}
+	if (!D.cfg.listen)
+		return 0;
+	char host[256];
+	const char *colon = strrchr(D.cfg.listen, ':');
+	if (!colon || colon == D.cfg.listen || (size_t)(colon - D.cfg.listen) >= sizeof(host)) {
+		log_error("--listen '%s': expected HOST:PORT", D.cfg.listen);
+		return -EINVAL;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - D.cfg.listen), D.cfg.listen);
+	D.http_tcp = new_http(true);
+	if (!D.http_tcp || !evhttp_bind_socket_with_handle(D.http_tcp, host, atoi(colon + 1))) {
+		log_error("listen on %s: %m", D.cfg.listen);
+		return -EADDRINUSE;
+	}
+	return 0;
+}
+
+void http_stop(void)
+{
+	if (D.http_unix)
+		evhttp_free(D.http_unix);
+	if (D.http_tcp)
+		evhttp_free(D.http_tcp);
+	D.http_unix = D.http_tcp = NULL;
+	unlink(D.cfg.socket_path);
+}

@@ -1,0 +1,122 @@
+/* cordond: owns the sandboxes of this host and serves the API (docs/api/openapi.yaml). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "daemon/audit.h"
+#include "daemon/daemon.h"
+
+struct daemon D = {.audit_dirfd = -1};
+
+static int load_keys(const char *path)
+{
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	char line[512];
+	if (!f) {
+		log_error("api keys '%s': %m", path);
+		return -errno;
+	}
+	for (int lineno = 1; fgets(line, sizeof(line), f); lineno++) {
+		char key[128], name[64];
+		unsigned long long max = 0;
+		char *p = line + strspn(line, " \t");
+		if (*p == '#' || *p == '\n' || *p == '\0')
+			continue;
+		if (sscanf(p, "%127s %63s %llu", key, name, &max) != 3 || strlen(key) < 16) {
+			log_error("api keys '%s' line %d: expected 'KEY NAME MAX_SANDBOXES' with a key of 16+ characters", path, lineno);
+			return -EINVAL;
+		}
+		struct api_key *k = realloc(D.keys, (D.n_keys + 1) * sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		D.keys = k;
+		k[D.n_keys] = (struct api_key){.max_sandboxes = max};
+		snprintf(k[D.n_keys].key, sizeof(k->key), "%s", key);
+		snprintf(k[D.n_keys].name, sizeof(k->name), "%s", name);
+		D.n_keys++;
+	}
+	return 0;
+}
+
+static int make_dirs(void)
+{
+	char audit[4096];
+	snprintf(audit, sizeof(audit), "%s/audit", D.cfg.state_dir);
+	const char *dirs[] = {D.cfg.state_dir, audit, D.cfg.runtime_dir};
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
+		if (mkdir(dirs[i], 0700) < 0 && errno != EEXIST) {
+			log_error("mkdir %s: %m", dirs[i]);
+			return -errno;
+		}
+	_cleanup_free_ char *sockdir = strdup(D.cfg.socket_path);
+	char *slash = sockdir ? strrchr(sockdir, '/') : NULL;
+	if (slash && slash != sockdir) {
+		*slash = '\0';
+		mkdir(sockdir, 0755);
+	}
+	D.audit_dirfd = open(audit, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return D.audit_dirfd < 0 ? -errno : 0;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	log_info("signal %d: destroying every sandbox and stopping", (int)sig);
+	http_stop();
+	daemon_shutdown();
+	event_base_loopexit(D.base, NULL);
+}
+
+static int setup(int argc, char **argv)
+{
+	int r = config_parse(&D.cfg, argc, argv);
+	if (r != 0) {
+		config_usage();
+		return r < 0 ? r : -ECANCELED;
+	}
+	log_prefix = "cordond";
+	log_max_level = D.cfg.verbose ? LOG_DEBUG : LOG_INFO;
+	if (geteuid() != 0)
+		log_warning("not root: sandboxes get no cgroup limits and share one uid");
+	/* libcordon finds its uid slots through the environment. */
+	setenv("CORDON_RUNTIME_DIR", D.cfg.runtime_dir, 1);
+	signal(SIGPIPE, SIG_IGN);
+	if ((r = make_dirs()) < 0 || (r = state_open()) < 0 || (D.cfg.api_keys && (r = load_keys(D.cfg.api_keys)) < 0))
+		return r;
+	daemon_recover();
+	D.base = event_base_new();
+	if (!D.base)
+		return -ENOMEM;
+	if ((r = http_start()) < 0)
+		return r;
+	int sigs[] = {SIGTERM, SIGINT};
+	for (int i = 0; i < 2; i++) {
+		D.sig_ev[i] = evsignal_new(D.base, sigs[i], on_signal, NULL);
+		event_add(D.sig_ev[i], NULL);
+	}
+	pool_fill();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int r = setup(argc, argv);
+	if (r < 0)
+		return r == -ECANCELED ? 2 : 1;
+	log_info("serving on %s%s%s (pool %llu, at most %llu sandboxes)", D.cfg.socket_path,
+		 D.cfg.listen ? " and " : "", D.cfg.listen ? D.cfg.listen : "",
+		 (unsigned long long)D.cfg.pool, (unsigned long long)D.cfg.max_sandboxes);
+	event_base_dispatch(D.base);
+	/* Reap what the shutdown killed, so that no cgroup or slot is left. */
+	event_base_loop(D.base, EVLOOP_NONBLOCK);
+	for (int i = 0; i < 2; i++)
+		if (D.sig_ev[i])
+			event_free(D.sig_ev[i]);
+	state_close();
+	return 0;
+}

@@ -1,0 +1,605 @@
+/* Processes in a sandbox: run-and-wait (/exec) and started processes whose events stream as
+ * NDJSON to any number of readers. Each process is one agent channel; the agent's frames on
+ * it (SPAWNED, STDOUT, STDERR, EXIT, or ERROR when it could not start) are checked against
+ * what we asked for, and a process the agent does not end by its timeout plus a grace period
+ * ends the sandbox: a stuck agent never holds a client forever.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "daemon/audit.h"
+#include "daemon/daemon.h"
+#include "lib/frame.h"
+
+#define MAX_PROCS       1024 /* running at once in one sandbox, through the API */
+#define MAX_EXITED_KEPT 64   /* exited processes remembered for reattach */
+
+struct sub {
+	struct evhttp_request *req;
+	struct proc *p;
+	struct sub *next;
+};
+
+struct proc {
+	struct sbx *s;
+	uint32_t chan;
+	uint32_t pid; /* inside the sandbox, once SPAWNED */
+	bool exec;    /* run and wait */
+	bool exited, spawned, stdin_closed;
+	struct evhttp_request *exec_req;
+	struct evbuffer *out[2];
+	bool trunc[2];
+	uint64_t bytes_out;
+	uint64_t started_ms, t0_ms;
+	json_t *argv;
+	char *cwd, *tag;
+	enum cordon_user user;
+	struct frame_exit ex;
+	bool oom;
+	struct sub *subs;
+	struct event *watchdog;
+	struct proc *next;
+};
+
+static struct frame_spawn spawn_msg; /* 41 KiB; one thread, so one is enough */
+
+static struct proc *proc_by_chan(struct sbx *s, uint32_t chan)
+{
+	for (struct proc *p = s->procs; p; p = p->next)
+		if (p->chan == chan)
+			return p;
+	return NULL;
+}
+
+static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
+{
+	char *end;
+	unsigned long pid = pid_s ? strtoul(pid_s, &end, 10) : 0;
+	if (!pid_s || *end || pid == 0 || pid > UINT32_MAX)
+		return NULL;
+	for (struct proc *p = s->procs; p; p = p->next)
+		if (p->spawned && p->pid == pid)
+			return p;
+	return NULL;
+}
+
+static void sub_drop(struct proc *p, struct sub *sub)
+{
+	for (struct sub **q = &p->subs; *q; q = &(*q)->next)
+		if (*q == sub) {
+			*q = sub->next;
+			break;
+		}
+	free(sub);
+}
+
+static void proc_free(struct proc *p)
+{
+	while (p->subs) {
+		stream_end(p->subs->req);
+		sub_drop(p, p->subs);
+	}
+	for (struct proc **q = &p->s->procs; *q; q = &(*q)->next)
+		if (*q == p) {
+			*q = p->next;
+			break;
+		}
+	if (p->watchdog)
+		event_free(p->watchdog);
+	for (int i = 0; i < 2; i++)
+		if (p->out[i])
+			evbuffer_free(p->out[i]);
+	json_decref(p->argv);
+	free(p->cwd);
+	free(p->tag);
+	free(p);
+}
+
+void procs_free(struct sbx *s)
+{
+	while (s->procs) {
+		struct proc *p = s->procs;
+		if (p->exec_req)
+			reply_error(p->exec_req, API_ERR_CONFLICT, "the sandbox was destroyed");
+		p->exec_req = NULL;
+		proc_free(p);
+	}
+}
+
+static void on_exec_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct proc *p = arg;
+	p->exec_req = NULL; /* the client left; the process runs on to its end */
+}
+
+static void on_sub_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct sub *sub = arg;
+	sub_drop(sub->p, sub);
+}
+
+/* ---- events to stream readers ---- */
+
+static void broadcast(struct proc *p, json_t *ev)
+{
+	_cleanup_(json_decrefp) json_t *e = ev;
+	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	if (!line)
+		return;
+	size_t n = strlen(line);
+	line[n] = '\n'; /* json_dumps leaves room for nothing more: send n+1 with the NUL as \n */
+	for (struct sub *sub = p->subs, *next; sub; sub = next) {
+		next = sub->next;
+		if (!stream_send(sub->req, line, n + 1)) {
+			stream_end(sub->req);
+			sub_drop(p, sub);
+		}
+	}
+}
+
+static json_t *exit_event(const struct proc *p)
+{
+	return json_pack("{s:s, s:I, s:i, s:i, s:b, s:b, s:I}", "type", "exit", "pid",
+			 (json_int_t)p->pid, "exit_code", p->ex.signal ? -1 : (int)p->ex.code,
+			 "signal", (int)p->ex.signal, "timed_out", p->ex.timed_out != 0, "oom", p->oom,
+			 "duration_ms", (json_int_t)(now_ms() - p->started_ms));
+}
+
+static json_t *start_event(const struct proc *p)
+{
+	json_t *e = json_pack("{s:s, s:I}", "type", "start", "pid", (json_int_t)p->pid);
+	if (e && p->tag)
+		json_object_set_new(e, "tag", json_string(p->tag));
+	return e;
+}
+
+static bool subscribe(struct proc *p, struct evhttp_request *req)
+{
+	struct sub *sub = calloc(1, sizeof(*sub));
+	if (!sub)
+		return false;
+	*sub = (struct sub){.req = req, .p = p, .next = p->subs};
+	p->subs = sub;
+	stream_start(req, "application/x-ndjson");
+	req_on_close(req, on_sub_close, sub);
+	return true;
+}
+
+/* ---- the end of a process ---- */
+
+static void forget_old_exited(struct sbx *s)
+{
+	size_t n = 0;
+	struct proc *oldest = NULL;
+	for (struct proc *p = s->procs; p; p = p->next)
+		if (p->exited) {
+			n++;
+			if (!oldest)
+				oldest = p;
+		}
+	if (n > MAX_EXITED_KEPT && oldest)
+		proc_free(oldest);
+}
+
+static void exec_reply(struct proc *p)
+{
+	json_t *r = json_pack("{s:i, s:i, s:o, s:o, s:b, s:b, s:b, s:b, s:I}", "exit_code",
+			      p->ex.signal ? -1 : (int)p->ex.code, "signal", (int)p->ex.signal,
+			      "stdout", json_from_bytes_utf8(evbuffer_pullup(p->out[0], -1), evbuffer_get_length(p->out[0])),
+			      "stderr", json_from_bytes_utf8(evbuffer_pullup(p->out[1], -1), evbuffer_get_length(p->out[1])),
+			      "stdout_truncated", p->trunc[0], "stderr_truncated", p->trunc[1],
+			      "timed_out", p->ex.timed_out != 0, "oom", p->oom, "duration_ms",
+			      (json_int_t)(now_ms() - p->started_ms));
+	metric_observe(H_EXEC, (now_ms() - p->t0_ms) / 1000.0);
+	reply_json(p->exec_req, 200, r);
+	p->exec_req = NULL;
+}
+
+static void proc_exited(struct proc *p)
+{
+	struct sbx *s = p->s;
+	struct cordon_stats st;
+	cordon_sandbox_stats(s->jail, &st);
+	p->oom = p->ex.signal == SIGKILL && st.oom_kills > s->oom_base;
+	if (st.oom_kills > s->oom_base)
+		metric_inc(M_OOM_KILLS);
+	s->oom_base = st.oom_kills;
+	if (p->ex.timed_out)
+		metric_inc(M_PROC_TIMEOUTS);
+	p->exited = true;
+	if (p->watchdog)
+		evtimer_del(p->watchdog);
+	sbx_audit(s, AUDIT_PROCESS_EXIT,
+		  json_pack("{s:I, s:i, s:i, s:b, s:b, s:I, s:I}", "pid", (json_int_t)p->pid, "code",
+			    p->ex.signal ? -1 : (int)p->ex.code, "signal", (int)p->ex.signal, "oom",
+			    p->oom, "timed_out", p->ex.timed_out != 0, "duration_ms",
+			    (json_int_t)(now_ms() - p->started_ms), "bytes_out",
+			    (json_int_t)p->bytes_out));
+	if (p->exec_req)
+		exec_reply(p);
+	broadcast(p, exit_event(p));
+	while (p->subs) {
+		stream_end(p->subs->req);
+		sub_drop(p, p->subs);
+	}
+	if (p->exec)
+		proc_free(p);
+	else
+		forget_old_exited(s);
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	struct proc *p = arg;
+	sbx_agent_failed(p->s, "a process outlived its timeout");
+}
+
+/* ---- frames from the agent ---- */
+
+static void output(struct proc *p, int which, const struct frame *f)
+{
+	struct frame_data d;
+	if (frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
+		return;
+	p->bytes_out += d.len;
+	if (p->exec) {
+		size_t have = evbuffer_get_length(p->out[which]);
+		size_t room = have < D.cfg.max_output ? D.cfg.max_output - have : 0;
+		evbuffer_add(p->out[which], d.data, d.len < room ? d.len : room);
+		p->trunc[which] |= d.len > room;
+		return;
+	}
+	if (!p->subs)
+		return;
+	size_t n;
+	_cleanup_free_ char *b64 = base64_encode(d.data, d.len, &n);
+	if (b64)
+		broadcast(p, json_pack("{s:s, s:I, s:s}", "type", which ? "stderr" : "stdout", "pid",
+				       (json_int_t)p->pid, "data", b64));
+}
+
+static void spawn_failed(struct proc *p, const struct frame *f)
+{
+	struct frame_error e;
+	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
+		e = (struct frame_error){.errnum = EIO};
+	const char *msg = e.message ? e.message : strerror(e.errnum);
+	evbuffer_add_printf(p->out[1], "cordon: cannot run: %s\n", msg);
+	if (!p->exec && p->subs) {
+		size_t n;
+		char line[600];
+		int len = snprintf(line, sizeof(line), "cordon: cannot run: %s\n", msg);
+		_cleanup_free_ char *b64 = base64_encode(line, len > 0 ? (size_t)len : 0, &n);
+		if (b64)
+			broadcast(p, json_pack("{s:s, s:I, s:s}", "type", "stderr", "pid", (json_int_t)0, "data", b64));
+	}
+	p->ex = (struct frame_exit){.code = e.errnum == ENOENT ? 127 : 126};
+	proc_exited(p);
+}
+
+int proc_frame(struct sbx *s, const struct frame *f)
+{
+	struct proc *p = proc_by_chan(s, f->channel);
+	if (!p)
+		return -ENOENT;
+	if (p->exited)
+		return -EPROTO; /* nothing may follow EXIT */
+	switch (f->type) {
+	case FRAME_SPAWNED: {
+		struct frame_spawned sp;
+		if (p->spawned || frame_msg_parse(f->type, f->payload, f->len, &sp) < 0 || sp.pid == 0)
+			return -EPROTO;
+		p->pid = sp.pid;
+		p->spawned = true;
+		broadcast(p, start_event(p));
+		return 0;
+	}
+	case FRAME_STDOUT:
+	case FRAME_STDERR:
+		if (!p->spawned)
+			return -EPROTO;
+		output(p, f->type == FRAME_STDERR, f);
+		return 0;
+	case FRAME_EXIT:
+		if (!p->spawned || frame_msg_parse(f->type, f->payload, f->len, &p->ex) < 0 ||
+		    p->ex.signal > 64 || p->ex.code > 255)
+			return -EPROTO;
+		proc_exited(p);
+		return 0;
+	case FRAME_ERROR:
+		if (!p->spawned)
+			spawn_failed(p, f);
+		return 0; /* a refused STDIN or SIGNAL: the process goes on */
+	default:
+		return -EPROTO;
+	}
+}
+
+/* ---- starting ---- */
+
+static size_t running(const struct sbx *s)
+{
+	size_t n = 0;
+	for (const struct proc *p = s->procs; p; p = p->next)
+		n += !p->exited;
+	return n;
+}
+
+static bool env_named(const char *const *env, size_t n, const char *kv)
+{
+	size_t len = strcspn(kv, "=") + 1;
+	for (size_t i = 0; i < n; i++)
+		if (env[i] && strncmp(env[i], kv, len) == 0)
+			return true;
+	return false;
+}
+
+/* The environment of a process: its request's, then the sandbox's, then the defaults; the
+ * first of a name wins (glibc's getenv reads the first). */
+static size_t build_env(const struct sbx *s, const struct api_exec *e, const char **out)
+{
+	const char *defaults[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				  e->user == CORDON_USER_ROOT ? "HOME=/root" : "HOME=/home/user",
+				  "LANG=C.UTF-8", "TERM=dumb"};
+	size_t n = 0;
+	for (size_t i = 0; i < e->env.n && n < FRAME_MAX_ENV; i++)
+		out[n++] = e->env_strv[i];
+	for (size_t i = 0; i < s->n_env && n < FRAME_MAX_ENV; i++)
+		if (!env_named(out, n, s->env[i]))
+			out[n++] = s->env[i];
+	for (size_t i = 0; i < ELEMENTSOF(defaults) && n < FRAME_MAX_ENV; i++)
+		if (!env_named(out, n, defaults[i]))
+			out[n++] = defaults[i];
+	out[n] = NULL;
+	return n;
+}
+
+static json_t *env_names(const char *const *env, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_stringn(env[i], strcspn(env[i], "=")));
+	return a;
+}
+
+static int send_stdin(struct sbx *s, uint32_t chan, const uint8_t *data, size_t len, bool eof)
+{
+	for (size_t off = 0; off < len;) {
+		size_t n = len - off < FRAME_MAX_DATA ? len - off : FRAME_MAX_DATA;
+		struct frame_data d = {data + off, (uint32_t)n};
+		int r = sbx_send(s, FRAME_STDIN, chan, &d);
+		if (r < 0)
+			return r;
+		off += n;
+	}
+	return eof ? sbx_send(s, FRAME_STDIN_CLOSE, chan, NULL) : 0;
+}
+
+static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_exec *e, bool exec)
+{
+	const char *home = e->user == CORDON_USER_ROOT ? "/root" : "/home/user";
+	struct proc *p = calloc(1, sizeof(*p));
+	if (!p) {
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	*p = (struct proc){.s = s, .chan = s->next_chan++, .exec = exec, .user = e->user,
+			   .started_ms = now_ms(), .t0_ms = now_ms()};
+	p->argv = json_array();
+	for (size_t i = 0; i < e->argc; i++)
+		json_array_append_new(p->argv, json_string(e->argv[i]));
+	p->cwd = strdup(e->cwd ? e->cwd : home);
+	p->tag = e->tag ? strdup(e->tag) : NULL;
+	p->out[0] = evbuffer_new();
+	p->out[1] = evbuffer_new();
+	p->watchdog = evtimer_new(D.base, on_watchdog, p);
+	p->next = s->procs;
+	s->procs = p;
+	if (!p->argv || !p->cwd || !p->out[0] || !p->out[1] || !p->watchdog ||
+	    (e->tag && !p->tag)) {
+		proc_free(p);
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+
+	struct frame_spawn *sp = &spawn_msg;
+	memset(sp, 0, sizeof(*sp));
+	for (size_t i = 0; i < e->argc && i < FRAME_MAX_ARGV; i++)
+		sp->argv[i] = e->argv[i];
+	sp->argc = e->argc;
+	sp->envc = build_env(s, e, sp->envp);
+	sp->cwd = p->cwd;
+	sp->user = e->user == CORDON_USER_ROOT ? FRAME_USER_ROOT : FRAME_USER_USER;
+	sp->want_stdin = !exec || e->stdin_data;
+	sp->timeout_ms = (uint64_t)e->timeout_s * 1000;
+
+	/* The record first: nothing runs that the audit log does not already show. */
+	int r = sbx_audit_rc(s, AUDIT_PROCESS_START,
+			     json_pack("{s:O, s:s, s:s, s:o}", "argv", p->argv, "cwd", p->cwd, "user",
+				       e->user == CORDON_USER_ROOT ? "root" : "user", "env_names",
+				       env_names(sp->envp, sp->envc)));
+	if (r >= 0)
+		r = sbx_send(s, FRAME_SPAWN, p->chan, sp);
+	if (r >= 0 && exec && e->stdin_data)
+		r = send_stdin(s, p->chan, (const uint8_t *)e->stdin_data, e->stdin_len, true);
+	if (r < 0) {
+		proc_free(p);
+		reply_errno(c->req, r, "could not start the process");
+		return NULL;
+	}
+	metric_inc(M_EXECS);
+	if (e->timeout_s) {
+		uint64_t ms = (uint64_t)e->timeout_s * 1000 + AGENT_GRACE_MS;
+		struct timeval tv = {ms / 1000, ms % 1000 * 1000};
+		evtimer_add(p->watchdog, &tv);
+	}
+	return p;
+}
+
+static struct sbx *sandbox_for(struct ctx *c)
+{
+	struct sbx *s = sbx_find(c, c->params[0]);
+	if (!s)
+		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
+	else if (s->state != SBX_RUNNING) {
+		reply_error(c->req, API_ERR_CONFLICT, "the sandbox is not running");
+		s = NULL;
+	}
+	return s;
+}
+
+static void start(struct ctx *c, bool exec)
+{
+	struct api_exec *e = NULL;
+	struct cordon_err err = {};
+	struct sbx *s = sandbox_for(c);
+	if (!s)
+		return;
+	int r = api_exec_parse(c->body, c->body_len, exec ? API_EXEC_RUN : API_EXEC_START, &e, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	if (running(s) >= MAX_PROCS)
+		reply_error(c->req, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once", MAX_PROCS);
+	else {
+		struct proc *p = proc_start(c, s, e, exec);
+		if (p && exec) {
+			p->exec_req = c->req;
+			req_on_close(c->req, on_exec_close, p);
+		} else if (p) {
+			subscribe(p, c->req);
+		}
+	}
+	api_exec_free(e);
+}
+
+void handle_exec(struct ctx *c)
+{
+	start(c, true);
+}
+
+void handle_proc_start(struct ctx *c)
+{
+	start(c, false);
+}
+
+static json_t *proc_json(const struct proc *p)
+{
+	char t[40];
+	json_t *o = json_pack("{s:I, s:O, s:s, s:s, s:s}", "pid", (json_int_t)p->pid, "argv",
+			      p->argv, "cwd", p->cwd, "user",
+			      p->user == CORDON_USER_ROOT ? "root" : "user", "started_at",
+			      iso_time(p->started_ms, t));
+	if (o && p->tag)
+		json_object_set_new(o, "tag", json_string(p->tag));
+	return o;
+}
+
+void handle_proc_list(struct ctx *c)
+{
+	struct sbx *s = sandbox_for(c);
+	if (!s)
+		return;
+	json_t *a = json_array();
+	for (struct proc *p = s->procs; p; p = p->next)
+		if (p->spawned && !p->exited && !p->exec)
+			json_array_append_new(a, proc_json(p));
+	reply_json(c->req, 200, json_pack("{s:o}", "processes", a));
+}
+
+static struct proc *proc_for(struct ctx *c, struct sbx **ret_s)
+{
+	struct sbx *s = sandbox_for(c);
+	struct proc *p = s ? proc_by_pid(s, c->params[1]) : NULL;
+	if (s && !p)
+		reply_error(c->req, API_ERR_NOT_FOUND, "no process %.16s in sandbox %s", c->params[1], s->id);
+	*ret_s = s;
+	return p;
+}
+
+void handle_proc_stdin(struct ctx *c)
+{
+	struct sbx *s;
+	struct api_stdin in = {};
+	struct cordon_err err = {};
+	struct proc *p = proc_for(c, &s);
+	if (!p)
+		return;
+	int r = api_stdin_parse(c->body, c->body_len, &in, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	if (p->exited || p->stdin_closed)
+		reply_error(c->req, API_ERR_CONFLICT, "stdin of process %u is closed", p->pid);
+	else if ((r = send_stdin(s, p->chan, in.data, in.len, in.eof)) < 0)
+		reply_errno(c->req, r, "could not write to the process");
+	else {
+		p->stdin_closed = in.eof;
+		reply_empty(c->req, 204);
+	}
+	api_stdin_done(&in);
+}
+
+void handle_proc_signal(struct ctx *c)
+{
+	struct sbx *s;
+	struct cordon_err err = {};
+	int signo;
+	struct proc *p = proc_for(c, &s);
+	if (!p)
+		return;
+	int r = api_signal_parse(c->body, c->body_len, &signo, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	if (p->exited) {
+		reply_error(c->req, API_ERR_CONFLICT, "process %u has exited", p->pid);
+		return;
+	}
+	struct frame_signal sig = {.signo = (uint32_t)signo};
+	r = sbx_send(s, FRAME_SIGNAL, p->chan, &sig);
+	if (r < 0)
+		reply_errno(c->req, r, "could not signal the process");
+	else
+		reply_empty(c->req, 204);
+}
+
+void handle_proc_events(struct ctx *c)
+{
+	struct sbx *s;
+	struct proc *p = proc_for(c, &s);
+	if (!p)
+		return;
+	if (p->exited) {
+		_cleanup_(json_decrefp) json_t *e = exit_event(p);
+		_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+		struct evbuffer *buf = evbuffer_new();
+		if (buf && line)
+			evbuffer_add_printf(buf, "%s\n", line);
+		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
+				  "application/x-ndjson");
+		evhttp_send_reply(c->req, 200, "OK", buf);
+		if (buf)
+			evbuffer_free(buf);
+		return;
+	}
+	if (subscribe(p, c->req)) {
+		_cleanup_(json_decrefp) json_t *e = start_event(p);
+		_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+		if (line) {
+			size_t n = strlen(line);
+			line[n] = '\n';
+			stream_send(c->req, line, n + 1);
+		}
+	} else {
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+	}
+}

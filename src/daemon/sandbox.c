@@ -1,0 +1,544 @@
+/* Sandboxes as the daemon keeps them: creation (from the warm pool or fresh), the agent
+ * connection, the deadline, destruction, and recovery after a crash.
+ *
+ * A sandbox is built asynchronously: cordon_sandbox_start() returns while the child builds
+ * the jail; its setup fd wakes us when cordon-init runs; a HELLO/HELLO_OK exchange with the
+ * agent makes it ready. Pooled sandboxes wait in that state for a create request to claim
+ * them. Destruction is SIGKILL to the sandbox's PID 1 (the pid namespace takes everything
+ * with it); the pidfd then wakes us to reap it and remove its cgroup and uid slot.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "basic/log.h"
+#include "daemon/audit.h"
+#include "daemon/daemon.h"
+#include "lib/frame.h"
+
+#define AGENT_READ_HIGH (4u << 20)
+
+struct waiter {
+	struct evhttp_request *req;
+	uint64_t started_ms;
+	struct waiter *next;
+};
+
+static void sbx_final(struct sbx *s);
+
+static void list_add(struct sbx *s)
+{
+	struct sbx **p = &D.sandboxes;
+	while (*p)
+		p = &(*p)->next;
+	*p = s;
+	D.n_live++;
+}
+
+static void list_del(struct sbx *s)
+{
+	for (struct sbx **p = &D.sandboxes; *p; p = &(*p)->next)
+		if (*p == s) {
+			*p = s->next;
+			D.n_live--;
+			return;
+		}
+}
+
+struct sbx *sbx_find(const struct ctx *c, const char *id)
+{
+	if (!id || !valid_id(id))
+		return NULL;
+	for (struct sbx *s = D.sandboxes; s; s = s->next)
+		if (!s->pooled && strcmp(s->id, id) == 0)
+			return !c->principal || s->owner == c->principal ? s : NULL;
+	return NULL;
+}
+
+void sbx_audit(struct sbx *s, const char *event, json_t *fields)
+{
+	sbx_audit_rc(s, event, fields);
+}
+
+/* Writes one audit record for @s; takes @fields. The host writes before it acts. */
+int sbx_audit_rc(struct sbx *s, const char *event, json_t *fields)
+{
+	_cleanup_(json_decrefp) json_t *f = fields ? fields : json_object();
+	if (!s->audit) {
+		struct cordon_err err = {};
+		char name[SBX_ID_LEN + 8];
+		snprintf(name, sizeof(name), "%s.jsonl", s->id);
+		s->audit = audit_open(D.audit_dirfd, name, &err);
+		if (!s->audit) {
+			log_error("audit %s: %s", s->id, err.msg);
+			return err.code ? err.code : -EIO;
+		}
+	}
+	int r = audit_append(s->audit, s->id, event, f);
+	if (r < 0) {
+		log_error("audit %s %s: %s", s->id, event, strerror(-r));
+		return r;
+	}
+	metric_inc(M_AUDIT_EVENTS);
+	if (s->followers)
+		audit_followers_push(s);
+	return 0;
+}
+
+json_t *sbx_json(const struct sbx *s)
+{
+	static const char *const states[] = {"creating", "ready", "running", "destroyed"};
+	char created[40], expires[40];
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:{s:s, s:[]}, s:O}",
+			 "id", s->id, "template", "host", "runtime", "jail", "state",
+			 states[s->state], "created_at", iso_time(s->created_ms, created),
+			 "expires_at", iso_time(s->deadline_ms, expires), "timeout_s",
+			 (json_int_t)s->timeout_s, "limits", s->limits, "network", "policy", "deny",
+			 "allow", "metadata", s->metadata);
+}
+
+int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg)
+{
+	if (!s->agent)
+		return -ENOTCONN;
+	ssize_t n = frame_build_size(type, msg);
+	if (n < 0)
+		return n;
+	struct evbuffer *out = bufferevent_get_output(s->agent);
+	struct evbuffer_iovec v;
+	if (evbuffer_reserve_space(out, n, &v, 1) < 1)
+		return -ENOMEM;
+	ssize_t m = frame_build(v.iov_base, v.iov_len, type, chan, msg);
+	if (m < 0)
+		return m;
+	v.iov_len = m;
+	evbuffer_commit_space(out, &v, 1);
+	return 0;
+}
+
+static void waiters_fail(struct sbx *s, enum api_error e, const char *msg)
+{
+	while (s->waiters) {
+		struct waiter *w = s->waiters;
+		s->waiters = w->next;
+		reply_error(w->req, e, "%s", msg);
+		free(w);
+	}
+}
+
+static void waiters_ready(struct sbx *s)
+{
+	while (s->waiters) {
+		struct waiter *w = s->waiters;
+		s->waiters = w->next;
+		metric_inc(M_CREATES);
+		metric_observe(H_CREATE, (now_ms() - w->started_ms) / 1000.0);
+		reply_json(w->req, 201, sbx_json(s));
+		free(w);
+	}
+}
+
+static void arm_ttl(struct sbx *s)
+{
+	uint64_t now = now_ms();
+	uint64_t left = s->deadline_ms > now ? s->deadline_ms - now : 0;
+	struct timeval tv = {left / 1000, left % 1000 * 1000};
+	evtimer_add(s->ttl_ev, &tv);
+}
+
+/* ---- destruction ---- */
+
+void sbx_destroy(struct sbx *s, const char *reason)
+{
+	if (s->state == SBX_DESTROYED)
+		return;
+	bool was_pool_ready = s->pooled && s->state == SBX_READY;
+	if (s->pooled)
+		(s->state == SBX_READY ? D.n_pool_ready-- : D.n_pool_creating--);
+	if (!s->pooled && s->owner)
+		s->owner->live--;
+	s->state = SBX_DESTROYED;
+	if (!s->pooled || was_pool_ready)
+		sbx_audit(s, AUDIT_SANDBOX_DESTROY, json_pack("{s:s}", "reason", reason));
+	list_del(s);
+	state_delete(s->id);
+	metric_inc(M_DESTROYS);
+	waiters_fail(s, API_ERR_INTERNAL, "the sandbox failed while it was being made");
+	procs_free(s);
+	fileops_free(s);
+	audit_followers_end(s);
+	if (s->agent) {
+		bufferevent_free(s->agent);
+		s->agent = NULL;
+	}
+	evtimer_del(s->ttl_ev);
+	evtimer_del(s->hello_ev);
+	if (s->setup_ev)
+		event_del(s->setup_ev);
+	if (s->jail)
+		cordon_sandbox_kill(s->jail);
+	else
+		sbx_final(s);
+	if (!D.stopping)
+		pool_fill();
+}
+
+void sbx_agent_failed(struct sbx *s, const char *why)
+{
+	log_warning("sandbox %s: agent: %s; destroying it", s->id, why);
+	metric_inc(M_AGENT_ERRORS);
+	sbx_destroy(s, "agent_failed");
+}
+
+/* PID 1 is gone: reap it, remove its cgroup and slot, free everything. */
+static void sbx_final(struct sbx *s)
+{
+	cordon_sandbox_free(s->jail);
+	s->jail = NULL;
+	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev};
+	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
+		if (evs[i])
+			event_free(evs[i]);
+	free(s->dec);
+	audit_free(s->audit);
+	json_decref(s->limits);
+	json_decref(s->metadata);
+	for (size_t i = 0; i < s->n_env; i++)
+		free(s->env[i]);
+	free(s->env);
+	free(s);
+}
+
+static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
+{
+	struct sbx *s = arg;
+	if (s->state != SBX_DESTROYED)
+		sbx_destroy(s, "exited");
+	sbx_final(s);
+}
+
+static void on_ttl(evutil_socket_t fd, short what, void *arg)
+{
+	struct sbx *s = arg;
+	metric_inc(M_TIMEOUTS);
+	sbx_audit(s, AUDIT_SANDBOX_TIMEOUT, json_pack("{s:I}", "timeout_s", (json_int_t)s->timeout_s));
+	sbx_destroy(s, "timeout");
+}
+
+/* ---- the agent connection ---- */
+
+static int on_frame(struct sbx *s, const struct frame *f)
+{
+	switch (f->type) {
+	case FRAME_HELLO_OK:
+		if (s->state != SBX_CREATING || f->channel != 0)
+			return -EPROTO;
+		evtimer_del(s->hello_ev);
+		if (s->pooled) {
+			D.n_pool_creating--;
+			D.n_pool_ready++;
+			s->state = SBX_READY;
+		} else {
+			s->state = SBX_RUNNING;
+			sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
+			waiters_ready(s);
+		}
+		return 0;
+	case FRAME_PONG:
+		return 0;
+	case FRAME_ERROR:
+		if (f->channel == 0)
+			return -EPROTO; /* the agent gave up on the protocol */
+		break;
+	default:
+		break;
+	}
+	if (s->state == SBX_CREATING)
+		return -EPROTO;
+	int r = proc_frame(s, f);
+	if (r != -ENOENT)
+		return r;
+	return fileop_frame(s, f);
+}
+
+static void on_agent_read(struct bufferevent *bev, void *arg)
+{
+	struct sbx *s = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	while (evbuffer_get_length(in) > 0 || frame_decoder_pending(s->dec) > 0) {
+		uint8_t *space;
+		size_t room = frame_decoder_space(s->dec, &space);
+		if (room > 0 && evbuffer_get_length(in) > 0)
+			frame_decoder_commit(s->dec, evbuffer_remove(in, space, room));
+		struct frame f;
+		int n, handled = 0;
+		while ((n = frame_decoder_next(s->dec, &f)) == 1) {
+			handled++;
+			if (on_frame(s, &f) < 0) {
+				sbx_agent_failed(s, "a frame that breaks the protocol");
+				return;
+			}
+			if (s->state == SBX_DESTROYED)
+				return;
+		}
+		if (n < 0) {
+			sbx_agent_failed(s, "an unreadable frame");
+			return;
+		}
+		if (!handled && (room == 0 || evbuffer_get_length(in) == 0))
+			break;
+	}
+}
+
+static void on_agent_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct sbx *s = arg;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		sbx_agent_failed(s, "connection closed");
+}
+
+static void on_hello_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	sbx_agent_failed(arg, "no HELLO_OK in time");
+}
+
+static int agent_connect(struct sbx *s)
+{
+	int fd = cordon_sandbox_agent_fd(s->jail);
+	evutil_make_socket_nonblocking(fd);
+	s->dec = malloc(sizeof(*s->dec)); /* pages are touched only as frames arrive */
+	s->agent = bufferevent_socket_new(D.base, fd, 0);
+	if (!s->dec || !s->agent)
+		return -ENOMEM;
+	frame_decoder_init(s->dec, FRAME_TO_HOST);
+	bufferevent_setcb(s->agent, on_agent_read, NULL, on_agent_event, s);
+	bufferevent_setwatermark(s->agent, EV_READ, 0, AGENT_READ_HIGH);
+	bufferevent_enable(s->agent, EV_READ | EV_WRITE);
+	struct frame_hello h = {.version = FRAME_PROTOCOL_VERSION};
+	struct timeval tv = {AGENT_HELLO_MS / 1000, 0};
+	evtimer_add(s->hello_ev, &tv);
+	return sbx_send(s, FRAME_HELLO, 0, &h);
+}
+
+static void on_setup(evutil_socket_t fd, short what, void *arg)
+{
+	struct sbx *s = arg;
+	struct cordon_err err = {};
+	int r = cordon_sandbox_finish(s->jail, &err);
+	if (r == -EAGAIN)
+		return;
+	event_free(s->setup_ev);
+	s->setup_ev = NULL;
+	if (r < 0 || (r = agent_connect(s)) < 0) {
+		log_error("sandbox %s: setup failed: %s", s->id, err.msg[0] ? err.msg : strerror(-r));
+		metric_inc(M_CREATE_FAILURES);
+		sbx_destroy(s, "setup_failed");
+	}
+}
+
+/* ---- creation ---- */
+
+static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, struct cordon_err *err)
+{
+	struct sbx *s = calloc(1, sizeof(*s));
+	if (!s) {
+		cordon_err_setf(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	make_id(s->id);
+	s->pooled = pooled;
+	s->state = SBX_CREATING;
+	s->created_ms = now_ms();
+	s->next_chan = 1;
+	cordon_spec_init(&s->spec);
+	s->spec.disk_bytes = disk_bytes;
+	s->spec.timeout_ms = 0; /* the daemon's own timer is the deadline */
+	s->limits = json_pack("{s:f, s:i, s:i, s:i}", "cpus", 1.0, "memory_mb", 512, "pids", 256,
+			      "disk_mb", (int)(disk_bytes >> 20));
+	s->metadata = json_object();
+	s->ttl_ev = evtimer_new(D.base, on_ttl, s);
+	s->hello_ev = evtimer_new(D.base, on_hello_timeout, s);
+	int r = cordon_sandbox_start(&s->spec, &s->jail, err);
+	if (r < 0) {
+		sbx_final(s);
+		return NULL;
+	}
+	s->setup_ev = event_new(D.base, cordon_sandbox_setup_fd(s->jail), EV_READ | EV_PERSIST,
+				on_setup, s);
+	s->exit_ev = event_new(D.base, cordon_sandbox_pidfd(s->jail), EV_READ, on_exit_ev, s);
+	event_add(s->setup_ev, NULL);
+	event_add(s->exit_ev, NULL);
+	list_add(s);
+	if (pooled)
+		D.n_pool_creating++;
+	return s;
+}
+
+void pool_fill(void)
+{
+	while (!D.stopping && D.n_pool_ready + D.n_pool_creating < D.cfg.pool &&
+	       D.n_live < D.cfg.max_sandboxes) {
+		struct cordon_err err = {};
+		if (!sbx_new(true, 1ULL << 30, &err)) {
+			log_error("warm pool: %s", err.msg);
+			metric_inc(M_CREATE_FAILURES);
+			return;
+		}
+	}
+}
+
+static struct sbx *pool_claim(void)
+{
+	for (struct sbx *s = D.sandboxes; s; s = s->next)
+		if (s->pooled && s->state == SBX_READY) {
+			s->pooled = false;
+			D.n_pool_ready--;
+			s->state = SBX_RUNNING;
+			return s;
+		}
+	return NULL;
+}
+
+static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *req)
+{
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	api_create_to_spec(req, &spec);
+	s->owner = c->principal;
+	if (s->owner)
+		s->owner->live++;
+	s->timeout_s = req->timeout_s;
+	s->deadline_ms = now_ms() + req->timeout_s * 1000;
+	json_decref(s->limits);
+	s->limits = json_pack("{s:f, s:I, s:I, s:I}", "cpus", spec.cpus_milli / 1000.0, "memory_mb",
+			      (json_int_t)(spec.memory_bytes >> 20), "pids", (json_int_t)spec.pids,
+			      "disk_mb", (json_int_t)(spec.disk_bytes >> 20));
+	s->env = calloc(spec.n_env + 1, sizeof(char *));
+	if (!s->env || !s->limits)
+		return -ENOMEM;
+	for (size_t i = 0; i < spec.n_env; i++)
+		if (!(s->env[s->n_env++] = strdup(spec.env[i])))
+			return -ENOMEM;
+	json_decref(s->metadata);
+	s->metadata = json_object();
+	for (size_t i = 0; i < req->metadata.n; i++)
+		json_object_set_new(s->metadata, req->metadata.items[i].key,
+				    json_string(req->metadata.items[i].value));
+	int r = cordon_sandbox_set_limits(s->jail, spec.memory_bytes, spec.cpus_milli, spec.pids);
+	if (r < 0 && r != -ENOTSUP)
+		return r;
+	struct cordon_stats st;
+	cordon_sandbox_stats(s->jail, &st);
+	s->oom_base = st.oom_kills;
+	arm_ttl(s);
+	state_put(s);
+	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE,
+			    json_pack("{s:s, s:s, s:O, s:s}", "template", "host", "runtime", "jail",
+				      "limits", s->limits, "principal",
+				      s->owner ? s->owner->name : "local"));
+}
+
+int sbx_create(struct ctx *c, const struct api_create *req)
+{
+	uint64_t t0 = now_ms();
+	bool from_pool = req->limits.disk_mb == 1024;
+	struct sbx *s = from_pool ? pool_claim() : NULL;
+	struct cordon_err err = {};
+
+	if (!s && D.n_live >= D.cfg.max_sandboxes) {
+		/* Make room from the pool: a pooled sandbox gives its place to a real request. */
+		for (struct sbx *p = D.sandboxes; p; p = p->next)
+			if (p->pooled && p->state != SBX_DESTROYED) {
+				sbx_destroy(p, "pool_evicted");
+				break;
+			}
+		if (D.n_live >= D.cfg.max_sandboxes) {
+			reply_error(c->req, API_ERR_CAPACITY,
+				    "the server runs its maximum of %llu sandboxes",
+				    (unsigned long long)D.cfg.max_sandboxes);
+			return 0;
+		}
+	}
+	if (!s) {
+		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, &err);
+		if (!s) {
+			metric_inc(M_CREATE_FAILURES);
+			reply_errno(c->req, err.code, err.msg);
+			return 0;
+		}
+	}
+	int r = apply_request(s, c, req);
+	if (r < 0) {
+		metric_inc(M_CREATE_FAILURES);
+		sbx_destroy(s, "create_failed");
+		reply_errno(c->req, r, "could not set the sandbox up");
+		return 0;
+	}
+	if (s->state == SBX_RUNNING) {
+		metric_inc(M_CREATES);
+		metric_observe(H_CREATE, (now_ms() - t0) / 1000.0);
+		reply_json(c->req, 201, sbx_json(s));
+		pool_fill();
+		return 0;
+	}
+	struct waiter *w = calloc(1, sizeof(*w));
+	if (!w) {
+		sbx_destroy(s, "create_failed");
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		return 0;
+	}
+	*w = (struct waiter){.req = c->req, .started_ms = t0, .next = s->waiters};
+	s->waiters = w;
+	return 0;
+}
+
+int sbx_set_timeout(struct sbx *s, uint64_t timeout_s)
+{
+	s->timeout_s = timeout_s;
+	s->deadline_ms = now_ms() + timeout_s * 1000;
+	arm_ttl(s);
+	state_put(s);
+	return 0;
+}
+
+/* ---- start and stop of the daemon ---- */
+
+static void recover_one(const char *id, void *data)
+{
+	/* The sandbox died with the daemon that made it (its PID 1 had a parent-death signal);
+	 * what it left in the kernel (a cgroup) went in the sweep. Say so in its audit log. */
+	struct cordon_err err = {};
+	char name[SBX_ID_LEN + 16];
+	if (!valid_id(id) || strlen(id) > SBX_ID_LEN)
+		return;
+	snprintf(name, sizeof(name), "%s.jsonl", id);
+	struct audit_log *a = audit_open(D.audit_dirfd, name, &err);
+	if (a) {
+		json_t *f = json_pack("{s:s}", "reason", "daemon_restart");
+		audit_append(a, id, AUDIT_SANDBOX_DESTROY, f);
+		json_decref(f);
+		audit_free(a);
+	}
+	log_info("sandbox %s: left by a previous cordond, destroyed", id);
+}
+
+int daemon_recover(void)
+{
+	cordon_sweep_stale();
+	return state_recover(recover_one, NULL);
+}
+
+void daemon_shutdown(void)
+{
+	D.stopping = true;
+	while (D.sandboxes)
+		sbx_destroy(D.sandboxes, "shutdown");
+}
