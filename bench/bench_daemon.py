@@ -97,6 +97,10 @@ class Client:
                 self.conn = None
                 if attempt:
                     raise
+            except Exception:
+                self.conn.close()  # never reuse a connection in an unknown state
+                self.conn = None
+                raise
         raise AssertionError("unreachable")
 
     def expect(self, method, path, body, status):
@@ -210,7 +214,8 @@ class Daemon:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def wait_pool(client, size, timeout=30):
+def wait_pool(client, size, timeout=15):
+    """Waits until the warm pool holds @size ready sandboxes (at most @timeout s)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = pool_size(client)
@@ -220,7 +225,9 @@ def wait_pool(client, size, timeout=30):
         if v >= size:
             return v
         time.sleep(0.05)
-    return pool_size(client)
+    v = pool_size(client)
+    print(f"warning: warm pool at {v} of {size} after {timeout}s", file=sys.stderr)
+    return v
 
 
 def lifecycle(client):

@@ -137,8 +137,13 @@ int cordon_sandbox_kill(struct cordon_sandbox *sb);
  * Returns NULL. */
 struct cordon_sandbox *cordon_sandbox_free(struct cordon_sandbox *sb);
 
+/* Makes what libcordon caches per process (the sealed cordon-init, the cgroup layout). Call
+ * it once before starting sandboxes from more than one thread; optional otherwise. */
+int cordon_prepare(struct cordon_err *err);
+
 /* Removes what sandboxes of processes that died without cleaning up (SIGKILL) left behind:
- * their cgroups. Cheap when there is nothing to do. */
+ * their cgroups. A readdir when there is nothing to do; call it before making sandboxes
+ * (cordon run does before each, cordond at start). */
 int cordon_sweep_stale(void);
 
 /* Parses "512M", "1G", "4096" (bytes) and "300s", "5m", "1500ms", "2" (seconds). */

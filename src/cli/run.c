@@ -322,6 +322,7 @@ int cmd_run(int argc, char **argv)
 				    "this sandbox, and one uid for all of it");
 		_cleanup_close_ int sigfd = block_signals();
 		struct cordon_sandbox *sb = NULL;
+		cordon_sweep_stale();
 		if (cordon_sandbox_create(&c.spec, &sb, &err) < 0) {
 			log_error("sandbox setup failed: %s", err.msg);
 			status = CORDON_EXIT_SETUP;

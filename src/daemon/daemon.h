@@ -150,6 +150,7 @@ int sbx_create(struct ctx *c, const struct api_create *req);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);
+int pool_start(void);
 void pool_fill(void);
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
 void sbx_audit(struct sbx *s, const char *event, json_t *fields); /* steals @fields */

@@ -99,6 +99,8 @@ static int setup(int argc, char **argv)
 		D.sig_ev[i] = evsignal_new(D.base, sigs[i], on_signal, NULL);
 		event_add(D.sig_ev[i], NULL);
 	}
+	if ((r = pool_start()) < 0)
+		return r;
 	pool_fill();
 	return 0;
 }

@@ -215,7 +215,8 @@ static void proc_exited(struct proc *p)
 	if (p->watchdog)
 		evtimer_del(p->watchdog);
 	sbx_audit(s, AUDIT_PROCESS_EXIT,
-		  json_pack("{s:I, s:i, s:i, s:b, s:b, s:I, s:I}", "pid", (json_int_t)p->pid, "code",
+		  json_pack("{s:I, s:I, s:i, s:i, s:b, s:b, s:I, s:I}", "process", (json_int_t)p->chan,
+			    "pid", (json_int_t)p->pid, "code",
 			    p->ex.signal ? -1 : (int)p->ex.code, "signal", (int)p->ex.signal, "oom",
 			    p->oom, "timed_out", p->ex.timed_out != 0, "duration_ms",
 			    (json_int_t)(now_ms() - p->started_ms), "bytes_out",
@@ -420,7 +421,8 @@ static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_ex
 
 	/* The record first: nothing runs that the audit log does not already show. */
 	int r = sbx_audit_rc(s, AUDIT_PROCESS_START,
-			     json_pack("{s:O, s:s, s:s, s:o}", "argv", p->argv, "cwd", p->cwd, "user",
+			     json_pack("{s:I, s:O, s:s, s:s, s:o}", "process", (json_int_t)p->chan,
+				       "argv", p->argv, "cwd", p->cwd, "user",
 				       e->user == CORDON_USER_ROOT ? "root" : "user", "env_names",
 				       env_names(sp->envp, sp->envc)));
 	if (r >= 0)

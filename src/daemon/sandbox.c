@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -67,21 +68,39 @@ void sbx_audit(struct sbx *s, const char *event, json_t *fields)
 	sbx_audit_rc(s, event, fields);
 }
 
+static int audit_prepare(struct sbx *s)
+{
+	struct cordon_err err = {};
+	char name[SBX_ID_LEN + 8];
+	if (s->audit)
+		return 0;
+	snprintf(name, sizeof(name), "%s.jsonl", s->id);
+	s->audit = audit_open(D.audit_dirfd, name, &err);
+	if (!s->audit) {
+		log_error("audit %s: %s", s->id, err.msg);
+		return err.code ? err.code : -EIO;
+	}
+	return 0;
+}
+
+/* A pooled sandbox nobody claimed leaves no (empty) audit file behind. */
+static void audit_discard(struct sbx *s)
+{
+	char name[SBX_ID_LEN + 8];
+	if (!s->audit || audit_seq(s->audit) > 0)
+		return;
+	snprintf(name, sizeof(name), "%s.jsonl", s->id);
+	unlinkat(D.audit_dirfd, name, 0);
+}
+
 /* Writes one audit record for @s; takes @fields. The host writes before it acts. */
 int sbx_audit_rc(struct sbx *s, const char *event, json_t *fields)
 {
 	_cleanup_(json_decrefp) json_t *f = fields ? fields : json_object();
-	if (!s->audit) {
-		struct cordon_err err = {};
-		char name[SBX_ID_LEN + 8];
-		snprintf(name, sizeof(name), "%s.jsonl", s->id);
-		s->audit = audit_open(D.audit_dirfd, name, &err);
-		if (!s->audit) {
-			log_error("audit %s: %s", s->id, err.msg);
-			return err.code ? err.code : -EIO;
-		}
-	}
-	int r = audit_append(s->audit, s->id, event, f);
+	int r = audit_prepare(s);
+	if (r < 0)
+		return r;
+	r = audit_append(s->audit, s->id, event, f);
 	if (r < 0) {
 		log_error("audit %s %s: %s", s->id, event, strerror(-r));
 		return r;
@@ -159,14 +178,15 @@ void sbx_destroy(struct sbx *s, const char *reason)
 {
 	if (s->state == SBX_DESTROYED)
 		return;
-	bool was_pool_ready = s->pooled && s->state == SBX_READY;
 	if (s->pooled)
 		(s->state == SBX_READY ? D.n_pool_ready-- : D.n_pool_creating--);
 	if (!s->pooled && s->owner)
 		s->owner->live--;
 	s->state = SBX_DESTROYED;
-	if (!s->pooled || was_pool_ready)
+	if (!s->pooled)
 		sbx_audit(s, AUDIT_SANDBOX_DESTROY, json_pack("{s:s}", "reason", reason));
+	else
+		audit_discard(s);
 	list_del(s);
 	state_delete(s->id);
 	metric_inc(M_DESTROYS);
@@ -245,6 +265,7 @@ static int on_frame(struct sbx *s, const struct frame *f)
 			D.n_pool_creating--;
 			D.n_pool_ready++;
 			s->state = SBX_READY;
+			audit_prepare(s); /* creating the file (and syncing its directory) costs */
 		} else {
 			s->state = SBX_RUNNING;
 			sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
@@ -346,13 +367,11 @@ static void on_setup(evutil_socket_t fd, short what, void *arg)
 
 /* ---- creation ---- */
 
-static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, struct cordon_err *err)
+static struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes)
 {
 	struct sbx *s = calloc(1, sizeof(*s));
-	if (!s) {
-		cordon_err_setf(err, -ENOMEM, "out of memory");
+	if (!s)
 		return NULL;
-	}
 	make_id(s->id);
 	s->pooled = pooled;
 	s->state = SBX_CREATING;
@@ -366,32 +385,126 @@ static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, struct cordon_err *
 	s->metadata = json_object();
 	s->ttl_ev = evtimer_new(D.base, on_ttl, s);
 	s->hello_ev = evtimer_new(D.base, on_hello_timeout, s);
-	int r = cordon_sandbox_start(&s->spec, &s->jail, err);
-	if (r < 0) {
+	if (!s->limits || !s->metadata || !s->ttl_ev || !s->hello_ev) {
 		sbx_final(s);
 		return NULL;
 	}
+	return s;
+}
+
+/* Takes a started jail into the event loop: its setup fd and pidfd are watched from now on. */
+static void sbx_adopt(struct sbx *s)
+{
 	s->setup_ev = event_new(D.base, cordon_sandbox_setup_fd(s->jail), EV_READ | EV_PERSIST,
 				on_setup, s);
 	s->exit_ev = event_new(D.base, cordon_sandbox_pidfd(s->jail), EV_READ, on_exit_ev, s);
 	event_add(s->setup_ev, NULL);
 	event_add(s->exit_ev, NULL);
 	list_add(s);
-	if (pooled)
+	if (s->pooled)
 		D.n_pool_creating++;
+}
+
+static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, struct cordon_err *err)
+{
+	struct sbx *s = sbx_alloc(pooled, disk_bytes);
+	if (!s) {
+		cordon_err_setf(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (cordon_sandbox_start(&s->spec, &s->jail, err) < 0) {
+		sbx_final(s);
+		return NULL;
+	}
+	sbx_adopt(s);
 	return s;
+}
+
+/* ---- the warm pool ----
+ *
+ * Starting a sandbox costs the starter a few milliseconds (uid slot, cgroups, clone() into
+ * new namespaces, id maps). Pooled sandboxes are started on a thread of their own, so that
+ * refilling the pool never delays a request; the thread hands each started jail back
+ * through a pipe and the loop takes it from there. The jail's child is async-signal-safe
+ * between clone() and exec(), so cloning from a threaded process is sound. */
+
+struct started {
+	struct cordon_sandbox *jail;
+	struct cordon_err err;
+};
+
+static int creator_req[2] = {-1, -1}, creator_res[2] = {-1, -1};
+static size_t creator_pending;
+static struct event *creator_ev;
+
+static void *creator_main(void *arg)
+{
+	char c;
+	while (read(creator_req[0], &c, 1) == 1) {
+		struct started *st = calloc(1, sizeof(*st));
+		struct cordon_spec spec;
+		if (!st)
+			continue;
+		cordon_spec_init(&spec);
+		spec.timeout_ms = 0;
+		if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
+			st->jail = NULL;
+		if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
+			cordon_sandbox_free(st->jail);
+			free(st);
+		}
+	}
+	return NULL;
+}
+
+static void on_started(evutil_socket_t fd, short what, void *arg)
+{
+	struct started *st;
+	while (read(creator_res[0], &st, sizeof(st)) == sizeof(st)) {
+		creator_pending--;
+		struct sbx *s = st->jail ? sbx_alloc(true, 1ULL << 30) : NULL;
+		if (!s) {
+			log_error("warm pool: %s", st->err.msg[0] ? st->err.msg : "out of memory");
+			metric_inc(M_CREATE_FAILURES);
+			cordon_sandbox_free(st->jail);
+		} else {
+			s->jail = st->jail;
+			sbx_adopt(s);
+		}
+		free(st);
+	}
+	pool_fill();
+}
+
+int pool_start(void)
+{
+	pthread_t t;
+	if (pipe2(creator_req, O_CLOEXEC) < 0 || pipe2(creator_res, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	creator_ev = event_new(D.base, creator_res[0], EV_READ | EV_PERSIST, on_started, NULL);
+	if (!creator_ev || event_add(creator_ev, NULL) < 0)
+		return -ENOMEM;
+	/* What the jail caches per process (the sealed cordon-init, the cgroup mode) is made
+	 * here, before a second thread exists. */
+	struct cordon_err err = {};
+	if (cordon_prepare(&err) < 0) {
+		log_error("%s", err.msg);
+		return err.code;
+	}
+	int r = pthread_create(&t, NULL, creator_main, NULL);
+	if (r != 0)
+		return -r;
+	pthread_detach(t);
+	return 0;
 }
 
 void pool_fill(void)
 {
-	while (!D.stopping && D.n_pool_ready + D.n_pool_creating < D.cfg.pool &&
-	       D.n_live < D.cfg.max_sandboxes) {
-		struct cordon_err err = {};
-		if (!sbx_new(true, 1ULL << 30, &err)) {
-			log_error("warm pool: %s", err.msg);
-			metric_inc(M_CREATE_FAILURES);
+	while (!D.stopping && D.n_pool_ready + D.n_pool_creating + creator_pending < D.cfg.pool &&
+	       D.n_live + creator_pending < D.cfg.max_sandboxes) {
+		if (write(creator_req[1], "c", 1) != 1)
 			return;
-		}
+		creator_pending++;
 	}
 }
 
@@ -432,9 +545,16 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 	for (size_t i = 0; i < req->metadata.n; i++)
 		json_object_set_new(s->metadata, req->metadata.items[i].key,
 				    json_string(req->metadata.items[i].value));
-	int r = cordon_sandbox_set_limits(s->jail, spec.memory_bytes, spec.cpus_milli, spec.pids);
-	if (r < 0 && r != -ENOTSUP)
-		return r;
+	/* A pooled sandbox already has the default limits; writing cgroup files costs. */
+	if (spec.memory_bytes != s->spec.memory_bytes || spec.cpus_milli != s->spec.cpus_milli ||
+	    spec.pids != s->spec.pids) {
+		int r = cordon_sandbox_set_limits(s->jail, spec.memory_bytes, spec.cpus_milli, spec.pids);
+		if (r < 0 && r != -ENOTSUP)
+			return r;
+		s->spec.memory_bytes = spec.memory_bytes;
+		s->spec.cpus_milli = spec.cpus_milli;
+		s->spec.pids = spec.pids;
+	}
 	struct cordon_stats st;
 	cordon_sandbox_stats(s->jail, &st);
 	s->oom_base = st.oom_kills;
@@ -470,8 +590,10 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 	if (!s) {
 		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, &err);
 		if (!s) {
+			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
 			metric_inc(M_CREATE_FAILURES);
-			reply_errno(c->req, err.code, err.msg);
+			reply_error(c->req, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
+				    "could not make the sandbox: %s", err.msg);
 			return 0;
 		}
 	}
@@ -479,7 +601,7 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 	if (r < 0) {
 		metric_inc(M_CREATE_FAILURES);
 		sbx_destroy(s, "create_failed");
-		reply_errno(c->req, r, "could not set the sandbox up");
+		reply_error(c->req, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
 		return 0;
 	}
 	if (s->state == SBX_RUNNING) {

@@ -17,17 +17,19 @@ const char *cordon_runtime_dir(void)
 	return d && *d == '/' ? d : "/run/cordon";
 }
 
+/* The slots are host-wide, like the uid ranges and the cgroup tree they name: one registry
+ * for every cordon run and cordond of the host, whatever runtime directory each uses.
+ * (Two registries would hand out the same range twice, and each would sweep the other's
+ * cgroups as stale.) */
+#define SLOTS_DIR "/run/cordon/slots"
+
 static int open_slots_dir(void)
 {
-	char path[512];
-	const char *rt = cordon_runtime_dir();
-
-	if (mkdir(rt, 0755) < 0 && errno != EEXIST)
+	if (mkdir("/run/cordon", 0755) < 0 && errno != EEXIST)
 		return -errno;
-	snprintf(path, sizeof(path), "%s/slots", rt);
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+	if (mkdir(SLOTS_DIR, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(SLOTS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -71,7 +73,7 @@ int idmap_slot_acquire(struct idmap_slot *ret, struct cordon_err *err)
 {
 	_cleanup_close_ int dirfd = open_slots_dir();
 	if (dirfd < 0)
-		return cordon_err_set(err, dirfd, "uid range: open %s/slots", cordon_runtime_dir());
+		return cordon_err_set(err, dirfd, "uid range: open " SLOTS_DIR);
 
 	/* Start at a pseudo-random slot so that concurrent starters rarely collide. */
 	struct timespec ts;

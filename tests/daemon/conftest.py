@@ -187,6 +187,10 @@ class Client:
                 if reused and attempt == 0:
                     continue  # the server closed an idle keep-alive connection
                 raise
+            except Exception:
+                conn.close()
+                self._conn = None
+                raise
             resp = Response(method, path, r.status, r.reason,
                             {k.lower(): v for k, v in r.getheaders()}, body_out, body)
             if self.keepalive and not r.will_close:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import (CORDON, Daemon, assert_error, get_metrics, host_procs, parse_time,
+from conftest import (CORDON, CORDOND, Daemon, assert_error, get_metrics, host_procs, parse_time,
                       requires_daemon, sandbox_cgroups, start_daemon, unique_sleep, wait_until)
 
 pytestmark = requires_daemon
@@ -217,7 +217,7 @@ def test_api_keys(make_daemon):
         r = bob.request(method, f"/v1/sandboxes/{a1['id']}{suffix}", body)
         assert_error(r, 404, "not_found")
     assert alice.info(a1["id"])["id"] == a1["id"], "bob's DELETE destroyed alice's sandbox"
-    assert bob.list(f"?metadata.owner=alice") == []
+    assert bob.list("?metadata.owner=alice") == []
     # The unix socket is the operator: it sees both.
     ids = {s["id"] for s in d.client().list()}
     assert {a1["id"], b1["id"]} <= ids
@@ -335,3 +335,29 @@ def test_clean_stop_destroys_and_verifies(make_daemon):
     for name in os.listdir(d.audit_dir):
         v = verify(os.path.join(d.audit_dir, name))
         assert v.returncode == 0, f"{name}: {v.stdout}{v.stderr}"
+
+
+def test_config_file(tmp_path):
+    """--config FILE: `key = value` lines named like the long flags; comments allowed."""
+    d = Daemon(pool=0, max_sandboxes=2, max_timeout=50)
+    conf = os.path.join(d.root, "cordond.conf")
+    with open(conf, "w") as f:
+        f.write(f"# cordond test config\nsocket = {d.sock}\nstate-dir = {d.state_dir}\n"
+                f"runtime-dir={d.runtime_dir}\n\npool = 0\nmax-sandboxes = 2\nmax-timeout = 50\n")
+    d.argv = lambda: [CORDOND, "--config", conf]
+    try:
+        d.start()
+        c = d.client()
+        sb = c.create()
+        assert sb["timeout_s"] == 50, "max-timeout from the config file is not applied"
+        c.create()
+        assert_error(c.post("/v1/sandboxes", {}), (429, 503), ("quota_exceeded", "capacity"))
+    finally:
+        d.cleanup()
+    # An unknown key is refused at start, not ignored.
+    bad = os.path.join(tmp_path, "bad.conf")
+    with open(bad, "w") as f:
+        f.write(f"socket = {tmp_path}/x.sock\nmax-sandboxs = 3\n")
+    p = subprocess.run([CORDOND, "--config", bad], capture_output=True, text=True,
+                       timeout=10)
+    assert p.returncode != 0 and "max-sandboxs" in p.stderr, (p.returncode, p.stderr)

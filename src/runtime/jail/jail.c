@@ -121,6 +121,13 @@ static bool slot_is_stale(const char *name, void *data)
 	return false;
 }
 
+int cordon_prepare(struct cordon_err *err)
+{
+	cgroup_detect();
+	int r = jail_init_memfd(err);
+	return r < 0 ? r : 0;
+}
+
 int cordon_sweep_stale(void)
 {
 	if (geteuid() != 0 || cgroup_detect() == CGROUP_NONE)
@@ -141,7 +148,6 @@ static int host_prepare(struct cordon_sandbox *sb, const struct cordon_spec *spe
 
 	if (sb->privileged) {
 		char name[32];
-		cordon_sweep_stale();
 		if ((r = idmap_slot_acquire(&sb->slot, err)) < 0)
 			return r;
 		snprintf(name, sizeof(name), "s%u", sb->slot.slot);
