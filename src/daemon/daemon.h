@@ -65,6 +65,7 @@ struct sbx {
 	char id[SBX_ID_LEN + 1];
 	enum sbx_state state;
 	bool pooled;               /* made for the pool, not yet claimed */
+	bool used;                 /* a process was started: "running" rather than "ready" */
 	struct cordon_sandbox *jail;
 	struct cordon_spec spec;   /* as created; pointers owned below */
 	struct bufferevent *agent;

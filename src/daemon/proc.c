@@ -435,6 +435,7 @@ static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_ex
 		return NULL;
 	}
 	metric_inc(M_EXECS);
+	s->used = true;
 	if (e->timeout_s) {
 		uint64_t ms = (uint64_t)e->timeout_s * 1000 + AGENT_GRACE_MS;
 		struct timeval tv = {ms / 1000, ms % 1000 * 1000};

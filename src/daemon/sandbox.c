@@ -115,9 +115,10 @@ json_t *sbx_json(const struct sbx *s)
 {
 	static const char *const states[] = {"creating", "ready", "running", "destroyed"};
 	char created[40], expires[40];
+	enum sbx_state st = s->state == SBX_RUNNING && !s->used ? SBX_READY : s->state;
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:{s:s, s:[]}, s:O}",
 			 "id", s->id, "template", "host", "runtime", "jail", "state",
-			 states[s->state], "created_at", iso_time(s->created_ms, created),
+			 states[st], "created_at", iso_time(s->created_ms, created),
 			 "expires_at", iso_time(s->deadline_ms, expires), "timeout_s",
 			 (json_int_t)s->timeout_s, "limits", s->limits, "network", "policy", "deny",
 			 "allow", "metadata", s->metadata);

@@ -830,20 +830,25 @@ static void pump_reads(struct agent *a)
 static int do_file_stat(struct agent *a, uint32_t chan, void *m)
 {
 	const struct frame_file *f = m;
+	char target[FRAME_MAX_PATH];
 	struct stat st;
 	int fd, r;
 
 	if (check_path(f->path) < 0)
 		return -EINVAL;
-	fd = xopenat(AT_FDCWD, f->path, O_PATH, 0);
+	/* The entry itself, as lstat(2) sees it: a symlink is reported, never followed. */
+	fd = xopenat(AT_FDCWD, f->path, O_PATH | O_NOFOLLOW, 0);
 	if (fd < 0)
 		return fd;
 	r = fstat(fd, &st) < 0 ? -errno : 0;
+	ssize_t t = r == 0 && S_ISLNK(st.st_mode) ? readlinkat(fd, "", target, sizeof(target) - 1) : -1;
 	close(fd);
 	if (r < 0)
 		return r;
+	if (t >= 0)
+		target[t] = '\0';
 	const char *name = strrchr(f->path, '/') + 1;
-	emit_info(a, chan, *name ? name : f->path, NULL, &st);
+	emit_info(a, chan, *name ? name : f->path, t >= 0 ? target : NULL, &st);
 	return 0;
 }
 
