@@ -46,7 +46,7 @@ fuzz_corpus() {
 }
 
 stage "unit" unit build unit
-stage "integration+security" pytests build pytest tests/integration tests/security
+stage "integration+security+daemon+sdk" pytests build pytest tests/integration tests/security tests/daemon sdk/python/tests
 stage "asan build" asan_build
 stage "unit (asan+ubsan)" unit build-asan unit-asan
 stage "security (asan+ubsan)" pytests build-asan pytest-asan tests/security

@@ -382,8 +382,6 @@ def test_files(sbx):
         f.remove("/home/user/d1")
 
 
-@pytest.mark.xfail(reason="cordond bug: GET .../files/stat follows symlinks (contract: not "
-                          "followed); remove this marker once fixed", strict=False)
 def test_stat_does_not_follow_symlinks(sbx):
     sbx.files.write("/home/user/target", b"x")
     assert sbx.exec("ln -s /home/user/target /home/user/ln").exit_code == 0
