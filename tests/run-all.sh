@@ -27,7 +27,7 @@ pytests() { # build dir, junit name, paths...
 }
 
 asan_build() {
-	[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug >/dev/null
+	[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug --werror >/dev/null
 	ninja -C build-asan
 }
 

@@ -496,6 +496,16 @@ def sandbox_cgroups(pid):
     return [d for d in proc_cgroup_dirs(pid) if "/cordon/" in d]
 
 
+def slot_lock_files(daemon, cgroup_dirs):
+    """Existing uid slot lock files of the slots whose cgroups are @cgroup_dirs (cgroup sN holds
+    slot N), looked for under <runtime-dir>/slots and the host-wide /run/cordon/slots."""
+    nums = {os.path.basename(cg)[1:] for cg in cgroup_dirs if re.fullmatch(r"s\d+", os.path.basename(cg))}
+    out = set()
+    for sd in (daemon.slots_dir, "/run/cordon/slots"):
+        out |= {os.path.join(sd, n) for n in nums if os.path.exists(os.path.join(sd, n))}
+    return out
+
+
 def read_int(path):
     with open(path) as f:
         return f.read().strip()

@@ -1,5 +1,4 @@
 /* Unit tests of src/spec/api.c: request bodies -> validated structs, and the error table. */
-#define _GNU_SOURCE /* vasprintf */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
