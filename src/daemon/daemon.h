@@ -94,6 +94,7 @@ struct daemon {
 	size_t n_keys;
 	struct sbx *sandboxes; /* every sandbox but destroyed ones, newest last */
 	size_t n_live, n_pool_ready, n_pool_creating;
+	size_t n_dying; /* destroyed, PID 1 not reaped yet */
 	int audit_dirfd;
 	struct audit_log *daemon_audit;
 	struct sqlite3 *db;
@@ -161,6 +162,7 @@ void audit_followers_end(struct sbx *s);
 void sbx_agent_failed(struct sbx *s, const char *why);
 int daemon_recover(void);
 void daemon_shutdown(void);
+bool daemon_settled(void);
 
 /* proc.c */
 void handle_exec(struct ctx *c);

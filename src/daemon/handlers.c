@@ -146,8 +146,7 @@ struct collect {
 static int collect_line(const char *line, size_t len, off_t offset, void *data)
 {
 	struct collect *c = data;
-	evbuffer_add(c->buf, line, len);
-	evbuffer_add(c->buf, "\n", 1);
+	evbuffer_add(c->buf, line, len); /* the record's own newline included */
 	return evbuffer_get_length(c->buf) > (16u << 20) ? 1 : 0;
 }
 

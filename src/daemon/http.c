@@ -117,6 +117,8 @@ static void reply_error_v(struct evhttp_request *req, enum api_error e, const ch
 	struct evbuffer *buf = evbuffer_new();
 	if (!buf)
 		return;
+	if (e == API_ERR_CAPACITY || e == API_ERR_UNAVAILABLE)
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
 	if (s) {
 		evbuffer_add(buf, s, strlen(s));
 		evbuffer_add(buf, "\n", 1);
@@ -294,8 +296,12 @@ static struct evhttp *new_http(bool tcp)
 	size_t body = D.cfg.max_upload > API_MAX_BODY ? D.cfg.max_upload : API_MAX_BODY;
 	evhttp_set_max_body_size(http, body);
 	evhttp_set_timeout(http, HTTP_TIMEOUT_S);
+	/* Every method reaches dispatch(), so that an unsupported one gets a JSON error rather
+	 * than libevent's HTML page. */
 	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-						 EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
+						 EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+						 EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+						 EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	evhttp_set_gencb(http, dispatch, tcp ? (void *)1 : NULL);
 	return http;
 }

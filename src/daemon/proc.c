@@ -420,11 +420,13 @@ static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_ex
 	sp->timeout_ms = (uint64_t)e->timeout_s * 1000;
 
 	/* The record first: nothing runs that the audit log does not already show. */
-	int r = sbx_audit_rc(s, AUDIT_PROCESS_START,
-			     json_pack("{s:I, s:O, s:s, s:s, s:o}", "process", (json_int_t)p->chan,
-				       "argv", p->argv, "cwd", p->cwd, "user",
-				       e->user == CORDON_USER_ROOT ? "root" : "user", "env_names",
-				       env_names(sp->envp, sp->envc)));
+	json_t *fields = json_pack("{s:I, s:O, s:s, s:s, s:o}", "process", (json_int_t)p->chan,
+				   "argv", p->argv, "cwd", p->cwd, "user",
+				   e->user == CORDON_USER_ROOT ? "root" : "user", "env_names",
+				   env_names(sp->envp, sp->envc));
+	if (fields && p->tag)
+		json_object_set_new(fields, "tag", json_string(p->tag));
+	int r = sbx_audit_rc(s, AUDIT_PROCESS_START, fields);
 	if (r >= 0)
 		r = sbx_send(s, FRAME_SPAWN, p->chan, sp);
 	if (r >= 0 && exec && e->stdin_data)

@@ -203,10 +203,12 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	evtimer_del(s->hello_ev);
 	if (s->setup_ev)
 		event_del(s->setup_ev);
-	if (s->jail)
+	if (s->jail) {
+		D.n_dying++;
 		cordon_sandbox_kill(s->jail);
-	else
+	} else {
 		sbx_final(s);
+	}
 	if (!D.stopping)
 		pool_fill();
 }
@@ -242,6 +244,7 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 	struct sbx *s = arg;
 	if (s->state != SBX_DESTROYED)
 		sbx_destroy(s, "exited");
+	D.n_dying--;
 	sbx_final(s);
 }
 
@@ -463,6 +466,11 @@ static void on_started(evutil_socket_t fd, short what, void *arg)
 	struct started *st;
 	while (read(creator_res[0], &st, sizeof(st)) == sizeof(st)) {
 		creator_pending--;
+		if (D.stopping) { /* started while we were stopping: it goes at once */
+			cordon_sandbox_free(st->jail);
+			free(st);
+			continue;
+		}
 		struct sbx *s = st->jail ? sbx_alloc(true, 1ULL << 30) : NULL;
 		if (!s) {
 			log_error("warm pool: %s", st->err.msg[0] ? st->err.msg : "out of memory");
@@ -605,7 +613,8 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 		reply_error(c->req, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
 		return 0;
 	}
-	if (s->state == SBX_RUNNING) {
+	if (s->state == SBX_RUNNING) { /* from the pool: ready already */
+		sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
 		metric_inc(M_CREATES);
 		metric_observe(H_CREATE, (now_ms() - t0) / 1000.0);
 		reply_json(c->req, 201, sbx_json(s));
@@ -657,6 +666,12 @@ int daemon_recover(void)
 {
 	cordon_sweep_stale();
 	return state_recover(recover_one, NULL);
+}
+
+/* True once every destroyed sandbox is reaped and no pooled one is on its way. */
+bool daemon_settled(void)
+{
+	return D.n_dying == 0 && creator_pending == 0;
 }
 
 void daemon_shutdown(void)
