@@ -52,6 +52,7 @@ stage "unit (asan+ubsan)" unit build-asan unit-asan
 stage "security (asan+ubsan)" pytests build-asan pytest-asan tests/security
 stage "fuzz corpora" fuzz_corpus
 stage "bench (quick)" $PY bench/bench_run.py --quick
+stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
 
 $PY - "$results" "$stage_fail" <<'PYEOF'
 import sys, glob, xml.etree.ElementTree as ET

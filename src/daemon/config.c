@@ -19,7 +19,7 @@ static const struct option_def {
 } options[] = {
 	{"socket", OPT_STR, offsetof(struct config, socket_path), "/run/cordon/cordon.sock", "unix socket of the API (mode 0660)"},
 	{"state-dir", OPT_STR, offsetof(struct config, state_dir), "/var/lib/cordon", "state.db and audit/"},
-	{"runtime-dir", OPT_STR, offsetof(struct config, runtime_dir), "/run/cordon", "uid slot locks"},
+	{"runtime-dir", OPT_STR, offsetof(struct config, runtime_dir), "/run/cordon", "runtime files (uid slot locks are host-wide in /run/cordon/slots)"},
 	{"listen", OPT_STR, offsetof(struct config, listen), NULL, "also serve HOST:PORT over TCP (needs --api-keys)"},
 	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES' lines"},
 	{"config", OPT_STR, offsetof(struct config, config_file), NULL, "read settings from FILE (key = value)"},

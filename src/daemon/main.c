@@ -83,8 +83,6 @@ static int setup(int argc, char **argv)
 	log_max_level = D.cfg.verbose ? LOG_DEBUG : LOG_INFO;
 	if (geteuid() != 0)
 		log_warning("not root: sandboxes get no cgroup limits and share one uid");
-	/* libcordon finds its uid slots through the environment. */
-	setenv("CORDON_RUNTIME_DIR", D.cfg.runtime_dir, 1);
 	signal(SIGPIPE, SIG_IGN);
 	if ((r = make_dirs()) < 0 || (r = state_open()) < 0 || (D.cfg.api_keys && (r = load_keys(D.cfg.api_keys)) < 0))
 		return r;

@@ -11,12 +11,6 @@
 #include "basic/fileio.h"
 #include "lib/idmap.h"
 
-const char *cordon_runtime_dir(void)
-{
-	const char *d = secure_getenv("CORDON_RUNTIME_DIR");
-	return d && *d == '/' ? d : "/run/cordon";
-}
-
 /* The slots are host-wide, like the uid ranges and the cgroup tree they name: one registry
  * for every cordon run and cordond of the host, whatever runtime directory each uses.
  * (Two registries would hand out the same range twice, and each would sweep the other's

@@ -1,6 +1,6 @@
 /* Host uid/gid ranges for sandboxes, and the user namespace maps that use them.
  *
- * As root, every live sandbox holds one slot: a lock file under the runtime directory and the
+ * As root, every live sandbox holds one slot: a lock file in /run/cordon/slots (host-wide) and the
  * host id range CORDON_IDMAP_BASE + slot * 65536 .. + 65535, so that sandbox root is never host
  * root and two live sandboxes never share a host uid. The slot is a flock(2): the kernel drops
  * it when the holder dies, even by SIGKILL, so a crash cannot leak a range.
@@ -23,9 +23,6 @@ struct idmap_slot {
 	int lock_fd; /* -1 when not held */
 	unsigned slot;
 };
-
-/* The runtime directory: $CORDON_RUNTIME_DIR or /run/cordon. */
-const char *cordon_runtime_dir(void);
 
 /* Takes a free slot. */
 int idmap_slot_acquire(struct idmap_slot *ret, struct cordon_err *err);

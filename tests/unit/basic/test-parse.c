@@ -126,7 +126,7 @@ static void test_duration_overflow(void **state)
 		{"18446744073709552", -ERANGE},
 		{"18446744073709552s", -ERANGE},
 		{"307445734561826m", -ERANGE}, /* > (2^64-1)/60000 */
-		{"5124095576030432h", -ERANGE},
+		{"5124095576031h", -ERANGE}, /* > (2^64-1)/3600000 */,
 	};
 	check_ok(cordon_parse_duration_ms, ok, sizeof(ok) / sizeof(ok[0]));
 	check_bad(cordon_parse_duration_ms, bad, sizeof(bad) / sizeof(bad[0]));
