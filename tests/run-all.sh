@@ -36,7 +36,7 @@ fuzz_corpus() {
 	ninja -C build-fuzz || return 1
 	local ok=0
 	for f in build-fuzz/fuzz/*/fuzz-*; do
-		[ -x "$f" ] || continue
+		[ -f "$f" ] && [ -x "$f" ] || continue
 		local name; name=$(basename "$(dirname "$f")")
 		echo "fuzz $name over fuzz/$name/corpus"
 		"$f" -runs=0 "fuzz/$name/corpus" >"$results/fuzz-$name.log" 2>&1 || { tail -20 "$results/fuzz-$name.log"; ok=1; }
@@ -46,7 +46,11 @@ fuzz_corpus() {
 }
 
 stage "unit" unit build unit
-stage "integration+security+daemon+sdk" pytests build pytest tests/integration tests/security tests/daemon sdk/python/tests
+# One pytest run per directory: each has its own conftest.py, imported as "conftest".
+stage "integration" pytests build pytest-integration tests/integration
+stage "security" pytests build pytest-security tests/security
+stage "daemon" pytests build pytest-daemon tests/daemon
+stage "sdk" pytests build pytest-sdk sdk/python/tests
 stage "asan build" asan_build
 stage "unit (asan+ubsan)" unit build-asan unit-asan
 stage "security (asan+ubsan)" pytests build-asan pytest-asan tests/security
