@@ -148,6 +148,8 @@ void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connectio
 
 /* sandbox.c */
 struct sbx *sbx_find(const struct ctx *c, const char *id);
+/* The sandbox of route parameter {id} (running, if @running); else answers 404 or 409. */
+struct sbx *sbx_lookup(struct ctx *c, bool running);
 int sbx_create(struct ctx *c, const struct api_create *req);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);

@@ -228,18 +228,6 @@ int fileop_frame(struct sbx *s, const struct frame *f)
 
 /* ---- requests ---- */
 
-static struct sbx *sandbox_for(struct ctx *c)
-{
-	struct sbx *s = sbx_find(c, c->params[0]);
-	if (!s)
-		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
-	else if (s->state != SBX_RUNNING) {
-		reply_error(c->req, API_ERR_CONFLICT, "the sandbox is not running");
-		s = NULL;
-	}
-	return s;
-}
-
 static bool get_path(struct ctx *c, char *buf, size_t size)
 {
 	struct cordon_err err = {};
@@ -288,7 +276,7 @@ static struct fileop *op_new(struct ctx *c, struct sbx *s, enum fkind kind, cons
 static void run_op(struct ctx *c, enum fkind kind, uint16_t type, struct frame_file *msg,
 		   const char *audit_event, json_t *audit_fields)
 {
-	struct sbx *s = sandbox_for(c);
+	struct sbx *s = sbx_lookup(c, true);
 	if (!s) {
 		json_decref(audit_fields);
 		return;
@@ -386,7 +374,7 @@ void handle_file_put(struct ctx *c)
 	char path[API_MAX_PATH + 1];
 	if (!get_path(c, path, sizeof(path)))
 		return;
-	struct sbx *s = sandbox_for(c);
+	struct sbx *s = sbx_lookup(c, true);
 	if (!s)
 		return;
 	if (c->body_len > D.cfg.max_upload) {

@@ -12,14 +12,6 @@
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
 
-static struct sbx *find_or_404(struct ctx *c)
-{
-	struct sbx *s = sbx_find(c, c->params[0]);
-	if (!s)
-		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
-	return s;
-}
-
 void handle_create(struct ctx *c)
 {
 	struct api_create *req = NULL;
@@ -76,14 +68,14 @@ void handle_list(struct ctx *c)
 
 void handle_info(struct ctx *c)
 {
-	struct sbx *s = find_or_404(c);
+	struct sbx *s = sbx_lookup(c, false);
 	if (s)
 		reply_json(c->req, 200, sbx_json(s));
 }
 
 void handle_destroy(struct ctx *c)
 {
-	struct sbx *s = find_or_404(c);
+	struct sbx *s = sbx_lookup(c, false);
 	if (!s)
 		return;
 	sbx_destroy(s, "api");
@@ -94,7 +86,7 @@ void handle_timeout(struct ctx *c)
 {
 	struct cordon_err err = {};
 	uint32_t t;
-	struct sbx *s = find_or_404(c);
+	struct sbx *s = sbx_lookup(c, false);
 	if (!s)
 		return;
 	int r = api_timeout_parse(c->body, c->body_len, D.cfg.max_timeout_s, &t, &err);
@@ -111,7 +103,7 @@ void handle_network(struct ctx *c)
 {
 	struct api_network_req *n = NULL;
 	struct cordon_err err = {};
-	struct sbx *s = find_or_404(c);
+	struct sbx *s = sbx_lookup(c, false);
 	if (!s)
 		return;
 	int r = api_network_parse(c->body, c->body_len, &n, &err);
@@ -208,7 +200,7 @@ void handle_audit(struct ctx *c)
 	char fbuf[16];
 	bool follow = false;
 	struct cordon_err err = {};
-	struct sbx *s = find_or_404(c);
+	struct sbx *s = sbx_lookup(c, false);
 	if (!s)
 		return;
 	const char *fv = query_get(c, "follow", fbuf, sizeof(fbuf));

@@ -446,23 +446,11 @@ static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_ex
 	return p;
 }
 
-static struct sbx *sandbox_for(struct ctx *c)
-{
-	struct sbx *s = sbx_find(c, c->params[0]);
-	if (!s)
-		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
-	else if (s->state != SBX_RUNNING) {
-		reply_error(c->req, API_ERR_CONFLICT, "the sandbox is not running");
-		s = NULL;
-	}
-	return s;
-}
-
 static void start(struct ctx *c, bool exec)
 {
 	struct api_exec *e = NULL;
 	struct cordon_err err = {};
-	struct sbx *s = sandbox_for(c);
+	struct sbx *s = sbx_lookup(c, true);
 	if (!s)
 		return;
 	int r = api_exec_parse(c->body, c->body_len, exec ? API_EXEC_RUN : API_EXEC_START, &e, &err);
@@ -508,7 +496,7 @@ static json_t *proc_json(const struct proc *p)
 
 void handle_proc_list(struct ctx *c)
 {
-	struct sbx *s = sandbox_for(c);
+	struct sbx *s = sbx_lookup(c, true);
 	if (!s)
 		return;
 	json_t *a = json_array();
@@ -520,7 +508,7 @@ void handle_proc_list(struct ctx *c)
 
 static struct proc *proc_for(struct ctx *c, struct sbx **ret_s)
 {
-	struct sbx *s = sandbox_for(c);
+	struct sbx *s = sbx_lookup(c, true);
 	struct proc *p = s ? proc_by_pid(s, c->params[1]) : NULL;
 	if (s && !p)
 		reply_error(c->req, API_ERR_NOT_FOUND, "no process %.16s in sandbox %s", c->params[1], s->id);

@@ -63,6 +63,20 @@ struct sbx *sbx_find(const struct ctx *c, const char *id)
 	return NULL;
 }
 
+struct sbx *sbx_lookup(struct ctx *c, bool running)
+{
+	struct sbx *s = sbx_find(c, c->params[0]);
+	if (!s) {
+		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
+		return NULL;
+	}
+	if (running && s->state != SBX_RUNNING) {
+		reply_error(c->req, API_ERR_CONFLICT, "the sandbox is not running");
+		return NULL;
+	}
+	return s;
+}
+
 void sbx_audit(struct sbx *s, const char *event, json_t *fields)
 {
 	sbx_audit_rc(s, event, fields);
