@@ -21,6 +21,8 @@ int write_file_at(int dirfd, const char *path, const char *s)
 
 ssize_t read_file_at(int dirfd, const char *path, char *buf, size_t size)
 {
+	if (size == 0)
+		return -EINVAL;
 	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
@@ -46,14 +48,15 @@ int read_u64_at(int dirfd, const char *path, uint64_t *ret)
 	ssize_t n = read_file_at(dirfd, path, buf, sizeof(buf));
 	if (n < 0)
 		return n;
-	if (strncmp(buf, "max", 3) == 0) {
+	buf[strcspn(buf, "\n")] = '\0';
+	if (strcmp(buf, "max") == 0) {
 		*ret = UINT64_MAX;
 		return 0;
 	}
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(buf, &end, 10);
-	if (errno || end == buf)
+	if (errno || end == buf || *end || buf[0] == '-')
 		return -EINVAL;
 	*ret = v;
 	return 0;

@@ -44,7 +44,10 @@ char *iso_time(uint64_t ms, char buf[40])
 {
 	time_t t = ms / 1000;
 	struct tm tm;
-	gmtime_r(&t, &tm);
+	if (!gmtime_r(&t, &tm)) {
+		snprintf(buf, 40, "1970-01-01T00:00:00.000Z");
+		return buf;
+	}
 	size_t n = strftime(buf, 40, "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf + n, 40 - n, ".%03uZ", (unsigned)(ms % 1000));
 	return buf;

@@ -113,6 +113,7 @@ struct limit_file {
 	const char *file;
 	bool optional; /* absent on some kernels or configurations (no swap accounting) */
 	enum { L_MEM, L_PIDS, L_CPU_QUOTA, L_CPU_PERIOD, L_CPU_MAX, L_ZERO, L_ONE } what;
+	bool may_refuse; /* EINVAL is expected: see the v1 memory entries */
 };
 
 static const struct limit_file limit_files[] = {
@@ -121,6 +122,9 @@ static const struct limit_file limit_files[] = {
 	{CGROUP_V2, CTL_UNIFIED, "memory.oom.group", true, L_ONE},
 	{CGROUP_V2, CTL_UNIFIED, "pids.max", false, L_PIDS},
 	{CGROUP_V2, CTL_UNIFIED, "cpu.max", false, L_CPU_MAX},
+	/* v1 keeps limit <= memsw.limit at every step: raising needs memsw first, lowering
+	 * needs it last. Writing it on both sides covers both (the first may be refused). */
+	{CGROUP_V1, CTL_MEMORY, "memory.memsw.limit_in_bytes", true, L_MEM, true},
 	{CGROUP_V1, CTL_MEMORY, "memory.limit_in_bytes", false, L_MEM},
 	{CGROUP_V1, CTL_MEMORY, "memory.memsw.limit_in_bytes", true, L_MEM},
 	{CGROUP_V1, CTL_MEMORY, "memory.swappiness", true, L_ZERO},
@@ -171,7 +175,7 @@ static int write_limits(struct cgroup *cg, const struct cgroup_limits *lim, stru
 			continue;
 		limit_value(l, lim, val, sizeof(val));
 		int r = write_file_at(ctl_fd(cg, l->ctl), l->file, val);
-		if (r == -ENOENT && l->optional)
+		if ((r == -ENOENT && l->optional) || (r == -EINVAL && l->may_refuse))
 			continue;
 		if (r < 0)
 			return cordon_err_set(err, r, "cgroup: write %s=%s", l->file, val);
@@ -332,14 +336,17 @@ int cgroup_kill(struct cgroup *cg)
 {
 	if (cg->mode == CGROUP_V2 && write_file_at(cg->dirfd[CTL_UNIFIED], "cgroup.kill", "1") == 0)
 		return 0;
-	/* v1, or v2 before 5.14: a loop, since a process may fork while we read. The sandbox's pid
-	 * namespace makes this a second fence: killing its PID 1 already kills every member. */
-	for (int round = 0; round < 16; round++) {
-		int fd = cg->mode == CGROUP_V2 ? cg->dirfd[CTL_UNIFIED] : cg->dirfd[CTL_PIDS];
-		if (fd < 0 || kill_procs_at(fd) <= 0)
+	/* v1, or v2 before 5.14: a loop, since a process may fork while we read, and a killed
+	 * one stays listed until it has exited. The sandbox's pid namespace makes this a second
+	 * fence: killing its PID 1 already kills every member. */
+	int fd = cg->mode == CGROUP_V2 ? cg->dirfd[CTL_UNIFIED] : cg->dirfd[CTL_PIDS];
+	for (int round = 0; fd >= 0 && round < 50; round++) {
+		if (kill_procs_at(fd) <= 0)
 			return 0;
+		struct timespec ts = {0, 1000 * 1000};
+		nanosleep(&ts, NULL);
 	}
-	return -EBUSY;
+	return fd >= 0 ? -EBUSY : 0;
 }
 
 /* Removes one sandbox directory; dying processes may hold it for a moment (EBUSY). */
