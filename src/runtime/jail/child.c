@@ -194,12 +194,19 @@ static int build(struct jail_child *c, struct cordon_err *err)
  * (nohup, a background job) or blocks signals (cordon run itself) must not pass that on. */
 static void reset_signals(void)
 {
-	sigset_t none;
-	for (int sig = 1; sig < NSIG; sig++)
+	/* The raw syscall: glibc's signal() refuses 32 and 33, which it keeps for itself, yet a
+	 * caller may have them ignored, and an ignored disposition survives exec. */
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} dfl = {SIG_DFL, 0, NULL, 0};
+	for (int sig = 1; sig <= 64; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+	uint64_t none = 0;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(none));
 }
 
 void jail_child_main(struct jail_child *c)
