@@ -42,7 +42,12 @@ enum cordon_user {
 
 enum cordon_net {
 	CORDON_NET_NONE = 0, /* loopback only */
+	CORDON_NET_EGRESS,   /* a link whose every packet ends at the egress proxy (root only) */
 };
+
+/* Called by the runtime once a CORDON_NET_EGRESS sandbox has its address and before it runs
+ * anything: the controller registers the sandbox's policy with its egress proxy here. */
+typedef int (*cordon_net_hook)(void *data, const char *sandbox_ip, struct cordon_err *err);
 
 #define CORDON_MAX_BINDS 32
 #define CORDON_MAX_ENV   256
@@ -69,6 +74,9 @@ struct cordon_spec {
 	size_t n_env;
 	struct cordon_bind binds[CORDON_MAX_BINDS];
 	size_t n_binds;
+	uint16_t egress_tcp_port, egress_dns_port; /* CORDON_NET_EGRESS: the proxy's ports */
+	cordon_net_hook net_hook;
+	void *net_hook_data;
 	char *const *argv;    /* one-shot: run this and exit; NULL: agent mode on a channel */
 	int agent_fd;         /* agent mode: filled in by the runtime; -1 otherwise */
 };
@@ -103,6 +111,9 @@ int cordon_sandbox_finish(struct cordon_sandbox *sb, struct cordon_err *err);
 
 /* The host end of the byte stream to cordon-init (agent mode), or -1. Owned by the sandbox. */
 int cordon_sandbox_agent_fd(const struct cordon_sandbox *sb);
+
+/* The sandbox's address on its egress link ("10.201.0.6"), or NULL without one. */
+const char *cordon_sandbox_ip(const struct cordon_sandbox *sb);
 
 /* PID (in the caller's namespace) of the sandbox's PID 1. */
 pid_t cordon_sandbox_pid(const struct cordon_sandbox *sb);
@@ -140,6 +151,9 @@ struct cordon_sandbox *cordon_sandbox_free(struct cordon_sandbox *sb);
 /* Makes what libcordon caches per process (the sealed cordon-init, the cgroup layout). Call
  * it once before starting sandboxes from more than one thread; optional otherwise. */
 int cordon_prepare(struct cordon_err *err);
+
+/* Sets up the host's nftables rules for CORDON_NET_EGRESS sandboxes (idempotent). */
+int cordon_net_prepare(struct cordon_err *err);
 
 /* Removes what sandboxes of processes that died without cleaning up (SIGKILL) left behind:
  * their cgroups. A readdir when there is nothing to do; call it before making sandboxes

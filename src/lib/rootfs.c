@@ -228,6 +228,8 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 		if (r < 0)
 			return r;
 	}
+	if (cfg->resolv_conf && (r = write_new_file(NEWROOT "/etc/resolv.conf", cfg->resolv_conf, 0644, err)) < 0)
+		return r;
 	char hn[128];
 	snprintf(hn, sizeof(hn), "%s\n", cfg->hostname);
 	return write_new_file(NEWROOT "/etc/hostname", hn, 0644, err);

@@ -25,6 +25,7 @@ struct rootfs_config {
 	bool ids_mapped; /* uids 0 and 1000 both exist inside (range mapping) */
 	const struct rootfs_bind *binds;
 	size_t n_binds;
+	const char *resolv_conf; /* NULL: no network, loopback only */
 };
 
 /* Builds the tree and pivots into it. On return the cwd and root are the sandbox's "/". */

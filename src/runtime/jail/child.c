@@ -170,12 +170,14 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		.ids_mapped = c->privileged,
 		.binds = c->binds,
 		.n_binds = c->n_binds,
+		.resolv_conf = c->link ? c->resolv_conf : NULL,
 	};
 	if ((r = rootfs_setup(&rc, err)) < 0)
 		return r;
 	if (sethostname(rc.hostname, strlen(rc.hostname)) < 0)
 		return cordon_err_set(err, -errno, "sethostname");
-	if ((r = ns_loopback_up(err)) < 0 || (r = ns_time_enter(err)) < 0)
+	if ((r = ns_loopback_up(err)) < 0 || (c->link && (r = link_configure_inside(c->link, err)) < 0) ||
+	    (r = ns_time_enter(err)) < 0)
 		return r;
 	if (setsid() < 0)
 		return cordon_err_set(err, -errno, "setsid");

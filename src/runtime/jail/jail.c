@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/sched.h>
@@ -28,6 +29,7 @@
 #include "lib/cgroup.h"
 #include "lib/idmap.h"
 #include "lib/initproto.h"
+#include "net/nft.h"
 #include "runtime/jail/jail.h"
 
 void cordon_spec_init(struct cordon_spec *spec)
@@ -68,6 +70,10 @@ static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
 		if (r < 0)
 			return r;
 	}
+	if (spec->net == CORDON_NET_EGRESS && geteuid() != 0)
+		return cordon_err_setf(err, -EPERM, "network: only root can give a sandbox a network");
+	if (spec->net == CORDON_NET_EGRESS && (!spec->egress_tcp_port || !spec->egress_dns_port))
+		return cordon_err_setf(err, -EINVAL, "network: no egress proxy");
 	if (spec->workdir && spec->workdir[0] != '/')
 		return cordon_err_setf(err, -EINVAL, "workdir '%s': not an absolute path", spec->workdir);
 	return 0;
@@ -110,6 +116,11 @@ static bool slot_is_stale(const char *name, void *data)
 	struct idmap_slot s;
 	if (idmap_slot_try(slot, &s) < 0)
 		return false; /* held: a live sandbox */
+	/* A dead sandbox's redirect and, should its namespace linger, its link. */
+	struct link_addrs a;
+	link_addrs_for_slot(slot, &a);
+	nft_sandbox_del(a.host_ifname);
+	link_delete(a.host_ifname);
 	/* Keep holding it while its cgroup goes; released when the sweep is over. */
 	struct idmap_slot *held = data;
 	for (size_t i = 0; i < 16; i++)
@@ -126,6 +137,11 @@ int cordon_prepare(struct cordon_err *err)
 	cgroup_detect();
 	int r = jail_init_memfd(err);
 	return r < 0 ? r : 0;
+}
+
+int cordon_net_prepare(struct cordon_err *err)
+{
+	return nft_setup(err);
 }
 
 int cordon_sweep_stale(void)
@@ -154,6 +170,14 @@ static int host_prepare(struct cordon_sandbox *sb, const struct cordon_spec *spe
 		struct cgroup_limits lim = {spec->memory_bytes, spec->cpus_milli, spec->pids};
 		if ((r = cgroup_create(name, &lim, &sb->cg, err)) < 0)
 			return r;
+		link_addrs_for_slot(sb->slot.slot, &sb->link);
+	}
+	if (spec->net == CORDON_NET_EGRESS) {
+		inet_ntop(AF_INET, &sb->link.host, c->resolv_conf + 11, 16);
+		memcpy(c->resolv_conf, "nameserver ", 11);
+		strcat(c->resolv_conf, "\n");
+		inet_ntop(AF_INET, &sb->link.sandbox, sb->ip, sizeof(sb->ip));
+		c->link = &sb->link;
 	}
 	if (sb->cg && (r = cgroup_open_join_fds(sb->cg, c->cg_join_fds, &c->n_cg_join_fds)) < 0)
 		return cordon_err_set(err, r, "cgroup: open tasks files");
@@ -189,7 +213,16 @@ static int host_adopt(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	/* v2 children were born in their cgroup (clone3), v1 children join it themselves. */
 	if (sb->cg && sb->cg_attach_needed && (r = cgroup_attach(sb->cg, sb->pid, err)) < 0)
 		return r;
-	return 0;
+	if (spec->net != CORDON_NET_EGRESS)
+		return 0;
+	/* The link, then the redirect to the proxy, then the policy: the sandbox's first packet
+	 * finds all three (and without any of them reaches nothing). */
+	if ((r = link_create(sb->pid, &sb->link, err)) < 0)
+		return r;
+	sb->linked = true;
+	if ((r = nft_sandbox_add(sb->link.host_ifname, spec->egress_tcp_port, spec->egress_dns_port, err)) < 0)
+		return r;
+	return spec->net_hook ? spec->net_hook(spec->net_hook_data, sb->ip, err) : 0;
 }
 
 static int host_go(int sync_fd, struct cordon_err *err)
@@ -352,6 +385,11 @@ int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox 
 	return 0;
 }
 
+const char *cordon_sandbox_ip(const struct cordon_sandbox *sb)
+{
+	return sb->ip[0] ? sb->ip : NULL;
+}
+
 int cordon_sandbox_agent_fd(const struct cordon_sandbox *sb)
 {
 	return sb->agent_fd;
@@ -493,8 +531,11 @@ struct cordon_sandbox *cordon_sandbox_free(struct cordon_sandbox *sb)
 		cordon_sandbox_kill(sb);
 		reap(sb);
 	}
-	/* The cgroup goes before the slot: whoever takes the slot next must not find it. */
+	/* The cgroup and the redirect go before the slot: whoever takes the slot next must not
+	 * find them. The veth pair went with the sandbox's network namespace. */
 	cgroup_free(sb->cg);
+	if (sb->linked)
+		nft_sandbox_del(sb->link.host_ifname);
 	idmap_slot_release(&sb->slot);
 	int fds[] = {sb->pidfd, sb->agent_fd, sb->status_fd, sb->sync_fd};
 	close_fds(fds, ELEMENTSOF(fds));

@@ -9,6 +9,7 @@
 #include "basic/cleanup.h"
 #include "lib/idmap.h"
 #include "lib/rootfs.h"
+#include "net/link.h"
 
 struct cgroup;
 
@@ -28,6 +29,9 @@ struct cordon_sandbox {
 	struct cgroup *cg;
 	uint64_t start_ms, deadline_ms;
 	struct cordon_result result;
+	bool linked;                /* has an egress link (nft map entries to remove) */
+	struct link_addrs link;
+	char ip[16];
 };
 
 /* What the child needs, prepared by the host before clone() so that the child allocates
@@ -45,6 +49,8 @@ struct jail_child {
 	char **envp;
 	char **init_argv;
 	int cg_join_fds[8]; /* v1: the `tasks` files the child writes itself into */
+	const struct link_addrs *link; /* CORDON_NET_EGRESS */
+	char resolv_conf[64];
 	size_t n_cg_join_fds;
 };
 

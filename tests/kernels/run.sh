@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# Cordon's tests inside a stock Debian 12 kernel (6.1, cgroup v2 unified), under QEMU.
+#
+#   bash tests/kernels/run.sh            # as root; `make test-kernels` runs this
+#
+# 1. installs qemu-system-x86, busybox-static, cpio and gcc with apt when they are missing;
+# 2. fetches Debian's kernel package through apt (cached in
+#    ${XDG_CACHE_HOME:-/var/cache}/cordon-kernels/) and takes its vmlinuz: everything the
+#    suite needs (serial console, namespaces, cgroup2, seccomp, Landlock, tmpfs) is built in,
+#    so no module is loaded;
+# 3. builds an initramfs: busybox, build/cordon with its shared libraries, cordon-init, the
+#    security probe, tests/kernels/ktest.c (static) and clone3log.c (LD_PRELOAD shim),
+#    tests/kernels/init.sh as /init;
+# 4. boots it (KVM when /dev/kvm can run it, else TCG), console on a file that is streamed
+#    here; the guest prints `TEST name PASS|FAIL|SKIP detail` lines and
+#    `RESULT N passed, M failed, K skipped`, then powers off.
+#
+# Exit status: 0 only when the guest printed RESULT with 0 failed. A guest still running at
+# the deadline is killed and reported (exit 1).
+#
+# Environment:
+#   CORDON_BUILD            build directory (default: build)
+#   CORDON_KERNEL_PACKAGE   apt package of the kernel (default: linux-image-cloud-amd64; a
+#                           metapackage is resolved to its versioned linux-image-6.1.0-N-...)
+#   CORDON_KERNEL_ACCEL     auto (default), kvm or tcg
+#   CORDON_KERNEL_TIMEOUT   deadline of the guest in seconds (default 600)
+#   CORDON_KERNEL_ONLY      comma-separated test names to run (default: all)
+#   CORDON_KERNEL_KEEP=1    keep the work directory (initramfs, console log)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+BUILD=${CORDON_BUILD:-$REPO/build}
+case $BUILD in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+CACHE=${XDG_CACHE_HOME:-/var/cache}/cordon-kernels
+PKG=${CORDON_KERNEL_PACKAGE:-linux-image-cloud-amd64}
+ACCEL=${CORDON_KERNEL_ACCEL:-auto}
+DEADLINE=${CORDON_KERNEL_TIMEOUT:-600}
+ONLY=${CORDON_KERNEL_ONLY:-}
+T0=$(date +%s)
+
+say() { echo "kernels: $*"; }
+die() { echo "kernels: $*" >&2; exit 1; }
+elapsed() { echo "$(($(date +%s) - T0))s"; }
+
+# --- 1. tools ------------------------------------------------------------------------------
+need=()
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+[ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' || need+=(busybox-static)
+command -v cpio >/dev/null || need+=(cpio)
+command -v gcc >/dev/null || need+=(gcc)
+command -v file >/dev/null || need+=(file)
+if [ ${#need[@]} -gt 0 ]; then
+	[ "$(id -u)" = 0 ] || die "missing ${need[*]}: install them (apt-get install ${need[*]}) or run as root"
+	say "installing ${need[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# `file` itself may just have been installed: check busybox again
+file -L /bin/busybox | grep -q 'statically linked' || die "/bin/busybox is not busybox-static"
+
+for f in "$BUILD/cordon" "$BUILD/cordon-init" "$BUILD/tests/security/cordon-probe"; do
+	[ -x "$f" ] || die "$f is missing: build first (make build, or ninja -C $BUILD)"
+done
+file -L "$BUILD/cordon-init" | grep -q 'statically linked' || die "$BUILD/cordon-init is not static"
+file -L "$BUILD/tests/security/cordon-probe" | grep -q 'statically linked' ||
+	die "$BUILD/tests/security/cordon-probe is not static"
+
+# --- 2. the kernel -------------------------------------------------------------------------
+mkdir -p "$CACHE"
+# A metapackage (linux-image-cloud-amd64) depends on exactly one versioned image package.
+resolve_pkg() {
+	case $PKG in
+	linux-image-[0-9]*) echo "$PKG" ;;
+	*) apt-cache depends "$PKG" 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}' ;;
+	esac
+}
+kpkg=$(resolve_pkg)
+if [ -z "$kpkg" ] && [ "$(id -u)" = 0 ]; then
+	apt-get update -qq || true
+	kpkg=$(resolve_pkg)
+fi
+deb=""
+if [ -n "$kpkg" ]; then
+	kver=$(apt-cache policy "$kpkg" | awk '/Candidate:/ {print $2}')
+	if [ -n "$kver" ] && [ "$kver" != "(none)" ]; then
+		deb="$CACHE/${kpkg}_${kver//:/%3a}_amd64.deb"
+		if [ ! -s "$deb" ]; then
+			say "downloading $kpkg $kver"
+			tmp=$(mktemp -d "$CACHE/dl.XXXXXX")
+			chmod 0777 "$tmp" # apt's _apt user writes here
+			(cd "$tmp" && apt-get download -q "$kpkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+			mv "$tmp"/*.deb "$deb" 2>/dev/null || true
+			rm -rf "$tmp"
+		fi
+	fi
+fi
+# Offline, or apt does not know the package: the newest cached one will do.
+if [ -z "$deb" ] || [ ! -s "$deb" ]; then
+	deb=$(ls -t "$CACHE"/linux-image-*.deb 2>/dev/null | head -n1 || true)
+	[ -n "$deb" ] || die "no kernel package: apt could not resolve '$PKG' and $CACHE has none"
+	say "apt could not fetch '$PKG'; using the cached $(basename "$deb")"
+fi
+kdir="$CACHE/$(basename "$deb" .deb)"
+if [ ! -f "$kdir/vmlinuz" ]; then
+	rm -rf "$kdir"; mkdir -p "$kdir.tmp"
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$kdir.tmp" --wildcards './boot/*'
+	mv "$kdir.tmp"/boot/vmlinuz-* "$kdir.tmp/vmlinuz"
+	mv "$kdir.tmp"/boot/config-* "$kdir.tmp/config"
+	rm -rf "$kdir.tmp/boot"
+	mv "$kdir.tmp" "$kdir"
+fi
+# Everything the guest needs must be built in: there is no module in the initramfs.
+for opt in SERIAL_8250_CONSOLE BLK_DEV_INITRD RD_GZIP DEVTMPFS TMPFS CGROUPS MEMCG CGROUP_PIDS \
+	CFS_BANDWIDTH USER_NS PID_NS NET_NS SECCOMP_FILTER; do
+	grep -q "^CONFIG_$opt=y" "$kdir/config" || die "$(basename "$deb"): CONFIG_$opt is not built in"
+done
+say "kernel $(basename "$deb") ($(elapsed))"
+
+# --- 3. the initramfs ----------------------------------------------------------------------
+WORK=$(mktemp -d /tmp/cordon-kernels.XXXXXX)
+qpid=""
+tailpid=""
+cleanup() {
+	[ -n "$qpid" ] && kill -9 "$qpid" 2>/dev/null
+	[ -n "$tailpid" ] && kill "$tailpid" 2>/dev/null
+	if [ "${CORDON_KERNEL_KEEP:-0}" = 1 ]; then say "work directory kept: $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+R=$WORK/root
+mkdir -p "$R"/{bin,sbin,usr/bin,usr/sbin,lib,lib64,etc,proc,sys,dev,tmp,run,root,opt/cordon,images}
+
+# busybox and its applets, where Debian puts them
+cp /bin/busybox "$R/bin/busybox"
+/bin/busybox --list-full | while read -r a; do
+	[ "$a" = bin/busybox ] || ln -sf /bin/busybox "$R/$a"
+done
+
+# the project's binaries; cordon finds cordon-init next to itself
+cp "$BUILD/cordon" "$BUILD/cordon-init" "$R/opt/cordon/"
+cp "$BUILD/tests/security/cordon-probe" "$R/opt/cordon/"
+gcc -static -O2 -Wall -o "$R/usr/bin/cordon-ktest" tests/kernels/ktest.c
+gcc -shared -fPIC -O2 -Wall -o "$R/opt/cordon/clone3log.so" tests/kernels/clone3log.c -ldl
+# shared libraries of the dynamic ones, at the paths the loader will look for them
+for bin in "$R/opt/cordon/cordon" "$R/opt/cordon/clone3log.so"; do
+	ldd "$bin" | awk '/=> \// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}'
+done | sort -u | while read -r lib; do
+	mkdir -p "$R$(dirname "$lib")"
+	cp -L "$lib" "$R$lib"
+done
+# a small --rootfs image: busybox alone
+M=$R/images/mini
+mkdir -p "$M"/{bin,etc}
+cp /bin/busybox "$M/bin/busybox"
+for a in sh ls cat echo wc touch id; do ln -s busybox "$M/bin/$a"; done
+echo "mini" >"$M/etc/hostname"
+
+cat >"$R/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+user:x:1000:1000:user:/home/user:/bin/sh
+EOF
+printf 'root:x:0:\nuser:x:1000:\ntty:x:5:\n' >"$R/etc/group"
+printf 'PRETTY_NAME="cordon kernel-suite guest"\nID=cordon-guest\n' >"$R/etc/os-release"
+cp tests/kernels/init.sh "$R/init"
+chmod 0755 "$R/init"
+(cd "$R" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet | gzip -1) >"$WORK/initrd.gz"
+say "initramfs $(du -h "$WORK/initrd.gz" | cut -f1) ($(elapsed))"
+
+# --- 4. boot -------------------------------------------------------------------------------
+cmdline="console=ttyS0 earlyprintk=serial loglevel=1 panic=-1 rdinit=/init cgroup_no_v1=all"
+[ -n "$ONLY" ] && cmdline="$cmdline cordon.only=$ONLY"
+LOG=$WORK/console.log
+
+# boot ACCEL LOG DEADLINE: runs QEMU in the background ($qpid)
+boot() {
+	local accel=$1 log=$2 cpu
+	[ "$accel" = kvm ] && cpu=host || cpu=max
+	: >"$log"
+	qemu-system-x86_64 -M q35 -accel "$accel" -cpu "$cpu" -smp 2 -m 1024 \
+		-kernel "$kdir/vmlinuz" -initrd "$WORK/initrd.gz" -append "$cmdline" \
+		-display none -monitor none -serial "file:$log" -no-reboot -nodefaults \
+		</dev/null >"$WORK/qemu-$accel.out" 2>&1 &
+	qpid=$!
+}
+
+# Does KVM run this kernel? Some hosts' /dev/kvm (nested, paravirtual) opens but cannot run
+# a stock guest: try it and give the guest 60 s to reach its init.
+if [ "$ACCEL" = auto ]; then
+	ACCEL=tcg
+	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+		boot kvm "$LOG"
+		for _ in $(seq 1 120); do
+			grep -q 'CORDON-GUEST-UP' "$LOG" 2>/dev/null && { ACCEL=kvm; break; }
+			kill -0 "$qpid" 2>/dev/null || break
+			sleep 0.5
+		done
+		if [ "$ACCEL" = kvm ]; then
+			say "KVM runs the guest"
+		else
+			say "KVM cannot run this guest ($(tail -c 300 "$WORK/qemu-kvm.out" | tr '\n' ' ')); falling back to TCG"
+			kill -9 "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null || true
+			qpid=""
+		fi
+	fi
+	[ "$ACCEL" = tcg ] && boot tcg "$LOG"
+else
+	boot "$ACCEL" "$LOG"
+fi
+say "booting $(basename "$kdir") with $ACCEL, deadline ${DEADLINE}s ($(elapsed))"
+
+# Stream the console here while the guest runs; kill it at the deadline.
+tail -n +1 -F "$LOG" 2>/dev/null | sed -u 's/\r$//; s/^/guest: /' &
+tailpid=$!
+boot_t0=$(date +%s)
+hung=0
+while kill -0 "$qpid" 2>/dev/null; do
+	if [ $(($(date +%s) - boot_t0)) -ge "$DEADLINE" ]; then
+		hung=1
+		kill -9 "$qpid" 2>/dev/null
+		break
+	fi
+	sleep 1
+done
+wait "$qpid" 2>/dev/null || true
+qpid=""
+sleep 0.5
+kill "$tailpid" 2>/dev/null || true
+tailpid=""
+guest_s=$(($(date +%s) - boot_t0))
+
+# --- 5. verdict ------------------------------------------------------------------------------
+echo
+echo "=== kernel suite: $(basename "$kdir"), $ACCEL, guest ${guest_s}s, total $(elapsed)"
+tr -d '\r' <"$LOG" | grep -E '^(INFO|TEST) ' || true
+result=$(tr -d '\r' <"$LOG" | grep -E '^RESULT [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' | tail -n1 || true)
+if [ $hung = 1 ]; then
+	echo "kernels: the guest hung: killed at the ${DEADLINE}s deadline; last console lines:"
+	tail -n 30 "$LOG" | sed 's/^/  | /'
+	echo "kernel-suite: 0 passed, 1 failed"
+	exit 1
+fi
+if [ -z "$result" ]; then
+	echo "kernels: the guest stopped without a RESULT line; last console lines:"
+	tail -n 30 "$LOG" | sed 's/^/  | /'
+	[ -s "$WORK/qemu-$ACCEL.out" ] && sed 's/^/  qemu: /' "$WORK/qemu-$ACCEL.out"
+	echo "kernel-suite: 0 passed, 1 failed"
+	exit 1
+fi
+echo "$result"
+nfail=$(echo "$result" | awk '{print $4}')
+[ "$nfail" = 0 ]
