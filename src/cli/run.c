@@ -16,12 +16,20 @@
 #include "basic/log.h"
 #include "cli/cli.h"
 #include "lib/rootfs.h"
+#include "net/egressctl.h"
+#include "policy/egress.h"
 
+
+enum run_net { RUN_NET_NONE, RUN_NET_ALLOW, RUN_NET_PUBLIC };
 
 struct run_ctx {
 	struct cordon_spec spec;
 	const char *env[CORDON_MAX_ENV];
 	char *bind_buf[CORDON_MAX_BINDS];
+	enum run_net net;
+	const char *allow[EGRESS_RULES_MAX];
+	size_t n_allow;
+	struct egressctl egress;
 	int json_fd;
 };
 
@@ -154,11 +162,24 @@ static int opt_ro_bind(struct run_ctx *c, const char *a)
 
 static int opt_net(struct run_ctx *c, const char *a)
 {
-	if (strcmp(a, "none") != 0) {
-		log_error("--net '%s': only 'none' (loopback only) is supported", a);
-		return -EINVAL;
+	static const char *const names[] = {"none", "allow", "public"};
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (strcmp(a, names[i]) == 0) {
+			c->net = (enum run_net)i;
+			return 0;
+		}
+	log_error("--net '%s': expected none (loopback only), allow (only --allow rules) or public", a);
+	return -EINVAL;
+}
+
+static int opt_allow(struct run_ctx *c, const char *a)
+{
+	if (c->n_allow >= EGRESS_RULES_MAX) {
+		log_error("--allow: at most %d rules", EGRESS_RULES_MAX);
+		return -E2BIG;
 	}
-	c->spec.net = CORDON_NET_NONE;
+	c->allow[c->n_allow++] = a;
+	c->net = RUN_NET_ALLOW;
 	return 0;
 }
 
@@ -210,7 +231,8 @@ static const struct {
 	{"workdir", opt_workdir, "DIR", "working directory [the user's home]"},
 	{"user", opt_user, "user|root", "who runs inside: uid 1000 or uid 0 [user]"},
 	{"ro-bind", opt_ro_bind, "HOST:SANDBOX", "share a file or directory read-only"},
-	{"net", opt_net, "none", "network policy: none is loopback only [none]"},
+	{"net", opt_net, "none|allow|public", "network: loopback only, --allow rules, or the internet [none]"},
+	{"allow", opt_allow, "RULE", "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
 	{"json-result", opt_json_result, "FD", "write a JSON record of the run to FD"},
 };
 
@@ -287,6 +309,48 @@ static void write_json(int fd, const struct cordon_result *res, int status)
 		dprintf(fd, "%s\n", s);
 }
 
+static int egress_hook(void *data, const char *ip, struct cordon_err *err)
+{
+	struct run_ctx *c = data;
+	static const char *const modes[] = {"deny", "allow", "public"};
+	char id[32];
+	snprintf(id, sizeof(id), "run-%d", (int)getpid());
+	_cleanup_free_ char *line = egressctl_set_line(ip, id, modes[c->net], c->allow, c->n_allow);
+	if (!line)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	return egressctl_request(&c->egress, line, err);
+}
+
+/* A network for the sandbox: the rules are checked here first, for a usage error rather
+ * than a failed setup; then the host's nftables table and a proxy of our own. */
+static int setup_network(struct run_ctx *c)
+{
+	struct cordon_err err = {};
+	struct egress_policy *p = NULL;
+	enum egress_mode mode = c->net == RUN_NET_PUBLIC ? EGRESS_PUBLIC : EGRESS_ALLOW;
+	if (c->net == RUN_NET_NONE)
+		return 0;
+	if (egress_policy_parse(mode, c->allow, c->n_allow, &p, &err) < 0) {
+		log_error("--allow %s", err.msg);
+		return CORDON_EXIT_USAGE;
+	}
+	egress_policy_free(p);
+	if (geteuid() != 0) {
+		log_error("--net %s: only root can give a sandbox a network", c->net == RUN_NET_PUBLIC ? "public" : "allow");
+		return CORDON_EXIT_USAGE;
+	}
+	if (cordon_net_prepare(&err) < 0 || egressctl_spawn(&c->egress, &err) < 0) {
+		log_error("sandbox setup failed: %s", err.msg);
+		return CORDON_EXIT_SETUP;
+	}
+	c->spec.net = CORDON_NET_EGRESS;
+	c->spec.egress_tcp_port = c->egress.tcp_port;
+	c->spec.egress_dns_port = c->egress.dns_port;
+	c->spec.net_hook = egress_hook;
+	c->spec.net_hook_data = c;
+	return 0;
+}
+
 static int block_signals(void)
 {
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
@@ -298,11 +362,36 @@ static int block_signals(void)
 	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-int cmd_run(int argc, char **argv)
+static int run_sandbox(struct run_ctx *c)
 {
-	struct run_ctx c = {.json_fd = -1};
 	struct cordon_err err = {};
 	struct cordon_result res;
+	struct cordon_sandbox *sb = NULL;
+	int status;
+
+	if (geteuid() != 0)
+		log_warning("not running as root: no cgroup limits (memory, cpus, pids) for "
+			    "this sandbox, and one uid for all of it");
+	_cleanup_close_ int sigfd = block_signals();
+	cordon_sweep_stale();
+	if (cordon_sandbox_create(&c->spec, &sb, &err) < 0) {
+		log_error("sandbox setup failed: %s", err.msg);
+		status = CORDON_EXIT_SETUP;
+	} else if (cordon_sandbox_wait(sb, sigfd, &res) < 0) {
+		log_error("waiting for the sandbox: %m");
+		status = CORDON_EXIT_SETUP;
+	} else {
+		status = exit_status(&c->spec, &res);
+		if (c->json_fd >= 0)
+			write_json(c->json_fd, &res, status);
+	}
+	cordon_sandbox_free(sb);
+	return status;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_ctx c = {.json_fd = -1, .egress = {.fd = -1}};
 	int status;
 
 	cordon_spec_init(&c.spec);
@@ -317,25 +406,12 @@ int cmd_run(int argc, char **argv)
 	} else {
 		c.spec.env = c.env;
 		c.spec.argv = argv + k;
-		if (geteuid() != 0)
-			log_warning("not running as root: no cgroup limits (memory, cpus, pids) for "
-				    "this sandbox, and one uid for all of it");
-		_cleanup_close_ int sigfd = block_signals();
-		struct cordon_sandbox *sb = NULL;
-		cordon_sweep_stale();
-		if (cordon_sandbox_create(&c.spec, &sb, &err) < 0) {
-			log_error("sandbox setup failed: %s", err.msg);
-			status = CORDON_EXIT_SETUP;
-		} else if (cordon_sandbox_wait(sb, sigfd, &res) < 0) {
-			log_error("waiting for the sandbox: %m");
-			status = CORDON_EXIT_SETUP;
-		} else {
-			status = exit_status(&c.spec, &res);
-			if (c.json_fd >= 0)
-				write_json(c.json_fd, &res, status);
-		}
-		cordon_sandbox_free(sb);
+		status = setup_network(&c);
+		if (status == 0)
+			status = run_sandbox(&c);
 	}
+	if (c.egress.fd >= 0) /* the proxy ends when its control socket closes */
+		close(c.egress.fd);
 	for (size_t i = 0; i < c.spec.n_binds; i++)
 		free(c.bind_buf[i]);
 	return status;

@@ -73,6 +73,7 @@ struct sbx {
 	struct event *setup_ev, *exit_ev, *ttl_ev, *hello_ev;
 	uint64_t created_ms, deadline_ms, timeout_s;
 	json_t *limits, *metadata;
+	json_t *network;           /* {"policy": .., "allow": [..]} as in force */
 	char **env;                /* "K=V", the sandbox's own variables */
 	size_t n_env;
 	struct api_key *owner;     /* NULL: the unix socket */
@@ -100,12 +101,15 @@ struct daemon {
 	struct sqlite3 *db;
 	struct event *sig_ev[2];
 	bool stopping;
+	struct bufferevent *egress; /* cordon-egress's control socket; NULL without networking */
+	uint16_t egress_tcp_port, egress_dns_port;
 };
 
 extern struct daemon D;
 
 /* metrics.c */
 enum metric {
+	M_NET_BLOCKED, M_NET_ALLOWED,
 	M_CREATES, M_CREATE_FAILURES, M_DESTROYS, M_TIMEOUTS, M_PROC_TIMEOUTS, M_OOM_KILLS,
 	M_AUDIT_EVENTS, M_EXECS, M_AGENT_ERRORS, M_HTTP_ERRORS, _M_MAX
 };
@@ -197,6 +201,14 @@ void handle_network(struct ctx *c);
 void handle_audit(struct ctx *c);
 void handle_healthz(struct ctx *c);
 void handle_metrics(struct ctx *c);
+
+/* network.c */
+int network_start(void);
+/* Validates @policy ("deny", "allow", "public") and @allow, then hands them to the proxy for
+ * @s's address; -EINVAL with @err naming the rule. */
+int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
+		struct cordon_err *err);
+void network_forget(struct sbx *s);
 
 /* state.c */
 int state_open(void);

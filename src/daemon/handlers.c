@@ -11,6 +11,27 @@
 
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
+#include "policy/egress.h"
+
+static const char *const policy_names[] = {"deny", "allow", "public"};
+
+/* The policy is checked before anything is made, so that a bad rule is a 400 naming it. */
+static bool network_ok(struct ctx *c, const struct api_network *n, const char *prefix)
+{
+	struct cordon_err err = {};
+	struct egress_policy *p = NULL;
+	if (n->policy != API_NET_DENY && !D.egress) {
+		reply_error(c->req, API_ERR_INVALID_FIELD,
+			    "%spolicy: this server cannot give sandboxes a network (it does not run as root)", prefix);
+		return false;
+	}
+	if (egress_policy_parse((enum egress_mode)n->policy, n->allow, n->n_allow, &p, &err) < 0) {
+		reply_error(c->req, API_ERR_INVALID_FIELD, "%sallow: %s", prefix, err.msg);
+		return false;
+	}
+	egress_policy_free(p);
+	return true;
+}
 
 void handle_create(struct ctx *c)
 {
@@ -23,9 +44,8 @@ void handle_create(struct ctx *c)
 	}
 	if (strcmp(req->template_name, "host") != 0)
 		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s' (only 'host')", req->template_name);
-	else if (req->network.policy != API_NET_DENY)
-		reply_error(c->req, API_ERR_INVALID_FIELD,
-			    "network.policy: this server enforces only 'deny' (loopback only)");
+	else if (!network_ok(c, &req->network, "network."))
+		;
 	else if (c->principal && c->principal->live >= c->principal->max_sandboxes)
 		reply_error(c->req, API_ERR_QUOTA_EXCEEDED, "key '%s' may hold %llu sandboxes",
 			    c->principal->name, (unsigned long long)c->principal->max_sandboxes);
@@ -103,7 +123,7 @@ void handle_network(struct ctx *c)
 {
 	struct api_network_req *n = NULL;
 	struct cordon_err err = {};
-	struct sbx *s = sbx_lookup(c, false);
+	struct sbx *s = sbx_lookup(c, true);
 	if (!s)
 		return;
 	int r = api_network_parse(c->body, c->body_len, &n, &err);
@@ -111,15 +131,20 @@ void handle_network(struct ctx *c)
 		reply_errno(c->req, r, err.msg);
 		return;
 	}
-	bool deny = n->network.policy == API_NET_DENY;
-	api_network_free(n);
-	if (!deny) {
-		reply_error(c->req, API_ERR_INVALID_FIELD,
-			    "policy: this server enforces only 'deny' (loopback only); the policy is unchanged");
-		return;
+	if (network_ok(c, &n->network, "")) {
+		const char *policy = policy_names[n->network.policy];
+		json_t *rules = json_array();
+		for (size_t i = 0; i < n->network.n_allow; i++)
+			json_array_append_new(rules, json_string(n->network.allow[i]));
+		/* The record first, then the change: it applies to new connections at once. */
+		sbx_audit(s, AUDIT_POLICY_CHANGE, json_pack("{s:s, s:s, s:o}", "kind", "network",
+							    "policy", policy, "allow", rules));
+		if (network_set(s, policy, n->network.allow, n->network.n_allow, &err) < 0)
+			reply_error(c->req, API_ERR_INVALID_FIELD, "%s", err.msg);
+		else
+			reply_json(c->req, 200, json_incref(s->network));
 	}
-	sbx_audit(s, AUDIT_POLICY_CHANGE, json_pack("{s:s, s:s}", "kind", "network", "policy", "deny"));
-	reply_json(c->req, 200, json_pack("{s:s, s:[]}", "policy", "deny", "allow"));
+	api_network_free(n);
 }
 
 /* ---- audit: the sandbox's JSON Lines, and new records as they are written ---- */

@@ -97,7 +97,7 @@ static int setup(int argc, char **argv)
 		D.sig_ev[i] = evsignal_new(D.base, sigs[i], on_signal, NULL);
 		event_add(D.sig_ev[i], NULL);
 	}
-	if ((r = pool_start()) < 0)
+	if ((r = network_start()) < 0 || (r = pool_start()) < 0)
 		return r;
 	pool_fill();
 	return 0;

@@ -9,6 +9,8 @@ static uint64_t counters[_M_MAX];
 static const struct {
 	const char *name, *help;
 } counter_info[_M_MAX] = {
+	[M_NET_BLOCKED] = {"cordon_net_blocked_total", "Network attempts from sandboxes that were blocked."},
+	[M_NET_ALLOWED] = {"cordon_net_allowed_total", "Network connections and DNS queries from sandboxes that were allowed."},
 	[M_CREATES] = {"cordon_sandbox_creates_total", "Sandboxes handed to clients."},
 	[M_CREATE_FAILURES] = {"cordon_sandbox_create_failures_total", "Sandbox creations that failed."},
 	[M_DESTROYS] = {"cordon_sandbox_destroys_total", "Sandboxes destroyed."},

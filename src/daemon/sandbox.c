@@ -130,12 +130,12 @@ json_t *sbx_json(const struct sbx *s)
 	static const char *const states[] = {"creating", "ready", "running", "destroyed"};
 	char created[40], expires[40];
 	enum sbx_state st = s->state == SBX_RUNNING && !s->used ? SBX_READY : s->state;
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:{s:s, s:[]}, s:O}",
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
 			 "id", s->id, "template", "host", "runtime", "jail", "state",
 			 states[st], "created_at", iso_time(s->created_ms, created),
 			 "expires_at", iso_time(s->deadline_ms, expires), "timeout_s",
-			 (json_int_t)s->timeout_s, "limits", s->limits, "network", "policy", "deny",
-			 "allow", "metadata", s->metadata);
+			 (json_int_t)s->timeout_s, "limits", s->limits, "network", s->network,
+			 "metadata", s->metadata);
 }
 
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg)
@@ -209,6 +209,7 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	procs_free(s);
 	fileops_free(s);
 	audit_followers_end(s);
+	network_forget(s);
 	if (s->agent) {
 		bufferevent_free(s->agent);
 		s->agent = NULL;
@@ -247,6 +248,7 @@ static void sbx_final(struct sbx *s)
 	audit_free(s->audit);
 	json_decref(s->limits);
 	json_decref(s->metadata);
+	json_decref(s->network);
 	for (size_t i = 0; i < s->n_env; i++)
 		free(s->env[i]);
 	free(s->env);
@@ -401,6 +403,12 @@ static struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes)
 	s->limits = json_pack("{s:f, s:i, s:i, s:i}", "cpus", 1.0, "memory_mb", 512, "pids", 256,
 			      "disk_mb", (int)(disk_bytes >> 20));
 	s->metadata = json_object();
+	s->network = json_pack("{s:s, s:[]}", "policy", "deny", "allow");
+	if (D.egress) {
+		s->spec.net = CORDON_NET_EGRESS;
+		s->spec.egress_tcp_port = D.egress_tcp_port;
+		s->spec.egress_dns_port = D.egress_dns_port;
+	}
 	s->ttl_ev = evtimer_new(D.base, on_ttl, s);
 	s->hello_ev = evtimer_new(D.base, on_hello_timeout, s);
 	if (!s->limits || !s->metadata || !s->ttl_ev || !s->hello_ev) {
@@ -421,6 +429,8 @@ static void sbx_adopt(struct sbx *s)
 	list_add(s);
 	if (s->pooled)
 		D.n_pool_creating++;
+	/* Until the proxy knows it, the sandbox's packets end at the proxy unanswered. */
+	network_set(s, "deny", NULL, 0, NULL);
 }
 
 static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, struct cordon_err *err)
@@ -465,6 +475,11 @@ static void *creator_main(void *arg)
 			continue;
 		cordon_spec_init(&spec);
 		spec.timeout_ms = 0;
+		if (D.egress) { /* fixed before this thread started */
+			spec.net = CORDON_NET_EGRESS;
+			spec.egress_tcp_port = D.egress_tcp_port;
+			spec.egress_dns_port = D.egress_dns_port;
+		}
 		if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
 			st->jail = NULL;
 		if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
@@ -571,7 +586,11 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 	/* A pooled sandbox already has the default limits; writing cgroup files costs. */
 	if (spec.memory_bytes != s->spec.memory_bytes || spec.cpus_milli != s->spec.cpus_milli ||
 	    spec.pids != s->spec.pids) {
-		int r = cordon_sandbox_set_limits(s->jail, spec.memory_bytes, spec.cpus_milli, spec.pids);
+		struct cordon_err nerr = {};
+	if (network_set(s, (const char *[]){"deny", "allow", "public"}[req->network.policy],
+			req->network.allow, req->network.n_allow, &nerr) < 0)
+		return -EINVAL;
+	int r = cordon_sandbox_set_limits(s->jail, spec.memory_bytes, spec.cpus_milli, spec.pids);
 		if (r < 0 && r != -ENOTSUP)
 			return r;
 		s->spec.memory_bytes = spec.memory_bytes;

@@ -442,7 +442,8 @@ static void dns_query(struct sbx *s, const uint8_t *buf, size_t len, const struc
 		slot->used = true;
 		slot->when = now;
 		slot->orig_id = p.q.id;
-		getrandom(&slot->id, sizeof(slot->id), 0);
+		if (getrandom(&slot->id, sizeof(slot->id), 0) != sizeof(slot->id))
+			slot->id = (uint16_t)(now ^ (time_t)i);
 		uint8_t fwd[4096];
 		if (len > sizeof(fwd))
 			return;
@@ -700,7 +701,9 @@ static int host_blocklist(void)
 
 static int read_upstream(void)
 {
-	_cleanup_fclose_ FILE *f = fopen("/etc/resolv.conf", "re");
+	/* $CORDON_RESOLV_CONF lets tests (and unusual hosts) name the upstream resolver. */
+	const char *path = secure_getenv("CORDON_RESOLV_CONF");
+	_cleanup_fclose_ FILE *f = fopen(path && *path == '/' ? path : "/etc/resolv.conf", "re");
 	char line[256], addr[128];
 	struct sockaddr_in *sin = (struct sockaddr_in *)&upstream;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&upstream;
@@ -748,8 +751,9 @@ int main(int argc, char **argv)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	signal(SIGPIPE, SIG_IGN);
 	base = event_base_new();
-	dns = base ? evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS) : NULL;
-	if (!dns || host_blocklist() < 0 || read_upstream() < 0) {
+	dns = base ? evdns_base_new(base, 0) : NULL;
+	if (!dns || host_blocklist() < 0 || read_upstream() < 0 ||
+	    evdns_base_nameserver_sockaddr_add(dns, (struct sockaddr *)&upstream, upstream_len, 0) < 0) {
 		fprintf(stderr, "cordon-egress: no resolver (check /etc/resolv.conf)\n");
 		return 1;
 	}

@@ -37,6 +37,7 @@ static const struct blocked_range blocked_v6[] = {
 	{ V6(0), 128, "unspecified" },
 	{ V6(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1), 128, "loopback" },
 	{ V6(0xfe, 0x80), 10, "link-local" },
+	{ V6(0xfe, 0xc0), 10, "site-local (deprecated)" },
 	{ V6(0xfc), 7, "unique local (incl. fd00:ec2::254, cloud metadata)" },
 	{ V6(0xff), 8, "multicast" },
 	{ V6(0x00, 0x64, 0xff, 0x9b, 0x00, 0x01), 48, "local-use NAT64" },

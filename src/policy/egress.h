@@ -75,11 +75,11 @@ int egress_policy_check(const struct egress_policy *p, const struct egress_block
 
 /* The always-blocked ranges, whatever the policy: 0.0.0.0/8, 10/8, 100.64/10, 127/8,
  * 169.254/16, 172.16/12, 192.0.0.0/24, 192.168/16, 198.18/15, 224/4, 240/4; ::/128, ::1/128,
- * fe80::/10, fc00::/7, ff00::/8, 64:ff9b:1::/48 (local-use NAT64), and the IPv4 ranges (built
- * in and extra) in their IPv4-mapped (::ffff:0:0/96), IPv4-compatible (::/96), NAT64
- * (64:ff9b::/96) and 6to4 (2002::/16) forms. The documentation ranges (192.0.2.0/24,
- * 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32) are not blocked: tests use them as the
- * public internet.
+ * fe80::/10, fec0::/10 (site-local, deprecated), fc00::/7, ff00::/8, 64:ff9b:1::/48
+ * (local-use NAT64), and the IPv4 ranges (built in and extra) in their IPv4-mapped
+ * (::ffff:0:0/96), IPv4-compatible (::/96), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) forms.
+ * The documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32)
+ * are not blocked: tests use them as the public internet.
  *
  * A blocklist holds up to EGRESS_BLOCKLIST_MAX extra ranges. It is a plain struct: zero it
  * (or egress_blocklist_init()) and add to it. */

@@ -1,0 +1,134 @@
+/* Sandbox networks under cordond: one cordon-egress process for the daemon, every sandbox
+ * linked to it (a `deny` sandbox's packets end there too, refused and audited), its policy
+ * set at create and replaced live with PUT .../network, and every decision the proxy makes
+ * written to the sandbox's audit log as net.decision. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "basic/log.h"
+#include "daemon/audit.h"
+#include "daemon/daemon.h"
+#include "net/egressctl.h"
+#include "policy/egress.h"
+
+static struct sbx *by_id(const char *id)
+{
+	for (struct sbx *s = D.sandboxes; id && s; s = s->next)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	return NULL;
+}
+
+static void on_event(json_t *m)
+{
+	struct sbx *s = by_id(json_string_value(json_object_get(m, "sandbox")));
+	const char *verdict = json_string_value(json_object_get(m, "verdict"));
+	bool allowed = verdict && strcmp(verdict, "allow") == 0;
+	metric_inc(allowed ? M_NET_ALLOWED : M_NET_BLOCKED);
+	if (!s || s->pooled)
+		return;
+	const char *name = json_string_value(json_object_get(m, "name"));
+	const char *dst = json_string_value(json_object_get(m, "dst"));
+	json_t *f = json_pack("{s:s, s:O, s:s, s:O, s:O, s:O?, s:O?}", "host",
+			      name ? name : dst ? dst : "", "port", json_object_get(m, "port"), "action",
+			      allowed ? "allow" : "deny", "proto", json_object_get(m, "proto"), "dst",
+			      json_object_get(m, "dst"), "rule", json_object_get(m, "rule"), "reason",
+			      json_object_get(m, "reason"));
+	sbx_audit(s, AUDIT_NET_DECISION, f);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	char *line;
+	size_t n;
+	while ((line = evbuffer_readln(bufferevent_get_input(bev), &n, EVBUFFER_EOL_LF))) {
+		json_t *m = json_loadb(line, n, 0, NULL);
+		const char *op = json_string_value(json_object_get(m, "op"));
+		if (op && strcmp(op, "event") == 0)
+			on_event(m);
+		else if (op && strcmp(op, "reply") == 0 && !json_is_true(json_object_get(m, "ok")))
+			log_warning("egress proxy refused a policy: %s",
+				    json_string_value(json_object_get(m, "error")));
+		json_decref(m);
+		free(line);
+	}
+}
+
+static void on_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	/* Without its proxy no sandbox reaches anything (fail closed), but none would work
+	 * either: stop, and let the supervisor restart us. */
+	log_error("the egress proxy died; stopping");
+	event_base_loopexit(D.base, NULL);
+}
+
+int network_start(void)
+{
+	struct cordon_err err = {};
+	struct egressctl e;
+	if (geteuid() != 0)
+		return 0;
+	if (cordon_net_prepare(&err) < 0 || egressctl_spawn(&e, &err) < 0) {
+		log_error("networking: %s", err.msg);
+		return err.code ? err.code : -EIO;
+	}
+	D.egress = bufferevent_socket_new(D.base, e.fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!D.egress)
+		return -ENOMEM;
+	D.egress_tcp_port = e.tcp_port;
+	D.egress_dns_port = e.dns_port;
+	bufferevent_setcb(D.egress, on_read, NULL, on_event_cb, NULL);
+	bufferevent_enable(D.egress, EV_READ | EV_WRITE);
+	return 0;
+}
+
+static void send_line(char *line)
+{
+	if (line && D.egress) {
+		bufferevent_write(D.egress, line, strlen(line));
+		bufferevent_write(D.egress, "\n", 1);
+	}
+	free(line);
+}
+
+int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
+		struct cordon_err *err)
+{
+	static const char *const modes[] = {"deny", "allow", "public"};
+	struct egress_policy *p = NULL;
+	int mode = -1;
+	for (int i = 0; i < 3; i++)
+		if (strcmp(policy, modes[i]) == 0)
+			mode = i;
+	if (mode < 0)
+		return cordon_err_setf(err, -EINVAL, "policy: expected deny, allow or public");
+	if (egress_policy_parse(mode, allow, n, &p, err) < 0)
+		return -EINVAL;
+	egress_policy_free(p);
+	const char *ip = s->jail ? cordon_sandbox_ip(s->jail) : NULL;
+	if (!ip && mode != 0)
+		return cordon_err_setf(err, -EINVAL, "policy: this server cannot give sandboxes a network (not root)");
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(allow[i]));
+	json_decref(s->network);
+	s->network = json_pack("{s:s, s:o}", "policy", policy, "allow", a);
+	if (ip)
+		send_line(egressctl_set_line(ip, s->id, policy, allow, n));
+	return 0;
+}
+
+void network_forget(struct sbx *s)
+{
+	const char *ip = s->jail ? cordon_sandbox_ip(s->jail) : NULL;
+	if (ip)
+		send_line(egressctl_del_line(ip));
+}
