@@ -45,6 +45,7 @@
 
 #include "basic/cleanup.h"
 #include "net/dnsmsg.h"
+#include "lib/seccomp.h"
 #include "net/sniff.h"
 #include "policy/egress.h"
 
@@ -749,6 +750,7 @@ int main(int argc, char **argv)
 	}
 	int cfd = atoi(argv[1]);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	json_object_seed(0); /* jansson reads /dev/urandom once: before seccomp forbids files */
 	signal(SIGPIPE, SIG_IGN);
 	base = event_base_new();
 	dns = base ? evdns_base_new(base, 0) : NULL;
@@ -772,7 +774,15 @@ int main(int argc, char **argv)
 	ctl = bufferevent_socket_new(base, cfd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(ctl, on_control, NULL, on_control_event, NULL);
 	bufferevent_enable(ctl, EV_READ | EV_WRITE);
-	dprintf(cfd, "{\"op\":\"ready\",\"tcp_port\":%u,\"dns_port\":%u}\n", tcp_port, dns_port);
+	/* From here on, only what relaying needs (policy/egress.policy). */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply() < 0) {
+		fprintf(stderr, "cordon-egress: seccomp: %m\n");
+		return 1;
+	}
+	char ready[96];
+	int n = snprintf(ready, sizeof(ready), "{\"op\":\"ready\",\"tcp_port\":%u,\"dns_port\":%u}\n",
+			 tcp_port, dns_port);
+	bufferevent_write(ctl, ready, (size_t)n);
 	event_base_dispatch(base);
 	return 0;
 }

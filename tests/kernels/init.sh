@@ -379,7 +379,22 @@ t_leak_loop() {
 	[ $bad = 0 ] && [ "$m0" = "$m1" ] && [ "$cgs" = 0 ]
 }
 
+# The kernel's own rlimits for PID 1 (what a systemd machine of this size gives its services
+# too): RLIMIT_SIGPENDING and RLIMIT_NPROC are derived from the memory size, about 3900 here.
+t_rlimit_kernel_defaults() {
+	out=$(timeout 60 "$CORDON" run -- /bin/true 2>&1)
+	rc=$?
+	echo "$out"
+	detail="with the kernel's default limits (ulimit -i $(ulimit -i), -u $(ulimit -u), -n $(ulimit -n)): exit $rc $out"
+	[ $rc = 0 ]
+}
+
 echo "CORDON-GUEST-UP"
+run_test rlimit-kernel-defaults
+# Raised for the rest of the suite, so that one failure does not hide every other test.
+ulimit -i 65536
+ulimit -u 65536
+info rlimits "raised for the rest of the suite: sigpending $(ulimit -i), nproc $(ulimit -u), nofile $(ulimit -n)"
 for t in run-true exit-codes identity cgroup-v2-files clone-into-cgroup probe-sandbox-user \
 	probe-sandbox-root probe-native memory-oom memory-under-limit pids cpu-quota timeout \
 	disk fds rootfs-image orphans leak-loop; do
