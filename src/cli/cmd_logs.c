@@ -21,6 +21,7 @@
 struct logs_ctx {
 	struct cli_common co;
 	bool follow;
+	bool net; /* network decisions only */
 };
 
 static int opt_follow(void *ctx, const char *a)
@@ -29,8 +30,15 @@ static int opt_follow(void *ctx, const char *a)
 	return 0;
 }
 
+static int opt_net(void *ctx, const char *a)
+{
+	((struct logs_ctx *)ctx)->net = true;
+	return 0;
+}
+
 static const struct cli_option logs_options[] = {
 	{"follow", NULL, opt_follow, "keep printing new records as they happen"},
+	{"net", NULL, opt_net, "only network decisions (net.decision records)"},
 	{"json", NULL, cli_opt_json, "print the records exactly as written (JSON Lines)"},
 	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
 };
@@ -49,7 +57,7 @@ static const struct {
 	{AUDIT_FILE_REMOVE, {"path"}},
 	{AUDIT_FILE_MKDIR, {"path"}},
 	{AUDIT_FILE_MOVE, {"from", "to"}},
-	{AUDIT_NET_DECISION, {"action", "host", "port", "rule"}},
+	{AUDIT_NET_DECISION, {"action", "proto", "host", "dst", "port", "rule", "reason"}},
 	{AUDIT_POLICY_CHANGE, {"kind", "principal"}},
 	{AUDIT_API_CALL, {"principal", "method", "path"}},
 	{AUDIT_LOG_RECOVERED, {"reason", "offset", "bytes"}},
@@ -105,10 +113,13 @@ static int on_record(char *line, size_t len, void *userdata)
 	const char *t = "-", *event = "?";
 	json_t *fields = NULL;
 
+	rec = json_loadb(line, len, 0, NULL);
+	if (c->net && (!rec || strcmp(json_string_value(json_object_get(rec, "event")) ?: "",
+				      AUDIT_NET_DECISION) != 0))
+		return 0;
 	if (c->co.json) {
 		printf("%s\n", line);
 	} else {
-		rec = json_loadb(line, len, 0, NULL);
 		if (!rec || json_unpack(rec, "{s?s, s?s, s?o}", "t", &t, "event", &event, "fields",
 					&fields) < 0) {
 			log_error("logs: a record that is not JSON: %.100s", line);

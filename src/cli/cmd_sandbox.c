@@ -53,7 +53,35 @@ static int parse_mb(const char *name, const char *arg, long long *ret)
 struct create_ctx {
 	struct cli_common co;
 	json_t *req, *limits, *env, *meta;
+	json_t *network; /* {"policy": .., "allow": [..]}: shared with `cordon network` */
 };
+
+/* --net and --allow, for create and network: {"policy": "allow", "allow": [RULE...]}. */
+static int opt_net(void *ctx, const char *a)
+{
+	struct create_ctx *c = ctx;
+	if (strcmp(a, "none") == 0)
+		a = "deny";
+	if (strcmp(a, "deny") != 0 && strcmp(a, "allow") != 0 && strcmp(a, "public") != 0) {
+		log_error("--net '%s': expected none, allow or public", a);
+		return -EINVAL;
+	}
+	return json_object_set_new(c->network, "policy", json_string(a)) < 0 ? -ENOMEM : 0;
+}
+
+static int opt_allow(void *ctx, const char *a)
+{
+	struct create_ctx *c = ctx;
+	json_t *rules = json_object_get(c->network, "allow");
+	if (!rules) {
+		rules = json_array();
+		if (json_object_set_new(c->network, "allow", rules) < 0)
+			return -ENOMEM;
+	}
+	if (!json_object_get(c->network, "policy"))
+		json_object_set_new(c->network, "policy", json_string("allow"));
+	return json_array_append_new(rules, json_string(a)) < 0 ? -ENOMEM : 0;
+}
 
 static int set_int(json_t *obj, const char *key, long long v)
 {
@@ -126,6 +154,8 @@ static const struct cli_option create_options[] = {
 	{"disk", "MB", opt_disk, "writable space in MB (or 2G) [1024]"},
 	{"env", "K=V", opt_env, "environment of every process (repeatable)"},
 	{"meta", "K=V", opt_meta, "a metadata label to find it by (repeatable)"},
+	{"net", "none|allow|public", opt_net, "network: loopback only, --allow rules, or the internet [none]"},
+	{"allow", "RULE", opt_allow, "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
 	{"json", NULL, cli_opt_json, "print the whole sandbox as JSON"},
 	{"socket", "PATH", cli_opt_socket, "cordond's socket [$CORDON_SOCKET or " CLIENT_DEFAULT_SOCKET "]"},
 };
@@ -133,8 +163,8 @@ static const struct cli_option create_options[] = {
 /* Puts the non-empty sub-objects into the request. */
 static int create_finish(struct create_ctx *c)
 {
-	static const char *const keys[] = {"limits", "env", "metadata"};
-	json_t *objs[] = {c->limits, c->env, c->meta};
+	static const char *const keys[] = {"limits", "env", "metadata", "network"};
+	json_t *objs[] = {c->limits, c->env, c->meta, c->network};
 	for (size_t i = 0; i < ELEMENTSOF(keys); i++)
 		if (json_object_size(objs[i]) && json_object_set(c->req, keys[i], objs[i]) < 0)
 			return -ENOMEM;
@@ -144,13 +174,13 @@ static int create_finish(struct create_ctx *c)
 int cmd_create(int argc, char **argv)
 {
 	_cleanup_(json_decrefp) json_t *req = json_object(), *limits = json_object(),
-				       *env = json_object(), *meta = json_object();
-	struct create_ctx c = {.req = req, .limits = limits, .env = env, .meta = meta};
+				       *env = json_object(), *meta = json_object(), *net = json_object();
+	struct create_ctx c = {.req = req, .limits = limits, .env = env, .meta = meta, .network = net};
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	const char *id;
 
-	if (!req || !limits || !env || !meta)
+	if (!req || !limits || !env || !meta || !net)
 		return 1;
 	int r = cli_parse("create", create_options, ELEMENTSOF(create_options), &c, argc, argv, 0, &a);
 	if (r == 1) {
@@ -499,5 +529,52 @@ int cmd_timeout(int argc, char **argv)
 	else
 		printf("%s expires at %s\n", a.pos[0],
 		       json_string_value(json_object_get(res.json, "expires_at")) ?: "?");
+	return 0;
+}
+
+/* ---- network ---- */
+
+static const struct cli_option network_options[] = {
+	{"net", "none|allow|public", opt_net, "the new policy (--allow implies allow)"},
+	{"allow", "RULE", opt_allow, "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
+	{"json", NULL, cli_opt_json, "print the policy as JSON"},
+	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
+};
+
+/* cordon network ID [--net P] [--allow R]...: replaces the policy (shows it without options). */
+int cmd_network(int argc, char **argv)
+{
+	_cleanup_(json_decrefp) json_t *net = json_object();
+	struct create_ctx c = {.network = net};
+	_cleanup_(client_response_done) struct client_response res = {};
+	_cleanup_(cli_args_done) struct cli_args a = {};
+	char path[256];
+
+	int r = cli_parse("network", network_options, ELEMENTSOF(network_options), &c, argc, argv, 0, &a);
+	if (r == 1) {
+		cli_print_usage(stdout, "network [OPTIONS] ID", network_options, ELEMENTSOF(network_options));
+		return 0;
+	}
+	if (r < 0 || a.n_pos != 1 || a.n_rest || !net) {
+		if (r >= 0)
+			log_error("network: expected one sandbox id");
+		return CORDON_EXIT_USAGE;
+	}
+	bool change = json_object_size(net) > 0;
+	if (cli_sandbox_path(path, sizeof(path), a.pos[0], change ? "/network" : "") < 0)
+		return CORDON_EXIT_USAGE;
+	r = cli_call(&c.co, change ? "PUT" : "GET", path, change ? net : NULL, &res);
+	if (r)
+		return r;
+	json_t *pol = change ? res.json : json_object_get(res.json, "network");
+	if (c.co.json) {
+		cli_print_json(pol);
+		return 0;
+	}
+	printf("policy: %s\n", json_string_value(json_object_get(pol, "policy")) ?: "?");
+	size_t i;
+	json_t *rule;
+	json_array_foreach(json_object_get(pol, "allow"), i, rule)
+		printf("allow:  %s\n", json_string_value(rule));
 	return 0;
 }

@@ -25,6 +25,7 @@ static const struct subcommand subcommands[] = {
 	{"cp", cmd_cp, "copy a file into or out of a sandbox"},
 	{"logs", cmd_logs, "show a sandbox's audit records"},
 	{"timeout", cmd_timeout, "set a sandbox's deadline to now + SECONDS"},
+	{"network", cmd_network, "show or replace a sandbox's network policy"},
 	{"kill", cmd_kill, "destroy sandboxes"},
 	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
 };

@@ -583,14 +583,14 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 	for (size_t i = 0; i < req->metadata.n; i++)
 		json_object_set_new(s->metadata, req->metadata.items[i].key,
 				    json_string(req->metadata.items[i].value));
+	static const char *const policies[] = {"deny", "allow", "public"};
+	if (network_set(s, policies[req->network.policy], req->network.allow, req->network.n_allow,
+			NULL) < 0)
+		return -EINVAL;
 	/* A pooled sandbox already has the default limits; writing cgroup files costs. */
 	if (spec.memory_bytes != s->spec.memory_bytes || spec.cpus_milli != s->spec.cpus_milli ||
 	    spec.pids != s->spec.pids) {
-		struct cordon_err nerr = {};
-	if (network_set(s, (const char *[]){"deny", "allow", "public"}[req->network.policy],
-			req->network.allow, req->network.n_allow, &nerr) < 0)
-		return -EINVAL;
-	int r = cordon_sandbox_set_limits(s->jail, spec.memory_bytes, spec.cpus_milli, spec.pids);
+		int r = cordon_sandbox_set_limits(s->jail, spec.memory_bytes, spec.cpus_milli, spec.pids);
 		if (r < 0 && r != -ENOTSUP)
 			return r;
 		s->spec.memory_bytes = spec.memory_bytes;
