@@ -154,7 +154,7 @@ cordon_bg() {
 		for d in $CG/cordon/s*; do
 			[ -d "$d" ] || continue
 			case " $before " in *" ${d##*/} "*) continue ;; esac
-			[ -s "$d/cgroup.procs" ] && { bg_cg=$d; return 0; }
+			[ -n "$(cat "$d/cgroup.procs" 2>/dev/null)" ] && { bg_cg=$d; return 0; }
 		done
 		sleep 0.1
 	done
@@ -174,7 +174,7 @@ t_exit_codes() {
 	timeout 60 "$CORDON" run -- /bin/sh -c 'exit 42'; a=$?
 	timeout 60 "$CORDON" run -- /bin/sh -c 'kill -9 $$'; b=$?
 	timeout 60 "$CORDON" run -- /nonexistent/cmd; c=$?
-	timeout 60 "$CORDON" run --memory 1K -- /bin/true; d=$?
+	timeout 60 "$CORDON" run --no-such-option -- /bin/true; d=$?
 	detail="exit 42 -> $a, SIGKILL -> $b, not found -> $c, bad usage -> $d"
 	[ $a = 42 ] && [ $b = 137 ] && [ $c = 127 ] && [ $d = 2 ]
 }
@@ -240,6 +240,7 @@ probe_in_sandbox() { # extra cordon options...
 		--env "HOST_NS=$host_ns" -- /tmp/cordon-probe >/tmp/probe.out 2>/tmp/probe.err
 	rc=$?
 	cat /tmp/probe.out /tmp/probe.err
+	grep -E '^(ESCAPE|skip) ' /tmp/probe.out # again at the end of the log, which a failure shows
 	sum=$(grep '^probe: ' /tmp/probe.out)
 	esc=$(grep -c '^ESCAPE ' /tmp/probe.out)
 	skp=$(grep -c '^skip ' /tmp/probe.out)
