@@ -45,9 +45,12 @@ enum cordon_net {
 	CORDON_NET_EGRESS,   /* a link whose every packet ends at the egress proxy (root only) */
 };
 
-/* Called by the runtime once a CORDON_NET_EGRESS sandbox has its address and before it runs
- * anything: the controller registers the sandbox's policy with its egress proxy here. */
-typedef int (*cordon_net_hook)(void *data, const char *sandbox_ip, struct cordon_err *err);
+/* Called by the runtime for a CORDON_NET_EGRESS sandbox once its address and host interface
+ * name are known, before the interface exists and before the sandbox runs anything: the
+ * controller points the interface at its proxy here (nftables map entries, replacing any a
+ * dead sandbox of the same slot left) and registers the policy. Required. */
+typedef int (*cordon_net_hook)(void *data, const char *sandbox_ip, const char *host_ifname,
+			       struct cordon_err *err);
 
 #define CORDON_MAX_BINDS 32
 #define CORDON_MAX_ENV   256
@@ -74,7 +77,6 @@ struct cordon_spec {
 	size_t n_env;
 	struct cordon_bind binds[CORDON_MAX_BINDS];
 	size_t n_binds;
-	uint16_t egress_tcp_port, egress_dns_port; /* CORDON_NET_EGRESS: the proxy's ports */
 	cordon_net_hook net_hook;
 	void *net_hook_data;
 	char *const *argv;    /* one-shot: run this and exit; NULL: agent mode on a channel */
@@ -151,9 +153,6 @@ struct cordon_sandbox *cordon_sandbox_free(struct cordon_sandbox *sb);
 /* Makes what libcordon caches per process (the sealed cordon-init, the cgroup layout). Call
  * it once before starting sandboxes from more than one thread; optional otherwise. */
 int cordon_prepare(struct cordon_err *err);
-
-/* Sets up the host's nftables rules for CORDON_NET_EGRESS sandboxes (idempotent). */
-int cordon_net_prepare(struct cordon_err *err);
 
 /* Removes what sandboxes of processes that died without cleaning up (SIGKILL) left behind:
  * their cgroups. A readdir when there is nothing to do; call it before making sandboxes

@@ -1,16 +1,19 @@
 /* cordon logs ID [--follow] [--json]: a sandbox's audit records from cordond, one line each.
- * cordon audit verify FILE: checks an audit file's hash chain locally, no daemon. */
+ * cordon audit verify FILE: runs cordon-audit (audit_main.c), which checks it locally. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include <cordon/cordon.h>
 
 #include "basic/cleanup.h"
+#include "basic/helper.h"
 #include "basic/log.h"
 #include "cli/cli.h"
 #include "cli/client.h"
@@ -180,39 +183,17 @@ int cmd_logs(int argc, char **argv)
 	return logs_stream(&c, path);
 }
 
-/* ---- audit verify ---- */
-
-static int audit_verify_file(const char *file)
-{
-	struct audit_verify_result res;
-
-	/* audit_verify opens @name relative to the directory fd: AT_FDCWD takes any path. */
-	int r = audit_verify(AT_FDCWD, file, &res);
-	if (r == 0) {
-		printf("ok: %" PRIu64 " records\n", res.records);
-		return 0;
-	}
-	log_error("audit verify %s: %s", file, res.msg);
-	return 1;
-}
+/* ---- audit verify: a binary of its own, so that cordon does not load libcrypto ---- */
 
 int cmd_audit(int argc, char **argv)
 {
-	static const char usage[] = "usage: cordon audit verify FILE\n\n"
-				    "Checks the hash chain of an audit file (no daemon needed).\n"
-				    "exit status: 0 intact, 1 not intact or unreadable, 2 usage.\n";
-
-	if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-		fputs(usage, stdout);
-		return 0;
+	char path[PATH_MAX];
+	if (helper_path("cordon-audit", "CORDON_AUDIT", path, sizeof(path)) < 0) {
+		log_error("audit: cordon-audit not found (%s)", path);
+		return 1;
 	}
-	if (argc == 3 && strcmp(argv[1], "verify") == 0 && strcmp(argv[2], "--help") == 0) {
-		fputs(usage, stdout);
-		return 0;
-	}
-	if (argc != 3 || strcmp(argv[1], "verify") != 0) {
-		fputs(usage, stderr);
-		return CORDON_EXIT_USAGE;
-	}
-	return audit_verify_file(argv[2]);
+	argv[0] = (char *)"cordon-audit";
+	execv(path, argv);
+	log_error("audit: exec %s: %m", path);
+	return 1;
 }

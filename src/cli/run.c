@@ -309,13 +309,15 @@ static void write_json(int fd, const struct cordon_result *res, int status)
 		dprintf(fd, "%s\n", s);
 }
 
-static int egress_hook(void *data, const char *ip, struct cordon_err *err)
+static int egress_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err)
 {
 	struct run_ctx *c = data;
 	static const char *const modes[] = {"deny", "allow", "public"};
 	char id[32];
 	snprintf(id, sizeof(id), "run-%d", (int)getpid());
-	_cleanup_free_ char *line = egressctl_set_line(ip, id, modes[c->net], c->allow, c->n_allow);
+	/* Our proxy also owns the interface's nftables entries: it adds them now and removes
+	 * them when we are gone. */
+	_cleanup_free_ char *line = egressctl_set_line(ip, id, modes[c->net], c->allow, c->n_allow, ifname);
 	if (!line)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
 	return egressctl_request(&c->egress, line, err);
@@ -339,13 +341,11 @@ static int setup_network(struct run_ctx *c)
 		log_error("--net %s: only root can give a sandbox a network", c->net == RUN_NET_PUBLIC ? "public" : "allow");
 		return CORDON_EXIT_USAGE;
 	}
-	if (cordon_net_prepare(&err) < 0 || egressctl_spawn(&c->egress, &err) < 0) {
+	if (egressctl_spawn(&c->egress, &err) < 0) {
 		log_error("sandbox setup failed: %s", err.msg);
 		return CORDON_EXIT_SETUP;
 	}
 	c->spec.net = CORDON_NET_EGRESS;
-	c->spec.egress_tcp_port = c->egress.tcp_port;
-	c->spec.egress_dns_port = c->egress.dns_port;
 	c->spec.net_hook = egress_hook;
 	c->spec.net_hook_data = c;
 	return 0;

@@ -209,6 +209,8 @@ int network_start(void);
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
 		struct cordon_err *err);
 void network_forget(struct sbx *s);
+/* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
+int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
 
 /* state.c */
 int state_open(void);

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <unistd.h>
+
+#include "net/link.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -15,6 +18,7 @@
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
 #include "net/egressctl.h"
+#include "net/nft.h"
 #include "policy/egress.h"
 
 static struct sbx *by_id(const char *id)
@@ -76,7 +80,7 @@ int network_start(void)
 	struct egressctl e;
 	if (geteuid() != 0)
 		return 0;
-	if (cordon_net_prepare(&err) < 0 || egressctl_spawn(&e, &err) < 0) {
+	if (nft_setup(&err) < 0 || egressctl_spawn(&e, &err) < 0) {
 		log_error("networking: %s", err.msg);
 		return err.code ? err.code : -EIO;
 	}
@@ -122,13 +126,26 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 	json_decref(s->network);
 	s->network = json_pack("{s:s, s:o}", "policy", policy, "allow", a);
 	if (ip)
-		send_line(egressctl_set_line(ip, s->id, policy, allow, n));
+		send_line(egressctl_set_line(ip, s->id, policy, allow, n, NULL));
 	return 0;
 }
 
 void network_forget(struct sbx *s)
 {
 	const char *ip = s->jail ? cordon_sandbox_ip(s->jail) : NULL;
-	if (ip)
-		send_line(egressctl_del_line(ip));
+	if (!ip)
+		return;
+	send_line(egressctl_del_line(ip));
+	char ifname[16];
+	struct in_addr a;
+	if (inet_pton(AF_INET, ip, &a) == 1) {
+		snprintf(ifname, sizeof(ifname), "cdn%u", (unsigned)((ntohl(a.s_addr) - LINK_POOL_BASE) / 4));
+		nft_sandbox_del(ifname);
+	}
+}
+
+int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err)
+{
+	/* The policy follows from the main thread; until then the proxy answers nothing. */
+	return nft_sandbox_add(ifname, D.egress_tcp_port, D.egress_dns_port, err);
 }

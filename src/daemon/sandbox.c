@@ -406,8 +406,7 @@ static struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes)
 	s->network = json_pack("{s:s, s:[]}", "policy", "deny", "allow");
 	if (D.egress) {
 		s->spec.net = CORDON_NET_EGRESS;
-		s->spec.egress_tcp_port = D.egress_tcp_port;
-		s->spec.egress_dns_port = D.egress_dns_port;
+		s->spec.net_hook = network_hook;
 	}
 	s->ttl_ev = evtimer_new(D.base, on_ttl, s);
 	s->hello_ev = evtimer_new(D.base, on_hello_timeout, s);
@@ -477,8 +476,7 @@ static void *creator_main(void *arg)
 		spec.timeout_ms = 0;
 		if (D.egress) { /* fixed before this thread started */
 			spec.net = CORDON_NET_EGRESS;
-			spec.egress_tcp_port = D.egress_tcp_port;
-			spec.egress_dns_port = D.egress_dns_port;
+			spec.net_hook = network_hook;
 		}
 		if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
 			st->jail = NULL;

@@ -46,6 +46,7 @@
 #include "basic/cleanup.h"
 #include "net/dnsmsg.h"
 #include "lib/seccomp.h"
+#include "net/nft.h"
 #include "net/sniff.h"
 #include "policy/egress.h"
 
@@ -62,6 +63,7 @@
 struct sbx {
 	struct in_addr ip;
 	char id[72];
+	char ifname[16]; /* set when we own its nftables entries (cordon run) */
 	struct egress_policy *policy;
 	unsigned conns;
 	double tokens;
@@ -77,6 +79,7 @@ static struct sbx *sbxs[MAX_SANDBOXES];
 static struct egress_blocklist host_blocks;
 static const struct egress_blocklist *blocklist = &host_blocks;
 static struct sockaddr_storage upstream;
+static uint16_t tcp_port, dns_port;
 static socklen_t upstream_len;
 
 /* ---- the sandboxes' table ---- */
@@ -571,6 +574,7 @@ static void control_set(json_t *msg)
 {
 	const char *ip = json_string_value(json_object_get(msg, "ip"));
 	const char *id = json_string_value(json_object_get(msg, "sandbox"));
+	const char *ifname = json_string_value(json_object_get(msg, "ifname"));
 	int mode = mode_from(json_string_value(json_object_get(msg, "mode")));
 	json_t *allow = json_object_get(msg, "allow");
 	struct in_addr a;
@@ -579,6 +583,7 @@ static void control_set(json_t *msg)
 	size_t n = 0;
 
 	if (!ip || !id || strlen(id) >= sizeof(((struct sbx *)0)->id) || mode < 0 ||
+	    (ifname && strlen(ifname) >= sizeof(((struct sbx *)0)->ifname)) ||
 	    inet_pton(AF_INET, ip, &a) != 1 || (allow && !json_is_array(allow)) ||
 	    json_array_size(allow) > ELEMENTSOF(rules)) {
 		reply(false, "bad set request");
@@ -625,6 +630,12 @@ static void control_set(json_t *msg)
 	/* A new policy applies to new connections at once; open ones keep theirs. */
 	egress_policy_free(s->policy);
 	s->policy = pol;
+	if (ifname && nft_sandbox_add(ifname, tcp_port, dns_port, &err) < 0) {
+		reply(false, err.msg);
+		return;
+	}
+	if (ifname)
+		snprintf(s->ifname, sizeof(s->ifname), "%s", ifname);
 	reply(true, NULL);
 }
 
@@ -647,6 +658,9 @@ static void control_del(json_t *msg)
 			s->policy = deny;
 		}
 		s->ip.s_addr = 0;
+		if (s->ifname[0])
+			nft_sandbox_del(s->ifname);
+		s->ifname[0] = '\0';
 	}
 	reply(true, NULL);
 }
@@ -672,8 +686,13 @@ static void on_control(struct bufferevent *bev, void *arg)
 
 static void on_control_event(struct bufferevent *bev, short what, void *arg)
 {
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-		event_base_loopexit(base, NULL);
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	/* The controller is gone: so is every redirect we own. */
+	for (size_t i = 0; i < MAX_SANDBOXES; i++)
+		if (sbxs[i] && sbxs[i]->ifname[0])
+			nft_sandbox_del(sbxs[i]->ifname);
+	event_base_loopexit(base, NULL);
 }
 
 /* ---- setup ---- */
@@ -743,7 +762,7 @@ static struct evconnlistener *listen_tcp(evconnlistener_cb cb, uint16_t *ret_por
 
 int main(int argc, char **argv)
 {
-	uint16_t tcp_port, dns_port;
+	struct cordon_err err = {};
 	if (argc != 2) {
 		fprintf(stderr, "usage: cordon-egress CONTROL_FD (started by cordond or cordon run)\n");
 		return 2;
@@ -774,6 +793,11 @@ int main(int argc, char **argv)
 	ctl = bufferevent_socket_new(base, cfd, BEV_OPT_CLOSE_ON_FREE);
 	bufferevent_setcb(ctl, on_control, NULL, on_control_event, NULL);
 	bufferevent_enable(ctl, EV_READ | EV_WRITE);
+	/* The table, and a libnftables context made now, while files may still be opened. */
+	if (nft_setup(&err) < 0) {
+		fprintf(stderr, "cordon-egress: %s\n", err.msg);
+		return 1;
+	}
 	/* From here on, only what relaying needs (policy/egress.policy). */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply() < 0) {
 		fprintf(stderr, "cordon-egress: seccomp: %m\n");

@@ -13,31 +13,10 @@
 
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
+#include "basic/helper.h"
 #include "net/egressctl.h"
 
 #define REPLY_TIMEOUT_MS 5000
-
-static int find_binary(char *path, size_t size)
-{
-	const char *env = secure_getenv("CORDON_EGRESS");
-	if (env && *env == '/') {
-		snprintf(path, size, "%s", env);
-		return 0;
-	}
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		char *slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			if ((size_t)snprintf(path, size, "%s/cordon-egress", self) < size && access(path, X_OK) == 0)
-				return 0;
-		}
-	}
-	snprintf(path, size, "%s", CORDON_LIBEXECDIR "/cordon-egress");
-	return access(path, X_OK) == 0 ? 0 : -ENOENT;
-}
 
 /* Reads one line (without its newline) within the deadline; -ETIMEDOUT, -EPIPE. */
 static int read_line(int fd, char *buf, size_t size, int timeout_ms)
@@ -71,7 +50,7 @@ int egressctl_spawn(struct egressctl *ret, struct cordon_err *err)
 {
 	char path[PATH_MAX], arg[16], line[256];
 	int sv[2];
-	if (find_binary(path, sizeof(path)) < 0)
+	if (helper_path("cordon-egress", "CORDON_EGRESS", path, sizeof(path)) < 0)
 		return cordon_err_set(err, -ENOENT, "network: cordon-egress not found (%s)", path);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return cordon_err_set(err, -errno, "network: socketpair");
@@ -103,13 +82,14 @@ int egressctl_spawn(struct egressctl *ret, struct cordon_err *err)
 }
 
 char *egressctl_set_line(const char *ip, const char *sandbox_id, const char *mode,
-			 const char *const *allow, size_t n)
+			 const char *const *allow, size_t n, const char *ifname)
 {
 	_cleanup_(json_decrefp) json_t *a = json_array();
 	for (size_t i = 0; a && i < n; i++)
 		json_array_append_new(a, json_string(allow[i]));
-	_cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O}", "op", "set", "ip", ip,
-						       "sandbox", sandbox_id, "mode", mode, "allow", a);
+	_cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s?}", "op", "set",
+						       "ip", ip, "sandbox", sandbox_id, "mode", mode,
+						       "allow", a, "ifname", ifname);
 	return o ? json_dumps(o, JSON_COMPACT) : NULL;
 }
 

@@ -79,10 +79,14 @@ static int tls_more(size_t len)
 }
 
 /* Gathers the first handshake message out of the records at @buf into @hs. Returns its
- * length, -EAGAIN or -EBADMSG. */
+ * length, -EAGAIN or -EBADMSG. The message must be complete within SNIFF_TLS_WAIT_MAX bytes
+ * of input, however much the caller passes. */
 static int tls_gather(const uint8_t *buf, size_t len, uint8_t *hs)
 {
 	size_t off = 0, have = 0, need = 4;
+
+	if (len > SNIFF_TLS_WAIT_MAX)
+		len = SNIFF_TLS_WAIT_MAX;
 
 	while (have < need) {
 		/* judge the header bytes there are, so that non-TLS fails early */

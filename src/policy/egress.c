@@ -385,10 +385,12 @@ static int check_cidr(const struct egress_rule *r, const struct egress_blocklist
 
 	if (!range_blocked(bl, r->family, r->addr, r->prefix, &o))
 		return 0;
+	/* a rule wider than what it hits was probably meant as "the internet" */
+	bool wide = r->prefix < o.prefix && r->prefix <= (r->family == AF_INET ? 8 : 16);
 	format_range(range, sizeof(range), o.family, o.addr, o.prefix);
 	return cordon_err_setf(err, -EPERM,
 			       "rule '%s': overlaps always-blocked range %s (%s)%s", r->text, range,
-			       o.why, r->prefix <= 8 ? "; for the whole internet use --net public" : "");
+			       o.why, wide ? "; for the whole internet use --net public" : "");
 }
 
 static int parse_name(char *s, struct egress_rule *r, struct cordon_err *err)

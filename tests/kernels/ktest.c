@@ -5,7 +5,8 @@
  * prints one line saying what it saw and exits 0 when it saw what a working limit causes.
  *
  *   memhog MIB         allocate and touch MIB MiB, 1 MiB at a time (the memory limit kills it)
- *   forkbomb SECONDS   fork sleeping children until fork fails; print the count; hold
+ *   forkbomb SECONDS   fork sleeping children until fork fails; print the count; hold for
+ *                      SECONDS and exit, leaving the children to the sandbox's teardown
  *   spin SECONDS       burn CPU for SECONDS of wall time; print the CPU time it got
  *   fill PATH          write PATH until the disk is full; exit 0 on ENOSPC (or EFBIG)
  *   fds                open /dev/null until EMFILE; exit 0 on EMFILE
@@ -88,7 +89,7 @@ static int forkbomb(int hold)
 	printf("forkbomb: %d children, then fork: %s\n", n, err ? strerror(err) : "no error");
 	fflush(stdout);
 	sleep(hold);
-	kill(0, SIGKILL); /* the children with us; the sandbox would take them anyway */
+	/* the children are left to the sandbox: they die with its pid namespace */
 	return err == EAGAIN ? 0 : 1;
 }
 

@@ -160,7 +160,12 @@ cat >"$R/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 user:x:1000:1000:user:/home/user:/bin/sh
 EOF
-printf 'root:x:0:\nuser:x:1000:\ntty:x:5:\n' >"$R/etc/group"
+printf 'root:x:0:\nuser:x:1000:\ntty:x:5:\nshadow:x:42:\n' >"$R/etc/group"
+# host secrets that the security probe looks for (a sandbox must not see them)
+printf 'root:*:19000:0:99999:7:::\n' >"$R/etc/shadow"
+chmod 0640 "$R/etc/shadow"
+mkdir -p "$R/etc/ssh"
+echo "# host ssh config" >"$R/etc/ssh/sshd_config"
 printf 'PRETTY_NAME="cordon kernel-suite guest"\nID=cordon-guest\n' >"$R/etc/os-release"
 cp tests/kernels/init.sh "$R/init"
 chmod 0755 "$R/init"

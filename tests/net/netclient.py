@@ -47,6 +47,19 @@ def read_http(sock):
     return head.decode(errors="replace"), j, data
 
 
+def target(o):
+    """o["connect"], where "@gateway" is the sandbox's next hop (the host end of its veth:
+    the sandbox end is .2 of a /30, the host end .1)."""
+    c = o["connect"]
+    if c == "@gateway":
+        a = op_myaddr({})["addr"]
+        if a is None:
+            raise OSError("no address toward the default route")
+        p = a.split(".")
+        c = ".".join(p[:3] + [str(int(p[3]) - 1)])
+    return (c, o.get("port", 80))
+
+
 def request(sock, host, path):
     sock.sendall(f"GET {path} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: netclient\r\n\r\n".encode())
 
@@ -54,7 +67,7 @@ def request(sock, host, path):
 def op_http(o):
     r = {"reached": False}
     try:
-        with socket.create_connection((o["connect"], o.get("port", 80)), timeout=TIMEOUT) as s:
+        with socket.create_connection(target(o), timeout=TIMEOUT) as s:
             r["connected"] = True
             request(s, o["host"], o["path"])
             head, body, raw = read_http(s)
@@ -122,7 +135,7 @@ def op_echo(o):
     r = {"reached": False}
     data = o["data"].encode()
     try:
-        with socket.create_connection((o["connect"], o["port"]), timeout=TIMEOUT) as s:
+        with socket.create_connection(target(o), timeout=TIMEOUT) as s:
             r["connected"] = True
             s.sendall(data)
             got = b""

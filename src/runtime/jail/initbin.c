@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "basic/helper.h"
 #include "runtime/jail/jail.h"
 
 #ifndef MFD_EXEC
@@ -25,29 +26,10 @@
 
 static int cached_fd = -1;
 
-/* $CORDON_INIT, else cordon-init beside our own binary, else the installed one. */
 static int open_init_binary(char *path, size_t size)
 {
-	const char *env = secure_getenv("CORDON_INIT");
-	if (env && *env == '/') {
-		snprintf(path, size, "%s", env);
-		return open(path, O_RDONLY | O_CLOEXEC);
-	}
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		char *slash = strrchr(self, '/');
-		if (slash) {
-			*slash = '\0';
-			if ((size_t)snprintf(path, size, "%s/cordon-init", self) >= size)
-				return -ENAMETOOLONG;
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
-			if (fd >= 0)
-				return fd;
-		}
-	}
-	snprintf(path, size, "%s", CORDON_LIBEXECDIR "/cordon-init");
+	if (helper_path("cordon-init", "CORDON_INIT", path, size) < 0)
+		return -1;
 	return open(path, O_RDONLY | O_CLOEXEC);
 }
 

@@ -29,7 +29,6 @@
 #include "lib/cgroup.h"
 #include "lib/idmap.h"
 #include "lib/initproto.h"
-#include "net/nft.h"
 #include "runtime/jail/jail.h"
 
 void cordon_spec_init(struct cordon_spec *spec)
@@ -72,7 +71,7 @@ static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
 	}
 	if (spec->net == CORDON_NET_EGRESS && geteuid() != 0)
 		return cordon_err_setf(err, -EPERM, "network: only root can give a sandbox a network");
-	if (spec->net == CORDON_NET_EGRESS && (!spec->egress_tcp_port || !spec->egress_dns_port))
+	if (spec->net == CORDON_NET_EGRESS && !spec->net_hook)
 		return cordon_err_setf(err, -EINVAL, "network: no egress proxy");
 	if (spec->workdir && spec->workdir[0] != '/')
 		return cordon_err_setf(err, -EINVAL, "workdir '%s': not an absolute path", spec->workdir);
@@ -116,10 +115,9 @@ static bool slot_is_stale(const char *name, void *data)
 	struct idmap_slot s;
 	if (idmap_slot_try(slot, &s) < 0)
 		return false; /* held: a live sandbox */
-	/* A dead sandbox's redirect and, should its namespace linger, its link. */
+	/* A dead sandbox's link, should its namespace linger. */
 	struct link_addrs a;
 	link_addrs_for_slot(slot, &a);
-	nft_sandbox_del(a.host_ifname);
 	link_delete(a.host_ifname);
 	/* Keep holding it while its cgroup goes; released when the sweep is over. */
 	struct idmap_slot *held = data;
@@ -139,10 +137,6 @@ int cordon_prepare(struct cordon_err *err)
 	return r < 0 ? r : 0;
 }
 
-int cordon_net_prepare(struct cordon_err *err)
-{
-	return nft_setup(err);
-}
 
 int cordon_sweep_stale(void)
 {
@@ -215,14 +209,14 @@ static int host_adopt(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 		return r;
 	if (spec->net != CORDON_NET_EGRESS)
 		return 0;
-	/* The link, then the redirect to the proxy, then the policy: the sandbox's first packet
-	 * finds all three (and without any of them reaches nothing). */
+	/* The redirect to the proxy first, then the link: the interface never exists with a
+	 * stale redirect of a dead sandbox of this slot (to a port someone else may hold now). */
+	if ((r = spec->net_hook(spec->net_hook_data, sb->ip, sb->link.host_ifname, err)) < 0)
+		return r;
 	if ((r = link_create(sb->pid, &sb->link, err)) < 0)
 		return r;
 	sb->linked = true;
-	if ((r = nft_sandbox_add(sb->link.host_ifname, spec->egress_tcp_port, spec->egress_dns_port, err)) < 0)
-		return r;
-	return spec->net_hook ? spec->net_hook(spec->net_hook_data, sb->ip, err) : 0;
+	return 0;
 }
 
 static int host_go(int sync_fd, struct cordon_err *err)
@@ -531,11 +525,9 @@ struct cordon_sandbox *cordon_sandbox_free(struct cordon_sandbox *sb)
 		cordon_sandbox_kill(sb);
 		reap(sb);
 	}
-	/* The cgroup and the redirect go before the slot: whoever takes the slot next must not
-	 * find them. The veth pair went with the sandbox's network namespace. */
+	/* The cgroup goes before the slot: whoever takes the slot next must not find it. The
+	 * veth pair went with the sandbox's network namespace; its redirect is the controller's. */
 	cgroup_free(sb->cg);
-	if (sb->linked)
-		nft_sandbox_del(sb->link.host_ifname);
 	idmap_slot_release(&sb->slot);
 	int fds[] = {sb->pidfd, sb->agent_fd, sb->status_fd, sb->sync_fd};
 	close_fds(fds, ELEMENTSOF(fds));

@@ -29,7 +29,7 @@ struct cordon_sandbox {
 	struct cgroup *cg;
 	uint64_t start_ms, deadline_ms;
 	struct cordon_result result;
-	bool linked;                /* has an egress link (nft map entries to remove) */
+	bool linked;                /* has an egress link */
 	struct link_addrs link;
 	char ip[16];
 };

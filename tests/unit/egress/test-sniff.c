@@ -151,6 +151,8 @@ static void test_lies(void **state)
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		size_t len = load(files[i], orig, sizeof(orig));
 		size_t n = hello_fields(orig, f);
+		char want_name[256];
+		int want = sni(orig, len, want_name);
 		assert_true(n > 8);
 		for (size_t j = 0; j < n; j++) {
 			static const int delta[] = { -1, 1, 2, -2, 255 };
@@ -161,15 +163,21 @@ static void test_lies(void **state)
 				memcpy(buf, orig, len);
 				put(buf + f[j].off, f[j].size, v);
 				int r = sni(buf, len, name);
-				if (r != -EBADMSG)
+				/* a lie in one extension's length can leave a list that
+				 * is still consistent (the TLV walk just lands elsewhere);
+				 * the server walks it the same way, so what matters is
+				 * that it never yields another name */
+				if (r != -EBADMSG && (r != want || (r == 0 &&
+								  strcmp(name, want_name))))
 					fail_msg("%s: field at %zu %+d: %d", files[i], f[j].off,
 						 delta[d], r);
 			}
 		}
-		/* the outer lengths: more than there is means wait; beyond the limits, refuse */
+		/* the outer lengths: more than there is means wait; beyond the limits, refuse.
+		 * A record longer than its message does not matter once the message is in. */
 		memcpy(buf, orig, len);
 		put(buf + 3, 2, len - 5 + 1);
-		assert_int_equal(sni(buf, len, name), -EAGAIN);
+		assert_int_equal(sni(buf, len, name), want);
 		put(buf + 3, 2, 16385);
 		assert_int_equal(sni(buf, len, name), -EBADMSG);
 		put(buf + 3, 2, 0);
@@ -227,10 +235,10 @@ static void build(struct hello *h, const uint8_t *exts, size_t elen)
 	put(h->b + 6, 3, h->n - 9);
 }
 
-/* A server_name extension of the given entries ("\0name" for host_name), into @out. */
+/* A server_name extension with @n entries (host_name, or @types[i]), into @out. */
 static size_t sni_ext(uint8_t *out, const char *const *names, const uint8_t *types, size_t n)
 {
-	size_t o = 9;
+	size_t o = 6;
 	for (size_t i = 0; i < n; i++) {
 		size_t l = strlen(names[i]);
 		out[o] = types ? types[i] : 0;
@@ -241,8 +249,7 @@ static size_t sni_ext(uint8_t *out, const char *const *names, const uint8_t *typ
 	put(out, 2, 0);
 	put(out + 2, 2, o - 4);
 	put(out + 4, 2, o - 6);
-	memmove(out + 6, out + 9, o - 9);
-	return o - 3;
+	return o;
 }
 
 static int sni_of(const char *name, char *ret, size_t size)
@@ -384,7 +391,7 @@ static void test_limits(void **state)
 	size_t n;
 
 	n = big_hello(buf, SNIFF_TLS_MAX);
-	assert_int_equal(n, SNIFF_TLS_MAX + 10);
+	assert_int_equal(n, SNIFF_TLS_MAX + 5);
 	assert_int_equal(sniff_tls_sni(buf, n, ret, sizeof(ret)), 0);
 	assert_string_equal(ret, "big.example");
 	assert_int_equal(sniff_tls_sni(buf, n - 1, ret, sizeof(ret)), -EAGAIN);
@@ -394,7 +401,7 @@ static void test_limits(void **state)
 
 	/* a big hello in tiny records needs more than the sniffer waits for */
 	static uint8_t one[SNIFF_TLS_MAX + 64];
-	n = big_hello(one, 8000);
+	n = big_hello(one, 12000);
 	n = resplit(one, n, 7, buf);
 	assert_true(n > SNIFF_TLS_WAIT_MAX);
 	assert_int_equal(sniff_tls_sni(buf, SNIFF_TLS_WAIT_MAX - 1, ret, sizeof(ret)), -EAGAIN);
@@ -475,7 +482,6 @@ static const struct {
 	{ "GET / HTTP/1.1\r\nHost: example.com\r\n evil.com\r\n\r\n", -EBADMSG, NULL, 0 },
 	{ "GET / HTTP/1.1\r\nHost: example.com\nHost: evil.com\r\n\r\n", -EBADMSG, NULL, 0 },
 	{ "GET / HTTP/1.1\r\nHost: example.com\rX: y\r\n\r\n", -EBADMSG, NULL, 0 },
-	{ "GET / HTTP/1.1\r\nX: a\0b\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL, 0 },
 	{ "GET / HTTP/1.1\r\nNoColon\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL, 0 },
 	{ "GET / HTTP/1.1\r\n: x\r\nHost: example.com\r\n\r\n", -EBADMSG, NULL, 0 },
 	/* absolute form */
@@ -509,10 +515,7 @@ static void test_http(void **state)
 	for (size_t i = 0; i < sizeof(http) / sizeof(http[0]); i++) {
 		char host[256] = "";
 		uint16_t port = 0;
-		/* the X: a\0b case has a NUL inside: find its real length */
 		size_t len = strlen(http[i].req);
-		if (strstr(http[i].req, "X: a") && len < 20)
-			len += 1 + strlen(http[i].req + len + 1);
 		int r = sniff_http_host((const uint8_t *)http[i].req, len, host, sizeof(host), &port);
 		if (r != http[i].ret)
 			fail_msg("case %zu '%s': %d", i, http[i].req, r);
@@ -521,6 +524,13 @@ static void test_http(void **state)
 			assert_int_equal(port, http[i].port);
 		}
 	}
+
+	static const char nul[] = "GET / HTTP/1.1\r\nX: a\0b\r\nHost: example.com\r\n\r\n";
+	char host[256];
+	uint16_t port;
+	assert_int_equal(sniff_http_host((const uint8_t *)nul, sizeof(nul) - 1, host, sizeof(host),
+					 &port),
+			 -EBADMSG);
 }
 
 static void test_http_prefixes(void **state)
