@@ -9,6 +9,8 @@
 
 int helper_path(const char *name, const char *env, char *path, size_t size)
 {
+	if (!path || size == 0)
+		return -EINVAL;
 	const char *e = env ? secure_getenv(env) : NULL;
 	if (e && *e == '/') {
 		snprintf(path, size, "%s", e);

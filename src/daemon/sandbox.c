@@ -288,6 +288,8 @@ static int on_frame(struct sbx *s, const struct frame *f)
 			audit_prepare(s); /* creating the file (and syncing its directory) costs */
 		} else {
 			s->state = SBX_RUNNING;
+			s->deadline_ms = now_ms() + s->timeout_s * 1000;
+			arm_ttl(s);
 			sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
 			waiters_ready(s);
 		}
@@ -598,7 +600,9 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 	struct cordon_stats st;
 	cordon_sandbox_stats(s->jail, &st);
 	s->oom_base = st.oom_kills;
-	arm_ttl(s);
+	/* The TTL counts from when the client gets the sandbox: a slow build must not eat it. */
+	if (s->state == SBX_RUNNING)
+		arm_ttl(s);
 	state_put(s);
 	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE,
 			    json_pack("{s:s, s:s, s:O, s:s}", "template", "host", "runtime", "jail",

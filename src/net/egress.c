@@ -54,7 +54,7 @@
 #define MAX_CONNS_PER_SBX   256
 #define NEW_CONNS_PER_SEC   200
 #define BYTES_PER_SEC       (16u << 20)
-#define SNIFF_MAX           (16u << 10)
+#define SNIFF_MAX           SNIFF_TLS_WAIT_MAX
 #define SNIFF_TIMEOUT_S     10
 #define RELAY_HIGH          (1u << 20)
 #define DNS_TIMEOUT_S       5
@@ -285,7 +285,9 @@ static void on_first_bytes(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t len = evbuffer_get_length(in);
-	const uint8_t *p = evbuffer_pullup(in, len < SNIFF_MAX ? len : SNIFF_MAX);
+	if (len > SNIFF_MAX)
+		len = SNIFF_MAX; /* the parsers see no more than was made contiguous */
+	const uint8_t *p = evbuffer_pullup(in, len);
 	uint16_t port = ntohs(c->orig.sin_port);
 	int r;
 
@@ -431,6 +433,10 @@ static void dns_query(struct sbx *s, const uint8_t *buf, size_t len, const struc
 	struct dns_pending p = {.client = from ? *from : (struct sockaddr_in){0}, .s = s, .tcp = tcp};
 	if (dns_parse_query(buf, len, &p.q) < 0)
 		return; /* not a query we answer: dropped */
+	if (p.q.qclass != DNS_CLASS_IN) { /* CHAOS and friends tell of the resolver, not the net */
+		dns_refuse(&p, buf, len, 5);
+		return;
+	}
 	const struct egress_rule *rule = egress_match_dns(s->policy, p.q.name);
 	emit(s, "dns", NULL, 53, p.q.name, rule, rule ? NULL : "name not allowed");
 	if (!rule) {

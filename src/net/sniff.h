@@ -28,7 +28,9 @@
  * least 254 for any name; -ENOBUFS when it does not fit); -EAGAIN when more bytes are
  * needed; -ENOENT for a well-formed ClientHello without server_name; -EBADMSG when it is not
  * TLS or is malformed (lengths that lie, a second server_name extension, more than one name
- * or a name type other than host_name, a name that is an IP literal or not LDH). */
+ * or a name type other than host_name, a name that is an IP literal or not LDH), or when the
+ * message is not complete within the first SNIFF_TLS_WAIT_MAX bytes. Pass the bytes that are
+ * contiguous at @buf; it reassembles a split message in SNIFF_TLS_MAX bytes of stack. */
 int sniff_tls_sni(const uint8_t *buf, size_t len, char *ret, size_t size);
 
 /* Reads the Host header of an HTTP/1.0 or 1.1 request at the start of @buf. Returns 0 with

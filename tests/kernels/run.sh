@@ -28,6 +28,7 @@
 #   CORDON_KERNEL_TIMEOUT   deadline of the guest in seconds (default 600)
 #   CORDON_KERNEL_ONLY      comma-separated test names to run (default: all)
 #   CORDON_KERNEL_KEEP=1    keep the work directory (initramfs, console log)
+#   CORDON_KERNEL_JUNIT     write the TEST lines as a JUnit XML file there (tests/run-all.sh)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -204,7 +205,7 @@ if [ "$ACCEL" = auto ]; then
 		if [ "$ACCEL" = kvm ]; then
 			say "KVM runs the guest"
 		else
-			say "KVM cannot run this guest ($(tail -c 300 "$WORK/qemu-kvm.out" | tr '\n' ' ')); falling back to TCG"
+			say "KVM cannot run this guest (its init did not start in 20 s; qemu said: '$(tail -c 300 "$WORK/qemu-kvm.out" | tr '\n' ' ')'); falling back to TCG"
 			kill -9 "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null || true
 			qpid=""
 		fi
@@ -240,6 +241,25 @@ echo
 echo "=== kernel suite: $(basename "$kdir"), $ACCEL, guest ${guest_s}s, total $(elapsed)"
 tr -d '\r' <"$LOG" | grep -E '^(INFO|TEST) ' || true
 result=$(tr -d '\r' <"$LOG" | grep -E '^RESULT [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' | tail -n1 || true)
+junit() { # tests (one "name verdict detail" line each) on stdin: $CORDON_KERNEL_JUNIT
+	local esc='s/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g; s/"/\&quot;/g'
+	{
+		echo '<?xml version="1.0" encoding="UTF-8"?>'
+		echo "<testsuite name=\"kernels-$(basename "$kdir")\">"
+		while read -r name verdict detail; do
+			detail=$(echo "$detail" | sed "$esc")
+			echo "<testcase classname=\"kernels\" name=\"$(echo "$name" | sed "$esc")\">"
+			case $verdict in
+			FAIL) echo "<failure message=\"$detail\"/>" ;;
+			SKIP) echo "<skipped message=\"$detail\"/>" ;;
+			esac
+			echo "</testcase>"
+		done
+		echo "</testsuite>"
+	} >"$CORDON_KERNEL_JUNIT"
+}
+# (a hung guest fails tests/run-all.sh's stage, which counts once: no test case for it here)
+[ -z "${CORDON_KERNEL_JUNIT:-}" ] || tr -cd '\11\12\40-\176' <"$LOG" | sed -n 's/^TEST //p' | junit
 if [ $hung = 1 ]; then
 	echo "kernels: the guest hung: killed at the ${DEADLINE}s deadline; last console lines:"
 	tail -n 30 "$LOG" | sed 's/^/  | /'

@@ -25,7 +25,7 @@ import time
 import urllib.request
 
 TIMEOUT = float(os.environ.get("NETCLIENT_TIMEOUT", "4"))
-CA = "/ca.pem"
+CA = os.environ.get("NETCLIENT_CA", "/ca.pem")
 
 
 def err(e):
