@@ -6,9 +6,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian 12 packages the build and the tests need.
 DEPS := meson ninja-build gcc clang pkg-config musl-tools libseccomp-dev libjansson-dev \
 	libevent-dev libsqlite3-dev libssl-dev libmnl-dev libnftables-dev libcmocka-dev \
-	libclang-rt-14-dev python3-pytest bubblewrap busybox-static iproute2 nftables
+	libclang-rt-14-dev python3-pytest bubblewrap busybox-static iproute2 nftables \
+	qemu-system-x86 cpio
 
-.PHONY: all deps build quickstart test test-fast bench clean
+.PHONY: all deps build quickstart test test-kernels bench clean
 
 all: build
 
@@ -30,6 +31,10 @@ quickstart: build
 
 test: build
 	bash tests/run-all.sh
+
+# Debian 12's kernel (6.1) with cgroup v2 under QEMU: tests/kernels/ (make test runs it too).
+test-kernels: build
+	bash tests/kernels/run.sh
 
 bench: build
 	/usr/bin/python3 bench/bench_run.py

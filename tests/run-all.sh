@@ -51,6 +51,7 @@ stage "integration" pytests build pytest-integration tests/integration
 stage "security" pytests build pytest-security tests/security
 stage "daemon" pytests build pytest-daemon tests/daemon
 stage "sdk" pytests build pytest-sdk sdk/python/tests
+stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$results/kernels.xml" bash tests/kernels/run.sh
 stage "asan build" asan_build
 stage "unit (asan+ubsan)" unit build-asan unit-asan
 stage "security (asan+ubsan)" pytests build-asan pytest-asan tests/security

@@ -50,7 +50,13 @@ int rlimits_apply(const struct rlimit_spec *r, struct cordon_err *err)
 		{RLIMIT_SIGPENDING, r->sigpending, "SIGPENDING"},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-		struct rlimit rl = {table[i].value, table[i].value};
+		/* Never above the hard limit we were given: raising it needs CAP_SYS_RESOURCE in
+		 * the host's user namespace (the kernel sizes SIGPENDING and NPROC by memory, and
+		 * systemd passes those on), and lower is only stricter. */
+		struct rlimit rl = {table[i].value, table[i].value}, cur;
+		if (getrlimit(table[i].resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY &&
+		    rl.rlim_max > cur.rlim_max)
+			rl.rlim_cur = rl.rlim_max = cur.rlim_max;
 		if (setrlimit(table[i].resource, &rl) < 0)
 			return cordon_err_set(err, -errno, "setrlimit %s", table[i].name);
 	}

@@ -55,10 +55,10 @@ static const struct gen_file etc_files[] = {
 
 /* Masked parts of /proc, after the OCI runtime spec's defaults. */
 static const char *const proc_readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger"};
-static const char *const proc_masked_files[] = {"kcore",       "keys",	       "key-users",
-						"timer_list",  "sched_debug",  "latency_stats",
-						"kallsyms",    "kpagecount",   "kpageflags",
-						"kpagecgroup", "sysrq-trigger"};
+static const char *const proc_masked_files[] = {"kcore",       "keys",	      "key-users",
+						"timer_list",  "sched_debug", "latency_stats",
+						"kallsyms",    "kpagecount",  "kpageflags",
+						"kpagecgroup"};
 static const char *const proc_masked_dirs[] = {"acpi", "asound", "scsi", "firmware", "driver"};
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -332,6 +332,9 @@ static int proc_mask(const char *name, bool dir, struct cordon_err *err)
 		    : mount(NEWROOT "/dev/null", path, NULL, MS_BIND, NULL);
 	if (r < 0)
 		return errno == ENOENT ? 0 : cordon_err_set(err, -errno, "mask /proc/%s", name);
+	/* A mask is read-only too: it reads as empty and takes no write. */
+	if (!dir && mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | fl, NULL) < 0)
+		return cordon_err_set(err, -errno, "mask /proc/%s read-only", name);
 	return 0;
 }
 

@@ -9,10 +9,11 @@ Two network namespaces, created here and removed at the end (also on failure):
                       nftables table and its cordon-egress all live in this namespace.
                       203.0.113.2/24, default route via 203.0.113.1; /etc/resolv.conf
                       (bound over, for cordon and cordon-egress only) names 198.51.100.53.
-                      Runs its own HTTP server on 0.0.0.0:80 and :8080 (the host's services).
+                      Runs its own HTTP server on 0.0.0.0 and [::], ports 80 and 8080, and a TCP
+                      echo on 0.0.0.0:22 (the host's services).
   cordtest-net-XXXX   "the internet": 203.0.113.1/24 on the veth, and on its loopback
                       198.51.100.10 (HTTP 80, TLS 443, TCP echo 22, UDP sink 7),
-                      198.51.100.11 (HTTP 80, TLS 443, TCP echo 22),
+                      198.51.100.11 (HTTP 80 and 8080, TLS 443, TCP echo 22),
                       198.51.100.53 (DNS, the host's resolver), 198.51.100.54 (a rogue DNS),
                       169.254.169.254 (cloud metadata, HTTP 80), 10.99.0.5 (private, 80/443).
                       It has no default route and no other link: nothing can leave it.
@@ -164,7 +165,7 @@ class FakeNet:
         inet = {
             "log": self.inet_log, "cert": os.path.join(self.tmp, "srv.pem"),
             "key": os.path.join(self.tmp, "srv.key"),
-            "http": [[WEB1, 80], [WEB2, 80], [METADATA, 80], [PRIVATE, 80]],
+            "http": [[WEB1, 80], [WEB2, 80], [WEB2, 8080], [METADATA, 80], [PRIVATE, 80]],
             "https": [[WEB1, 443], [WEB2, 443], [PRIVATE, 443]],
             "echo": [[WEB1, 22], [WEB2, 22]],
             "udp": [[WEB1, 7]],
@@ -172,6 +173,7 @@ class FakeNet:
             "zone": ZONE,
         }
         hostsrv = {"log": self.host_log, "http": [["0.0.0.0", 80], ["0.0.0.0", 8080]],
+                   "http6": [["::", 80], ["::", 8080]],
                    "echo": [["0.0.0.0", 22]]}
         self._server(n, "inet", inet)
         self._server(h, "hostsrv", hostsrv)

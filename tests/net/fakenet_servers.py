@@ -6,6 +6,7 @@ CONFIG is a JSON object:
     {"log": "/path/log.jsonl",          every request/query/datagram, one JSON object a line
      "cert": "srv.pem", "key": "srv.key",
      "http":  [["198.51.100.10", 80], ...],     HTTP, answers every path with a JSON body
+     "http6": [["::", 80], ...],                the same on IPv6 only
      "https": [["198.51.100.11", 443], ...],    the same over TLS (records the SNI)
      "echo":  [["198.51.100.10", 22], ...],     raw TCP echo (single thread, many connections)
      "udp":   [["198.51.100.10", 7], ...],      UDP sink: logs every datagram, answers nothing
@@ -82,6 +83,14 @@ class HTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
     def handle_error(self, request, client_address):
         pass  # a client that hangs up, a failed handshake: not our business
+
+
+class HTTP6Server(HTTPServer):
+    address_family = socket.AF_INET6
+
+    def server_bind(self):
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        super().server_bind()
 
 
 def tls_context(cert, key):
@@ -240,6 +249,9 @@ def main():
 
     for addr, port in cfg.get("http", []):
         s = HTTPServer(addr, port)
+        threads.append(threading.Thread(target=s.serve_forever, daemon=True))
+    for addr, port in cfg.get("http6", []):
+        s = HTTP6Server(addr, port)
         threads.append(threading.Thread(target=s.serve_forever, daemon=True))
     if cfg.get("https"):
         ctx = tls_context(cfg["cert"], cfg["key"])

@@ -67,7 +67,7 @@ def request(sock, host, path):
 def op_http(o):
     r = {"reached": False}
     try:
-        with socket.create_connection(target(o), timeout=TIMEOUT) as s:
+        with socket.create_connection(target(o), timeout=o.get("timeout", TIMEOUT)) as s:
             r["connected"] = True
             request(s, o["host"], o["path"])
             head, body, raw = read_http(s)
@@ -103,6 +103,76 @@ def op_https(o):
                 r["head"] = head[:200]
                 if isinstance(body, dict) and body.get("fakenet"):
                     r["reached"], r["body"] = True, body
+    except Exception as e:  # noqa: BLE001
+        r["error"] = err(e)
+    return r
+
+
+def op_http_split(o):
+    """HTTP whose request head arrives in two TCP segments, o["gap"] seconds apart."""
+    r = {"reached": False}
+    try:
+        with socket.create_connection(target(o), timeout=TIMEOUT) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            req = f"GET {o['path']} HTTP/1.0\r\nHost: {o['host']}\r\n\r\n".encode()
+            cut = o.get("cut", 10)
+            s.sendall(req[:cut])
+            time.sleep(o.get("gap", 0.3))
+            s.sendall(req[cut:])
+            head, body, _ = read_http(s)
+            if isinstance(body, dict) and body.get("fakenet"):
+                r["reached"], r["body"] = True, body
+    except Exception as e:  # noqa: BLE001
+        r["error"] = err(e)
+    return r
+
+
+def op_https_split(o):
+    """TLS whose ClientHello arrives in two TCP segments (cut at o["cut"]), o["gap"] apart."""
+    r = {"reached": False}
+    try:
+        obj_in, obj_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = tls_ctx(o.get("verify", True)).wrap_bio(obj_in, obj_out, server_hostname=o["sni"])
+        with socket.create_connection(target(dict(o, port=o.get("port", 443))), timeout=TIMEOUT) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            hello = obj_out.read()
+            cut = o.get("cut", 60)
+            s.sendall(hello[:cut])
+            time.sleep(o.get("gap", 0.3))
+            s.sendall(hello[cut:])
+            while True:
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    if obj_out.pending:
+                        s.sendall(obj_out.read())
+                    d = s.recv(65536)
+                    if not d:
+                        raise ConnectionError("closed during the handshake")
+                    obj_in.write(d)
+            if obj_out.pending:
+                s.sendall(obj_out.read())
+            tls.write(f"GET {o['path']} HTTP/1.0\r\nHost: {o['sni']}\r\n\r\n".encode())
+            s.sendall(obj_out.read())
+            data = b""
+            while True:
+                try:
+                    data += tls.read(65536)
+                except ssl.SSLWantReadError:
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    obj_in.write(d)
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    break
+            body = json.loads(data.partition(b"\r\n\r\n")[2].decode() or "null")
+            if isinstance(body, dict) and body.get("fakenet"):
+                r["reached"], r["body"] = True, body
     except Exception as e:  # noqa: BLE001
         r["error"] = err(e)
     return r
@@ -231,8 +301,43 @@ def op_myaddr(_o):
         return {"addr": None, "error": err(e)}
 
 
+def op_v6host(o):
+    """Waits for the host end's IPv6 link-local address in o["file"] (the test writes it once
+    the sandbox runs), then tries HTTP to it on each of o["ports"] for a few seconds."""
+    r = {"reached": False, "tries": {}}
+    deadline = time.monotonic() + 10
+    addr = None
+    while time.monotonic() < deadline:
+        try:
+            with open(o["file"]) as f:
+                addr = f.read().strip() or None
+        except OSError:
+            pass
+        if addr:
+            break
+        time.sleep(0.1)
+    r["addr"] = addr
+    if not addr:
+        r["error"] = "no address given"
+        return r
+    for port in o["ports"]:
+        end = time.monotonic() + 2
+        while True:
+            x = op_http({"connect": f"{addr}%eth0", "port": port, "host": "x", "path": o["path"],
+                         "timeout": 1.5})
+            r["tries"][str(port)] = x
+            if x["reached"]:
+                r["reached"] = True
+                break
+            if time.monotonic() > end:
+                break
+            time.sleep(0.3)
+    return r
+
+
 OPS = {"http": op_http, "https": op_https, "urllib": op_urllib, "resolve": op_resolve,
-       "echo": op_echo, "dns": op_dns, "udp": op_udp, "myaddr": op_myaddr}
+       "echo": op_echo, "dns": op_dns, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
+       "http_split": op_http_split, "https_split": op_https_split}
 
 
 def flood(ip, port, n, hold):

@@ -320,3 +320,94 @@ def test_rule_naming_a_blocked_range_is_refused(net, rule, needle):
     assert r.returncode == EXIT_USAGE, f"expected exit 2 for --allow {rule}:\n{r.describe()}"
     assert "RAN" not in r.out, f"the command ran despite a refused rule:\n{r.describe()}"
     assert needle in r.err, f"the message should name the refused rule {rule!r}:\n{r.describe()}"
+
+
+# ---- IPv6 ----
+
+def test_public_never_reaches_the_host_over_ipv6_link_local(net):
+    """The veth carries IPv6 link-local addresses on both ends: the host's services listening
+    on [::] must not be reachable from the sandbox through them."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import time
+    shared = os.path.join(net.tmp, f"v6-{os.getpid()}-{time.monotonic_ns()}")
+    os.mkdir(shared)
+    os.chmod(shared, 0o755)
+    m = net.mark()
+    p = token()
+    op = {"op": "v6host", "file": "/shared/target", "ports": [80, 8080], "path": p}
+    sbx = net.popen(["--net", "public", "--ro-bind", f"{shared}:/shared"],
+                    [PY, "/netclient.py", json.dumps([op])])
+    try:
+        addr = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and addr is None and sbx.poll() is None:
+            out = net.host_exec("ip", "-o", "-6", "addr", "show", "scope", "link").stdout.decode()
+            for line in out.splitlines():
+                f = line.split()
+                if f[1].startswith("cdn") and "tentative" not in line:
+                    addr = f[3].split("/")[0]
+            time.sleep(0.1)
+        assert addr, f"no IPv6 link-local address on the sandbox's host end: {out}"
+        with open(os.path.join(shared, "t"), "w") as f:
+            f.write(addr)
+        os.rename(os.path.join(shared, "t"), os.path.join(shared, "target"))
+        out, err = sbx.communicate(timeout=40)
+    finally:
+        if sbx.poll() is None:
+            os.killpg(sbx.pid, signal.SIGKILL)
+            sbx.wait()
+    res = json.loads(out.decode().strip().splitlines()[-1])
+    assert res[0]["addr"] == addr, res
+    assert_blocked(res[0])
+    assert_paths_unseen(net, m, {p})
+
+
+# ---- headers split across segments, explicit ports ----
+
+def test_split_client_hello_and_http_head(net):
+    """The name arrives in pieces: still allowed when allowed, still blocked when not."""
+    m = net.mark()
+    ok1, ok2, ok3, bad1, bad2 = token(), token(), token(), token(), token()
+    _, res = net.probe(["--allow", "api.example.test"], [
+        {"op": "https_split", "connect": "api.example.test", "sni": "api.example.test", "path": ok1},
+        {"op": "https_split", "connect": "api.example.test", "sni": "api.example.test", "path": ok2, "cut": 5},
+        {"op": "http_split", "connect": "api.example.test", "host": "api.example.test", "path": ok3, "cut": 30},
+        {"op": "https_split", "connect": WEB1, "sni": "evil.test", "path": bad1, "verify": False},
+        {"op": "http_split", "connect": WEB1, "host": "evil.test", "path": bad2, "cut": 30},
+    ])
+    assert_reached(res[0], f"{WEB2}:443", sni="api.example.test")
+    assert_reached(res[1], f"{WEB2}:443", sni="api.example.test")
+    assert_reached(res[2], f"{WEB2}:80", host="api.example.test")
+    assert_blocked(res[3])
+    assert_blocked(res[4])
+    assert_paths_unseen(net, m, {bad1, bad2})
+
+
+@pytest.mark.parametrize("rule", ["api.example.test:8080", "api.example.test:8000-8100"])
+def test_name_rule_with_port(net, rule):
+    m = net.mark()
+    ok, bad1, bad2 = token(), token(), token()
+    _, res = net.probe(["--allow", rule], [
+        {"op": "http", "connect": "api.example.test", "port": 8080, "host": "api.example.test:8080", "path": ok},
+        {"op": "http", "connect": WEB2, "port": 80, "host": "api.example.test", "path": bad1},
+        {"op": "https", "connect": WEB2, "port": 443, "sni": "api.example.test", "path": bad2, "verify": False},
+    ])
+    assert_reached(res[0], f"{WEB2}:8080")
+    assert_blocked(res[1])
+    assert_blocked(res[2])
+    assert_paths_unseen(net, m, {bad1, bad2})
+
+
+def test_cidr_rule_with_port_range(net):
+    m = net.mark()
+    e1, h1 = token(), token()
+    _, res = net.probe(["--allow", "198.51.100.0/24:20-23"], [
+        {"op": "echo", "connect": WEB2, "port": 22, "data": e1},
+        {"op": "http", "connect": WEB2, "port": 80, "host": "api.example.test", "path": h1},
+    ])
+    assert res[0]["reached"], res[0]
+    assert_blocked(res[1])
+    assert_paths_unseen(net, m, {h1})
