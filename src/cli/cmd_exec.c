@@ -20,6 +20,7 @@
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
+#include "basic/sigfd.h"
 #include "cli/cli.h"
 #include "cli/client.h"
 
@@ -209,12 +210,7 @@ static void on_signal(struct exec_state *st, int sigfd)
 static int block_signals(void)
 {
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-	sigset_t mask;
-	sigemptyset(&mask);
-	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
-		sigaddset(&mask, sigs[i]);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	return sigfd_block(sigs, ELEMENTSOF(sigs));
 }
 
 /* Pumps the stream, our stdin and our signals until the stream ends. */

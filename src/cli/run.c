@@ -14,6 +14,7 @@
 
 #include "basic/cleanup.h"
 #include "basic/log.h"
+#include "basic/sigfd.h"
 #include "cli/cli.h"
 #include "lib/rootfs.h"
 #include "net/egressctl.h"
@@ -354,12 +355,7 @@ static int setup_network(struct run_ctx *c)
 static int block_signals(void)
 {
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
-	sigset_t mask;
-	sigemptyset(&mask);
-	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
-		sigaddset(&mask, sigs[i]);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	return sigfd_block(sigs, ELEMENTSOF(sigs));
 }
 
 static int run_sandbox(struct run_ctx *c)
