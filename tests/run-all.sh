@@ -50,6 +50,7 @@ stage "unit" unit build unit
 stage "integration" pytests build pytest-integration tests/integration
 stage "security" pytests build pytest-security tests/security
 stage "daemon" pytests build pytest-daemon tests/daemon
+stage "net" pytests build pytest-net tests/net
 stage "sdk" pytests build pytest-sdk sdk/python/tests
 stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$results/kernels.xml" bash tests/kernels/run.sh
 stage "asan build" asan_build

@@ -7,7 +7,7 @@ import select
 import signal
 import time
 
-from conftest import PY, WEB1, WEB2, token
+from conftest import PY, WEB1, token
 
 FLOOD = 500
 HOLD_S = 8

@@ -330,7 +330,6 @@ def test_public_never_reaches_the_host_over_ipv6_link_local(net):
     import json
     import os
     import signal
-    import subprocess
     import time
     shared = os.path.join(net.tmp, f"v6-{os.getpid()}-{time.monotonic_ns()}")
     os.mkdir(shared)
