@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <linux/mount.h>
 #include <unistd.h>
 
 #include "basic/cleanup.h"
@@ -106,6 +107,9 @@ static void fd_path(int fd, char *buf, size_t size)
 	snprintf(buf, size, "/proc/self/fd/%d", fd);
 }
 
+/* Set when the binds being made will be sealed read-only at once by seal_tree(). */
+static bool sealing;
+
 /* Binds @src_fd (an O_PATH fd) read-only, nosuid, nodev onto @dst. */
 static int bind_ro_fd(int src_fd, const char *dst, struct cordon_err *err)
 {
@@ -113,6 +117,8 @@ static int bind_ro_fd(int src_fd, const char *dst, struct cordon_err *err)
 	fd_path(src_fd, src, sizeof(src));
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return cordon_err_set(err, -errno, "mount: bind '%s'", dst);
+	if (sealing)
+		return 0;
 	unsigned long fl = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(src_fd);
 	if (mount(NULL, dst, NULL, fl, NULL) < 0)
 		return cordon_err_set(err, -errno, "mount: remount '%s' read-only", dst);
@@ -208,6 +214,16 @@ static int setup_host_image(struct cordon_err *err)
 	return 0;
 }
 
+/* Makes the mount at @path and every mount below it read-only, nosuid, nodev in one call
+ * (mount_setattr, 5.12+). -ENOSYS on older kernels: the caller then remounts one by one. */
+static int seal_tree(const char *path)
+{
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+		return -errno;
+	return 0;
+}
+
 static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *err)
 {
 	char path[PATH_MAX];
@@ -216,6 +232,12 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 	_cleanup_close_ int etc = open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (etc < 0)
 		return cordon_err_set(err, -errno, "open host /etc");
+	/* /etc is a small tmpfs of its own, sealed read-only with everything bound into it by
+	 * one mount_setattr() rather than a remount per entry (where the kernel has it). */
+	if (mount("tmpfs", NEWROOT "/etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=256") < 0)
+		return cordon_err_set(err, -errno, "mount /etc");
+	struct mount_attr probe = {0};
+	sealing = syscall(SYS_mount_setattr, -1, "", 0, &probe, sizeof(probe)) < 0 && errno != ENOSYS;
 	for (size_t i = 0; i < ELEMENTSOF(host_etc); i++) {
 		snprintf(path, sizeof(path), NEWROOT "/etc/%s", host_etc[i]);
 		r = expose_entry(etc, host_etc[i], path, err);
@@ -232,7 +254,17 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 		return r;
 	char hn[128];
 	snprintf(hn, sizeof(hn), "%s\n", cfg->hostname);
-	return write_new_file(NEWROOT "/etc/hostname", hn, 0644, err);
+	if ((r = write_new_file(NEWROOT "/etc/hostname", hn, 0644, err)) < 0)
+		return r;
+	if (sealing) {
+		sealing = false;
+		if ((r = seal_tree(NEWROOT "/etc")) < 0)
+			return cordon_err_set(err, r, "seal /etc read-only");
+		return 0;
+	}
+	if (mount(NULL, NEWROOT "/etc", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=256") < 0)
+		return cordon_err_set(err, -errno, "remount /etc read-only");
+	return 0;
 }
 
 static bool skipped(const char *name)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -181,8 +182,10 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		return r;
 	if (setsid() < 0)
 		return cordon_err_set(err, -errno, "setsid");
+	/* No RLIMIT_FSIZE: the writable tmpfs' size is the ceiling, and ENOSPC is what programs
+	 * expect at it, not SIGXFSZ. */
 	struct rlimit_spec rl = {
-		.nofile = 1024, .nproc = spec->pids, .fsize = spec->disk_bytes, .core = 0,
+		.nofile = 1024, .nproc = spec->pids, .fsize = RLIM_INFINITY, .core = 0,
 		.memlock = 64 << 10, .msgqueue = 800 << 10, .sigpending = 4096,
 	};
 	if ((r = rlimits_apply(&rl, err)) < 0)
