@@ -143,6 +143,11 @@ struct cordon_stats {
 /* What the kernel counts for the sandbox so far; zeros without a cgroup. */
 int cordon_sandbox_stats(struct cordon_sandbox *sb, struct cordon_stats *ret);
 
+/* Gives a live sandbox made with CORDON_NET_NONE its egress link now (root only): the hook
+ * points it at the proxy, then the veth is made and eth0 set up inside. Idempotent. */
+int cordon_sandbox_attach_net(struct cordon_sandbox *sb, cordon_net_hook hook, void *data,
+			      struct cordon_err *err);
+
 /* Kills every process of the sandbox at once (the pid namespace's init, then the cgroup). */
 int cordon_sandbox_kill(struct cordon_sandbox *sb);
 

@@ -117,9 +117,15 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 	if (egress_policy_parse(mode, allow, n, &p, err) < 0)
 		return -EINVAL;
 	egress_policy_free(p);
+	/* A sandbox gets its link the first time its policy lets anything out: links cost
+	 * (a veth, and a heavier network namespace to tear down), and most sandboxes never
+	 * need one. Without a link a sandbox has loopback only, which is what deny means. */
+	if (mode != 0 && s->jail && (!D.egress || cordon_sandbox_attach_net(s->jail, network_hook, s, err) < 0)) {
+		if (!D.egress)
+			cordon_err_setf(err, -EINVAL, "policy: this server cannot give sandboxes a network (not root)");
+		return -EINVAL;
+	}
 	const char *ip = s->jail ? cordon_sandbox_ip(s->jail) : NULL;
-	if (!ip && mode != 0)
-		return cordon_err_setf(err, -EINVAL, "policy: this server cannot give sandboxes a network (not root)");
 	json_t *a = json_array();
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(a, json_string(allow[i]));

@@ -406,10 +406,6 @@ static struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes)
 			      "disk_mb", (int)(disk_bytes >> 20));
 	s->metadata = json_object();
 	s->network = json_pack("{s:s, s:[]}", "policy", "deny", "allow");
-	if (D.egress) {
-		s->spec.net = CORDON_NET_EGRESS;
-		s->spec.net_hook = network_hook;
-	}
 	s->ttl_ev = evtimer_new(D.base, on_ttl, s);
 	s->hello_ev = evtimer_new(D.base, on_hello_timeout, s);
 	if (!s->limits || !s->metadata || !s->ttl_ev || !s->hello_ev) {
@@ -430,8 +426,6 @@ static void sbx_adopt(struct sbx *s)
 	list_add(s);
 	if (s->pooled)
 		D.n_pool_creating++;
-	/* Until the proxy knows it, the sandbox's packets end at the proxy unanswered. */
-	network_set(s, "deny", NULL, 0, NULL);
 }
 
 static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, struct cordon_err *err)
@@ -476,10 +470,6 @@ static void *creator_main(void *arg)
 			continue;
 		cordon_spec_init(&spec);
 		spec.timeout_ms = 0;
-		if (D.egress) { /* fixed before this thread started */
-			spec.net = CORDON_NET_EGRESS;
-			spec.net_hook = network_hook;
-		}
 		if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
 			st->jail = NULL;
 		if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {

@@ -171,7 +171,7 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		.ids_mapped = c->privileged,
 		.binds = c->binds,
 		.n_binds = c->n_binds,
-		.resolv_conf = c->link ? c->resolv_conf : NULL,
+		.resolv_conf = c->resolv_conf[0] ? c->resolv_conf : NULL,
 	};
 	if ((r = rootfs_setup(&rc, err)) < 0)
 		return r;

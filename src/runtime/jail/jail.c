@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,11 +166,13 @@ static int host_prepare(struct cordon_sandbox *sb, const struct cordon_spec *spe
 		if ((r = cgroup_create(name, &lim, &sb->cg, err)) < 0)
 			return r;
 		link_addrs_for_slot(sb->slot.slot, &sb->link);
-	}
-	if (spec->net == CORDON_NET_EGRESS) {
+		/* The resolver is named even without a link, so that a link attached later
+		 * (cordon_sandbox_attach_net) needs nothing changed inside. */
 		inet_ntop(AF_INET, &sb->link.host, c->resolv_conf + 11, 16);
 		memcpy(c->resolv_conf, "nameserver ", 11);
 		strcat(c->resolv_conf, "\n");
+	}
+	if (spec->net == CORDON_NET_EGRESS) {
 		inet_ntop(AF_INET, &sb->link.sandbox, sb->ip, sizeof(sb->ip));
 		c->link = &sb->link;
 	}
@@ -414,6 +417,37 @@ int cordon_sandbox_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 	if (sb->cg)
 		cgroup_stats(sb->cg, &cs);
 	*ret = (struct cordon_stats){cs.oom_kills, cs.cpu_usec / 1000, cs.peak_memory_bytes};
+	return 0;
+}
+
+int cordon_sandbox_attach_net(struct cordon_sandbox *sb, cordon_net_hook hook, void *data,
+			      struct cordon_err *err)
+{
+	char path[64], ip[16];
+	int r;
+	if (sb->linked)
+		return 0;
+	if (!sb->privileged || !hook)
+		return cordon_err_setf(err, -EPERM, "network: only root can give a sandbox a network");
+	inet_ntop(AF_INET, &sb->link.sandbox, ip, sizeof(ip));
+	if ((r = hook(data, ip, sb->link.host_ifname, err)) < 0 ||
+	    (r = link_create(sb->pid, &sb->link, err)) < 0)
+		return r;
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)sb->pid);
+	_cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int target = open(path, O_RDONLY | O_CLOEXEC);
+	if (self < 0 || target < 0)
+		return cordon_err_set(err, -errno, "network: open network namespaces");
+	/* Only this thread enters the sandbox's namespace, for the few ioctls of eth0. */
+	if (setns(target, CLONE_NEWNET) < 0)
+		return cordon_err_set(err, -errno, "network: enter the sandbox's namespace");
+	r = link_configure_inside(&sb->link, err);
+	if (setns(self, CLONE_NEWNET) < 0)
+		abort(); /* a host thread left in a sandbox's network: never go on */
+	if (r < 0)
+		return r;
+	memcpy(sb->ip, ip, sizeof(ip));
+	sb->linked = true;
 	return 0;
 }
 
