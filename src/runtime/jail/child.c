@@ -188,9 +188,9 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		.nofile = 1024, .nproc = spec->pids, .fsize = RLIM_INFINITY, .core = 0,
 		.memlock = 64 << 10, .msgqueue = 800 << 10, .sigpending = 4096,
 	};
-	if ((r = rlimits_apply(&rl, err)) < 0)
-		return r;
-	if ((r = arrange_fds(c, err)) < 0)
+	/* The fds first: a host process may hold more than the sandbox may (cordond has
+	 * thousands), and every one of them goes before the limit applies. */
+	if ((r = arrange_fds(c, err)) < 0 || (r = rlimits_apply(&rl, err)) < 0)
 		return r;
 	return harden(c, err);
 }
