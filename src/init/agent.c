@@ -295,9 +295,14 @@ static int drop_privileges(uint32_t user)
 	/* Empty the bounding set while CAP_SETPCAP is still ours (the jail leaves the agent
 	 * SETUID, SETGID, KILL and SETPCAP): what we start can never hold a capability, even as
 	 * uid 0 across exec. EPERM: we hold no SETPCAP (tests outside a jail, as a user). */
-	for (int c = 0; c < 64; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EPERM)
+	for (int c = 0; c < 64; c++) {
+		int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
+		if (in < 0)
+			break; /* past the kernel's last capability */
+		/* Only what is there: each drop is a credential change, and the jail left four. */
+		if (in == 1 && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EPERM)
 			break;
+	}
 	if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
 		return -errno;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

@@ -223,9 +223,13 @@ def test_exec_env_cwd_user(client, sandbox):
     home = client.sh(sid, "pwd").strip()
     assert home == client.sh(sid, 'printf "%s\\n" "$HOME"').strip() and home != "/", \
         "default cwd is the user's home"
-    # root inside still has no capabilities.
-    capeff = client.sh(sid, "grep CapEff /proc/self/status", user="root")
-    assert capeff.split()[1] == "0000000000000000", capeff
+    # root inside still has no capabilities, and cannot get any back: the bounding set is
+    # empty too (the agent holds four to start processes; what it starts holds none).
+    for user in ("root", "user"):
+        caps = client.sh(sid, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status", user=user)
+        assert len(caps.splitlines()) == 5, caps
+        for line in caps.splitlines():
+            assert line.split()[1] == "0000000000000000", f"{user}: {caps}" 
     # cwd that does not exist: not a 200 with exit 0.
     r = client.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["pwd"], "cwd": "/nonexistent-dir"})
     assert r.status != 200 or r.json()["exit_code"] != 0, r.describe()
