@@ -332,21 +332,27 @@ static int kill_procs_at(int dirfd)
 	return killed;
 }
 
+/* One pass, no waiting: the caller goes on (cordond's loop must not sleep here). */
 int cgroup_kill(struct cgroup *cg)
 {
 	if (cg->mode == CGROUP_V2 && write_file_at(cg->dirfd[CTL_UNIFIED], "cgroup.kill", "1") == 0)
 		return 0;
-	/* v1, or v2 before 5.14: a loop, since a process may fork while we read, and a killed
-	 * one stays listed until it has exited. The sandbox's pid namespace makes this a second
-	 * fence: killing its PID 1 already kills every member. */
 	int fd = cg->mode == CGROUP_V2 ? cg->dirfd[CTL_UNIFIED] : cg->dirfd[CTL_PIDS];
-	for (int round = 0; fd >= 0 && round < 50; round++) {
-		if (kill_procs_at(fd) <= 0)
+	return fd >= 0 ? kill_procs_at(fd) : 0;
+}
+
+/* v1, or v2 before 5.14: kill until empty, since a process may fork while we read, and a
+ * killed one stays listed until it has exited. The sandbox's pid namespace makes this a
+ * second fence: once its PID 1 is reaped, every member is gone and this is one read. */
+static int cgroup_kill_wait(struct cgroup *cg)
+{
+	for (int round = 0; round < 50; round++) {
+		if (cgroup_kill(cg) <= 0)
 			return 0;
 		struct timespec ts = {0, 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
-	return fd >= 0 ? -EBUSY : 0;
+	return -EBUSY;
 }
 
 /* Removes one sandbox directory; dying processes may hold it for a moment (EBUSY). */
@@ -378,7 +384,7 @@ struct cgroup *cgroup_free(struct cgroup *cg)
 	for (int c = 0; c < _CTL_MAX; c++)
 		any |= cg->dirfd[c] >= 0;
 	if (any)
-		cgroup_kill(cg);
+		cgroup_kill_wait(cg);
 	for (int c = 0; c < _CTL_MAX; c++) {
 		if (cg->dirfd[c] < 0)
 			continue;

@@ -272,10 +272,9 @@ static void test_attach_stats_kill(void **state)
 	assert_true(WIFSIGNALED(status));
 	assert_int_equal(WTERMSIG(status), SIGKILL);
 	assert_false(procs_has("pids", pid));
-	/* every process got its SIGKILL: that is success, even while they are still exiting */
-	if (r_kill != 0)
-		fail_msg("cgroup_kill: %d (%s), though it killed the only process", r_kill,
-			 strerror(-r_kill));
+	/* one pass, no waiting: it signalled the only process (v2 with cgroup.kill says 0) */
+	if (r_kill < 0 || r_kill > 1)
+		fail_msg("cgroup_kill: %d, though there was one process to kill", r_kill);
 	/* nothing left: killing again is a no-op */
 	assert_int_equal(cgroup_kill(cg), 0);
 
