@@ -200,6 +200,8 @@ class Daemon:
             return ""
 
     def stop(self):
+        if os.environ.get("CORDON_BENCH_LOG"):  # keep the daemon's log for a post-mortem
+            shutil.copy(self.log, os.environ["CORDON_BENCH_LOG"])
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
