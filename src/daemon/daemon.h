@@ -143,6 +143,9 @@ void reply_error(struct evhttp_request *req, enum api_error e, const char *fmt, 
 	__attribute__((format(printf, 3, 4)));
 void reply_errno(struct evhttp_request *req, int code, const char *msg);
 void reply_empty(struct evhttp_request *req, int status);
+/* Every reply goes through here (or the helpers above): it also forgets the request's close
+ * callback, whose argument may not outlive the request. @type may be NULL. */
+void reply_buf(struct evhttp_request *req, int status, const char *type, struct evbuffer *buf);
 const char *query_get(const struct ctx *c, const char *key, char *buf, size_t size);
 bool stream_start(struct evhttp_request *req, const char *content_type);
 bool stream_send(struct evhttp_request *req, const char *line, size_t len);

@@ -101,9 +101,7 @@ static void answer(struct fileop *op, int status, json_t *body)
 		return;
 	}
 	if (op->kind == F_GET) {
-		evhttp_add_header(evhttp_request_get_output_headers(op->req), "Content-Type",
-				  "application/octet-stream");
-		evhttp_send_reply(op->req, 200, "OK", op->data);
+		reply_buf(op->req, 200, "application/octet-stream", op->data);
 	} else if (body) {
 		reply_json(op->req, status, body);
 	} else {

@@ -244,9 +244,7 @@ void handle_audit(struct ctx *c)
 	}
 	struct follower *f = follow ? calloc(1, sizeof(*f)) : NULL;
 	if (!f) {
-		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
-				  "application/x-ndjson");
-		evhttp_send_reply(c->req, 200, "OK", buf);
+		reply_buf(c->req, 200, "application/x-ndjson", buf);
 		evbuffer_free(buf);
 		return;
 	}
@@ -277,8 +275,6 @@ void handle_metrics(struct ctx *c)
 		return;
 	}
 	evbuffer_add(buf, text, strlen(text));
-	evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
-			  "text/plain; version=0.0.4");
-	evhttp_send_reply(c->req, 200, "OK", buf);
+	reply_buf(c->req, 200, "text/plain; version=0.0.4", buf);
 	evbuffer_free(buf);
 }

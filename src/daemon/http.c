@@ -80,8 +80,7 @@ static void forget_close(struct evhttp_request *req)
 		evhttp_connection_set_closecb(evcon, NULL, NULL);
 }
 
-static void send_buf(struct evhttp_request *req, int status, const char *type,
-		     struct evbuffer *buf)
+void reply_buf(struct evhttp_request *req, int status, const char *type, struct evbuffer *buf)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 	if (type)
@@ -105,7 +104,7 @@ void reply_json(struct evhttp_request *req, int status, json_t *body)
 	}
 	evbuffer_add(buf, s, strlen(s));
 	evbuffer_add(buf, "\n", 1);
-	send_buf(req, status, "application/json", buf);
+	reply_buf(req, status, "application/json", buf);
 	evbuffer_free(buf);
 }
 
@@ -123,7 +122,7 @@ static void reply_error_v(struct evhttp_request *req, enum api_error e, const ch
 		evbuffer_add(buf, s, strlen(s));
 		evbuffer_add(buf, "\n", 1);
 	}
-	send_buf(req, api_error_status(e), "application/json", buf);
+	reply_buf(req, api_error_status(e), "application/json", buf);
 	evbuffer_free(buf);
 }
 
@@ -142,7 +141,7 @@ void reply_errno(struct evhttp_request *req, int code, const char *msg)
 
 void reply_empty(struct evhttp_request *req, int status)
 {
-	send_buf(req, status, NULL, NULL);
+	reply_buf(req, status, NULL, NULL);
 }
 
 bool stream_start(struct evhttp_request *req, const char *content_type)

@@ -577,9 +577,7 @@ void handle_proc_events(struct ctx *c)
 		struct evbuffer *buf = evbuffer_new();
 		if (buf && line)
 			evbuffer_add_printf(buf, "%s\n", line);
-		evhttp_add_header(evhttp_request_get_output_headers(c->req), "Content-Type",
-				  "application/x-ndjson");
-		evhttp_send_reply(c->req, 200, "OK", buf);
+		reply_buf(c->req, 200, "application/x-ndjson", buf);
 		if (buf)
 			evbuffer_free(buf);
 		return;
