@@ -56,7 +56,7 @@ stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$re
 stage "asan build" asan_build
 stage "unit (asan+ubsan)" unit build-asan unit-asan
 stage "security (asan+ubsan)" pytests build-asan pytest-asan tests/security
-stage "daemon (asan+ubsan)" env LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" pytests build-asan pytest-daemon-asan tests/daemon
+LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" stage "daemon (asan+ubsan)" pytests build-asan pytest-daemon-asan tests/daemon
 stage "fuzz corpora" fuzz_corpus
 stage "bench (quick)" $PY bench/bench_run.py --quick
 stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
