@@ -301,6 +301,26 @@ static int setup_image_dir(int image_fd, struct cordon_err *err)
 	return 0;
 }
 
+/* An idmapped image tree: attached at a staging point, its entries bound from there like a
+ * plain image's, then the staging mount detached (the binds stay, idmapping and all). */
+static int setup_image_tree(int tree, struct cordon_err *err)
+{
+	const char *stage = NEWROOT "/.image";
+	if (mkdir(stage, 0700) < 0)
+		return cordon_err_set(err, -errno, "mkdir image staging point");
+	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, stage, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "attach the image");
+	_cleanup_close_ int fd = open(stage, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "open the image");
+	int r = setup_image_dir(fd, err);
+	if (r < 0)
+		return r;
+	if (umount2(stage, MNT_DETACH) < 0 || rmdir(stage) < 0)
+		return cordon_err_set(err, -errno, "detach the image staging point");
+	return 0;
+}
+
 static int setup_dev(struct cordon_err *err)
 {
 	char path[PATH_MAX];
@@ -480,7 +500,9 @@ int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "mount root tmpfs (%s)", opts);
 	if ((r = make_dirs(cfg, err)) < 0)
 		return r;
-	if (cfg->image_fd >= 0)
+	if (cfg->image_tree >= 0)
+		r = setup_image_tree(cfg->image_tree, err);
+	else if (cfg->image_fd >= 0)
 		r = setup_image_dir(cfg->image_fd, err);
 	else if ((r = setup_host_image(err)) >= 0)
 		r = setup_host_etc(cfg, err);

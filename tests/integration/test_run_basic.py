@@ -403,6 +403,29 @@ def test_tiny_rootfs_is_not_modified(cordon, busybox_rootfs):
     assert os.path.getsize(busybox_rootfs / "bin" / "busybox") > 100000
 
 
+def test_rootfs_owners_are_kept_inside(cordon, busybox_rootfs):
+    """As root, a --rootfs is shown through an idmapped mount: what host root owns is owned
+    by the sandbox's root, what host uid 1000 owns by the sandbox's user, so a root-only file
+    stays root-only inside (without it, every file would belong to nobody)."""
+    if not IS_ROOT:
+        pytest.skip("idmapped images need root")
+    (busybox_rootfs / "etc").mkdir()
+    secret = busybox_rootfs / "etc" / "owned"
+    secret.write_text("secret\n")
+    os.chmod(secret, 0o600)
+    mine = busybox_rootfs / "home-data"
+    mine.mkdir()
+    os.chown(mine, 1000, 1000)
+    script = "/bin/busybox stat -c '%u %g %a %n' /etc/owned /home-data; /bin/busybox cat /etc/owned"
+    r = cordon.run(["/bin/sh", "-c", script], opts=["--rootfs", str(busybox_rootfs)])
+    lines = r.out.splitlines()
+    assert lines[:2] == ["0 0 600 /etc/owned", "1000 1000 755 /home-data"], r.describe()
+    assert "secret" not in r.out and "Permission denied" in r.err, "uid 1000 read a root-only file"
+    r = cordon.run(["/bin/busybox", "cat", "/etc/owned"], opts=["--rootfs", str(busybox_rootfs), "--user", "root"])
+    assert r.out == "secret\n", r.describe()
+    assert os.stat(secret).st_uid == 0 and os.stat(mine).st_uid == 1000, "the image was changed"
+
+
 @pytest.mark.parametrize("user,home", [("user", "/home/user"), ("root", "/root")])
 def test_usr_read_only_tmp_and_home_writable(cordon, user, home):
     paths = ["/usr/cordon-x", "/usr/bin/cordon-x", "/etc/cordon-x", "/tmp/x", f"{home}/x"]

@@ -123,13 +123,33 @@ static int harden(const struct jail_child *c, struct cordon_err *err)
 	return 0;
 }
 
+/* The host's "go", and with it the idmapped image tree when the host could make one. */
+static int recv_go(struct jail_child *c)
+{
+	char go;
+	struct iovec iov = {&go, 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
+	if (TEMP_FAILURE_RETRY(recvmsg(c->sync_fd, &msg, MSG_CMSG_CLOEXEC)) != 1)
+		return -EPIPE;
+	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+	if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
+	    h->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&c->image_tree, CMSG_DATA(h), sizeof(int));
+	return 0;
+}
+
 /* Opens the image and the bind sources in our own mount namespace (a bind from a mount of
  * another namespace is EINVAL), before the root tmpfs hides the host's /tmp, and with the
  * host's credentials still ours. */
 static int open_sources(struct jail_child *c, struct cordon_err *err)
 {
 	const struct cordon_spec *spec = c->spec;
-	if (spec->rootfs) {
+	if (spec->rootfs && c->image_tree < 0) {
 		c->image_fd = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (c->image_fd < 0)
 			return cordon_err_set(err, -errno, "rootfs '%s'", spec->rootfs);
@@ -155,8 +175,7 @@ static int build(struct jail_child *c, struct cordon_err *err)
 	/* Die with the host from the start; set again after every credential change. Should the
 	 * host already be gone, the recv below sees EOF. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	char go;
-	if (TEMP_FAILURE_RETRY(recv(c->sync_fd, &go, 1, 0)) != 1)
+	if (recv_go(c) < 0)
 		_exit(CORDON_EXIT_SETUP); /* the host went away */
 	if ((r = cgroup_join_self(c->cg_join_fds, c->n_cg_join_fds)) < 0)
 		return cordon_err_set(err, r, "cgroup: join");
@@ -166,6 +185,7 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "unshare cgroup namespace");
 	struct rootfs_config rc = {
 		.image_fd = c->image_fd,
+		.image_tree = c->image_tree,
 		.disk_bytes = spec->disk_bytes,
 		.hostname = spec->hostname ? spec->hostname : "cordon",
 		.ids_mapped = c->privileged,

@@ -23,6 +23,7 @@
 #include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/mount.h>
 #include <linux/sched.h>
 
 #include "basic/cleanup.h"
@@ -222,10 +223,49 @@ static int host_adopt(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	return 0;
 }
 
-static int host_go(int sync_fd, struct cordon_err *err)
+/* An idmapped, read-only clone of the --rootfs tree for the child: files owned by host
+ * uid N there are owned by sandbox uid N inside (root by root), without copying and without
+ * sandbox root being host root. Only the host can make it (CAP_SYS_ADMIN over the file
+ * system); it needs the child's user namespace, so it is made after clone(). -errno when
+ * the kernel (before 5.12) or the file system cannot: the image is then shown as it is,
+ * owned by ids the sandbox does not have. */
+static int idmapped_tree(pid_t pid, const char *dir)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	_cleanup_close_ int userns = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int tree = syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (userns < 0 || tree < 0)
+		return -errno;
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+					      MOUNT_ATTR_NODEV,
+				  .userns_fd = (uint64_t)userns};
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return -errno;
+	return TAKE_FD(tree);
+}
+
+/* "go", with the idmapped image tree (SCM_RIGHTS) when there is one. */
+static int host_go(struct cordon_sandbox *sb, const struct cordon_spec *spec, struct cordon_err *err)
 {
 	char go = 1;
-	if (write(sync_fd, &go, 1) != 1)
+	struct iovec iov = {&go, 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u = {0};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	_cleanup_close_ int tree = sb->privileged && spec->rootfs ? idmapped_tree(sb->pid, spec->rootfs) : -1;
+	if (tree >= 0) {
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &tree, sizeof(int));
+	}
+	if (sendmsg(sb->sync_fd, &msg, MSG_NOSIGNAL) != 1)
 		return cordon_err_set(err, -errno, "sandbox: start child");
 	return 0;
 }
@@ -301,6 +341,7 @@ int cordon_sandbox_start(const struct cordon_spec *spec, struct cordon_sandbox *
 	sb->deadline_ms = spec->timeout_ms ? sb->start_ms + spec->timeout_ms : 0;
 
 	struct jail_child c = {.spec = spec, .sync_fd = -1, .chan_fd = -1, .image_fd = -1,
+			       .image_tree = -1,
 			       .host_fds = {-1, -1, -1}, .privileged = sb->privileged};
 	int sync[2] = {-1, -1}, chan[2] = {-1, -1};
 	if ((r = host_prepare(sb, spec, &c, err)) < 0)
@@ -329,7 +370,7 @@ int cordon_sandbox_start(const struct cordon_spec *spec, struct cordon_sandbox *
 	close(TAKE_FD(sync[1]));
 	close(TAKE_FD(chan[1]));
 	sb->sync_fd = TAKE_FD(sync[0]);
-	if ((r = host_adopt(sb, spec, err)) < 0 || (r = host_go(sb->sync_fd, err)) < 0)
+	if ((r = host_adopt(sb, spec, err)) < 0 || (r = host_go(sb, spec, err)) < 0)
 		goto fail;
 	jail_child_free(&c);
 	if (spec->argv)

@@ -44,6 +44,7 @@ struct jail_child {
 	int chan_fd;  /* becomes fd 3 of cordon-init */
 	int init_fd;  /* the sealed cordon-init, shared: not closed here */
 	int image_fd; /* --rootfs, or -1 */
+	int image_tree; /* --rootfs as an idmapped detached mount from the host, or -1 */
 	struct rootfs_bind binds[CORDON_MAX_BINDS];
 	size_t n_binds;
 	char **envp;
