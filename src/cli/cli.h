@@ -10,6 +10,7 @@ int cmd_exec(int argc, char **argv);
 int cmd_kill(int argc, char **argv);
 int cmd_timeout(int argc, char **argv);
 int cmd_network(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_audit(int argc, char **argv);

@@ -183,17 +183,28 @@ int cmd_logs(int argc, char **argv)
 	return logs_stream(&c, path);
 }
 
-/* ---- audit verify: a binary of its own, so that cordon does not load libcrypto ---- */
+/* ---- audit and template: binaries of their own (audit_main.c, template_main.c), so that
+ * cordon does not load libcrypto and libarchive ---- */
+
+static int exec_helper(const char *name, const char *env, char **argv)
+{
+	char path[PATH_MAX];
+	if (helper_path(name, env, path, sizeof(path)) < 0) {
+		log_error("%s not found (%s)", name, path);
+		return 1;
+	}
+	argv[0] = (char *)name;
+	execv(path, argv);
+	log_error("exec %s: %m", path);
+	return 1;
+}
 
 int cmd_audit(int argc, char **argv)
 {
-	char path[PATH_MAX];
-	if (helper_path("cordon-audit", "CORDON_AUDIT", path, sizeof(path)) < 0) {
-		log_error("audit: cordon-audit not found (%s)", path);
-		return 1;
-	}
-	argv[0] = (char *)"cordon-audit";
-	execv(path, argv);
-	log_error("audit: exec %s: %m", path);
-	return 1;
+	return exec_helper("cordon-audit", "CORDON_AUDIT", argv);
+}
+
+int cmd_template(int argc, char **argv)
+{
+	return exec_helper("cordon-template", "CORDON_TEMPLATE", argv);
 }

@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "lib/rootfs.h"
 #include "net/egressctl.h"
+#include "image/store.h"
 #include "policy/egress.h"
 
 
@@ -31,6 +32,7 @@ struct run_ctx {
 	const char *allow[EGRESS_RULES_MAX];
 	size_t n_allow;
 	struct egressctl egress;
+	char template_root[4096];
 	int json_fd;
 };
 
@@ -186,12 +188,18 @@ static int opt_allow(struct run_ctx *c, const char *a)
 
 static int opt_template(struct run_ctx *c, const char *a)
 {
-	if (strcmp(a, "host") != 0) {
-		log_error("--template '%s': no such template (only 'host'; or use --rootfs DIR)", a);
-		return -ENOENT;
+	if (strcmp(a, "host") == 0) {
+		c->spec.rootfs = NULL;
+		return 0;
 	}
-	c->spec.rootfs = NULL;
-	return 0;
+	int r = store_path(a, c->template_root, sizeof(c->template_root));
+	if (r == -ENOENT)
+		log_error("--template '%s': no such template (cordon template ls)", a);
+	else if (r < 0)
+		log_error("--template '%s': not a template name ([a-z0-9][a-z0-9._-]*)", a);
+	else
+		c->spec.rootfs = c->template_root;
+	return r;
 }
 
 static int opt_rootfs(struct run_ctx *c, const char *a)

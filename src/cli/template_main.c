@@ -1,0 +1,281 @@
+/* cordon-template: `cordon template import|ls|inspect|rm`, over the store (image/store.h) and
+ * the OCI importer (image/oci.h). `cordon template` execs this binary, which alone of the CLI
+ * links libarchive and libcrypto. Exit status: 0 ok, 1 failure, 2 usage. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include <cordon/cordon.h>
+
+#include "basic/cleanup.h"
+#include "basic/log.h"
+#include "image/oci.h"
+#include "image/store.h"
+
+#define TEMPLATE_MAX_BYTES (16ULL << 30) /* file data one import may write */
+
+struct import_ctx {
+	const char *file; /* as given */
+	char source[PATH_MAX + 16];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void format_size(char buf[32], uint64_t n)
+{
+	static const char units[][4] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = n;
+	unsigned u = 0;
+	for (; v >= 1024 && u + 1 < ELEMENTSOF(units); u++)
+		v /= 1024;
+	snprintf(buf, 32, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+/* "sha256:<hex>" of the archive file as given: what a person can check with sha256sum. */
+static int file_digest(const char *path, char out[7 + 65], uint64_t *ret_size, struct cordon_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	unsigned char md[32], buf[64 * 1024];
+	ssize_t n;
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "open '%s'", path);
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	if (!c || EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(c);
+		return cordon_err_setf(err, -ENOMEM, "sha256");
+	}
+	*ret_size = 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		EVP_DigestUpdate(c, buf, n);
+		*ret_size += n;
+	}
+	EVP_DigestFinal_ex(c, md, NULL);
+	EVP_MD_CTX_free(c);
+	if (n < 0)
+		return cordon_err_set(err, -errno, "read '%s'", path);
+	strcpy(out, "sha256:");
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+static json_t *json_strv(char **v)
+{
+	json_t *a = json_array();
+	for (; v && *v; v++)
+		json_array_append_new(a, json_string(*v));
+	return a;
+}
+
+static json_t *json_str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+/* store_fill_fn: the archive's layers into @rootfd, its config into @meta. */
+static int fill_from_oci(int rootfd, json_t *meta, void *userdata, struct cordon_err *err)
+{
+	struct import_ctx *c = userdata;
+	struct oci_config cfg = {};
+	char digest[7 + 65], size[32];
+	uint64_t bytes;
+	double t0 = now_s();
+
+	int r = file_digest(c->file, digest, &bytes, err);
+	if (r < 0)
+		return r;
+	format_size(size, bytes);
+	fprintf(stderr, "import %s: %s, sha256 checked in %.1f s\n", c->file, size, now_s() - t0);
+	t0 = now_s();
+	r = oci_import(c->file, rootfd, TEMPLATE_MAX_BYTES, &cfg, err);
+	if (r < 0)
+		return r;
+	fprintf(stderr, "import %s: layers applied in %.1f s\n", c->file, now_s() - t0);
+	json_object_set_new(meta, "source", json_string(c->source));
+	json_object_set_new(meta, "digest", json_string(digest));
+	json_object_set_new(meta, "env", json_strv(cfg.env));
+	json_object_set_new(meta, "workdir", json_str_or_null(cfg.working_dir));
+	json_object_set_new(meta, "user", json_str_or_null(cfg.user));
+	json_object_set_new(meta, "cmd", json_strv(cfg.cmd));
+	oci_config_done(&cfg);
+	return 0;
+}
+
+static int fail(const struct cordon_err *err)
+{
+	log_error("template: %s", err->msg[0] ? err->msg : strerror(-err->code));
+	return 1;
+}
+
+static void print_json(json_t *j)
+{
+	json_dumpf(j, stdout, JSON_INDENT(2));
+	fputc('\n', stdout);
+}
+
+/* Splits @argv into at most @max positional arguments and the flags named in @flags. */
+static int parse(int argc, char **argv, const char *const *flags, bool *set, const char **pos,
+		 int max)
+{
+	int n = 0;
+	for (int i = 1; i < argc; i++) {
+		size_t f = 0;
+		for (; flags[f] && strcmp(argv[i], flags[f]) != 0; f++)
+			;
+		if (flags[f])
+			set[f] = true;
+		else if (argv[i][0] == '-' || n == max)
+			return -EINVAL;
+		else
+			pos[n++] = argv[i];
+	}
+	return n;
+}
+
+static int do_import(int argc, char **argv)
+{
+	static const char *const flags[] = {"--replace", "--json", NULL};
+	bool set[2] = {};
+	const char *pos[2];
+	struct cordon_err err = {};
+	struct import_ctx c;
+	char real[PATH_MAX];
+
+	if (parse(argc, argv, flags, set, pos, 2) != 2)
+		return -EINVAL;
+	if (!realpath(pos[1], real)) {
+		log_error("template: '%s': %m", pos[1]);
+		return 1;
+	}
+	c.file = pos[1];
+	snprintf(c.source, sizeof(c.source), "oci-archive:%s", real);
+	_cleanup_(json_decrefp) json_t *meta = NULL;
+	if (store_import(pos[0], set[0], fill_from_oci, &c, &meta, &err) < 0)
+		return fail(&err);
+	if (set[1])
+		print_json(meta);
+	else
+		printf("%s\n", pos[0]);
+	return 0;
+}
+
+static int do_ls(int argc, char **argv)
+{
+	static const char *const flags[] = {"--json", NULL};
+	bool json = false;
+	struct cordon_err err = {};
+	_cleanup_(json_decrefp) json_t *list = NULL;
+	size_t i;
+	json_t *m;
+
+	if (parse(argc, argv, flags, &json, NULL, 0) != 0)
+		return -EINVAL;
+	if (store_list(&list, &err) < 0)
+		return fail(&err);
+	if (json) {
+		print_json(list);
+		return 0;
+	}
+	printf("%-24s %10s  %-20s  %s\n", "NAME", "SIZE", "CREATED", "SOURCE");
+	json_array_foreach(list, i, m) {
+		char size[32];
+		format_size(size, json_integer_value(json_object_get(m, "size_bytes")));
+		printf("%-24s %10s  %-20s  %s\n", json_string_value(json_object_get(m, "name")) ?: "?",
+		       size, json_string_value(json_object_get(m, "created")) ?: "-",
+		       json_string_value(json_object_get(m, "source")) ?: "-");
+	}
+	return 0;
+}
+
+static int do_inspect(int argc, char **argv)
+{
+	static const char *const flags[] = {NULL};
+	const char *name;
+	struct cordon_err err = {};
+	_cleanup_(json_decrefp) json_t *meta = NULL;
+
+	if (parse(argc, argv, flags, NULL, &name, 1) != 1)
+		return -EINVAL;
+	if (store_read(name, &meta, &err) < 0)
+		return fail(&err);
+	print_json(meta);
+	return 0;
+}
+
+static int do_rm(int argc, char **argv)
+{
+	static const char *const flags[] = {NULL};
+	const char *name;
+	struct cordon_err err = {};
+
+	if (parse(argc, argv, flags, NULL, &name, 1) != 1)
+		return -EINVAL;
+	return store_remove(name, &err) < 0 ? fail(&err) : 0;
+}
+
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *usage;
+} commands[] = {
+	{"import", do_import, "import NAME FILE.tar [--replace] [--json]"},
+	{"ls", do_ls, "ls [--json]"},
+	{"inspect", do_inspect, "inspect NAME"},
+	{"rm", do_rm, "rm NAME"},
+};
+
+static int usage(FILE *f)
+{
+	fprintf(f, "usage:\n");
+	for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+		fprintf(f, "  cordon template %s\n", commands[i].usage);
+	fprintf(f, "\nFILE.tar is an OCI image layout archive or a `docker save` archive (optionally\n"
+		   "gzipped). Templates live in $%s or %s.\n"
+		   "A template in use by a sandbox may be removed: the sandbox keeps its tree.\n"
+		   "exit status: 0 ok, 1 failure, 2 usage.\n", STORE_ENV, STORE_DEFAULT_DIR);
+	return f == stderr ? CORDON_EXIT_USAGE : 0;
+}
+
+int main(int argc, char **argv)
+{
+	/* Removing a deep tree holds one fd per level (STORE_MAX_DEPTH). */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < STORE_MAX_DEPTH + 64) {
+		rl.rlim_cur = rl.rlim_max < STORE_MAX_DEPTH + 64 ? rl.rlim_max : STORE_MAX_DEPTH + 64;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (argc < 2)
+		return usage(stderr);
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+		return usage(stdout);
+	for (size_t i = 0; i < ELEMENTSOF(commands); i++) {
+		if (strcmp(argv[1], commands[i].name) != 0)
+			continue;
+		if (argc >= 3 && strcmp(argv[2], "--help") == 0)
+			return usage(stdout);
+		int r = commands[i].run(argc - 1, argv + 1);
+		if (r == -EINVAL) {
+			fprintf(stderr, "usage: cordon template %s\n", commands[i].usage);
+			return CORDON_EXIT_USAGE;
+		}
+		return r;
+	}
+	log_error("template: unknown command '%s'", argv[1]);
+	return usage(stderr);
+}

@@ -1,0 +1,430 @@
+/* The template store (store.h). Concurrency: every import and removal holds a shared flock on
+ * <store>/.lock while its temporary directory exists; whoever gets it exclusively knows no
+ * one is working and removes what a killed process left behind (.tmp-*, .rm-*). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/cleanup.h"
+#include "image/store.h"
+
+#define TMP_PREFIX ".tmp-"
+#define RM_PREFIX  ".rm-"
+#define LOCK_NAME  ".lock"
+#define META_NAME  "template.json"
+#define ROOTFS     "rootfs"
+
+bool store_name_valid(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n > STORE_NAME_MAX || strcmp(name, STORE_RESERVED) == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+			  (i > 0 && (c == '.' || c == '_' || c == '-'));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static int bad_name(struct cordon_err *err, const char *name)
+{
+	char shown[STORE_NAME_MAX + 1];
+	size_t i = 0;
+	for (; name[i] && i < STORE_NAME_MAX; i++)
+		shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+	shown[i] = '\0';
+	if (strcmp(name, STORE_RESERVED) == 0)
+		return cordon_err_setf(err, -EINVAL, "'%s' is reserved (the built-in template)", shown);
+	return cordon_err_setf(err, -EINVAL, "'%s%s' is not a template name "
+			       "(lowercase letters, digits, '.', '_', '-'; at most %u)",
+			       shown, name[i] ? "..." : "", STORE_NAME_MAX);
+}
+
+int store_dir(char *buf, size_t size)
+{
+	const char *e = secure_getenv(STORE_ENV);
+	const char *dir = e && *e == '/' ? e : STORE_DEFAULT_DIR;
+	return (size_t)snprintf(buf, size, "%s", dir) < size ? 0 : -ENAMETOOLONG;
+}
+
+int store_path(const char *name, char *buf, size_t size)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	if (!store_name_valid(name))
+		return -EINVAL;
+	if (store_dir(dir, sizeof(dir)) < 0 ||
+	    (size_t)snprintf(buf, size, "%s/%s/" ROOTFS, dir, name) >= size)
+		return -ENAMETOOLONG;
+	if (lstat(buf, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOENT;
+}
+
+/* The store's directory fd; with @create, made 0700 if missing (and its parent, 0755, for
+ * the default location). A store others can write to is refused: they could plant a
+ * template or swap one under a sandbox. */
+static int open_store(bool create, struct cordon_err *err)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	if (store_dir(dir, sizeof(dir)) < 0)
+		return cordon_err_setf(err, -ENAMETOOLONG, "$%s is too long", STORE_ENV);
+	if (create && strcmp(dir, STORE_DEFAULT_DIR) == 0)
+		(void)mkdir("/var/lib/cordon", 0755);
+	if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return cordon_err_set(err, -errno, "store '%s'", dir);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "store '%s'", dir);
+	if (fstat(fd, &st) < 0 || (st.st_mode & 0022) || st.st_uid != geteuid()) {
+		close(fd);
+		return cordon_err_setf(err, -EPERM, "store '%s' is not ours alone (owner %u, "
+				       "mode %04o): fix it with chown and chmod 0700",
+				       dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	return fd;
+}
+
+static int remove_tree_at(int dirfd, const char *name, unsigned depth);
+
+/* Removes everything in @fd. A pass may miss entries when the directory changes under
+ * readdir; a second pass finds them. */
+static int empty_dir(int fd, unsigned depth)
+{
+	for (int pass = 0; pass < 3; pass++) {
+		int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		if (dfd < 0)
+			return -errno;
+		_cleanup_closedir_ DIR *d = fdopendir(dfd);
+		if (!d) {
+			close(dfd);
+			return -errno;
+		}
+		rewinddir(d);
+		bool any = false;
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			int r = remove_tree_at(fd, de->d_name, depth);
+			if (r < 0)
+				return r;
+			any = true;
+		}
+		if (!any)
+			return 0;
+	}
+	return 0;
+}
+
+/* Removes @name under @dirfd, never following a symlink. An imported directory may be
+ * read-only (mode 0555 from the archive): each is made 0700 before it is emptied, which
+ * matters when we lack CAP_DAC_OVERRIDE. */
+static int remove_tree_at(int dirfd, const char *name, unsigned depth)
+{
+	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	if (depth >= STORE_MAX_DEPTH)
+		return -ELOOP;
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	(void)fchmod(fd, 0700);
+	int r = empty_dir(fd, depth + 1);
+	if (r < 0)
+		return r;
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+/* Bytes of the regular files and symlinks under @fd (hard links counted each time). */
+static int tree_size(int fd, unsigned depth, uint64_t *size)
+{
+	if (depth >= STORE_MAX_DEPTH)
+		return -ELOOP;
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (dfd < 0)
+		return -errno;
+	_cleanup_closedir_ DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -errno;
+	}
+	struct dirent *de;
+	struct stat st;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return -errno;
+		if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+			*size += st.st_size;
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		_cleanup_close_ int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			return -errno;
+		int r = tree_size(sub, depth + 1, size);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Takes the store's lock shared. First, if no one else holds it, removes what killed
+ * imports and removals left behind. */
+static int lock_store(int sfd, struct cordon_err *err)
+{
+	int fd = openat(sfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "store lock");
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		int dfd = fcntl(sfd, F_DUPFD_CLOEXEC, 3);
+		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+		struct dirent *de;
+		while (d && (de = readdir(d)))
+			if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 ||
+			    strncmp(de->d_name, RM_PREFIX, strlen(RM_PREFIX)) == 0)
+				(void)remove_tree_at(sfd, de->d_name, 0);
+		if (d)
+			closedir(d);
+		else if (dfd >= 0)
+			close(dfd);
+	}
+	if (flock(fd, LOCK_SH) < 0) {
+		close(fd);
+		return cordon_err_set(err, -errno, "store lock");
+	}
+	return fd;
+}
+
+static int write_meta(int dirfd, json_t *meta, struct cordon_err *err)
+{
+	_cleanup_close_ int fd = openat(dirfd, META_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, META_NAME);
+	if (json_dumpfd(meta, fd, JSON_INDENT(2)) < 0 || write(fd, "\n", 1) != 1 || fsync(fd) < 0)
+		return cordon_err_set(err, -(errno ?: EIO), "write " META_NAME);
+	return 0;
+}
+
+static void now_rfc3339(char buf[32])
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Fills the temporary directory @tmp: rootfs/ through @fill, then template.json. */
+static int fill_tmp(int sfd, const char *tmp, const char *name, store_fill_fn fill,
+		    void *userdata, json_t *meta, struct cordon_err *err)
+{
+	char created[32];
+	uint64_t size = 0;
+	_cleanup_close_ int tfd = openat(sfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (tfd < 0)
+		return cordon_err_set(err, -errno, "temporary directory");
+	if (mkdirat(tfd, ROOTFS, 0755) < 0)
+		return cordon_err_set(err, -errno, "mkdir " ROOTFS);
+	_cleanup_close_ int rfd = openat(tfd, ROOTFS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0)
+		return cordon_err_set(err, -errno, "open " ROOTFS);
+	now_rfc3339(created);
+	json_object_set_new(meta, "name", json_string(name));
+	json_object_set_new(meta, "created", json_string(created));
+	int r = fill(rfd, meta, userdata, err);
+	if (r < 0)
+		return r;
+	r = tree_size(rfd, 0, &size);
+	if (r < 0)
+		return cordon_err_set(err, r, "size of the tree");
+	json_object_set_new(meta, "size_bytes", json_integer((json_int_t)size));
+	return write_meta(tfd, meta, err);
+}
+
+/* Moves @tmp to @name. With @replace the old template is swapped out (RENAME_EXCHANGE: the
+ * name is never missing) and left at @tmp for the caller to delete; *@swapped says so. */
+static int commit(int sfd, const char *tmp, const char *name, bool replace, bool *swapped,
+		  struct cordon_err *err)
+{
+	for (int attempt = 0; attempt < 5; attempt++) {
+		if (replace && renameat2(sfd, tmp, sfd, name, RENAME_EXCHANGE) == 0) {
+			*swapped = true;
+			return 0;
+		}
+		if (replace && errno != ENOENT)
+			return cordon_err_set(err, -errno, "replace template '%s'", name);
+		if (renameat2(sfd, tmp, sfd, name, RENAME_NOREPLACE) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return cordon_err_set(err, -errno, "rename into '%s'", name);
+		if (!replace)
+			return cordon_err_setf(err, -EEXIST, "template '%s' exists "
+					       "(--replace replaces it)", name);
+		/* Another import created it between our two renames: exchange with it. */
+	}
+	return cordon_err_setf(err, -EBUSY, "template '%s' keeps changing under us", name);
+}
+
+int store_import(const char *name, bool replace, store_fill_fn fill, void *userdata,
+		 json_t **ret_meta, struct cordon_err *err)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	bool swapped = false;
+
+	if (!store_name_valid(name))
+		return bad_name(err, name);
+	_cleanup_close_ int sfd = open_store(true, err);
+	if (sfd < 0)
+		return sfd;
+	_cleanup_close_ int lock = lock_store(sfd, err);
+	if (lock < 0)
+		return lock;
+	if (store_dir(dir, sizeof(dir)) < 0 ||
+	    (size_t)snprintf(path, sizeof(path), "%s/" TMP_PREFIX "XXXXXX", dir) >= sizeof(path))
+		return cordon_err_setf(err, -ENAMETOOLONG, "store path too long");
+	if (!mkdtemp(path))
+		return cordon_err_set(err, -errno, "mkdtemp '%s'", path);
+	const char *tmp = strrchr(path, '/') + 1;
+
+	_cleanup_(json_decrefp) json_t *meta = json_object();
+	int r = meta ? fill_tmp(sfd, tmp, name, fill, userdata, meta, err)
+		     : cordon_err_setf(err, -ENOMEM, "out of memory");
+	if (r >= 0)
+		r = commit(sfd, tmp, name, replace, &swapped, err);
+	if (r < 0 || swapped) {
+		/* Our failed import, or the template we replaced. */
+		int q = remove_tree_at(sfd, tmp, 0);
+		if (q < 0 && r >= 0)
+			return cordon_err_set(err, q, "remove the replaced template (%s)", path);
+	}
+	if (r >= 0 && ret_meta)
+		*ret_meta = TAKE_PTR(meta);
+	return r;
+}
+
+int store_remove(const char *name, struct cordon_err *err)
+{
+	static unsigned counter;
+	char aside[64];
+
+	if (!store_name_valid(name))
+		return bad_name(err, name);
+	_cleanup_close_ int sfd = open_store(false, err);
+	if (sfd < 0)
+		return sfd == -ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name) : sfd;
+	_cleanup_close_ int lock = lock_store(sfd, err);
+	if (lock < 0)
+		return lock;
+	/* Out of the store's name space first: the template disappears at once and whole. */
+	snprintf(aside, sizeof(aside), RM_PREFIX "%d-%u", (int)getpid(), counter++);
+	if (renameat2(sfd, name, sfd, aside, RENAME_NOREPLACE) < 0)
+		return errno == ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name)
+				       : cordon_err_set(err, -errno, "remove template '%s'", name);
+	int r = remove_tree_at(sfd, aside, 0);
+	if (r < 0)
+		return cordon_err_set(err, r, "remove template '%s' (left as %s in the store)", name, aside);
+	return 0;
+}
+
+static json_t *read_meta(int sfd, const char *name, struct cordon_err *err)
+{
+	char rel[STORE_NAME_MAX + sizeof("/" META_NAME)];
+	struct stat st;
+	json_error_t je;
+
+	snprintf(rel, sizeof(rel), "%s/" META_NAME, name);
+	_cleanup_close_ int fd = openat(sfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			cordon_err_setf(err, -ENOENT, "no template '%s'", name);
+		else
+			cordon_err_set(err, -errno, "template '%s'", name);
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > STORE_MAX_META) {
+		cordon_err_setf(err, -EINVAL, "template '%s': " META_NAME " is not a small file", name);
+		return NULL;
+	}
+	json_t *j = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	if (!j || !json_is_object(j)) {
+		json_decref(j);
+		cordon_err_setf(err, -EINVAL, "template '%s': " META_NAME ": %s", name,
+				j ? "not an object" : je.text);
+		return NULL;
+	}
+	return j;
+}
+
+int store_read(const char *name, json_t **ret, struct cordon_err *err)
+{
+	if (!store_name_valid(name))
+		return bad_name(err, name);
+	_cleanup_close_ int sfd = open_store(false, err);
+	if (sfd < 0)
+		return sfd == -ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name) : sfd;
+	*ret = read_meta(sfd, name, err);
+	return *ret ? 0 : (err && err->code ? err->code : -EINVAL);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int store_list(json_t **ret, struct cordon_err *err)
+{
+	_cleanup_(json_decrefp) json_t *list = json_array();
+	if (!list)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	_cleanup_close_ int sfd = open_store(false, err);
+	if (sfd == -ENOENT) {
+		*ret = TAKE_PTR(list);
+		return 0;
+	}
+	if (sfd < 0)
+		return sfd;
+	int dfd = fcntl(sfd, F_DUPFD_CLOEXEC, 3);
+	_cleanup_closedir_ DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return cordon_err_set(err, -errno, "read the store");
+	}
+	/* Names first, sorted; then each template.json. */
+	_cleanup_(json_decrefp) json_t *names = json_array();
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (store_name_valid(de->d_name))
+			json_array_append_new(names, json_string(de->d_name));
+	size_t n = json_array_size(names), i;
+	_cleanup_free_ const char **v = calloc(n + 1, sizeof(char *));
+	if (!v)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	for (i = 0; i < n; i++)
+		v[i] = json_string_value(json_array_get(names, i));
+	qsort(v, n, sizeof(char *), cmp_str);
+	for (i = 0; i < n; i++) {
+		json_t *m = read_meta(sfd, v[i], NULL);
+		if (m)
+			json_array_append_new(list, m);
+	}
+	*ret = TAKE_PTR(list);
+	return 0;
+}
