@@ -63,6 +63,7 @@ struct follower;
 
 struct sbx {
 	char id[SBX_ID_LEN + 1];
+	char template_name[65];    /* empty: host */
 	enum sbx_state state;
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */

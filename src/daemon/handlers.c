@@ -11,6 +11,7 @@
 
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
+#include "image/store.h"
 #include "policy/egress.h"
 
 static const char *const policy_names[] = {"deny", "allow", "public"};
@@ -42,8 +43,11 @@ void handle_create(struct ctx *c)
 		reply_errno(c->req, r, err.msg);
 		return;
 	}
-	if (strcmp(req->template_name, "host") != 0)
-		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s' (only 'host')", req->template_name);
+	char root[4096];
+	if (strcmp(req->template_name, "host") != 0 &&
+	    store_path(req->template_name, root, sizeof(root)) < 0)
+		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s' (cordon template ls)",
+			    req->template_name);
 	else if (!network_ok(c, &req->network, "network."))
 		;
 	else if (c->principal && c->principal->live >= c->principal->max_sandboxes)

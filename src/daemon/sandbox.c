@@ -22,6 +22,7 @@
 #include "basic/log.h"
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
+#include "image/store.h"
 #include "lib/frame.h"
 
 #define AGENT_READ_HIGH (4u << 20)
@@ -131,7 +132,8 @@ json_t *sbx_json(const struct sbx *s)
 	char created[40], expires[40];
 	enum sbx_state st = s->state == SBX_RUNNING && !s->used ? SBX_READY : s->state;
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
-			 "id", s->id, "template", "host", "runtime", "jail", "state",
+			 "id", s->id, "template", s->template_name[0] ? s->template_name : "host",
+			 "runtime", "jail", "state",
 			 states[st], "created_at", iso_time(s->created_ms, created),
 			 "expires_at", iso_time(s->deadline_ms, expires), "timeout_s",
 			 (json_int_t)s->timeout_s, "limits", s->limits, "network", s->network,
@@ -428,13 +430,15 @@ static void sbx_adopt(struct sbx *s)
 		D.n_pool_creating++;
 }
 
-static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, struct cordon_err *err)
+static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
+			   struct cordon_err *err)
 {
 	struct sbx *s = sbx_alloc(pooled, disk_bytes);
 	if (!s) {
 		cordon_err_setf(err, -ENOMEM, "out of memory");
 		return NULL;
 	}
+	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	if (cordon_sandbox_start(&s->spec, &s->jail, err) < 0) {
 		sbx_final(s);
 		return NULL;
@@ -603,7 +607,14 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 int sbx_create(struct ctx *c, const struct api_create *req)
 {
 	uint64_t t0 = now_ms();
-	bool from_pool = req->limits.disk_mb == 1024;
+	bool host = strcmp(req->template_name, "host") == 0;
+	char root[4096] = "";
+	if (!host && store_path(req->template_name, root, sizeof(root)) < 0) {
+		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", req->template_name);
+		return 0;
+	}
+	/* The pool holds `host` sandboxes with the default disk; anything else is built now. */
+	bool from_pool = host && req->limits.disk_mb == 1024;
 	struct sbx *s = from_pool ? pool_claim() : NULL;
 	struct cordon_err err = {};
 
@@ -622,7 +633,7 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 		}
 	}
 	if (!s) {
-		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, &err);
+		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : root, &err);
 		if (!s) {
 			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
 			metric_inc(M_CREATE_FAILURES);
@@ -631,6 +642,8 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 			return 0;
 		}
 	}
+	if (!host)
+		snprintf(s->template_name, sizeof(s->template_name), "%s", req->template_name);
 	int r = apply_request(s, c, req);
 	if (r < 0) {
 		metric_inc(M_CREATE_FAILURES);
