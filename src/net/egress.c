@@ -59,6 +59,7 @@
 #define RELAY_HIGH          (1u << 20)
 #define DNS_TIMEOUT_S       5
 #define MAX_DNS_PENDING     1024
+#define CTL_BACKLOG_MAX     (4u << 20)
 
 struct sbx {
 	struct in_addr ip;
@@ -116,7 +117,9 @@ static void emit(const struct sbx *s, const char *proto, const char *dst, unsign
 		"proto", proto, "dst", dst ? dst : "", "port", (int)port, "name", name, "verdict",
 		rule ? "allow" : "block", "rule", rule ? rule->text : NULL, "reason", reason);
 	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
-	if (line && ctl) {
+	/* A controller that reads slowly (or, like cordon run, not at all) must not make a
+	 * flooding sandbox grow our memory: past a bound, events are dropped. */
+	if (line && ctl && evbuffer_get_length(bufferevent_get_output(ctl)) < CTL_BACKLOG_MAX) {
 		bufferevent_write(ctl, line, strlen(line));
 		bufferevent_write(ctl, "\n", 1);
 	}
@@ -434,6 +437,13 @@ static void dns_query(struct sbx *s, const uint8_t *buf, size_t len, const struc
 	if (dns_parse_query(buf, len, &p.q) < 0)
 		return; /* not a query we answer: dropped */
 	if (p.q.qclass != DNS_CLASS_IN) { /* CHAOS and friends tell of the resolver, not the net */
+		dns_refuse(&p, buf, len, 5);
+		return;
+	}
+	/* The pending table is shared by every sandbox: one that floods it must not starve the
+	 * others, so queries draw on its new-connections-per-second bucket too. */
+	if (!rate_ok(s)) {
+		emit(s, "dns", NULL, 53, p.q.name, NULL, "too many queries per second");
 		dns_refuse(&p, buf, len, 5);
 		return;
 	}
