@@ -142,6 +142,8 @@ struct cordon_stats {
 
 /* What the kernel counts for the sandbox so far; zeros without a cgroup. */
 int cordon_sandbox_stats(struct cordon_sandbox *sb, struct cordon_stats *ret);
+/* Only the OOM kill count (one file read, for every exit of a process). */
+uint64_t cordon_sandbox_oom_kills(struct cordon_sandbox *sb);
 
 /* Gives a live sandbox made with CORDON_NET_NONE its egress link now (root only): the hook
  * points it at the proxy, then the veth is made and eth0 set up inside. Idempotent. */

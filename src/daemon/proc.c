@@ -203,12 +203,11 @@ static void exec_reply(struct proc *p)
 static void proc_exited(struct proc *p)
 {
 	struct sbx *s = p->s;
-	struct cordon_stats st;
-	cordon_sandbox_stats(s->jail, &st);
-	p->oom = p->ex.signal == SIGKILL && st.oom_kills > s->oom_base;
-	if (st.oom_kills > s->oom_base)
+	uint64_t oom = cordon_sandbox_oom_kills(s->jail);
+	p->oom = p->ex.signal == SIGKILL && oom > s->oom_base;
+	if (oom > s->oom_base)
 		metric_inc(M_OOM_KILLS);
-	s->oom_base = st.oom_kills;
+	s->oom_base = oom;
 	if (p->ex.timed_out)
 		metric_inc(M_PROC_TIMEOUTS);
 	p->exited = true;

@@ -591,9 +591,7 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 		s->spec.cpus_milli = spec.cpus_milli;
 		s->spec.pids = spec.pids;
 	}
-	struct cordon_stats st;
-	cordon_sandbox_stats(s->jail, &st);
-	s->oom_base = st.oom_kills;
+	s->oom_base = cordon_sandbox_oom_kills(s->jail);
 	/* The TTL counts from when the client gets the sandbox: a slow build must not eat it. */
 	if (s->state == SBX_RUNNING)
 		arm_ttl(s);

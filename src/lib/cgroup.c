@@ -285,6 +285,16 @@ int cgroup_join_self(const int *fds, size_t n)
 	return 0;
 }
 
+uint64_t cgroup_oom_kills(struct cgroup *cg)
+{
+	uint64_t v = 0;
+	if (cg->mode == CGROUP_V2)
+		read_keyed_u64_at(cg->dirfd[CTL_UNIFIED], "memory.events", "oom_kill", &v);
+	else
+		read_keyed_u64_at(cg->dirfd[CTL_MEMORY], "memory.oom_control", "oom_kill", &v);
+	return v;
+}
+
 int cgroup_stats(struct cgroup *cg, struct cgroup_stats *ret)
 {
 	struct cgroup_stats s = {};

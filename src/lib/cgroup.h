@@ -47,6 +47,8 @@ int cgroup_open_join_fds(const struct cgroup *cg, int fds[CGROUP_MAX_JOIN_FDS], 
 /* In the child. Async-signal-safe. */
 int cgroup_join_self(const int *fds, size_t n);
 int cgroup_stats(struct cgroup *cg, struct cgroup_stats *ret);
+/* Only the OOM kill count: one file read, for hot paths. */
+uint64_t cgroup_oom_kills(struct cgroup *cg);
 /* SIGKILLs every process in the cgroup, in one pass (no waiting); returns how many were
  * signalled. cgroup_free() waits until it is empty. */
 int cgroup_kill(struct cgroup *cg);

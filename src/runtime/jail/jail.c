@@ -492,6 +492,11 @@ int cordon_sandbox_attach_net(struct cordon_sandbox *sb, cordon_net_hook hook, v
 	return 0;
 }
 
+uint64_t cordon_sandbox_oom_kills(struct cordon_sandbox *sb)
+{
+	return sb->cg ? cgroup_oom_kills(sb->cg) : 0;
+}
+
 int cordon_sandbox_kill(struct cordon_sandbox *sb)
 {
 	/* PID 1 of a pid namespace takes every process of it along when it dies: this reaches
