@@ -36,6 +36,7 @@ struct config {
 	char *listen;
 	char *api_keys;
 	char *config_file;
+	char *egress_limits;
 	uint64_t pool;
 	uint64_t max_sandboxes;
 	uint64_t max_timeout_s;

@@ -80,6 +80,7 @@ int network_start(void)
 	struct egressctl e;
 	if (geteuid() != 0)
 		return 0;
+	setenv("CORDON_EGRESS_LIMITS", D.cfg.egress_limits, 1); /* read by cordon-egress */
 	if (nft_setup(&err) < 0 || egressctl_spawn(&e, &err) < 0) {
 		log_error("networking: %s", err.msg);
 		return err.code ? err.code : -EIO;

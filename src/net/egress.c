@@ -51,9 +51,9 @@
 #include "policy/egress.h"
 
 #define MAX_SANDBOXES       4096
-#define MAX_CONNS_PER_SBX   256
-#define NEW_CONNS_PER_SEC   200
-#define BYTES_PER_SEC       (16u << 20)
+/* Per-sandbox ceilings, with their defaults; $CORDON_EGRESS_LIMITS="CONNS,PER_SEC,BYTES"
+ * (set by cordond's --egress-limits, or by hand for cordon run) overrides them. */
+static unsigned max_conns = 256, conns_per_sec = 200, bytes_per_sec = 16u << 20;
 #define SNIFF_MAX           SNIFF_TLS_WAIT_MAX
 #define SNIFF_TIMEOUT_S     10
 #define RELAY_HIGH          (1u << 20)
@@ -337,9 +337,9 @@ static bool rate_ok(struct sbx *s)
 	event_base_gettimeofday_cached(base, &now);
 	timersub(&now, &s->last, &d);
 	s->last = now;
-	s->tokens += (d.tv_sec + d.tv_usec / 1e6) * NEW_CONNS_PER_SEC;
-	if (s->tokens > NEW_CONNS_PER_SEC)
-		s->tokens = NEW_CONNS_PER_SEC;
+	s->tokens += (d.tv_sec + d.tv_usec / 1e6) * conns_per_sec;
+	if (s->tokens > conns_per_sec)
+		s->tokens = conns_per_sec;
 	if (s->tokens < 1)
 		return false;
 	s->tokens -= 1;
@@ -371,7 +371,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		free(c);
 		return;
 	}
-	if (s->conns >= MAX_CONNS_PER_SBX) {
+	if (s->conns >= max_conns) {
 		block(c, "too many connections");
 		return;
 	}
@@ -634,11 +634,11 @@ static void control_set(json_t *msg)
 			return;
 		}
 		s->ip = a;
-		s->tokens = NEW_CONNS_PER_SEC;
+		s->tokens = conns_per_sec;
 		event_base_gettimeofday_cached(base, &s->last);
 		struct timeval tick = {1, 0};
-		s->rate = ev_token_bucket_cfg_new(BYTES_PER_SEC, BYTES_PER_SEC, BYTES_PER_SEC,
-						  BYTES_PER_SEC, &tick);
+		s->rate = ev_token_bucket_cfg_new(bytes_per_sec, bytes_per_sec, bytes_per_sec,
+						  bytes_per_sec, &tick);
 		s->group = s->rate ? bufferevent_rate_limit_group_new(base, s->rate) : NULL;
 		sbxs[i] = s;
 	}
@@ -715,6 +715,23 @@ static void on_control_event(struct bufferevent *bev, short what, void *arg)
 
 /* Every address of the host itself is always blocked, not only loopback: a name that
  * resolves to one must not reach the host's own services. */
+static int read_limits(void)
+{
+	const char *v = getenv("CORDON_EGRESS_LIMITS");
+	unsigned a, b, c;
+	char end;
+	if (!v || !*v)
+		return 0;
+	if (sscanf(v, "%u,%u,%u%c", &a, &b, &c, &end) != 3 || !a || !b || c < 1024) {
+		fprintf(stderr, "cordon-egress: CORDON_EGRESS_LIMITS '%s': expected CONNS,PER_SEC,BYTES_PER_SEC\n", v);
+		return -EINVAL;
+	}
+	max_conns = a;
+	conns_per_sec = b;
+	bytes_per_sec = c;
+	return 0;
+}
+
 static int host_blocklist(void)
 {
 	struct ifaddrs *ifa0;
@@ -789,6 +806,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	base = event_base_new();
 	dns = base ? evdns_base_new(base, 0) : NULL;
+	if (read_limits() < 0)
+		return 2;
 	if (!dns || host_blocklist() < 0 || read_upstream() < 0 ||
 	    evdns_base_nameserver_sockaddr_add(dns, (struct sockaddr *)&upstream, upstream_len, 0) < 0) {
 		fprintf(stderr, "cordon-egress: no resolver (check /etc/resolv.conf)\n");

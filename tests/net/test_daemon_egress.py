@@ -33,13 +33,13 @@ class UnixHTTP(http.client.HTTPConnection):
 
 
 class Daemon:
-    def __init__(self, net):
+    def __init__(self, net, extra=()):
         self.root = tempfile.mkdtemp(prefix="cordtest-daemon-")
         self.sock = os.path.join(self.root, "cordon.sock")
         self.log = open(os.path.join(self.root, "cordond.log"), "wb")
         argv = net.argv([])[:-1] + [CORDOND, "--socket", self.sock, "--state-dir",
                                      os.path.join(self.root, "state"), "--runtime-dir",
-                                     os.path.join(self.root, "run"), "--pool", "1"]
+                                     os.path.join(self.root, "run"), "--pool", "1"] + list(extra)
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=self.log, start_new_session=True)
         assert wait_until(lambda: os.path.exists(self.sock), 15), self.tail()
 
@@ -169,3 +169,32 @@ def test_refused_rule_changes_nothing(net, daemon):
     assert info["network"] == {"policy": "allow", "allow": ["api.example.test"]}, info
     st, out = daemon.call("POST", "/v1/sandboxes", {"network": {"policy": "allow", "allow": ["10.0.0.0/8"]}})
     assert st == 400 and b"10.0.0.0/8" in out, out
+
+
+def test_egress_limits_are_configurable(net):
+    """--egress-limits reaches the proxy: with 2 new connections per second, a burst of 8 is
+    mostly refused, and the audit log says why."""
+    if not os.path.exists(CORDOND):
+        pytest.skip(f"{CORDOND} not built")
+    d = Daemon(net, ["--egress-limits", "256,2,16777216"])
+    try:
+        sb = d.json("POST", "/v1/sandboxes", {"network": {"policy": "allow", "allow": ["api.example.test"]}},
+                    status=201)
+        put_client(d, net, sb["id"])
+        res = probe(d, sb["id"], [{"op": "http", "connect": WEB2, "host": "api.example.test", "path": token()}
+                                  for _ in range(8)])
+        reached = sum(1 for r in res if r.get("reached"))
+        assert 1 <= reached <= 4, f"{reached} of 8 got through a 2-per-second limit: {res}"
+        why = [f.get("reason") for f in decisions(d, sb["id"]) if f["action"] == "deny"]
+        assert "too many new connections per second" in why, why
+    finally:
+        d.stop()
+    tmp = tempfile.mkdtemp(prefix="cordtest-daemon-")
+    try:
+        st = subprocess.run(net.argv([])[:-1] + [CORDOND, "--egress-limits", "0,1,2", "--socket",
+                                                 os.path.join(tmp, "s.sock"), "--state-dir",
+                                                 os.path.join(tmp, "state"), "--pool", "0"],
+                            capture_output=True, timeout=30)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert st.returncode != 0 and b"EGRESS_LIMITS" in st.stderr, st.stderr[-2000:]
