@@ -941,3 +941,15 @@ int cli_parse_seconds(const char *name, const char *arg, long long min, long lon
 	*ret = (long long)(ms / 1000);
 	return 0;
 }
+
+int client_get_stream(struct client *c, const char *path, struct client_response *ret_res,
+		      struct client_conn **ret_conn)
+{
+	int r = client_open(c, "GET", path, NULL, ret_res, ret_conn);
+	if (r < 0)
+		return client_fail(c, r);
+	if (ret_res->status == 200)
+		return 0;
+	r = client_read_body(c, *ret_conn, ret_res);
+	return r < 0 ? client_fail(c, r) : client_api_error(ret_res);
+}

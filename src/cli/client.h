@@ -136,6 +136,12 @@ int client_fail(const struct client *c, int r);
 /* Prints `cordon: <code>: <message>` for an error response; returns 1. */
 int client_api_error(const struct client_response *res);
 
+/* GET @path for a streamed body: 0 when the answer is 200 and its body is ready for
+ * client_drain(); otherwise the exit status, the failure already printed (an error answer's
+ * body is read and reported with client_api_error()). */
+int client_get_stream(struct client *c, const char *path, struct client_response *ret_res,
+		      struct client_conn **ret_conn);
+
 /* Appends @s to @buf (of @size) percent-encoded for a query value or a path segment. -E2BIG
  * when it does not fit. */
 int client_urlencode(char *buf, size_t size, const char *s);

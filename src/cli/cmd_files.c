@@ -175,13 +175,9 @@ static int cp_download(const struct cli_common *co, const struct remote *rem, co
 		return CORDON_EXIT_USAGE;
 	if (client_init(&c, co->socket) < 0)
 		return CORDON_EXIT_USAGE;
-	int r = client_open(&c, "GET", path, NULL, &res, &conn);
-	if (r < 0)
-		return client_fail(&c, r);
-	if (res.status != 200) {
-		r = client_read_body(&c, conn, &res);
-		return r < 0 ? client_fail(&c, r) : client_api_error(&res);
-	}
+	int r = client_get_stream(&c, path, &res, &conn);
+	if (r)
+		return r;
 	/* Opened only now, so that an error answer does not truncate an existing file. */
 	_cleanup_close_ int fd = open_local(local, rem);
 	if (fd < 0)

@@ -146,13 +146,9 @@ static int logs_stream(struct logs_ctx *lc, const char *path)
 
 	if (client_init(&c, lc->co.socket) < 0)
 		return CORDON_EXIT_USAGE;
-	int r = client_open(&c, "GET", path, NULL, &res, &conn);
-	if (r < 0)
-		return client_fail(&c, r);
-	if (res.status != 200) {
-		r = client_read_body(&c, conn, &res);
-		return r < 0 ? client_fail(&c, r) : client_api_error(&res);
-	}
+	int r = client_get_stream(&c, path, &res, &conn);
+	if (r)
+		return r;
 	/* Following waits as long as the sandbox is quiet; a plain read is bounded. */
 	r = client_drain(&c, conn, client_lines_sink, &lines, !lc->follow);
 	if (r >= 0)

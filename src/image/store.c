@@ -99,19 +99,29 @@ static int open_store(bool create, struct cordon_err *err)
 
 static int remove_tree_at(int dirfd, const char *name, unsigned depth);
 
+/* A DIR over a copy of @fd (which stays the caller's); NULL with errno set. */
+static DIR *opendir_dup(int fd)
+{
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (dfd < 0)
+		return NULL;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int e = errno;
+		close(dfd);
+		errno = e;
+	}
+	return d;
+}
+
 /* Removes everything in @fd. A pass may miss entries when the directory changes under
  * readdir; a second pass finds them. */
 static int empty_dir(int fd, unsigned depth)
 {
 	for (int pass = 0; pass < 3; pass++) {
-		int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-		if (dfd < 0)
+		_cleanup_closedir_ DIR *d = opendir_dup(fd);
+		if (!d)
 			return -errno;
-		_cleanup_closedir_ DIR *d = fdopendir(dfd);
-		if (!d) {
-			close(dfd);
-			return -errno;
-		}
 		rewinddir(d);
 		bool any = false;
 		struct dirent *de;
@@ -157,14 +167,9 @@ static int tree_size(int fd, unsigned depth, uint64_t *size)
 {
 	if (depth >= STORE_MAX_DEPTH)
 		return -ELOOP;
-	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	if (dfd < 0)
+	_cleanup_closedir_ DIR *d = opendir_dup(fd);
+	if (!d)
 		return -errno;
-	_cleanup_closedir_ DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return -errno;
-	}
 	struct dirent *de;
 	struct stat st;
 	while ((de = readdir(d))) {
