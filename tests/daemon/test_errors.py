@@ -301,7 +301,10 @@ def test_upload_over_limit_refused(client, sandbox):
     conn.putheader("Content-Type", "application/octet-stream")
     conn.putheader("Content-Length", str(64 << 30))
     conn.endheaders()
-    conn.send(b"x" * 65536)
+    try:
+        conn.send(b"x" * 65536)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server answered and closed before taking the rest: its answer is still to read
     try:
         r = conn.getresponse()
         status, body = r.status, r.read()
