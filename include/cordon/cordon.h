@@ -60,10 +60,24 @@ struct cordon_bind {
 	char *sandbox; /* absolute path inside the sandbox */
 };
 
+/* Build mode (`cordon template build`; root only): the sandbox's root is a writable overlay
+ * of @lower (read-only directories, top first, 1 to 128) under the empty directory @upper,
+ * @work being an empty directory on the same mount. The layers are shown idmapped, so that
+ * a file owned by 0 in a layer is the sandbox root's; what the sandbox writes lands in
+ * @upper owned by the sandbox's host ids (cordon_sandbox_host_uid() + the id inside), for
+ * the caller to map back. /dev and /proc are mounted over it, nothing else. */
+struct cordon_overlay {
+	const char *const *lower;
+	size_t n_lower;
+	const char *upper;
+	const char *work;
+};
+
 /* Everything a sandbox is made from. Plain data; the caller owns every pointer, and the
  * runtime copies what it keeps. cordon_spec_init() sets the documented defaults. */
 struct cordon_spec {
 	const char *rootfs;   /* NULL: the `host` template */
+	const struct cordon_overlay *overlay; /* build mode instead of @rootfs, or NULL */
 	uint64_t memory_bytes;
 	uint32_t cpus_milli;  /* 1000 = one CPU */
 	uint32_t pids;
@@ -116,6 +130,10 @@ int cordon_sandbox_agent_fd(const struct cordon_sandbox *sb);
 
 /* The sandbox's address on its egress link ("10.201.0.6"), or NULL without one. */
 const char *cordon_sandbox_ip(const struct cordon_sandbox *sb);
+
+/* The host uid (and gid) that is root inside the sandbox: ids 0..65535 inside are this
+ * plus the id. The caller's own uid when unprivileged. */
+uid_t cordon_sandbox_host_uid(const struct cordon_sandbox *sb);
 
 /* PID (in the caller's namespace) of the sandbox's PID 1. */
 pid_t cordon_sandbox_pid(const struct cordon_sandbox *sb);

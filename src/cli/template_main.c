@@ -20,6 +20,7 @@
 
 #include "basic/cleanup.h"
 #include "basic/log.h"
+#include "image/build.h"
 #include "image/oci.h"
 #include "image/store.h"
 
@@ -229,11 +230,219 @@ static int do_rm(int argc, char **argv)
 	return store_remove(name, &err) < 0 ? fail(&err) : 0;
 }
 
+/* Build progress: --json passes the builder's events on as lines; otherwise each step is
+ * a header and a closing line on stderr, with the step's output in between, or, on a
+ * terminal, one line that shows a package count and bar (apt's "Get:N", debootstrap's
+ * "I: Retrieving") and the latest output line, the whole output kept for a failure. */
+struct progress {
+	bool json, tty;
+	unsigned total, got;    /* packages: announced, fetched */
+	char last[160];         /* latest output line */
+	char *log;              /* the step's output (tty), for a failure */
+	size_t log_len;
+	char line[1024];        /* a partial line being collected */
+	size_t line_len;
+	const char *instruction;
+	unsigned step, of;
+};
+
+static void progress_line(struct progress *p)
+{
+	char bar[24] = "";
+	if (p->total) {
+		unsigned fill = p->got >= p->total ? 20 : p->got * 20 / p->total;
+		memset(bar, '#', fill);
+		memset(bar + fill, '.', 20 - fill);
+		bar[20] = '\0';
+		fprintf(stderr, "\r\033[K[%u/%u] [%s] %u/%u packages  %.60s", p->step, p->of, bar, p->got,
+			p->total, p->last);
+	} else if (p->got) {
+		fprintf(stderr, "\r\033[K[%u/%u] %u packages  %.60s", p->step, p->of, p->got, p->last);
+	} else {
+		fprintf(stderr, "\r\033[K[%u/%u] %.70s", p->step, p->of, p->last);
+	}
+}
+
+/* What a line of apt or debootstrap says about packages. */
+static void progress_parse(struct progress *p, const char *l)
+{
+	unsigned a, b;
+	if (strncmp(l, "Get:", 4) == 0 || strncmp(l, "I: Retrieving ", 14) == 0)
+		p->got++;
+	else if (sscanf(l, "%u upgraded, %u newly installed", &a, &b) == 2)
+		p->total = a + b, p->got = 0;
+	snprintf(p->last, sizeof(p->last), "%.159s", l);
+}
+
+static void progress_log(struct progress *p, const char *data, size_t n)
+{
+	if (!p->tty) {
+		fwrite(data, 1, n, stderr);
+		return;
+	}
+	char *nl = realloc(p->log, p->log_len + n + 1);
+	if (nl) {
+		memcpy(nl + p->log_len, data, n);
+		p->log = nl;
+		p->log_len += n;
+		nl[p->log_len] = '\0';
+	}
+	for (size_t i = 0; i < n; i++) {
+		char ch = data[i];
+		if (ch == '\n' || ch == '\r' || p->line_len + 1 >= sizeof(p->line)) {
+			p->line[p->line_len] = '\0';
+			if (p->line_len)
+				progress_parse(p, p->line);
+			p->line_len = 0;
+			continue;
+		}
+		p->line[p->line_len++] = (ch >= 32 && ch < 127) ? ch : '?';
+	}
+	progress_line(p);
+}
+
+static void progress_event(void *data, json_t *ev)
+{
+	struct progress *p = data;
+	const char *kind = json_string_value(json_object_get(ev, "event"));
+	if (p->json) {
+		json_dumpf(ev, stdout, JSON_COMPACT);
+		fputc('\n', stdout);
+		fflush(stdout);
+		return;
+	}
+	if (strcmp(kind, "step") == 0) {
+		p->step = json_integer_value(json_object_get(ev, "step"));
+		p->of = json_integer_value(json_object_get(ev, "of"));
+		p->total = p->got = 0;
+		p->last[0] = '\0';
+		p->log_len = 0;
+		fprintf(stderr, "[%u/%u] %s\n", p->step, p->of, json_string_value(json_object_get(ev, "instruction")));
+	} else if (strcmp(kind, "log") == 0) {
+		json_t *d = json_object_get(ev, "data");
+		progress_log(p, json_string_value(d), json_string_length(d));
+	} else if (strcmp(kind, "step_done") == 0) {
+		char size[32];
+		format_size(size, json_integer_value(json_object_get(ev, "bytes")));
+		if (p->tty)
+			fprintf(stderr, "\r\033[K");
+		if (json_is_true(json_object_get(ev, "cached")))
+			fprintf(stderr, "  -> cached\n");
+		else
+			fprintf(stderr, "  -> done in %.1f s (%s)\n",
+				json_real_value(json_object_get(ev, "seconds")), size);
+	} else if (strcmp(kind, "done") == 0) {
+		fprintf(stderr, "built %s in %.1f s%s\n", json_string_value(json_object_get(ev, "name")),
+			json_real_value(json_object_get(ev, "seconds")),
+			json_is_true(json_object_get(ev, "up_to_date")) ? " (up to date)" : "");
+	}
+}
+
+struct build_flag {
+	const char *name;
+	int (*set)(struct build_opts *o, const char *v);
+};
+
+static int set_file(struct build_opts *o, const char *v) { o->recipe = v; return 0; }
+static int set_context(struct build_opts *o, const char *v) { o->context = v; return 0; }
+static int set_memory(struct build_opts *o, const char *v) { return cordon_parse_size(v, &o->memory_bytes); }
+static int set_disk(struct build_opts *o, const char *v) { return cordon_parse_size(v, &o->disk_bytes); }
+static int set_timeout(struct build_opts *o, const char *v) { return cordon_parse_duration_ms(v, &o->step_timeout_ms); }
+static int set_cpus(struct build_opts *o, const char *v)
+{
+	char *end;
+	double c = strtod(v, &end);
+	if (*end || c < 0.01 || c > 1024)
+		return -EINVAL;
+	o->cpus_milli = (uint32_t)(c * 1000);
+	return 0;
+}
+
+static const struct build_flag build_flags[] = {
+	{"-f", set_file},	  {"--file", set_file}, {"--context", set_context},
+	{"--memory", set_memory}, {"--disk", set_disk}, {"--cpus", set_cpus},
+	{"--timeout", set_timeout},
+};
+
+static int do_build(int argc, char **argv)
+{
+	struct build_opts o = {.recipe = NULL};
+	struct progress p = {.tty = isatty(2)};
+	const char *args[65] = {NULL};
+	size_t n_args = 0;
+	struct cordon_err err = {};
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		size_t f = 0;
+		for (; f < ELEMENTSOF(build_flags) && strcmp(a, build_flags[f].name) != 0; f++)
+			;
+		if (f < ELEMENTSOF(build_flags)) {
+			if (i + 1 >= argc || build_flags[f].set(&o, argv[++i]) < 0) {
+				log_error("template build: %s: bad or missing value", a);
+				return CORDON_EXIT_USAGE;
+			}
+		} else if (strcmp(a, "--build-arg") == 0 && i + 1 < argc && n_args < 64) {
+			args[n_args++] = argv[++i];
+		} else if (strcmp(a, "--no-cache") == 0) {
+			o.no_cache = true;
+		} else if (strcmp(a, "--json") == 0) {
+			p.json = true;
+		} else if (a[0] != '-' && !o.name) {
+			o.name = a;
+		} else {
+			return -EINVAL;
+		}
+	}
+	if (!o.name || !o.recipe)
+		return -EINVAL;
+	o.build_args = args;
+	o.emit = progress_event;
+	o.emit_data = &p;
+	int r = build_template(&o, NULL, &err);
+	if (r < 0) {
+		if (p.tty)
+			fprintf(stderr, "\r\033[K%s", p.log ? p.log : "");
+		free(p.log);
+		if (p.json) {
+			json_t *ev = json_pack("{s:s, s:s}", "event", "error", "message", err.msg);
+			json_dumpf(ev, stdout, JSON_COMPACT);
+			fputc('\n', stdout);
+			json_decref(ev);
+		}
+		return fail(&err);
+	}
+	free(p.log);
+	if (!p.json)
+		printf("%s\n", o.name);
+	return 0;
+}
+
+static int do_gc(int argc, char **argv)
+{
+	static const char *const flags[] = {NULL};
+	struct cordon_err err = {};
+	unsigned layers;
+	uint64_t bytes;
+	char size[32];
+
+	if (parse(argc, argv, flags, NULL, NULL, 0) != 0)
+		return -EINVAL;
+	if (build_gc(&layers, &bytes, &err) < 0)
+		return fail(&err);
+	format_size(size, bytes);
+	printf("removed %u layers (%s)\n", layers, size);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*run)(int argc, char **argv);
 	const char *usage;
 } commands[] = {
+	{"build", do_build, "build NAME -f FILE [--context DIR] [--build-arg K=V]... [--no-cache] [--json]\n"
+			    "                       [--memory SIZE] [--disk SIZE] [--cpus N] [--timeout DURATION]"},
+	{"gc", do_gc, "gc"},
 	{"import", do_import, "import NAME FILE.tar [--replace] [--json]"},
 	{"ls", do_ls, "ls [--json]"},
 	{"inspect", do_inspect, "inspect NAME"},

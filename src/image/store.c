@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "basic/cleanup.h"
+#include "basic/tree.h"
 #include "image/store.h"
 
 #define TMP_PREFIX ".tmp-"
@@ -97,100 +98,6 @@ static int open_store(bool create, struct cordon_err *err)
 	return fd;
 }
 
-static int remove_tree_at(int dirfd, const char *name, unsigned depth);
-
-/* A DIR over a copy of @fd (which stays the caller's); NULL with errno set. */
-static DIR *opendir_dup(int fd)
-{
-	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	if (dfd < 0)
-		return NULL;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		int e = errno;
-		close(dfd);
-		errno = e;
-	}
-	return d;
-}
-
-/* Removes everything in @fd. A pass may miss entries when the directory changes under
- * readdir; a second pass finds them. */
-static int empty_dir(int fd, unsigned depth)
-{
-	for (int pass = 0; pass < 3; pass++) {
-		_cleanup_closedir_ DIR *d = opendir_dup(fd);
-		if (!d)
-			return -errno;
-		rewinddir(d);
-		bool any = false;
-		struct dirent *de;
-		while ((de = readdir(d))) {
-			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-				continue;
-			int r = remove_tree_at(fd, de->d_name, depth);
-			if (r < 0)
-				return r;
-			any = true;
-		}
-		if (!any)
-			return 0;
-	}
-	return 0;
-}
-
-/* Removes @name under @dirfd, never following a symlink. An imported directory may be
- * read-only (mode 0555 from the archive): each is made 0700 before it is emptied, which
- * matters when we lack CAP_DAC_OVERRIDE. */
-static int remove_tree_at(int dirfd, const char *name, unsigned depth)
-{
-	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return -errno;
-	if (depth >= STORE_MAX_DEPTH)
-		return -ELOOP;
-	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	(void)fchmod(fd, 0700);
-	int r = empty_dir(fd, depth + 1);
-	if (r < 0)
-		return r;
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		return -errno;
-	return 0;
-}
-
-/* Bytes of the regular files and symlinks under @fd (hard links counted each time). */
-static int tree_size(int fd, unsigned depth, uint64_t *size)
-{
-	if (depth >= STORE_MAX_DEPTH)
-		return -ELOOP;
-	_cleanup_closedir_ DIR *d = opendir_dup(fd);
-	if (!d)
-		return -errno;
-	struct dirent *de;
-	struct stat st;
-	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return -errno;
-		if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
-			*size += st.st_size;
-		if (!S_ISDIR(st.st_mode))
-			continue;
-		_cleanup_close_ int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub < 0)
-			return -errno;
-		int r = tree_size(sub, depth + 1, size);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
 /* Takes the store's lock shared. First, if no one else holds it, removes what killed
  * imports and removals left behind. */
 static int lock_store(int sfd, struct cordon_err *err)
@@ -205,7 +112,7 @@ static int lock_store(int sfd, struct cordon_err *err)
 		while (d && (de = readdir(d)))
 			if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 ||
 			    strncmp(de->d_name, RM_PREFIX, strlen(RM_PREFIX)) == 0)
-				(void)remove_tree_at(sfd, de->d_name, 0);
+				(void)tree_remove_at(sfd, de->d_name, 0);
 		if (d)
 			closedir(d);
 		else if (dfd >= 0)
@@ -216,6 +123,25 @@ static int lock_store(int sfd, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "store lock");
 	}
 	return fd;
+}
+
+int store_open_locked(bool exclusive, int *ret_lock, struct cordon_err *err)
+{
+	_cleanup_close_ int sfd = open_store(true, err);
+	if (sfd < 0)
+		return sfd;
+	_cleanup_close_ int lock = -1;
+	if (!exclusive) {
+		lock = lock_store(sfd, err);
+		if (lock < 0)
+			return lock;
+	} else {
+		lock = openat(sfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (lock < 0 || flock(lock, LOCK_EX) < 0)
+			return cordon_err_set(err, -errno, "store lock");
+	}
+	*ret_lock = TAKE_FD(lock);
+	return TAKE_FD(sfd);
 }
 
 static int write_meta(int dirfd, json_t *meta, struct cordon_err *err)
@@ -315,7 +241,7 @@ int store_import(const char *name, bool replace, store_fill_fn fill, void *userd
 		r = commit(sfd, tmp, name, replace, &swapped, err);
 	if (r < 0 || swapped) {
 		/* Our failed import, or the template we replaced. */
-		int q = remove_tree_at(sfd, tmp, 0);
+		int q = tree_remove_at(sfd, tmp, 0);
 		if (q < 0 && r >= 0)
 			return cordon_err_set(err, q, "remove the replaced template (%s)", path);
 	}
@@ -342,7 +268,7 @@ int store_remove(const char *name, struct cordon_err *err)
 	if (renameat2(sfd, name, sfd, aside, RENAME_NOREPLACE) < 0)
 		return errno == ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name)
 				       : cordon_err_set(err, -errno, "remove template '%s'", name);
-	int r = remove_tree_at(sfd, aside, 0);
+	int r = tree_remove_at(sfd, aside, 0);
 	if (r < 0)
 		return cordon_err_set(err, r, "remove template '%s' (left as %s in the store)", name, aside);
 	return 0;

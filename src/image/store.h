@@ -43,6 +43,15 @@ int store_dir(char *buf, size_t size);
  * handles the built-in template first), -ENOENT if there is no such template. */
 int store_path(const char *name, char *buf, size_t size);
 
+/* Opens the store (making it) and takes its lock: shared for what adds to it (imports and
+ * builds, which may run side by side), exclusive for what removes unreferenced parts (gc).
+ * Returns the store's directory fd; *@ret_lock is the lock's fd, held until closed. A
+ * temporary "<store>/.tmp-*" entry is safe from the sweep while a shared lock is held. */
+int store_open_locked(bool exclusive, int *ret_lock, struct cordon_err *err);
+
+#define STORE_TMP_PREFIX ".tmp-"
+#define STORE_LAYERS     ".layers"
+
 /* Fills the empty directory @rootfd (the caller's) and may add fields to @meta (borrowed:
  * "source", "digest", "env", "workdir", "user", "cmd"). Returns 0 or -errno with @err set. */
 typedef int (*store_fill_fn)(int rootfd, json_t *meta, void *userdata, struct cordon_err *err);

@@ -321,7 +321,7 @@ static int setup_image_tree(int tree, struct cordon_err *err)
 	return 0;
 }
 
-static int setup_dev(struct cordon_err *err)
+static int setup_dev(const char *resolv_conf, struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	unsigned long fl = MS_NOSUID | MS_NOEXEC;
@@ -356,6 +356,11 @@ static int setup_dev(struct cordon_err *err)
 		return cordon_err_set(err, -errno, "mount /dev/pts");
 	if (mount("tmpfs", NEWROOT "/dev/shm", "tmpfs", fl | MS_NODEV, "mode=1777,size=64m") < 0)
 		return cordon_err_set(err, -errno, "mount /dev/shm");
+	if (resolv_conf) {
+		int r = write_new_file(NEWROOT "/dev/.resolv.conf", resolv_conf, 0644, err);
+		if (r < 0)
+			return r;
+	}
 	/* Nothing may be created in /dev itself afterwards. */
 	if (mount(NULL, NEWROOT "/dev", NULL, MS_REMOUNT | MS_RDONLY | fl, "mode=0755,size=64k") < 0)
 		return cordon_err_set(err, -errno, "remount /dev read-only");
@@ -485,6 +490,36 @@ static int pivot(struct cordon_err *err)
 	return 0;
 }
 
+/* Build mode: the overlay is the root, written through; only /dev, /proc and the resolver
+ * are ours (the resolver bound from a file on /dev's tmpfs, so that no layer records it). */
+static int setup_overlay_root(const struct rootfs_config *cfg, struct cordon_err *err)
+{
+	if (syscall(SYS_move_mount, cfg->image_tree, "", AT_FDCWD, NEWROOT, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "attach the overlay root");
+	static const char *const dirs[] = {NEWROOT "/dev", NEWROOT "/proc"};
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+		struct stat st;
+		if (mkdir(dirs[i], 0755) < 0 && errno != EEXIST)
+			return cordon_err_set(err, -errno, "mkdir '%s'", dirs[i]);
+		if (lstat(dirs[i], &st) < 0 || !S_ISDIR(st.st_mode))
+			return cordon_err_setf(err, -ENOTDIR, "'%s' is not a directory", dirs[i]);
+	}
+	int r = setup_dev(cfg->resolv_conf, err);
+	if (r < 0 || (r = setup_proc(err)) < 0 || !cfg->resolv_conf)
+		return r;
+	struct stat st;
+	if (lstat(NEWROOT "/etc", &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	if (lstat(NEWROOT "/etc/resolv.conf", &st) < 0 &&
+	    (r = write_new_file(NEWROOT "/etc/resolv.conf", "", 0644, err)) < 0)
+		return r;
+	if (lstat(NEWROOT "/etc/resolv.conf", &st) < 0 || !S_ISREG(st.st_mode))
+		return 0; /* a symlink (to a resolver's stub): left as the image has it */
+	if (mount(NEWROOT "/dev/.resolv.conf", NEWROOT "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0)
+		return cordon_err_set(err, -errno, "bind /etc/resolv.conf");
+	return 0;
+}
+
 int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
 {
 	char opts[128];
@@ -493,6 +528,11 @@ int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
 	/* No mount event of ours may propagate back to the host, nor the host's to us. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return cordon_err_set(err, -errno, "make mounts private");
+	if (cfg->image_is_root) {
+		if ((r = setup_overlay_root(cfg, err)) < 0 || (r = setup_binds(cfg, err)) < 0)
+			return r;
+		return pivot(err);
+	}
 	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%llu",
 		 (unsigned long long)cfg->disk_bytes,
 		 (unsigned long long)(cfg->disk_bytes / 4096 + 1024));
@@ -508,7 +548,7 @@ int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
 		r = setup_host_etc(cfg, err);
 	if (r < 0)
 		return r;
-	if ((r = setup_dev(err)) < 0 || (r = setup_proc(err)) < 0 || (r = setup_binds(cfg, err)) < 0)
+	if ((r = setup_dev(NULL, err)) < 0 || (r = setup_proc(err)) < 0 || (r = setup_binds(cfg, err)) < 0)
 		return r;
 	return pivot(err);
 }

@@ -21,6 +21,7 @@ struct rootfs_bind {
 struct rootfs_config {
 	int image_fd; /* O_PATH fd of a root filesystem directory; -1 for the `host` template */
 	int image_tree; /* the same as a detached idmapped mount (open_tree) of the host's, or -1 */
+	bool image_is_root; /* build mode: image_tree is a writable overlay, the root itself */
 	uint64_t disk_bytes;
 	const char *hostname;
 	bool ids_mapped; /* uids 0 and 1000 both exist inside (range mapping) */

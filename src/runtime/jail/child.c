@@ -44,6 +44,15 @@
 #define AGENT_CAPS                                                                                 \
 	(CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETPCAP))
 
+/* What a build step's root keeps (cordon template build), inside the sandbox's own user
+ * namespace only: Docker's default set without mknod, raw sockets and audit, which is what
+ * dpkg, apt and debootstrap's second stage need (chown, setuid to _apt, chroot "/"). */
+#define BUILD_CAPS                                                                                 \
+	(CAP_BIT(CAP_CHOWN) | CAP_BIT(CAP_DAC_OVERRIDE) | CAP_BIT(CAP_FOWNER) |                    \
+	 CAP_BIT(CAP_FSETID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_SETUID) |     \
+	 CAP_BIT(CAP_SETPCAP) | CAP_BIT(CAP_NET_BIND_SERVICE) | CAP_BIT(CAP_SYS_CHROOT) |          \
+	 CAP_BIT(CAP_SETFCAP))
+
 static const char *const writable_dirs[] = {"/tmp", "/home", "/root", "/var/tmp", "/run",
 					    "/dev", "/proc", NULL};
 
@@ -105,7 +114,7 @@ static int switch_user(const struct jail_child *c, struct cordon_err *err)
 
 static int harden(const struct jail_child *c, struct cordon_err *err)
 {
-	uint64_t keep = c->spec->argv ? 0 : AGENT_CAPS;
+	uint64_t keep = c->spec->overlay ? BUILD_CAPS : c->spec->argv ? 0 : AGENT_CAPS;
 	int r;
 
 	if ((r = caps_drop_bounding(keep, err)) < 0 || (r = switch_user(c, err)) < 0 ||
@@ -116,7 +125,8 @@ static int harden(const struct jail_child *c, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "set parent-death signal");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return cordon_err_set(err, -errno, "set no_new_privs");
-	if ((r = landlock_apply(writable_dirs, err)) < 0)
+	/* A build step writes anywhere in its own overlay root. */
+	if (!c->spec->overlay && (r = landlock_apply(writable_dirs, err)) < 0)
 		return r;
 	if ((r = seccomp_apply()) < 0)
 		return cordon_err_set(err, r, "seccomp: load filter");
@@ -149,6 +159,8 @@ static int recv_go(struct jail_child *c)
 static int open_sources(struct jail_child *c, struct cordon_err *err)
 {
 	const struct cordon_spec *spec = c->spec;
+	if (spec->overlay && c->image_tree < 0)
+		return cordon_err_setf(err, -EPROTO, "overlay root: not received from the host");
 	if (spec->rootfs && c->image_tree < 0) {
 		c->image_fd = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (c->image_fd < 0)
@@ -186,6 +198,7 @@ static int build(struct jail_child *c, struct cordon_err *err)
 	struct rootfs_config rc = {
 		.image_fd = c->image_fd,
 		.image_tree = c->image_tree,
+		.image_is_root = spec->overlay != NULL,
 		.disk_bytes = spec->disk_bytes,
 		.hostname = spec->hostname ? spec->hostname : "cordon",
 		.ids_mapped = c->privileged,

@@ -30,6 +30,7 @@
 #include "basic/fileio.h"
 #include "lib/cgroup.h"
 #include "lib/idmap.h"
+#include "lib/overlay.h"
 #include "lib/initproto.h"
 #include "runtime/jail/jail.h"
 
@@ -75,6 +76,10 @@ static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
 		return cordon_err_setf(err, -EPERM, "network: only root can give a sandbox a network");
 	if (spec->net == CORDON_NET_EGRESS && !spec->net_hook)
 		return cordon_err_setf(err, -EINVAL, "network: no egress proxy");
+	if (spec->overlay && (geteuid() != 0 || spec->rootfs || !spec->overlay->upper ||
+			      !spec->overlay->work || spec->overlay->n_lower == 0))
+		return cordon_err_setf(err, -EINVAL, "overlay root: needs root, an upper and a work "
+				       "directory and at least one layer, and no rootfs");
 	if (spec->workdir && spec->workdir[0] != '/')
 		return cordon_err_setf(err, -EINVAL, "workdir '%s': not an absolute path", spec->workdir);
 	return 0;
@@ -223,6 +228,11 @@ static int host_adopt(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	return 0;
 }
 
+uid_t cordon_sandbox_host_uid(const struct cordon_sandbox *sb)
+{
+	return sb->privileged ? idmap_slot_base(&sb->slot) : geteuid();
+}
+
 /* An idmapped, read-only clone of the --rootfs tree for the child: files owned by host
  * uid N there are owned by sandbox uid N inside (root by root), without copying and without
  * sandbox root being host root. Only the host can make it (CAP_SYS_ADMIN over the file
@@ -245,6 +255,22 @@ static int idmapped_tree(pid_t pid, const char *dir)
 	return TAKE_FD(tree);
 }
 
+/* Build mode: the overlay root, its layers idmapped into the child's user namespace. The
+ * upper directory's root becomes the sandbox root's, so that it may write at the top. */
+static int overlay_root(struct cordon_sandbox *sb, const struct cordon_overlay *ov,
+			struct cordon_err *err)
+{
+	char path[64];
+	uid_t base = idmap_slot_base(&sb->slot);
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)sb->pid);
+	_cleanup_close_ int userns = open(path, O_RDONLY | O_CLOEXEC);
+	if (userns < 0)
+		return cordon_err_set(err, -errno, "overlay: open the sandbox's user namespace");
+	if (chown(ov->upper, base, base) < 0)
+		return cordon_err_set(err, -errno, "overlay: chown '%s'", ov->upper);
+	return overlay_tree(ov->lower, ov->n_lower, ov->upper, ov->work, userns, err);
+}
+
 /* "go", with the idmapped image tree (SCM_RIGHTS) when there is one. */
 static int host_go(struct cordon_sandbox *sb, const struct cordon_spec *spec, struct cordon_err *err)
 {
@@ -256,6 +282,8 @@ static int host_go(struct cordon_sandbox *sb, const struct cordon_spec *spec, st
 	} u = {0};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 	_cleanup_close_ int tree = sb->privileged && spec->rootfs ? idmapped_tree(sb->pid, spec->rootfs) : -1;
+	if (spec->overlay && (tree = overlay_root(sb, spec->overlay, err)) < 0)
+		return tree;
 	if (tree >= 0) {
 		msg.msg_control = u.buf;
 		msg.msg_controllen = sizeof(u.buf);

@@ -1,0 +1,22 @@
+/* Overlay trees for build steps: a detached overlayfs mount (fsopen/fsmount, 5.2+) whose
+ * read-only lower layers may be shown through an idmapped mount (5.19+ for overlayfs), so
+ * that a layer stored with canonical owners (0 = root) is owned by a sandbox's root inside
+ * it. Mounted by the caller (root of the initial user namespace): copy-up and whiteouts are
+ * done with its credentials, on an upper directory the caller owns.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include <cordon/err.h>
+
+#define OVERLAY_MAX_LOWER 128u
+
+/* A detached mount: @lower (top first, 1..OVERLAY_MAX_LOWER directories) under the writable
+ * @upper, @work being an empty directory on the same mount as @upper. Each lower is shown
+ * idmapped through the user namespace @userns_fd when it is >= 0, as it is otherwise. The
+ * mount is nosuid and nodev; redirect_dir, index and metacopy are off, so that @upper holds
+ * plain files, whiteouts (0/0 character devices) and opaque directories
+ * (trusted.overlay.opaque) only. Returns the mount's fd (O_CLOEXEC) or -errno with @err. */
+int overlay_tree(const char *const *lower, size_t n_lower, const char *upper, const char *work,
+		 int userns_fd, struct cordon_err *err);
