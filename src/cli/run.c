@@ -33,6 +33,11 @@ struct run_ctx {
 	size_t n_allow;
 	struct egressctl egress;
 	char template_root[4096];
+	const char *template_name;
+	bool user_set, workdir_set;
+	json_t *template;       /* its template.json */
+	char *template_wd;
+	char **wrapped;         /* argv with the template's START and READY in front */
 	int json_fd;
 };
 
@@ -118,11 +123,13 @@ static int opt_workdir(struct run_ctx *c, const char *a)
 		return -EINVAL;
 	}
 	c->spec.workdir = a;
+	c->workdir_set = true;
 	return 0;
 }
 
 static int opt_user(struct run_ctx *c, const char *a)
 {
+	c->user_set = true;
 	if (strcmp(a, "user") == 0)
 		c->spec.user = CORDON_USER_USER;
 	else if (strcmp(a, "root") == 0)
@@ -197,9 +204,143 @@ static int opt_template(struct run_ctx *c, const char *a)
 		log_error("--template '%s': no such template (cordon template ls)", a);
 	else if (r < 0)
 		log_error("--template '%s': not a template name ([a-z0-9][a-z0-9._-]*)", a);
-	else
+	else {
 		c->spec.rootfs = c->template_root;
+		c->template_name = a;
+	}
 	return r;
+}
+
+/* A shell word: 'it''s' -> 'it'\''s'. */
+static int append_quoted(char **buf, size_t *len, const char *w)
+{
+	size_t n = strlen(w);
+	char *nb = realloc(*buf, *len + 4 * n + 4);
+	if (!nb)
+		return -ENOMEM;
+	*buf = nb;
+	nb[(*len)++] = ' ';
+	nb[(*len)++] = '\'';
+	for (; *w; w++) {
+		if (*w == '\'') {
+			memcpy(nb + *len, "'\\''", 4);
+			*len += 4;
+		} else {
+			nb[(*len)++] = *w;
+		}
+	}
+	nb[(*len)++] = '\'';
+	nb[*len] = '\0';
+	return 0;
+}
+
+static int append_argv(char **buf, size_t *len, json_t *argv)
+{
+	size_t i;
+	json_t *a;
+	json_array_foreach(argv, i, a)
+		if (!json_is_string(a) || append_quoted(buf, len, json_string_value(a)) < 0)
+			return -EINVAL;
+	return 0;
+}
+
+/* A template's START and READY in one-shot mode: a shell starts START in the background,
+ * waits until READY succeeds (30 s at most), then execs the command. */
+static int wrap_start_ready(struct run_ctx *c, char **argv)
+{
+	json_t *start = json_object_get(c->template, "start"), *ready = json_object_get(c->template, "ready");
+	if (!json_array_size(start) && !json_array_size(ready))
+		return 0;
+	_cleanup_free_ char *script = strdup(":");
+	size_t len = 1, argc = 0;
+	if (!script)
+		return -ENOMEM;
+	if (json_array_size(start)) {
+		static const char bg[] = "\n(exec";
+		char *nb = realloc(script, len + sizeof(bg));
+		if (!nb)
+			return -ENOMEM;
+		script = nb;
+		memcpy(script + len, bg, sizeof(bg));
+		len += sizeof(bg) - 1;
+		if (append_argv(&script, &len, start) < 0)
+			return -EINVAL;
+		static const char tail[] = ") </dev/null >/dev/null 2>&1 &\n";
+		if (!(nb = realloc(script, len + sizeof(tail))))
+			return -ENOMEM;
+		script = nb;
+		memcpy(script + len, tail, sizeof(tail));
+		len += sizeof(tail) - 1;
+	}
+	if (json_array_size(ready)) {
+		static const char head[] = "\ni=0; until";
+		static const char tail[] = " >/dev/null 2>&1; do i=$((i+1)); if [ $i -ge 300 ]; then "
+					   "echo 'cordon: the template'\\''s READY check did not pass in 30 s' >&2; "
+					   "exit 125; fi; sleep 0.1; done";
+		char *nb = realloc(script, len + sizeof(head));
+		if (!nb)
+			return -ENOMEM;
+		script = nb;
+		memcpy(script + len, head, sizeof(head));
+		len += sizeof(head) - 1;
+		if (append_argv(&script, &len, ready) < 0)
+			return -EINVAL;
+		if (!(nb = realloc(script, len + sizeof(tail))))
+			return -ENOMEM;
+		script = nb;
+		memcpy(script + len, tail, sizeof(tail));
+		len += sizeof(tail) - 1;
+	}
+	static const char run[] = "\nexec \"$@\"";
+	char *nb = realloc(script, len + sizeof(run));
+	if (!nb)
+		return -ENOMEM;
+	script = nb;
+	memcpy(script + len, run, sizeof(run));
+	for (char **a = argv; *a; a++)
+		argc++;
+	c->wrapped = calloc(argc + 5, sizeof(char *));
+	if (!c->wrapped)
+		return -ENOMEM;
+	c->wrapped[0] = "/bin/sh";
+	c->wrapped[1] = "-c";
+	c->wrapped[2] = TAKE_PTR(script);
+	c->wrapped[3] = "sh";
+	memcpy(c->wrapped + 4, argv, argc * sizeof(char *));
+	c->spec.argv = c->wrapped;
+	return 0;
+}
+
+/* What a template says about running it (template.json): its environment under --env, its
+ * working directory and user unless given, START and READY around the command. */
+static int apply_template(struct run_ctx *c, char **argv)
+{
+	struct cordon_err err = {};
+	if (!c->template_name)
+		return 0;
+	if (store_read(c->template_name, &c->template, &err) < 0) {
+		log_error("--template '%s': %s", c->template_name, err.msg);
+		return CORDON_EXIT_USAGE;
+	}
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(c->template, "env"), i, e)
+		if (json_is_string(e) && strchr(json_string_value(e), '=') && c->spec.n_env < CORDON_MAX_ENV)
+			c->env[c->spec.n_env++] = json_string_value(e); /* after --env: theirs win */
+	const char *wd = json_string_value(json_object_get(c->template, "workdir"));
+	if (!c->workdir_set && wd && wd[0] == '/')
+		c->spec.workdir = wd;
+	const char *user = json_string_value(json_object_get(c->template, "user"));
+	if (!c->user_set && user) {
+		bool root = strcmp(user, "root") == 0 || strcmp(user, "0") == 0 ||
+			    strncmp(user, "root:", 5) == 0 || strncmp(user, "0:", 2) == 0;
+		c->spec.user = root ? CORDON_USER_ROOT : CORDON_USER_USER;
+	}
+	if (wrap_start_ready(c, argv) < 0) {
+		log_error("--template '%s': bad START or READY in template.json", c->template_name);
+		return CORDON_EXIT_USAGE;
+	}
+	return 0;
 }
 
 static int opt_rootfs(struct run_ctx *c, const char *a)
@@ -410,12 +551,18 @@ int cmd_run(int argc, char **argv)
 	} else {
 		c.spec.env = c.env;
 		c.spec.argv = argv + k;
-		status = setup_network(&c);
+		status = apply_template(&c, argv + k);
+		if (status == 0)
+			status = setup_network(&c);
 		if (status == 0)
 			status = run_sandbox(&c);
 	}
 	if (c.egress.fd >= 0) /* the proxy ends when its control socket closes */
 		close(c.egress.fd);
+	if (c.wrapped)
+		free(c.wrapped[2]);
+	free(c.wrapped);
+	json_decref(c.template);
 	for (size_t i = 0; i < c.spec.n_binds; i++)
 		free(c.bind_buf[i]);
 	return status;

@@ -541,15 +541,15 @@ static int64_t run_in_jail(struct build *b, const struct jail_run *jr)
 	return base;
 }
 
-/* The environment of a step: PATH, then build arguments, then ENV (later wins). */
+/* The environment of a step: ENV, then build arguments (the first of a name wins, and the
+ * jail adds PATH, HOME and LANG where they are not set). */
 static size_t step_env(struct build *b, const char **env, size_t max)
 {
 	size_t n = 0;
-	env[n++] = DEFAULT_PATH;
-	for (size_t i = 0; i < b->recipe->n_build_env && n < max; i++)
-		env[n++] = b->recipe->build_env[i];
 	for (size_t i = 0; i < json_array_size(b->env) && n < max; i++)
 		env[n++] = json_string_value(json_array_get(b->env, i));
+	for (size_t i = 0; i < b->recipe->n_build_env && n < max; i++)
+		env[n++] = b->recipe->build_env[i];
 	return n;
 }
 
@@ -1104,7 +1104,8 @@ static int second_stage(struct build *b, const char *root, int diff, bool slim)
 			"/usr/share/locale/* /var/cache/apt/*.bin /var/lib/apt/lists/*"
 		      : " && rm -rf /var/cache/apt/*.bin");
 	char *argv[] = {"/bin/sh", "-c", second, NULL};
-	const char *env[] = {DEFAULT_PATH, "DEBIAN_FRONTEND=noninteractive", "LANG=C.UTF-8"};
+	/* container=lxc: debootstrap then knows it cannot mknod (its sanity check would). */
+	const char *env[] = {DEFAULT_PATH, "DEBIAN_FRONTEND=noninteractive", "LANG=C.UTF-8", "container=lxc"};
 	struct jail_run jr = {.argv = argv, .user = CORDON_USER_ROOT, .env = env, .n_env = ELEMENTSOF(env)};
 	int r = push_lower(b, root);
 	if (r < 0)
@@ -1138,9 +1139,16 @@ static int debootstrap_layer(struct build *b, const char *suite, bool slim, cons
 	char *first[] = {"debootstrap", foreign, variant, comps, (char *)suite, root, b->mirror, NULL};
 	if ((r = run_host_command(b, first)) < 0)
 		goto fail;
-	/* The host's mknod'ed nodes go: every sandbox gets its own /dev. */
+	/* The host's mknod'ed nodes go: every sandbox gets its own /dev. In a container
+	 * debootstrap makes /proc a symlink to the host's; it is a mount point here. */
 	if ((dev = openat(diff, "dev", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0)
 		(void)tree_empty(dev, 0);
+	struct stat st;
+	if (fstatat(diff, "proc", &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+	    (unlinkat(diff, "proc", 0) < 0 || mkdirat(diff, "proc", 0555) < 0)) {
+		r = cordon_err_set(b->err, -errno, "replace /proc");
+		goto fail;
+	}
 	if ((r = second_stage(b, root, diff, slim)) < 0)
 		goto fail;
 	snprintf(sources, sizeof(sources), "deb %s %s main\ndeb %s %s-updates main\n", b->mirror, suite,

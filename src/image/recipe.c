@@ -525,10 +525,11 @@ static int copy_flag(struct parser *p, struct recipe_step *st, char *value)
 
 	for (size_t i = 0; i < ELEMENTSOF(flags); i++) {
 		size_t n = strlen(flags[i].prefix);
-		if (strncmp(word, flags[i].prefix, n - 1) == 0 && word[n - 1] == '\0')
-			return perr(p, -EINVAL, "%s %s needs a value (%sVALUE)", kw, word, flags[i].prefix);
-		if (strncmp(word, flags[i].prefix, n) != 0)
+		if (strncmp(word, flags[i].prefix, n - 1) != 0 || (word[n - 1] && word[n - 1] != '='))
 			continue;
+		if (!word[n - 1] || !word[n])
+			return perr(p, -EINVAL, "%s %.*s needs a value (%sVALUE)", kw, (int)n - 1, word,
+				    flags[i].prefix);
 		char **slot = (char **)((char *)st + flags[i].offset);
 		if (*slot)
 			return perr(p, -EINVAL, "%s %.*s given twice", kw, (int)n - 1, word);
@@ -951,6 +952,9 @@ static int make_build_env(struct parser *p)
 		if (r < 0)
 			return r;
 	}
+	/* NULL-terminated even when empty, like every argv. */
+	if (!l.v && !(l.v = calloc(1, sizeof(*l.v))))
+		return -ENOMEM;
 	strv_move(&l, &p->r->build_env, &p->r->n_build_env);
 	return 0;
 }
@@ -977,10 +981,9 @@ static int parse_text(struct parser *p, const char *text, size_t len)
 
 static int check_text(struct parser *p, const char *text, size_t len)
 {
-	const char *nul = memchr(text, '\0', len);
-
 	if (len > RECIPE_MAX_BYTES)
 		return perr(p, -E2BIG, "the recipe is larger than %u bytes", RECIPE_MAX_BYTES);
+	const char *nul = memchr(text, '\0', len);
 	if (!nul)
 		return 0;
 	p->line = 1;
