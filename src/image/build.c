@@ -53,6 +53,7 @@ struct build {
 	size_t n_lowers;
 	json_t *layers;              /* keys of the layers made or reused, bottom first */
 	json_t *env;                 /* ENV, "K=V" */
+	json_t *args;                /* names of the ARGs declared so far: only those reach RUN */
 	char *workdir, *user;
 	json_t *start, *ready;
 	size_t step;                 /* 1-based, for events */
@@ -124,11 +125,19 @@ static void hash_json(struct hasher *h, json_t *j)
 
 /* The config a RUN sees is part of its key: the same command in another environment is
  * another layer. */
+static bool arg_in_scope(struct build *b, const char *kv)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(kv, "="), kv);
+	return json_object_get(b->args, name) != NULL;
+}
+
 static void hash_config(struct hasher *h, struct build *b)
 {
 	hash_json(h, b->env);
 	for (size_t i = 0; i < b->recipe->n_build_env; i++)
-		hash_str(h, b->recipe->build_env[i]);
+		if (arg_in_scope(b, b->recipe->build_env[i]))
+			hash_str(h, b->recipe->build_env[i]);
 	hash_str(h, b->workdir);
 	hash_str(h, b->user);
 }
@@ -549,7 +558,8 @@ static size_t step_env(struct build *b, const char **env, size_t max)
 	for (size_t i = 0; i < json_array_size(b->env) && n < max; i++)
 		env[n++] = json_string_value(json_array_get(b->env, i));
 	for (size_t i = 0; i < b->recipe->n_build_env && n < max; i++)
-		env[n++] = b->recipe->build_env[i];
+		if (arg_in_scope(b, b->recipe->build_env[i]))
+			env[n++] = b->recipe->build_env[i];
 	return n;
 }
 
@@ -791,6 +801,8 @@ static int expand_source(struct copy_ctx *c, const char *src, int *ret_dir, char
 	while (*src == '/')
 		src++;
 	snprintf(path, sizeof(path), "%s", *src ? src : ".");
+	for (size_t len = strlen(path); len > 1 && path[len - 1] == '/'; len--)
+		path[len - 1] = '\0';
 	char *slash = strrchr(path, '/');
 	const char *last = slash ? slash + 1 : path;
 	if (slash)
@@ -1268,8 +1280,13 @@ static int do_config(struct build *b, const struct recipe_step *s)
 		*slot = a;
 		return 0;
 	}
+	case RECIPE_ARG: {
+		char name[128];
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(s->argv[0], "="), s->argv[0]);
+		return json_object_set_new(b->args, name, json_true()) < 0 ? -ENOMEM : 0;
+	}
 	default:
-		return 0; /* ARG: the parser made build_env */
+		return 0;
 	}
 }
 
@@ -1422,7 +1439,8 @@ int build_template(const struct build_opts *o, json_t **ret_meta, struct cordon_
 				       "jails with a uid range of their own)");
 	b.layers = json_array();
 	b.env = json_array();
-	if (!b.layers || !b.env)
+	b.args = json_object();
+	if (!b.layers || !b.env || !b.args)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
 	if ((r = read_recipe(&b)) < 0 || (r = open_context(&b)) < 0)
 		goto out;
@@ -1461,6 +1479,7 @@ out:
 	json_decref(b.ready);
 	json_decref(b.layers);
 	json_decref(b.env);
+	json_decref(b.args);
 	recipe_free(b.recipe);
 	if (b.ctx_fd >= 0)
 		close(b.ctx_fd);

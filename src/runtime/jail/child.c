@@ -114,7 +114,8 @@ static int switch_user(const struct jail_child *c, struct cordon_err *err)
 
 static int harden(const struct jail_child *c, struct cordon_err *err)
 {
-	uint64_t keep = c->spec->overlay ? BUILD_CAPS : c->spec->argv ? 0 : AGENT_CAPS;
+	bool build_root = c->spec->overlay && c->spec->user == CORDON_USER_ROOT;
+	uint64_t keep = build_root ? BUILD_CAPS : c->spec->argv ? 0 : AGENT_CAPS;
 	int r;
 
 	if ((r = caps_drop_bounding(keep, err)) < 0 || (r = switch_user(c, err)) < 0 ||

@@ -285,7 +285,7 @@ static const struct probe denied[] = {
     {"socket AF_INET SOCK_RAW", try_inet_raw, EPERM, MODE_FILTER},
     {"socket AF_VSOCK", try_vsock, EPERM, MODE_FILTER},
     {"socket AF_ALG", try_alg, EPERM, MODE_FILTER},
-    {"socket AF_NETLINK audit", try_netlink_audit, EPERM, MODE_FILTER},
+    {"socket AF_NETLINK audit", try_netlink_audit, EAFNOSUPPORT, MODE_FILTER},
     {"socketpair AF_INET", try_socketpair_inet, EPERM, MODE_FILTER},
     {"ioctl TIOCSTI", try_tiocsti, EPERM, MODE_FILTER},
     {"ioctl TIOCSTI, upper bit", try_tiocsti_hi, EPERM, MODE_FILTER},
