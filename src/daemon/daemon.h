@@ -86,6 +86,14 @@ struct sbx {
 	struct fileop *ops;
 	struct waiter *waiters;    /* create requests waiting for this one to become ready */
 	struct follower *followers; /* GET .../audit?follow=1 */
+	/* From the template's template.json: defaults of its processes, and what runs before
+	 * the sandbox is handed out (START in the background, READY until it succeeds). */
+	char *workdir;
+	enum cordon_user user_default;
+	bool user_default_set;
+	json_t *start, *ready;
+	struct event *ready_ev;
+	uint64_t ready_deadline_ms;
 	struct sbx *next, *prev;
 };
 
@@ -183,6 +191,10 @@ void handle_proc_stdin(struct ctx *c);
 void handle_proc_signal(struct ctx *c);
 void handle_proc_events(struct ctx *c);
 int proc_frame(struct sbx *s, const struct frame *f);
+/* Starts a template's START (in the background) or READY (its exit reported to
+ * sbx_ready_result()) in @s, as the daemon's own process. */
+int proc_spawn_template(struct sbx *s, json_t *argv, bool ready_check);
+void sbx_ready_result(struct sbx *s, bool ok);
 void procs_free(struct sbx *s);
 
 /* files.c */

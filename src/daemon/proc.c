@@ -41,6 +41,7 @@ struct proc {
 	enum cordon_user user;
 	struct frame_exit ex;
 	bool oom;
+	bool ready_check; /* a template's READY: its exit decides whether the sandbox is handed out */
 	struct sub *subs;
 	struct event *watchdog;
 	struct proc *next;
@@ -227,10 +228,13 @@ static void proc_exited(struct proc *p)
 		stream_end(p->subs->req);
 		sub_drop(p, p->subs);
 	}
+	bool ready_check = p->ready_check, ok = !p->ex.signal && p->ex.code == 0;
 	if (p->exec)
 		proc_free(p);
 	else
 		forget_old_exited(s);
+	if (ready_check)
+		sbx_ready_result(s, ok); /* last: it may destroy the sandbox */
 }
 
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
@@ -380,12 +384,18 @@ static int send_stdin(struct sbx *s, uint32_t chan, const uint8_t *data, size_t 
 	return eof ? sbx_send(s, FRAME_STDIN_CLOSE, chan, NULL) : 0;
 }
 
-static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_exec *e, bool exec)
+/* @req: the client's request that errors are answered on, or NULL for the daemon's own
+ * processes (a template's START and READY). */
+static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const struct api_exec *e,
+			       bool exec)
 {
 	const char *home = e->user == CORDON_USER_ROOT ? "/root" : "/home/user";
+	if (!e->cwd && s->workdir)
+		home = s->workdir; /* the template's WORKDIR */
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p) {
-		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		if (req)
+			reply_error(req, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 	*p = (struct proc){.s = s, .chan = s->next_chan++, .exec = exec, .user = e->user,
@@ -403,7 +413,8 @@ static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_ex
 	if (!p->argv || !p->cwd || !p->out[0] || !p->out[1] || !p->watchdog ||
 	    (e->tag && !p->tag)) {
 		proc_free(p);
-		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		if (req)
+			reply_error(req, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 
@@ -432,7 +443,8 @@ static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_ex
 		r = send_stdin(s, p->chan, (const uint8_t *)e->stdin_data, e->stdin_len, true);
 	if (r < 0) {
 		proc_free(p);
-		reply_errno(c->req, r, "could not start the process");
+		if (req)
+			reply_errno(req, r, "could not start the process");
 		return NULL;
 	}
 	metric_inc(M_EXECS);
@@ -443,6 +455,26 @@ static struct proc *proc_start(struct ctx *c, struct sbx *s, const struct api_ex
 		evtimer_add(p->watchdog, &tv);
 	}
 	return p;
+}
+
+int proc_spawn_template(struct sbx *s, json_t *argv, bool ready_check)
+{
+	const char *args[FRAME_MAX_ARGV + 1];
+	size_t n = 0, i;
+	json_t *a;
+	json_array_foreach(argv, i, a)
+		if (json_is_string(a) && n < FRAME_MAX_ARGV)
+			args[n++] = json_string_value(a);
+	args[n] = NULL;
+	if (n == 0)
+		return -EINVAL;
+	struct api_exec e = {.argv = args, .argc = n, .user = s->user_default,
+			     .timeout_s = ready_check ? 10 : 0, .tag = ready_check ? "ready" : "start"};
+	struct proc *p = proc_start(NULL, s, &e, ready_check);
+	if (!p)
+		return -EIO;
+	p->ready_check = ready_check;
+	return 0;
 }
 
 static void start(struct ctx *c, bool exec)
@@ -460,7 +492,9 @@ static void start(struct ctx *c, bool exec)
 	if (running(s) >= MAX_PROCS)
 		reply_error(c->req, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once", MAX_PROCS);
 	else {
-		struct proc *p = proc_start(c, s, e, exec);
+		if (!e->user_given && s->user_default_set)
+			e->user = s->user_default; /* the template's USER */
+		struct proc *p = proc_start(c->req, s, e, exec);
 		if (p && exec) {
 			p->exec_req = c->req;
 			req_on_close(c->req, on_exec_close, p);

@@ -218,6 +218,8 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	}
 	evtimer_del(s->ttl_ev);
 	evtimer_del(s->hello_ev);
+	if (s->ready_ev)
+		evtimer_del(s->ready_ev);
 	if (s->setup_ev)
 		event_del(s->setup_ev);
 	if (s->jail) {
@@ -242,7 +244,7 @@ static void sbx_final(struct sbx *s)
 {
 	cordon_sandbox_free(s->jail);
 	s->jail = NULL;
-	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev};
+	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev};
 	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -251,6 +253,9 @@ static void sbx_final(struct sbx *s)
 	json_decref(s->limits);
 	json_decref(s->metadata);
 	json_decref(s->network);
+	json_decref(s->start);
+	json_decref(s->ready);
+	free(s->workdir);
 	for (size_t i = 0; i < s->n_env; i++)
 		free(s->env[i]);
 	free(s->env);
@@ -274,6 +279,56 @@ static void on_ttl(evutil_socket_t fd, short what, void *arg)
 	sbx_destroy(s, "timeout");
 }
 
+/* ---- a template's START and READY ---- */
+
+#define READY_TIMEOUT_MS  30000
+#define READY_INTERVAL_MS 100
+
+static void on_ready_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct sbx *s = arg;
+	if (s->state == SBX_RUNNING && proc_spawn_template(s, s->ready, true) < 0)
+		sbx_ready_result(s, false);
+}
+
+void sbx_ready_result(struct sbx *s, bool ok)
+{
+	if (s->state != SBX_RUNNING || !s->waiters)
+		return;
+	if (ok) {
+		sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
+		waiters_ready(s);
+		return;
+	}
+	if (now_ms() >= s->ready_deadline_ms) {
+		waiters_fail(s, API_ERR_INTERNAL, "the template's READY check did not pass in 30 s");
+		sbx_destroy(s, "ready_failed");
+		return;
+	}
+	if (!s->ready_ev && !(s->ready_ev = evtimer_new(D.base, on_ready_retry, s))) {
+		waiters_fail(s, API_ERR_INTERNAL, "out of memory");
+		sbx_destroy(s, "create_failed");
+		return;
+	}
+	struct timeval tv = {0, READY_INTERVAL_MS * 1000};
+	evtimer_add(s->ready_ev, &tv);
+}
+
+/* START runs in the background as the template's user; READY is tried every 100 ms until
+ * it exits 0 (then the create request is answered) or 30 s have passed (then it fails). */
+static int template_start(struct sbx *s)
+{
+	if (s->start && proc_spawn_template(s, s->start, false) < 0)
+		return -EIO;
+	if (!s->ready) {
+		sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
+		waiters_ready(s);
+		return 0;
+	}
+	s->ready_deadline_ms = now_ms() + READY_TIMEOUT_MS;
+	return proc_spawn_template(s, s->ready, true) < 0 ? -EIO : 0;
+}
+
 /* ---- the agent connection ---- */
 
 static int on_frame(struct sbx *s, const struct frame *f)
@@ -292,6 +347,8 @@ static int on_frame(struct sbx *s, const struct frame *f)
 			s->state = SBX_RUNNING;
 			s->deadline_ms = now_ms() + s->timeout_s * 1000;
 			arm_ttl(s);
+			if (s->start || s->ready)
+				return template_start(s);
 			sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
 			waiters_ready(s);
 		}
@@ -602,6 +659,43 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 				      s->owner ? s->owner->name : "local"));
 }
 
+/* What the template's template.json says about running it: its ENV after the request's
+ * (the first of a name wins), its WORKDIR and USER as the defaults of processes, and its
+ * START and READY, run when the sandbox is up (on_hello_ok). */
+static int apply_template(struct sbx *s)
+{
+	_cleanup_(json_decrefp) json_t *meta = NULL;
+	if (store_read(s->template_name, &meta, NULL) < 0)
+		return -ENOENT;
+	json_t *env = json_object_get(meta, "env");
+	size_t n = json_array_size(env), i;
+	json_t *e;
+	char **v = realloc(s->env, (s->n_env + n + 1) * sizeof(char *));
+	if (!v)
+		return -ENOMEM;
+	s->env = v;
+	json_array_foreach(env, i, e)
+		if (json_is_string(e) && strchr(json_string_value(e), '=') &&
+		    (s->env[s->n_env] = strdup(json_string_value(e))))
+			s->n_env++;
+	s->env[s->n_env] = NULL;
+	const char *wd = json_string_value(json_object_get(meta, "workdir"));
+	if (wd && wd[0] == '/' && !(s->workdir = strdup(wd)))
+		return -ENOMEM;
+	const char *user = json_string_value(json_object_get(meta, "user"));
+	if (user) {
+		s->user_default_set = true;
+		s->user_default = strcmp(user, "root") == 0 || strcmp(user, "0") == 0 ||
+						  strncmp(user, "root:", 5) == 0 || strncmp(user, "0:", 2) == 0
+					  ? CORDON_USER_ROOT
+					  : CORDON_USER_USER;
+	}
+	json_t *start = json_object_get(meta, "start"), *ready = json_object_get(meta, "ready");
+	s->start = json_array_size(start) ? json_incref(start) : NULL;
+	s->ready = json_array_size(ready) ? json_incref(ready) : NULL;
+	return 0;
+}
+
 int sbx_create(struct ctx *c, const struct api_create *req)
 {
 	uint64_t t0 = now_ms();
@@ -643,6 +737,8 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 	if (!host)
 		snprintf(s->template_name, sizeof(s->template_name), "%s", req->template_name);
 	int r = apply_request(s, c, req);
+	if (r >= 0 && !host)
+		r = apply_template(s);
 	if (r < 0) {
 		metric_inc(M_CREATE_FAILURES);
 		sbx_destroy(s, "create_failed");

@@ -827,6 +827,7 @@ int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind,
 	r = parse_object(e->root_, &exec_defs[kind], e, "", err);
 	if (r < 0)
 		return r;
+	e->user_given = json_object_get(e->root_, "user") != NULL;
 	r = exec_argv_from_cmd(e, err);
 	if (r < 0)
 		return r;

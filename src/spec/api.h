@@ -148,6 +148,7 @@ struct api_exec {
 	struct api_kvmap env;
 	const char **env_strv; /* env as "K=V", env.n entries, NULL-terminated */
 	enum cordon_user user;
+	bool user_given;    /* "user" was in the request (else a template's USER may apply) */
 	const char *stdin_data; /* API_EXEC_RUN only; NULL: none (stdin is /dev/null) */
 	size_t stdin_len;
 	uint32_t timeout_s; /* RUN: 1..86400, default 60; START: 0 (none) ..86400, default 60 */
