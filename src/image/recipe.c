@@ -44,12 +44,12 @@ struct parser {
 	const char *const *build_args;
 	struct cordon_err *err;
 	bool err_set;
-	unsigned line;		 /* first line of the instruction being parsed */
+	unsigned line; /* first line of the instruction being parsed */
 	bool seen_from;
-	const char *workdir;	 /* the last WORKDIR step's argv[0], or "/" */
+	const char *workdir; /* the last WORKDIR step's argv[0], or "/" */
 	size_t steps_cap;
-	size_t expanded;	 /* bytes added by variable references, all steps */
-	unsigned depth;		 /* of ${X:-word} being lexed */
+	size_t expanded; /* bytes added by variable references, all steps */
+	unsigned depth;	 /* of ${X:-word} being lexed */
 	struct var vars[RECIPE_MAX_VARS];
 	size_t n_vars;
 };
@@ -65,10 +65,7 @@ struct instr {
  * closes ${X:-word}. */
 enum lex_stop { STOP_WORD, STOP_END, STOP_BRACE };
 
-static void buf_done(struct buf *b)
-{
-	free(b->p);
-}
+static void buf_done(struct buf *b) { free(b->p); }
 
 static int buf_add(struct buf *b, const char *s, size_t n)
 {
@@ -88,10 +85,7 @@ static int buf_add(struct buf *b, const char *s, size_t n)
 	return 0;
 }
 
-static int buf_addc(struct buf *b, char c)
-{
-	return buf_add(b, &c, 1);
-}
+static int buf_addc(struct buf *b, char c) { return buf_add(b, &c, 1); }
 
 /* Hands the string over ("" when nothing was appended), leaving @b empty. */
 static char *buf_take(struct buf *b)
@@ -149,10 +143,7 @@ static bool is_name_start(char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
 }
 
-static bool is_name_char(char c)
-{
-	return is_name_start(c) || (c >= '0' && c <= '9');
-}
+static bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
 
 static bool valid_name(const char *s, size_t n)
 {
@@ -263,7 +254,8 @@ static int lex_modifier(struct parser *p, const char **s, const char *name, size
 	if (op == '\0')
 		return perr(p, -EINVAL, "unterminated ${");
 	if (op != '-' && op != '+')
-		return perr(p, -EINVAL, "bad substitution ${%.*s:%c...} (only :- and :+ are supported)",
+		return perr(p, -EINVAL,
+			    "bad substitution ${%.*s:%c...} (only :- and :+ are supported)",
 			    CLIP(n), name, op);
 	if (p->depth >= MAX_NESTING)
 		return perr(p, -EINVAL, "${...} nested more than %u deep", MAX_NESTING);
@@ -298,8 +290,9 @@ static int lex_brace(struct parser *p, const char **s, struct buf *out)
 		return add_value(p, out, var_value(p, name, n));
 	}
 	if (**s != ':')
-		return perr(p, -EINVAL, "bad substitution ${%.*s%c...} (only :- and :+ are supported)",
-			    CLIP(n), name, **s);
+		return perr(p, -EINVAL,
+			    "bad substitution ${%.*s%c...} (only :- and :+ are supported)", CLIP(n),
+			    name, **s);
 	(*s)++;
 	return lex_modifier(p, s, name, n, out);
 }
@@ -443,7 +436,8 @@ static int json_words(struct parser *p, const char *s, bool expand, struct strv 
 	/* jansson leaves the error empty (code included) when some of its allocations fail. */
 	a = json_loads(s, 0, &jerr);
 	if (!a)
-		return !jerr.text[0] || json_error_code(&jerr) == json_error_out_of_memory ? -ENOMEM : 0;
+		return !jerr.text[0] || json_error_code(&jerr) == json_error_out_of_memory ? -ENOMEM
+											   : 0;
 	if (!json_is_array(a))
 		return 0;
 	for (i = 0; i < json_array_size(a); i++)
@@ -472,7 +466,8 @@ static int parse_from(struct parser *p, struct recipe_step *st, const char *args
 	if (r < 0)
 		return r;
 	if (l.n > 1)
-		return perr(p, -EINVAL, "FROM takes one image: multi-stage builds are not supported");
+		return perr(p, -EINVAL,
+			    "FROM takes one image: multi-stage builds are not supported");
 	if (l.n == 0 || !l.v[0][0])
 		return perr(p, -EINVAL, "FROM names no image");
 	strv_move(&l, &st->argv, &st->argc);
@@ -488,8 +483,8 @@ static int parse_command(struct parser *p, struct recipe_step *st, const char *a
 	if (r < 0)
 		return r;
 	if (r == 0) {
-		if ((r = strv_push(&l, strdup("/bin/sh"))) < 0 || (r = strv_push(&l, strdup("-c"))) < 0 ||
-		    (r = strv_push(&l, strdup(args))) < 0)
+		if ((r = strv_push(&l, strdup("/bin/sh"))) < 0 ||
+		    (r = strv_push(&l, strdup("-c"))) < 0 || (r = strv_push(&l, strdup(args))) < 0)
 			return r;
 	} else if (l.n == 0) {
 		return perr(p, -EINVAL, "%s []: an empty command", recipe_kind_name(st->kind));
@@ -517,19 +512,20 @@ static int copy_flag(struct parser *p, struct recipe_step *st, char *value)
 		const char *prefix;
 		size_t offset;
 	} flags[] = {
-		{"--chown=", offsetof(struct recipe_step, chown)},
-		{"--chmod=", offsetof(struct recipe_step, chmod)},
+	    {"--chown=", offsetof(struct recipe_step, chown)},
+	    {"--chmod=", offsetof(struct recipe_step, chmod)},
 	};
 	_cleanup_free_ char *word = value;
 	const char *kw = st->add ? "ADD" : "COPY";
 
 	for (size_t i = 0; i < ELEMENTSOF(flags); i++) {
 		size_t n = strlen(flags[i].prefix);
-		if (strncmp(word, flags[i].prefix, n - 1) != 0 || (word[n - 1] && word[n - 1] != '='))
+		if (strncmp(word, flags[i].prefix, n - 1) != 0 ||
+		    (word[n - 1] && word[n - 1] != '='))
 			continue;
 		if (!word[n - 1] || !word[n])
-			return perr(p, -EINVAL, "%s %.*s needs a value (%sVALUE)", kw, (int)n - 1, word,
-				    flags[i].prefix);
+			return perr(p, -EINVAL, "%s %.*s needs a value (%sVALUE)", kw, (int)n - 1,
+				    word, flags[i].prefix);
 		char **slot = (char **)((char *)st + flags[i].offset);
 		if (*slot)
 			return perr(p, -EINVAL, "%s %.*s given twice", kw, (int)n - 1, word);
@@ -553,7 +549,8 @@ static int copy_check(struct parser *p, struct recipe_step *st, const struct str
 		if (!l->v[i][0])
 			return perr(p, -EINVAL, "%s: an empty path", kw);
 		if (st->add && i + 1 < l->n && strstr(l->v[i], "://"))
-			return perr(p, -EINVAL, "ADD %.64s: remote URLs are not supported", l->v[i]);
+			return perr(p, -EINVAL, "ADD %.64s: remote URLs are not supported",
+				    l->v[i]);
 	}
 	return 0;
 }
@@ -590,8 +587,7 @@ static int lex_name(struct parser *p, const char **s, const char *kw, size_t *re
 		n++;
 	*s += n;
 	if (!valid_name(w, n))
-		return perr(p, -EINVAL, "%s: '%.*s' is not a valid variable name", kw,
-			    CLIP(n), w);
+		return perr(p, -EINVAL, "%s: '%.*s' is not a valid variable name", kw, CLIP(n), w);
 	*ret_n = n;
 	return 0;
 }
@@ -636,8 +632,9 @@ static int parse_env(struct parser *p, struct recipe_step *st, const char *args)
 		for (r = 0; r >= 0 && *s; s = skip_space(s)) {
 			n = strcspn(s, "= \t\r\v\f");
 			if (s[n] != '=')
-				return perr(p, -EINVAL, "ENV: no '=' in '%.*s' (ENV K=V [K2=V2 ...])",
-					    CLIP(n), s);
+				return perr(p, -EINVAL,
+					    "ENV: no '=' in '%.*s' (ENV K=V [K2=V2 ...])", CLIP(n),
+					    s);
 			r = lex_assignment(p, &s, "ENV", STOP_WORD, &l);
 		}
 	}
@@ -768,22 +765,22 @@ static int parse_user(struct parser *p, struct recipe_step *st, const char *args
 }
 
 static const struct instr instrs[] = {
-	{"FROM", RECIPE_FROM, false, parse_from},
-	{"RUN", RECIPE_RUN, false, parse_command},
-	{"COPY", RECIPE_COPY, false, parse_copy},
-	{"ADD", RECIPE_COPY, true, parse_copy},
-	{"ENV", RECIPE_ENV, false, parse_env},
-	{"ARG", RECIPE_ARG, false, parse_arg},
-	{"WORKDIR", RECIPE_WORKDIR, false, parse_workdir},
-	{"USER", RECIPE_USER, false, parse_user},
-	{"START", RECIPE_START, false, parse_command},
-	{"READY", RECIPE_READY, false, parse_command},
+    {"FROM", RECIPE_FROM, false, parse_from},
+    {"RUN", RECIPE_RUN, false, parse_command},
+    {"COPY", RECIPE_COPY, false, parse_copy},
+    {"ADD", RECIPE_COPY, true, parse_copy},
+    {"ENV", RECIPE_ENV, false, parse_env},
+    {"ARG", RECIPE_ARG, false, parse_arg},
+    {"WORKDIR", RECIPE_WORKDIR, false, parse_workdir},
+    {"USER", RECIPE_USER, false, parse_user},
+    {"START", RECIPE_START, false, parse_command},
+    {"READY", RECIPE_READY, false, parse_command},
 };
 
 static const char *const kind_names[] = {
-	[RECIPE_FROM] = "FROM",	      [RECIPE_RUN] = "RUN",   [RECIPE_COPY] = "COPY",
-	[RECIPE_ENV] = "ENV",	      [RECIPE_ARG] = "ARG",   [RECIPE_WORKDIR] = "WORKDIR",
-	[RECIPE_USER] = "USER",	      [RECIPE_START] = "START", [RECIPE_READY] = "READY",
+    [RECIPE_FROM] = "FROM", [RECIPE_RUN] = "RUN",     [RECIPE_COPY] = "COPY",
+    [RECIPE_ENV] = "ENV",   [RECIPE_ARG] = "ARG",     [RECIPE_WORKDIR] = "WORKDIR",
+    [RECIPE_USER] = "USER", [RECIPE_START] = "START", [RECIPE_READY] = "READY",
 };
 
 const char *recipe_kind_name(enum recipe_kind k)
@@ -798,8 +795,7 @@ static int unsupported(struct parser *p, const char *kw, size_t n)
 	for (size_t i = 0; i < ELEMENTSOF(instrs); i++)
 		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
 			 instrs[i].name);
-	return perr(p, -EINVAL, "%.*s is not supported (supported: %s)", CLIP(n), kw,
-		    list);
+	return perr(p, -EINVAL, "%.*s is not supported (supported: %s)", CLIP(n), kw, list);
 }
 
 static const struct instr *instr_find(const char *kw, size_t n)
@@ -992,11 +988,11 @@ static int check_text(struct parser *p, const char *text, size_t len)
 	return perr(p, -EINVAL, "a NUL byte");
 }
 
-int recipe_parse(const char *text, size_t len, const char *const *build_args,
-		 struct recipe **ret, struct cordon_err *err)
+int recipe_parse(const char *text, size_t len, const char *const *build_args, struct recipe **ret,
+		 struct cordon_err *err)
 {
 	_cleanup_(parser_done) struct parser p = {
-		.build_args = build_args, .err = err, .workdir = "/"};
+	    .build_args = build_args, .err = err, .workdir = "/"};
 	int r;
 
 	if (!text)
