@@ -65,12 +65,15 @@ struct cordon_bind {
  * @work being an empty directory on the same mount. The layers are shown idmapped, so that
  * a file owned by 0 in a layer is the sandbox root's; what the sandbox writes lands in
  * @upper owned by the sandbox's host ids (cordon_sandbox_host_uid() + the id inside), for
- * the caller to map back. /dev and /proc are mounted over it, nothing else. */
+ * the caller to map back. /dev and /proc are mounted over it, nothing else. The layers are
+ * attached under @stage (an empty directory, short path, in the caller's mount namespace,
+ * which should be a private one of its own) while the overlay is made. */
 struct cordon_overlay {
 	const char *const *lower;
 	size_t n_lower;
 	const char *upper;
 	const char *work;
+	const char *stage;
 };
 
 /* Everything a sandbox is made from. Plain data; the caller owns every pointer, and the

@@ -219,6 +219,12 @@ void handle_audit(struct ctx *c);
 void handle_healthz(struct ctx *c);
 void handle_metrics(struct ctx *c);
 
+/* templates.c: GET, DELETE /v1/templates/{name}; GET, POST /v1/templates (a build, streamed) */
+void handle_template_list(struct ctx *c);
+void handle_template_get(struct ctx *c);
+void handle_template_delete(struct ctx *c);
+void handle_template_build(struct ctx *c);
+
 /* network.c */
 int network_start(void);
 /* Validates @policy ("deny", "allow", "public") and @allow, then hands them to the proxy for

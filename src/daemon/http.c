@@ -55,6 +55,10 @@ static const struct route {
 	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/mkdir", handle_file_mkdir},
 	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/move", handle_file_move},
 	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/audit", handle_audit},
+	{EVHTTP_REQ_GET, "/v1/templates", handle_template_list},
+	{EVHTTP_REQ_POST, "/v1/templates", handle_template_build},
+	{EVHTTP_REQ_GET, "/v1/templates/{name}", handle_template_get},
+	{EVHTTP_REQ_DELETE, "/v1/templates/{name}", handle_template_delete},
 };
 
 static const char *reason(int status)

@@ -504,7 +504,10 @@ static int64_t run_in_jail(struct build *b, const struct jail_run *jr)
 		lower[i] = b->lowers[b->n_lowers - 1 - i];
 	snprintf(upper, sizeof(upper), "%s/up/diff", b->work);
 	snprintf(workd, sizeof(workd), "%s/up/work", b->work);
-	struct cordon_overlay ov = {.lower = lower, .n_lower = b->n_lowers, .upper = upper, .work = workd};
+	char stage[PATH_MAX];
+	snprintf(stage, sizeof(stage), "%s/up", b->work);
+	struct cordon_overlay ov = {.lower = lower, .n_lower = b->n_lowers, .upper = upper, .work = workd,
+				    .stage = stage};
 	struct cordon_spec spec;
 	cordon_spec_init(&spec);
 	spec.overlay = &ov;
@@ -969,7 +972,7 @@ static int do_copy(struct build *b, const struct recipe_step *s, const char *key
 	int r = mount_scratch(b, up, sizeof(up));
 	/* Written through a detached overlay, never attached anywhere: the fd is the root. */
 	if (r >= 0)
-		r = c.root = overlay_tree(lower, b->n_lowers, upper, workd, -1, b->err);
+		r = c.root = overlay_tree(lower, b->n_lowers, upper, workd, -1, up, b->err);
 	if (r >= 0)
 		r = copy_sources(&c, dest, dest_dir);
 	if (c.root >= 0)

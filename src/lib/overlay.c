@@ -1,8 +1,11 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <linux/mount.h>
 #include <unistd.h>
@@ -44,30 +47,56 @@ static int create_failed(int fs, int code, struct cordon_err *err)
 	return cordon_err_set(err, code, "overlay: create");
 }
 
-int overlay_tree(const char *const *lower, size_t n_lower, const char *upper, const char *work,
-		 int userns_fd, struct cordon_err *err)
+/* Attaches @tree at <cwd>/<i> (made here) and writes that name into @buf. */
+static int attach_layer(int tree, size_t i, char *buf, size_t size, struct cordon_err *err)
 {
-	int trees[OVERLAY_MAX_LOWER];
-	char lowerdir[OVERLAY_MAX_LOWER * 24];
+	snprintf(buf, size, "%zu", i);
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return cordon_err_set(err, -errno, "overlay: mkdir layer mount point %s", buf);
+	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, buf, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "overlay: attach layer at '%s'", buf);
+	return 0;
+}
+
+static void detach_layers(size_t n)
+{
+	char p[32];
+	for (size_t i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "%zu", i);
+		(void)umount2(p, MNT_DETACH);
+		(void)rmdir(p);
+	}
+}
+
+int overlay_tree(const char *const *lower, size_t n_lower, const char *upper, const char *work,
+		 int userns_fd, const char *stage, struct cordon_err *err)
+{
+	char lowerdir[OVERLAY_MAX_LOWER * 8], path[32];
 	size_t n = 0, off = 0;
 	int r;
 
 	if (n_lower == 0 || n_lower > OVERLAY_MAX_LOWER)
 		return cordon_err_setf(err, -EINVAL, "overlay: %zu layers (1 to %u)", n_lower,
 				       OVERLAY_MAX_LOWER);
+	_cleanup_close_ int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_close_ int fs = syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
-	if (fs < 0) {
-		r = cordon_err_set(err, -errno, "overlay: fsopen");
+	if (cwd < 0 || fs < 0 || chdir(stage) < 0) {
+		r = cordon_err_set(err, -errno, "overlay: fsopen, or enter '%s'", stage);
 		goto out;
 	}
-	/* The layers are named by magic links to detached mounts: nothing is attached anywhere,
-	 * and the names cannot hold the ':' or ',' overlayfs splits on. */
+	/* Each layer is a detached (idmapped) clone, attached in @stage for the moment of the
+	 * mount: overlayfs takes private clones of its layers, and before 6.15 it cannot clone a
+	 * detached mount. They are named "0", "1", ... relative to @stage, our cwd until the
+	 * mount is made: 6.1 reads the options as one page, which long paths would overflow. */
 	for (; n < n_lower; n++) {
-		if ((r = lower_tree(lower[n], userns_fd, err)) < 0)
+		_cleanup_close_ int tree = lower_tree(lower[n], userns_fd, err);
+		if (tree < 0 || (r = attach_layer(tree, n, path, sizeof(path), err)) < 0) {
+			r = tree < 0 ? tree : r;
+			if (tree >= 0)
+				n++; /* its mount point was made */
 			goto out;
-		trees[n] = r;
-		off += snprintf(lowerdir + off, sizeof(lowerdir) - off, "%s/proc/self/fd/%d",
-				n ? ":" : "", trees[n]);
+		}
+		off += snprintf(lowerdir + off, sizeof(lowerdir) - off, "%s%s", n ? ":" : "", path);
 	}
 	static const char *const opts[][2] = {
 		{"redirect_dir", "off"}, {"index", "off"}, {"metacopy", "off"}, {"xino", "off"},
@@ -87,7 +116,11 @@ int overlay_tree(const char *const *lower, size_t n_lower, const char *upper, co
 	if (r < 0)
 		r = cordon_err_set(err, -errno, "overlay: fsmount");
 out:
-	for (size_t i = 0; i < n; i++)
-		close(trees[i]);
+	/* Back to where we were, from wherever the failure left us. */
+	if (cwd >= 0 && fchdir(cwd) == 0 && chdir(stage) == 0) {
+		detach_layers(n);
+		if (fchdir(cwd) < 0)
+			r = r < 0 ? r : cordon_err_set(err, -errno, "overlay: return to the cwd");
+	}
 	return r;
 }

@@ -353,6 +353,32 @@ t_rootfs_image() {
 	[ $rc = 0 ] && case "$out" in "hello from "*ro*) true ;; *) false ;; esac
 }
 
+# cordon template build on this kernel: RUN in a jail over an overlay of idmapped lower
+# layers (5.19+), the store on ext4, a whiteout and a root-only file, then a sandbox from it.
+t_template_build() {
+	for m in /lib/modules/overlay.ko /lib/modules/loop.ko; do
+		[ -e "$m" ] && insmod "$m" 2>/dev/null
+	done
+	grep -q overlay /proc/filesystems || { detail="overlayfs unavailable"; return 1; }
+	mkdir -p /var/store
+	mount -o loop -t ext4 /images/store.ext4 /var/store || { detail="mount the ext4 store"; return 1; }
+	printf '%s\n' 'FROM scratch' 'COPY busybox /bin/busybox' \
+		'RUN ["/bin/busybox", "--install", "-s", "/bin"]' \
+		'RUN echo built > /built && chmod 600 /built && rm /bin/ls' >/images/ctx/Cordonfile
+	export CORDON_TEMPLATES=/var/store/templates
+	"$CORDON" template build k61 -f /images/ctx/Cordonfile >$LOG/template_build.out 2>&1
+	rc=$?
+	out=$(timeout 60 "$CORDON" run --template k61 --user root -- /bin/sh -c \
+		'stat -c "%u %a" /built; cat /built; [ -e /bin/ls ] || echo whiteout' 2>&1)
+	rc2=$?
+	again=$("$CORDON" template build k61 -f /images/ctx/Cordonfile 2>&1 | grep built)
+	unset CORDON_TEMPLATES
+	umount /var/store
+	detail="build exit $rc ($(tail -n 1 $LOG/template_build.out); $(dmesg | grep -i overlay | tail -n 2 | tr "\n" " ")), run exit $rc2, '$(echo $out)', rebuild '$again'"
+	[ $rc = 0 ] && [ $rc2 = 0 ] && [ "$(echo $out)" = "0 600 built whiteout" ] &&
+		case "$again" in *"up to date"*) true ;; *) false ;; esac
+}
+
 t_orphans() {
 	# a daemonised grandchild must die with the sandbox, not outlive it
 	s=$(cut -d' ' -f1 /proc/uptime)
@@ -419,7 +445,7 @@ ulimit -u 65536
 info rlimits "raised for the rest of the suite: sigpending $(ulimit -i), nproc $(ulimit -u), nofile $(ulimit -n)"
 for t in run-true exit-codes identity cgroup-v2-files clone-into-cgroup probe-sandbox-user \
 	probe-sandbox-root probe-native memory-oom memory-under-limit pids cpu-quota timeout \
-	disk fds rootfs-image orphans unprivileged sweep-stale leak-loop; do
+	disk fds rootfs-image template-build orphans unprivileged sweep-stale leak-loop; do
 	run_test $t
 done
 

@@ -104,12 +104,17 @@ if [ -z "$deb" ] || [ ! -s "$deb" ]; then
 	say "apt could not fetch '$PKG'; using the cached $(basename "$deb")"
 fi
 kdir="$CACHE/$(basename "$deb" .deb)"
-if [ ! -f "$kdir/vmlinuz" ]; then
+if [ ! -f "$kdir/vmlinuz" ] || [ ! -d "$kdir/modules" ]; then
 	rm -rf "$kdir"; mkdir -p "$kdir.tmp"
-	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$kdir.tmp" --wildcards './boot/*'
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$kdir.tmp" --wildcards './boot/*' \
+		'./lib/modules/*/kernel/fs/overlayfs/*' './lib/modules/*/kernel/drivers/block/loop.ko*'
 	mv "$kdir.tmp"/boot/vmlinuz-* "$kdir.tmp/vmlinuz"
 	mv "$kdir.tmp"/boot/config-* "$kdir.tmp/config"
-	rm -rf "$kdir.tmp/boot"
+	# Debian builds overlayfs and loop as modules: the template build test loads them.
+	mkdir -p "$kdir.tmp/modules"
+	find "$kdir.tmp/lib/modules" -name '*.ko*' -exec mv {} "$kdir.tmp/modules/" \;
+	for m in "$kdir.tmp"/modules/*.ko.xz; do [ -e "$m" ] && xz -d "$m"; done
+	rm -rf "$kdir.tmp/boot" "$kdir.tmp/lib"
 	mv "$kdir.tmp" "$kdir"
 fi
 # Everything the guest needs must be built in: there is no module in the initramfs.
@@ -138,13 +143,13 @@ cp /bin/busybox "$R/bin/busybox"
 	[ "$a" = bin/busybox ] || ln -sf /bin/busybox "$R/$a"
 done
 
-# the project's binaries; cordon finds cordon-init next to itself
-cp "$BUILD/cordon" "$BUILD/cordon-init" "$R/opt/cordon/"
+# the project's binaries; cordon finds cordon-init (and cordon-template) next to itself
+cp "$BUILD/cordon" "$BUILD/cordon-init" "$BUILD/cordon-template" "$R/opt/cordon/"
 cp "$BUILD/tests/security/cordon-probe" "$R/opt/cordon/"
 gcc -static -O2 -Wall -o "$R/usr/bin/cordon-ktest" tests/kernels/ktest.c
 gcc -shared -fPIC -O2 -Wall -o "$R/opt/cordon/clone3log.so" tests/kernels/clone3log.c -ldl
 # shared libraries of the dynamic ones, at the paths the loader will look for them
-for bin in "$R/opt/cordon/cordon" "$R/opt/cordon/clone3log.so"; do
+for bin in "$R/opt/cordon/cordon" "$R/opt/cordon/cordon-template" "$R/opt/cordon/clone3log.so"; do
 	ldd "$bin" | awk '/=> \// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}'
 done | sort -u | while read -r lib; do
 	mkdir -p "$R$(dirname "$lib")"
@@ -156,6 +161,14 @@ mkdir -p "$M"/{bin,etc}
 cp /bin/busybox "$M/bin/busybox"
 for a in sh ls cat echo wc touch id; do ln -s busybox "$M/bin/$a"; done
 echo "mini" >"$M/etc/hostname"
+
+# for the template build test: the kernel's overlayfs and loop modules, an empty ext4 image
+# for the store (tmpfs cannot be idmapped before 6.3), a context with busybox
+mkdir -p "$R/lib/modules" "$R/images/ctx"
+cp "$kdir"/modules/*.ko "$R/lib/modules/" 2>/dev/null || true
+truncate -s 96M "$R/images/store.ext4"
+mkfs.ext4 -q -F "$R/images/store.ext4"
+cp /bin/busybox "$R/images/ctx/busybox"
 
 cat >"$R/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh

@@ -77,7 +77,7 @@ static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
 	if (spec->net == CORDON_NET_EGRESS && !spec->net_hook)
 		return cordon_err_setf(err, -EINVAL, "network: no egress proxy");
 	if (spec->overlay && (geteuid() != 0 || spec->rootfs || !spec->overlay->upper ||
-			      !spec->overlay->work || spec->overlay->n_lower == 0))
+			      !spec->overlay->work || !spec->overlay->stage || spec->overlay->n_lower == 0))
 		return cordon_err_setf(err, -EINVAL, "overlay root: needs root, an upper and a work "
 				       "directory and at least one layer, and no rootfs");
 	if (spec->workdir && spec->workdir[0] != '/')
@@ -268,7 +268,7 @@ static int overlay_root(struct cordon_sandbox *sb, const struct cordon_overlay *
 		return cordon_err_set(err, -errno, "overlay: open the sandbox's user namespace");
 	if (chown(ov->upper, base, base) < 0)
 		return cordon_err_set(err, -errno, "overlay: chown '%s'", ov->upper);
-	return overlay_tree(ov->lower, ov->n_lower, ov->upper, ov->work, userns, err);
+	return overlay_tree(ov->lower, ov->n_lower, ov->upper, ov->work, userns, ov->stage, err);
 }
 
 /* "go", with the idmapped image tree (SCM_RIGHTS) when there is one. */

@@ -1,0 +1,751 @@
+/* The template routes: list, inspect, remove, and build.
+ *
+ * Reads (GET) go to the store (image/store.h) directly: they read small files. What changes
+ * the store runs as a child, `cordon-template build|rm`, so that nothing here waits for the
+ * store's lock or for a tree to be deleted: a build takes minutes, a removal of a large
+ * template seconds, and a `cordon template gc` holds the store's lock as long as it likes.
+ *
+ * A build (POST /v1/templates) writes the recipe into a private directory (0700, under the
+ * runtime directory), which is also the build's context: COPY through the API sees the
+ * recipe and nothing else. The builder's --json events are passed on line by line as a
+ * chunked application/x-ndjson reply, then {"event":"exit","status":N}. The pipe is read from
+ * the event loop without blocking; a reader that lags more than SUBSCRIBER_BACKLOG behind
+ * stops the reading (the builder then blocks on its pipe) until its connection drains. A
+ * client that goes away takes its build with it: SIGTERM to the builder's process group,
+ * SIGKILL BUILD_KILL_GRACE_S later. At most BUILD_MAX builds run at once.
+ *
+ * Building and removing change what every tenant's sandboxes run, so they are the unix
+ * socket's alone; API keys (tenants) may read.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "basic/fileio.h"
+#include "basic/helper.h"
+#include "basic/log.h"
+#include "basic/tree.h"
+#include "daemon/audit.h"
+#include "daemon/daemon.h"
+#include "image/recipe.h"
+#include "image/store.h"
+
+#define BUILD_MAX          2u          /* builds at once */
+#define REMOVE_MAX         4u          /* removals at once */
+#define BUILD_MAX_BODY     (8u << 20)  /* a RECIPE_MAX_BYTES recipe, escaped, fits */
+#define BUILD_MAX_ARGS     64u         /* build_args entries (what cordon-template takes) */
+#define BUILD_LINE_MAX     (1u << 20)  /* bytes of one event line from the builder */
+#define BUILD_DRAIN_MAX    (4u << 20)  /* bytes read from the pipe after the builder exits */
+#define BUILD_KILL_GRACE_S 5
+#define REMOVE_OUTPUT_MAX  4096u       /* bytes of `cordon-template rm` output kept */
+#define PIPE_READ          65536
+#define RECIPE_FILE        "Cordonfile"
+#define NAME_RULE          "must match ^[a-z0-9][a-z0-9._-]{0,63}$ and not be '" STORE_RESERVED "'"
+
+enum job_kind { JOB_BUILD, JOB_REMOVE, _JOB_MAX };
+
+/* One `cordon-template` child and the request it answers. */
+struct job {
+	enum job_kind kind;
+	struct evhttp_request *req; /* NULL once the client has gone */
+	pid_t pid;                  /* 0 once reaped; also its process group */
+	int pidfd, out;             /* out: read end of its stdout */
+	struct event *exit_ev, *out_ev, *kill_ev, *closed_ev;
+	struct evbuffer *in;        /* output read and not yet passed on */
+	bool paused, eof, saw_error, overflow;
+	char name[STORE_NAME_MAX + 1];
+	char dir[PATH_MAX];         /* build: the recipe's private directory, removed with the job */
+};
+
+static unsigned n_jobs[_JOB_MAX];
+
+/* ---- the child ---- */
+
+static void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	struct event *evs[] = {j->exit_ev, j->out_ev, j->kill_ev, j->closed_ev};
+	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
+		if (evs[i])
+			event_free(evs[i]);
+	if (j->pid > 0) { /* only on a failed start: the child has not been watched yet */
+		kill(-j->pid, SIGKILL);
+		(void)waitpid(j->pid, NULL, 0);
+	}
+	if (j->pidfd >= 0)
+		close(j->pidfd);
+	if (j->out >= 0)
+		close(j->out);
+	if (j->in)
+		evbuffer_free(j->in);
+	if (j->dir[0]) {
+		int r = tree_remove_at(AT_FDCWD, j->dir, 0);
+		if (r < 0)
+			log_warning("template build: cannot remove %s: %s", j->dir, strerror(-r));
+	}
+	n_jobs[j->kind]--;
+	free(j);
+}
+
+static struct job *job_new(enum job_kind kind, const char *name)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	*j = (struct job){.kind = kind, .pidfd = -1, .out = -1};
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	n_jobs[kind]++;
+	j->in = evbuffer_new();
+	if (!j->in) {
+		job_free(j);
+		return NULL;
+	}
+	return j;
+}
+
+/* Starts @argv[0] (found as a helper) with stdin /dev/null, stdout a pipe whose read end
+ * (non-blocking) is j->out, and stderr that pipe too if @stderr_out, else /dev/null. Nothing
+ * else of ours crosses: fds 3 and up are closed, signals are reset, and the child leads a
+ * process group of its own, so that a kill reaches what it started. posix_spawn() rather than
+ * fork(): cordond has threads. */
+static int job_spawn(struct job *j, char *const *argv, bool stderr_out)
+{
+	char path[PATH_MAX];
+	int p[2];
+	if (helper_path(argv[0], "CORDON_TEMPLATE", path, sizeof(path)) < 0)
+		return -ENOENT;
+	_cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	j->out = p[0];
+	_cleanup_close_ int wr = p[1];
+	if (fcntl(j->out, F_SETFL, O_NONBLOCK) < 0)
+		return -errno;
+
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	posix_spawn_file_actions_adddup2(&fa, null, 0);
+	posix_spawn_file_actions_adddup2(&fa, wr, 1);
+	posix_spawn_file_actions_adddup2(&fa, stderr_out ? wr : null, 2);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all); /* SIGPIPE: we ignore it, the builder must not */
+	posix_spawnattr_setpgroup(&at, 0);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+					      POSIX_SPAWN_SETPGROUP);
+	int r = posix_spawn(&j->pid, path, &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	if (r != 0) {
+		j->pid = 0;
+		return -r;
+	}
+	j->pidfd = (int)syscall(SYS_pidfd_open, j->pid, 0);
+	return j->pidfd < 0 ? -errno : 0;
+}
+
+static void job_signal(struct job *j, int sig)
+{
+	if (j->pid > 0) /* not reaped: the group id cannot have been reused */
+		kill(-j->pid, sig);
+}
+
+static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
+{
+	job_signal(arg, SIGKILL);
+}
+
+static void job_kill(struct job *j)
+{
+	struct timeval grace = {BUILD_KILL_GRACE_S, 0};
+	job_signal(j, SIGTERM);
+	if (j->kill_ev)
+		evtimer_add(j->kill_ev, &grace);
+}
+
+/* ---- the client ---- */
+
+/* Forgets the client. A request libevent has let go of (its connection failed while we still
+ * owed it a reply) is ours to free. */
+static void job_detach(struct job *j)
+{
+	if (j->closed_ev)
+		event_del(j->closed_ev);
+	if (j->req && !evhttp_request_get_connection(j->req))
+		evhttp_request_free(j->req);
+	j->req = NULL;
+}
+
+static void on_client_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct job *j = arg;
+	job_detach(j);
+	if (j->kind == JOB_BUILD)
+		job_kill(j);
+}
+
+/* The peer hung up. evhttp reads nothing while it writes a reply, so without this a client
+ * gone during a quiet step would be noticed only at the next line. */
+static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
+{
+	struct job *j = arg;
+	struct evhttp_connection *evcon = j->req ? evhttp_request_get_connection(j->req) : NULL;
+	event_del(j->closed_ev);
+	if (!evcon)
+		return;
+	evhttp_connection_set_closecb(evcon, NULL, NULL);
+	j->req = NULL;
+	evhttp_connection_free(evcon); /* frees the request with it */
+	job_kill(j);
+}
+
+static void watch_peer(struct job *j)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(j->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	if (!bev || !(event_base_get_features(D.base) & EV_FEATURE_EARLY_CLOSE))
+		return;
+	j->closed_ev = event_new(D.base, bufferevent_getfd(bev), EV_CLOSED, on_peer_closed, j);
+	if (j->closed_ev)
+		event_add(j->closed_ev, NULL);
+}
+
+/* ---- build: the builder's lines, as they come ---- */
+
+static void on_drained(struct evhttp_connection *evcon, void *arg)
+{
+	struct job *j = arg;
+	if (j->paused && !j->eof && j->out_ev) {
+		j->paused = false;
+		event_add(j->out_ev, NULL);
+	}
+}
+
+static void build_send(struct job *j, struct evbuffer *buf)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(j->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	evhttp_send_reply_chunk_with_cb(j->req, buf, on_drained, j);
+	if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > SUBSCRIBER_BACKLOG &&
+	    !j->paused && j->out_ev) {
+		j->paused = true;
+		event_del(j->out_ev);
+	}
+}
+
+static void build_event(struct job *j, json_t *ev) /* steals @ev */
+{
+	_cleanup_(json_decrefp) json_t *e = ev;
+	_cleanup_free_ char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	struct evbuffer *buf = s && j->req ? evbuffer_new() : NULL;
+	if (!buf)
+		return;
+	evbuffer_add_printf(buf, "%s\n", s);
+	build_send(j, buf);
+	evbuffer_free(buf);
+}
+
+/* Passes on every complete line in j->in. The builder is ours, but what a RUN step prints
+ * is not: its lines are JSON-escaped by the builder, and a line is bounded here. */
+static void build_output(struct job *j)
+{
+	struct evbuffer *buf = j->req && !j->overflow ? evbuffer_new() : NULL;
+	char *line;
+	size_t len;
+	if (!buf) {
+		evbuffer_drain(j->in, evbuffer_get_length(j->in));
+		return;
+	}
+	while ((line = evbuffer_readln(j->in, &len, EVBUFFER_EOL_LF))) {
+		/* Inside a JSON string '"' is escaped: this matches only the key itself. */
+		if (strstr(line, "\"event\":\"error\""))
+			j->saw_error = true;
+		if (len) {
+			evbuffer_add(buf, line, len);
+			evbuffer_add(buf, "\n", 1);
+		}
+		free(line);
+	}
+	if (evbuffer_get_length(buf))
+		build_send(j, buf);
+	evbuffer_free(buf);
+	if (evbuffer_get_length(j->in) > BUILD_LINE_MAX) {
+		j->overflow = true;
+		j->saw_error = true;
+		evbuffer_drain(j->in, evbuffer_get_length(j->in));
+		build_event(j, json_pack("{s:s, s:s}", "event", "error", "message",
+					 "the builder wrote a line over 1 MiB; build stopped"));
+		job_signal(j, SIGKILL);
+	}
+}
+
+
+static void build_exited(struct job *j, int status)
+{
+	char msg[80];
+	if (!j->req)
+		return;
+	if (status != 0 && !j->saw_error) {
+		snprintf(msg, sizeof(msg), "cordon-template ended with status %d", status);
+		build_event(j, json_pack("{s:s, s:s}", "event", "error", "message", msg));
+	}
+	build_event(j, json_pack("{s:s, s:i}", "event", "exit", "status", status));
+	stream_end(j->req);
+	j->req = NULL;
+}
+
+/* ---- remove: the answer once `cordon-template rm` is done ---- */
+
+static void remove_output(struct job *j)
+{
+	size_t n = evbuffer_get_length(j->in);
+	if (n > REMOVE_OUTPUT_MAX) /* the message that matters is the last line */
+		evbuffer_drain(j->in, n - REMOVE_OUTPUT_MAX);
+}
+
+/* The last line of what the child printed, without the "cordon: template: " of its log. */
+static const char *remove_message(struct job *j, char *buf, size_t size)
+{
+	size_t n = evbuffer_get_length(j->in);
+	evbuffer_copyout(j->in, buf, n < size ? n : size - 1);
+	buf[n < size ? n : size - 1] = '\0';
+	for (char *e = buf + strlen(buf); e > buf && (e[-1] == '\n' || e[-1] == ' '); e--)
+		e[-1] = '\0';
+	char *line = strrchr(buf, '\n') ? strrchr(buf, '\n') + 1 : buf;
+	char *tail = strstr(line, "template: ");
+	if (tail)
+		line = tail + strlen("template: ");
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return *line ? line : "cordon-template rm failed";
+}
+
+static void remove_exited(struct job *j, int status)
+{
+	char buf[REMOVE_OUTPUT_MAX + 1];
+	struct cordon_err err = {};
+	json_t *meta = NULL;
+	if (!j->req)
+		return;
+	if (status == 0)
+		reply_empty(j->req, 204);
+	else if (store_read(j->name, &meta, &err) == -ENOENT) /* gone meanwhile */
+		reply_error(j->req, API_ERR_NOT_FOUND, "no template '%s'", j->name);
+	else
+		reply_error(j->req, API_ERR_INTERNAL, "remove template '%s': %s", j->name,
+			    remove_message(j, buf, sizeof(buf)));
+	json_decref(meta);
+	j->req = NULL;
+}
+
+static const struct job_ops {
+	void (*output)(struct job *j);           /* new bytes in j->in */
+	void (*exited)(struct job *j, int status); /* answers the client, if still there */
+} job_ops[_JOB_MAX] = {
+	[JOB_BUILD] = {build_output, build_exited},
+	[JOB_REMOVE] = {remove_output, remove_exited},
+};
+
+/* ---- the job in the event loop ---- */
+
+enum read_result { READ_DATA, READ_AGAIN, READ_END };
+
+/* Reads once from the pipe and hands what came to the job's kind. */
+static enum read_result job_read(struct job *j)
+{
+	int n = evbuffer_read(j->in, j->out, PIPE_READ);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return READ_AGAIN;
+	if (n <= 0) {
+		j->eof = true;
+		if (j->out_ev)
+			event_del(j->out_ev);
+		return READ_END;
+	}
+	job_ops[j->kind].output(j);
+	return READ_DATA;
+}
+
+static void on_out(evutil_socket_t fd, short what, void *arg)
+{
+	job_read(arg);
+}
+
+/* What the child wrote before it exited may be in the pipe still. A grandchild that holds
+ * the pipe open could write on, so this stops at what is there now, and at BUILD_DRAIN_MAX. */
+static void job_drain(struct job *j)
+{
+	for (size_t total = 0; !j->eof && total < BUILD_DRAIN_MAX; total += PIPE_READ)
+		if (job_read(j) != READ_DATA)
+			break;
+}
+
+static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
+{
+	struct job *j = arg;
+	int st = 0;
+	if (waitpid(j->pid, &st, WNOHANG) <= 0)
+		return;
+	j->pid = 0;
+	job_drain(j);
+	int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	log_debug("template %s: cordon-template %s ended with status %d", j->name,
+		  j->kind == JOB_BUILD ? "build" : "rm", status);
+	job_ops[j->kind].exited(j, status);
+	job_free(j);
+}
+
+/* Takes the started child into the loop and the request with it. */
+static int job_watch(struct job *j, struct ctx *c)
+{
+	j->exit_ev = event_new(D.base, j->pidfd, EV_READ | EV_PERSIST, on_exit_ev, j);
+	j->out_ev = event_new(D.base, j->out, EV_READ | EV_PERSIST, on_out, j);
+	j->kill_ev = evtimer_new(D.base, on_kill_timer, j);
+	if (!j->exit_ev || !j->out_ev || !j->kill_ev || event_add(j->exit_ev, NULL) < 0 ||
+	    event_add(j->out_ev, NULL) < 0)
+		return -ENOMEM;
+	j->req = c->req;
+	req_on_close(c->req, on_client_close, j);
+	return 0;
+}
+
+/* ---- requests ---- */
+
+static bool local_only(struct ctx *c, const char *what)
+{
+	if (!c->principal)
+		return true;
+	reply_error(c->req, API_ERR_FORBIDDEN, "only the unix socket may %s templates", what);
+	return false;
+}
+
+static bool name_ok(struct ctx *c, const char *name)
+{
+	if (name && store_name_valid(name))
+		return true;
+	reply_error(c->req, API_ERR_INVALID_FIELD, "name: " NAME_RULE);
+	return false;
+}
+
+/* Records the request in the daemon-wide audit log, where there is one, before it is acted
+ * on; -errno if the record could not be written (then nothing is done). */
+static int template_audit(const struct ctx *c, const char *method, const char *name)
+{
+	if (!D.daemon_audit)
+		return 0;
+	_cleanup_(json_decrefp) json_t *f = json_pack(
+		"{s:s, s:s, s:s, s:s}", "principal", c->principal ? c->principal->name : "local",
+		"method", method, "path", c->path, "template", name);
+	return f ? audit_append(D.daemon_audit, NULL, AUDIT_API_CALL, f) : -ENOMEM;
+}
+
+void handle_template_list(struct ctx *c)
+{
+	struct cordon_err err = {};
+	json_t *list = NULL;
+	if (store_list(&list, &err) < 0)
+		reply_error(c->req, API_ERR_INTERNAL, "%s", err.msg);
+	else
+		reply_json(c->req, 200, list);
+}
+
+void handle_template_get(struct ctx *c)
+{
+	struct cordon_err err = {};
+	json_t *meta = NULL;
+	const char *name = c->params[0];
+	if (!name_ok(c, name))
+		return;
+	int r = store_read(name, &meta, &err);
+	if (r == -ENOENT)
+		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", name);
+	else if (r < 0)
+		reply_error(c->req, API_ERR_INTERNAL, "%s", err.msg);
+	else
+		reply_json(c->req, 200, meta);
+}
+
+void handle_template_delete(struct ctx *c)
+{
+	const char *name = c->params[0];
+	struct cordon_err err = {};
+	json_t *meta = NULL;
+	if (!local_only(c, "remove") || !name_ok(c, name))
+		return;
+	int r = store_read(name, &meta, &err); /* a damaged template.json may still be removed */
+	json_decref(meta);
+	if (r == -ENOENT) {
+		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", name);
+		return;
+	}
+	if (n_jobs[JOB_REMOVE] >= REMOVE_MAX) {
+		reply_error(c->req, API_ERR_CAPACITY, "at most %u template removals run at once",
+			    REMOVE_MAX);
+		return;
+	}
+	if (template_audit(c, "DELETE", name) < 0) {
+		reply_error(c->req, API_ERR_INTERNAL, "cannot write the audit record");
+		return;
+	}
+	char *argv[] = {"cordon-template", "rm", (char *)name, NULL};
+	struct job *j = job_new(JOB_REMOVE, name);
+	r = j ? job_spawn(j, argv, true) : -ENOMEM;
+	if (r >= 0)
+		r = job_watch(j, c);
+	if (r < 0) {
+		job_free(j);
+		reply_error(c->req, API_ERR_INTERNAL, "cannot run cordon-template: %s", strerror(-r));
+	}
+}
+
+/* ---- POST /v1/templates: the body ---- */
+
+struct build_req {
+	json_t *doc;
+	const char *name, *recipe;
+	size_t recipe_len;
+	json_t *args; /* in doc; NULL: none */
+	bool no_cache;
+};
+
+/* A JSON string without NUL (the body is parsed with JSON_ALLOW_NUL so that the message can
+ * name the field). */
+static bool is_cstring(json_t *v)
+{
+	return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v);
+}
+
+static int set_name(struct build_req *b, json_t *v, struct cordon_err *err)
+{
+	if (!is_cstring(v) || !store_name_valid(json_string_value(v)))
+		return cordon_err_setf(err, -EINVAL, "name: " NAME_RULE);
+	b->name = json_string_value(v);
+	return 0;
+}
+
+static int set_recipe(struct build_req *b, json_t *v, struct cordon_err *err)
+{
+	if (!is_cstring(v))
+		return cordon_err_setf(err, -EINVAL, "recipe: must be a string without NUL (the "
+				       "recipe's text)");
+	if (json_string_length(v) == 0)
+		return cordon_err_setf(err, -EINVAL, "recipe: must not be empty");
+	if (json_string_length(v) > RECIPE_MAX_BYTES)
+		return cordon_err_setf(err, -EINVAL, "recipe: larger than %u bytes", RECIPE_MAX_BYTES);
+	b->recipe = json_string_value(v);
+	b->recipe_len = json_string_length(v);
+	return 0;
+}
+
+static bool arg_name_ok(const char *k)
+{
+	size_t n = strlen(k);
+	if (n == 0 || n > API_MAX_KEY || (k[0] >= '0' && k[0] <= '9'))
+		return false;
+	return strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == n;
+}
+
+static int set_build_args(struct build_req *b, json_t *v, struct cordon_err *err)
+{
+	const char *k;
+	size_t klen;
+	json_t *val;
+	if (!json_is_object(v))
+		return cordon_err_setf(err, -EINVAL, "build_args: must be an object of strings");
+	if (json_object_size(v) > BUILD_MAX_ARGS)
+		return cordon_err_setf(err, -EINVAL, "build_args: at most %u entries", BUILD_MAX_ARGS);
+	json_object_keylen_foreach(v, k, klen, val) {
+		if (strlen(k) != klen || !arg_name_ok(k))
+			return cordon_err_setf(err, -EINVAL, "build_args: a name must match "
+					       "^[A-Za-z_][A-Za-z0-9_]*$ (at most %d bytes)", API_MAX_KEY);
+		if (!is_cstring(val) || json_string_length(val) > API_MAX_VALUE)
+			return cordon_err_setf(err, -EINVAL, "build_args.%s: must be a string of at "
+					       "most %d bytes without NUL", k, API_MAX_VALUE);
+	}
+	b->args = v;
+	return 0;
+}
+
+static int set_no_cache(struct build_req *b, json_t *v, struct cordon_err *err)
+{
+	if (!json_is_boolean(v))
+		return cordon_err_setf(err, -EINVAL, "no_cache: must be true or false");
+	b->no_cache = json_is_true(v);
+	return 0;
+}
+
+static const struct build_field {
+	const char *name;
+	int (*set)(struct build_req *b, json_t *v, struct cordon_err *err);
+} build_fields[] = {
+	{"name", set_name},
+	{"recipe", set_recipe},
+	{"build_args", set_build_args},
+	{"no_cache", set_no_cache},
+};
+
+/* A field name as it may appear in a message: printable, cut short. */
+static const char *shown(const char *key, char buf[68])
+{
+	size_t i = 0;
+	for (; key[i] && i < 64; i++)
+		buf[i] = (key[i] >= 0x20 && key[i] < 0x7f) ? key[i] : '?';
+	strcpy(buf + i, key[i] ? "..." : "");
+	return buf;
+}
+
+static int build_field(struct build_req *b, const char *key, size_t klen, json_t *v,
+		       struct cordon_err *err)
+{
+	char buf[68];
+	for (size_t i = 0; i < ELEMENTSOF(build_fields) && strlen(key) == klen; i++)
+		if (strcmp(build_fields[i].name, key) == 0)
+			return json_is_null(v) ? 0 : build_fields[i].set(b, v, err); /* null: absent */
+	return cordon_err_setf(err, -EBADRQC, "%s: unknown field (known: name, recipe, build_args, "
+			       "no_cache)", shown(key, buf));
+}
+
+/* The request body into @b (its strings point into b->doc, the caller's to decref). */
+static int build_req_parse(const char *body, size_t len, struct build_req *b,
+			   struct cordon_err *err)
+{
+	json_error_t je;
+	const char *key;
+	size_t klen;
+	json_t *v;
+	char buf[68];
+	if (len > BUILD_MAX_BODY)
+		return cordon_err_setf(err, -EMSGSIZE, "request body: larger than %u bytes",
+				       BUILD_MAX_BODY);
+	if (len == 0)
+		return cordon_err_setf(err, -EBADMSG, "request body: expected a JSON object");
+	b->doc = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+	if (!b->doc)
+		return cordon_err_setf(err, -EBADMSG, "request body: invalid JSON at line %d column "
+				       "%d: %s", je.line, je.column, shown(je.text, buf));
+	if (!json_is_object(b->doc))
+		return cordon_err_setf(err, -EBADMSG, "request body: expected a JSON object");
+	json_object_keylen_foreach(b->doc, key, klen, v) {
+		int r = build_field(b, key, klen, v, err);
+		if (r < 0)
+			return r;
+	}
+	if (!b->name)
+		return cordon_err_setf(err, -EINVAL, "name: required");
+	if (!b->recipe)
+		return cordon_err_setf(err, -EINVAL, "recipe: required");
+	return 0;
+}
+
+/* ---- POST /v1/templates: the build ---- */
+
+/* The recipe into a new private directory under the runtime directory (the job's from now
+ * on); its path into @path. */
+static int write_recipe(struct job *j, const struct build_req *b, char *path, size_t size)
+{
+	if ((size_t)snprintf(j->dir, sizeof(j->dir), "%s/template-build-XXXXXX",
+			     D.cfg.runtime_dir) >= sizeof(j->dir)) {
+		j->dir[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	if (!mkdtemp(j->dir)) { /* mode 0700 */
+		j->dir[0] = '\0';
+		return -errno;
+	}
+	snprintf(path, size, "%s/" RECIPE_FILE, j->dir);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	return write_all(fd, b->recipe, b->recipe_len);
+}
+
+/* `cordon-template build NAME -f PATH --json [--build-arg K=V]... [--no-cache]`. The
+ * "K=V" strings are allocated into @kv (BUILD_MAX_ARGS entries), the caller's to free. */
+static int build_argv(const struct build_req *b, const char *path, char **argv, char **kv)
+{
+	size_t n = 0, i = 0;
+	const char *k;
+	json_t *v;
+	argv[n++] = "cordon-template";
+	argv[n++] = "build";
+	argv[n++] = (char *)b->name;
+	argv[n++] = "-f";
+	argv[n++] = (char *)path;
+	argv[n++] = "--json";
+	json_object_foreach(b->args, k, v) {
+		if (asprintf(&kv[i], "%s=%s", k, json_string_value(v)) < 0) {
+			kv[i] = NULL;
+			return -ENOMEM;
+		}
+		argv[n++] = "--build-arg";
+		argv[n++] = kv[i++];
+	}
+	if (b->no_cache)
+		argv[n++] = "--no-cache";
+	argv[n] = NULL;
+	return 0;
+}
+
+static int build_start(struct ctx *c, const struct build_req *b, struct job *j)
+{
+	char path[sizeof(j->dir) + sizeof("/" RECIPE_FILE)];
+	char *argv[8 + 2 * BUILD_MAX_ARGS] = {NULL};
+	char *kv[BUILD_MAX_ARGS] = {NULL};
+	int r = write_recipe(j, b, path, sizeof(path));
+	if (r >= 0)
+		r = build_argv(b, path, argv, kv);
+	if (r >= 0)
+		r = job_spawn(j, argv, false);
+	for (size_t i = 0; i < BUILD_MAX_ARGS; i++)
+		free(kv[i]);
+	return r < 0 ? r : job_watch(j, c);
+}
+
+void handle_template_build(struct ctx *c)
+{
+	struct build_req b = {};
+	struct cordon_err err = {};
+	if (!local_only(c, "build"))
+		return;
+	int r = build_req_parse(c->body, c->body_len, &b, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+	} else if (n_jobs[JOB_BUILD] >= BUILD_MAX) {
+		reply_error(c->req, API_ERR_CAPACITY, "at most %u template builds run at once",
+			    BUILD_MAX);
+	} else if (template_audit(c, "POST", b.name) < 0) {
+		reply_error(c->req, API_ERR_INTERNAL, "cannot write the audit record");
+	} else {
+		struct job *j = job_new(JOB_BUILD, b.name);
+		r = j ? build_start(c, &b, j) : -ENOMEM;
+		if (r < 0) {
+			if (j)
+				j->req = NULL;
+			job_free(j);
+			log_warning("template %s: cannot start the build: %s", b.name, strerror(-r));
+			reply_error(c->req, API_ERR_INTERNAL, "cannot start the build: %s", strerror(-r));
+		} else {
+			stream_start(c->req, "application/x-ndjson");
+			watch_peer(j);
+		}
+	}
+	json_decref(b.doc);
+}
