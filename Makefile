@@ -7,9 +7,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS := meson ninja-build gcc clang pkg-config musl-tools libseccomp-dev libjansson-dev \
 	libevent-dev libsqlite3-dev libssl-dev libmnl-dev libnftables-dev libarchive-dev libcmocka-dev \
 	libclang-rt-14-dev python3-pytest bubblewrap busybox-static iproute2 nftables \
-	qemu-system-x86 cpio
+	qemu-system-x86 cpio debootstrap e2fsprogs xz-utils
 
-.PHONY: all deps build quickstart test test-kernels bench clean
+.PHONY: all deps build quickstart test test-kernels bench templates clean
 
 all: build
 
@@ -38,6 +38,13 @@ test-kernels: build
 
 bench: build
 	/usr/bin/python3 bench/bench_run.py
+	/usr/bin/python3 bench/bench_daemon.py
+	/usr/bin/python3 bench/bench_template.py
+
+# The shipped recipes (recipes/): base, then python (Debian's packages, a minute or two).
+templates: build
+	$(BUILD)/cordon template build base -f recipes/base/Cordonfile
+	$(BUILD)/cordon template build python -f recipes/python/Cordonfile
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

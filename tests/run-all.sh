@@ -60,6 +60,7 @@ LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" stage "daemon (asan+ubsan)" pyt
 stage "fuzz corpora" fuzz_corpus
 stage "bench (quick)" $PY bench/bench_run.py --quick
 stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
+stage "bench templates (quick)" $PY bench/bench_template.py --quick
 
 $PY - "$results" "$stage_fail" <<'PYEOF'
 import sys, glob, xml.etree.ElementTree as ET
