@@ -245,3 +245,18 @@ def test_debian_bookworm_with_a_package(store, ctx):
     # The build's network reached only the registry: a RUN that tries elsewhere fails.
     (ctx / "Deb2").write_text("FROM deb\nRUN apt-get update\nRUN getent hosts example.com || exit 0; exit 9\n")
     p, _ = build("deb2", ctx, recipe="Deb2", timeout=300)
+
+
+def test_from_oci_archive_and_slim_recipes_share_the_cache(store, ctx, tmp_path):
+    from test_templates import busybox_layer, write_oci_layout
+    archive = tmp_path / "image.tar"
+    write_oci_layout(str(archive), [busybox_layer()])
+    (ctx / "Oci").write_text(f"FROM oci-archive:{archive}\nRUN echo from-oci > /marker\n")
+    _, events = build("fromoci", ctx, recipe="Oci")
+    assert not steps_done(events)[0]["cached"]
+    r = run("fromoci", "cat /marker; stat -c %u /bin/busybox", "--user", "root")
+    assert r.stdout.splitlines() == ["from-oci", "0"], r.stderr
+    # The archive's layer is cached by the archive's digest: a second recipe reuses it.
+    (ctx / "Oci2").write_text(f"FROM oci-archive:{archive}\nRUN echo other > /marker\n")
+    _, events = build("fromoci2", ctx, recipe="Oci2")
+    assert steps_done(events)[0]["cached"]
