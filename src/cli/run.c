@@ -211,36 +211,44 @@ static int opt_template(struct run_ctx *c, const char *a)
 	return r;
 }
 
-/* A shell word: 'it''s' -> 'it'\''s'. */
-static int append_quoted(char **buf, size_t *len, const char *w)
+/* A growing string for the script below. */
+struct script {
+	char *buf;
+	size_t len;
+	bool oom;
+};
+
+static void script_add(struct script *sc, const char *s, size_t n)
 {
-	size_t n = strlen(w);
-	char *nb = realloc(*buf, *len + 4 * n + 4);
-	if (!nb)
-		return -ENOMEM;
-	*buf = nb;
-	nb[(*len)++] = ' ';
-	nb[(*len)++] = '\'';
-	for (; *w; w++) {
-		if (*w == '\'') {
-			memcpy(nb + *len, "'\\''", 4);
-			*len += 4;
-		} else {
-			nb[(*len)++] = *w;
-		}
+	char *nb = sc->oom ? NULL : realloc(sc->buf, sc->len + n + 1);
+	if (!nb) {
+		sc->oom = true;
+		return;
 	}
-	nb[(*len)++] = '\'';
-	nb[*len] = '\0';
-	return 0;
+	memcpy(nb + sc->len, s, n);
+	sc->buf = nb;
+	sc->len += n;
+	nb[sc->len] = '\0';
 }
 
-static int append_argv(char **buf, size_t *len, json_t *argv)
+static void script_str(struct script *sc, const char *s)
+{
+	script_add(sc, s, strlen(s));
+}
+
+/* Each word quoted for the shell: it's -> 'it'\''s'. */
+static int script_argv(struct script *sc, json_t *argv)
 {
 	size_t i;
 	json_t *a;
-	json_array_foreach(argv, i, a)
-		if (!json_is_string(a) || append_quoted(buf, len, json_string_value(a)) < 0)
+	json_array_foreach(argv, i, a) {
+		if (!json_is_string(a))
 			return -EINVAL;
+		script_str(sc, " '");
+		for (const char *w = json_string_value(a); *w; w++)
+			*w == '\'' ? script_str(sc, "'\\''") : script_add(sc, w, 1);
+		script_str(sc, "'");
+	}
 	return 0;
 }
 
@@ -249,66 +257,39 @@ static int append_argv(char **buf, size_t *len, json_t *argv)
 static int wrap_start_ready(struct run_ctx *c, char **argv)
 {
 	json_t *start = json_object_get(c->template, "start"), *ready = json_object_get(c->template, "ready");
+	struct script sc = {0};
+	size_t argc = 0;
 	if (!json_array_size(start) && !json_array_size(ready))
 		return 0;
-	_cleanup_free_ char *script = strdup(":");
-	size_t len = 1, argc = 0;
-	if (!script)
-		return -ENOMEM;
 	if (json_array_size(start)) {
-		static const char bg[] = "\n(exec";
-		char *nb = realloc(script, len + sizeof(bg));
-		if (!nb)
-			return -ENOMEM;
-		script = nb;
-		memcpy(script + len, bg, sizeof(bg));
-		len += sizeof(bg) - 1;
-		if (append_argv(&script, &len, start) < 0)
-			return -EINVAL;
-		static const char tail[] = ") </dev/null >/dev/null 2>&1 &\n";
-		if (!(nb = realloc(script, len + sizeof(tail))))
-			return -ENOMEM;
-		script = nb;
-		memcpy(script + len, tail, sizeof(tail));
-		len += sizeof(tail) - 1;
+		script_str(&sc, "(exec");
+		if (script_argv(&sc, start) < 0)
+			goto bad;
+		script_str(&sc, ") </dev/null >/dev/null 2>&1 &\n");
 	}
 	if (json_array_size(ready)) {
-		static const char head[] = "\ni=0; until";
-		static const char tail[] = " >/dev/null 2>&1; do i=$((i+1)); if [ $i -ge 300 ]; then "
-					   "echo 'cordon: the template'\\''s READY check did not pass in 30 s' >&2; "
-					   "exit 125; fi; sleep 0.1; done";
-		char *nb = realloc(script, len + sizeof(head));
-		if (!nb)
-			return -ENOMEM;
-		script = nb;
-		memcpy(script + len, head, sizeof(head));
-		len += sizeof(head) - 1;
-		if (append_argv(&script, &len, ready) < 0)
-			return -EINVAL;
-		if (!(nb = realloc(script, len + sizeof(tail))))
-			return -ENOMEM;
-		script = nb;
-		memcpy(script + len, tail, sizeof(tail));
-		len += sizeof(tail) - 1;
+		script_str(&sc, "i=0; until");
+		if (script_argv(&sc, ready) < 0)
+			goto bad;
+		script_str(&sc, " >/dev/null 2>&1; do i=$((i+1)); if [ $i -ge 300 ]; then "
+				"echo 'cordon: the template'\\''s READY check did not pass in 30 s' >&2; "
+				"exit 125; fi; sleep 0.1; done\n");
 	}
-	static const char run[] = "\nexec \"$@\"";
-	char *nb = realloc(script, len + sizeof(run));
-	if (!nb)
-		return -ENOMEM;
-	script = nb;
-	memcpy(script + len, run, sizeof(run));
+	script_str(&sc, "exec \"$@\"");
 	for (char **a = argv; *a; a++)
 		argc++;
-	c->wrapped = calloc(argc + 5, sizeof(char *));
-	if (!c->wrapped)
-		return -ENOMEM;
+	if (sc.oom || !(c->wrapped = calloc(argc + 5, sizeof(char *))))
+		goto bad;
 	c->wrapped[0] = "/bin/sh";
 	c->wrapped[1] = "-c";
-	c->wrapped[2] = TAKE_PTR(script);
+	c->wrapped[2] = sc.buf;
 	c->wrapped[3] = "sh";
 	memcpy(c->wrapped + 4, argv, argc * sizeof(char *));
 	c->spec.argv = c->wrapped;
 	return 0;
+bad:
+	free(sc.buf);
+	return -EINVAL;
 }
 
 /* What a template says about running it (template.json): its environment under --env, its

@@ -72,6 +72,16 @@ static unsigned n_jobs[_JOB_MAX];
 
 /* ---- the child ---- */
 
+static void job_remove_dir(struct job *j)
+{
+	if (!j->dir[0])
+		return;
+	int r = tree_remove_at(AT_FDCWD, j->dir, 0);
+	if (r < 0)
+		log_warning("template %s: cannot remove %s: %s", j->name, j->dir, strerror(-r));
+	j->dir[0] = '\0';
+}
+
 static void job_free(struct job *j)
 {
 	if (!j)
@@ -90,11 +100,7 @@ static void job_free(struct job *j)
 		close(j->out);
 	if (j->in)
 		evbuffer_free(j->in);
-	if (j->dir[0]) {
-		int r = tree_remove_at(AT_FDCWD, j->dir, 0);
-		if (r < 0)
-			log_warning("template build: cannot remove %s: %s", j->dir, strerror(-r));
-	}
+	job_remove_dir(j);
 	n_jobs[j->kind]--;
 	free(j);
 }
@@ -172,12 +178,15 @@ static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
 	job_signal(arg, SIGKILL);
 }
 
-static void job_kill(struct job *j)
+/* The client of a build has gone: so does the build. Its recipe directory goes now, not at
+ * the reaping, which a stopping daemon does not wait for. */
+static void build_abandon(struct job *j)
 {
 	struct timeval grace = {BUILD_KILL_GRACE_S, 0};
 	job_signal(j, SIGTERM);
 	if (j->kill_ev)
 		evtimer_add(j->kill_ev, &grace);
+	job_remove_dir(j);
 }
 
 /* ---- the client ---- */
@@ -198,7 +207,7 @@ static void on_client_close(struct evhttp_connection *evcon, void *arg)
 	struct job *j = arg;
 	job_detach(j);
 	if (j->kind == JOB_BUILD)
-		job_kill(j);
+		build_abandon(j);
 }
 
 /* The peer hung up. evhttp reads nothing while it writes a reply, so without this a client
@@ -213,7 +222,7 @@ static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
 	evhttp_connection_set_closecb(evcon, NULL, NULL);
 	j->req = NULL;
 	evhttp_connection_free(evcon); /* frees the request with it */
-	job_kill(j);
+	build_abandon(j);
 }
 
 static void watch_peer(struct job *j)
@@ -737,8 +746,6 @@ void handle_template_build(struct ctx *c)
 		struct job *j = job_new(JOB_BUILD, b.name);
 		r = j ? build_start(c, &b, j) : -ENOMEM;
 		if (r < 0) {
-			if (j)
-				j->req = NULL;
 			job_free(j);
 			log_warning("template %s: cannot start the build: %s", b.name, strerror(-r));
 			reply_error(c->req, API_ERR_INTERNAL, "cannot start the build: %s", strerror(-r));
