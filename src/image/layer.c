@@ -33,6 +33,33 @@ static bool is_opaque(int fd)
 	return fgetxattr(fd, OPAQUE_XATTR, v, sizeof(v)) == 1 && v[0] == 'y';
 }
 
+/* Calls @fn for each entry of the directory @sfd, with @path (the entry's path from the
+ * tree's root, for messages) extended by its name for the call. */
+typedef int (*entry_fn)(void *ctx, int sfd, int dfd, const char *name, unsigned depth);
+
+static int walk_dir(char *path, size_t size, int sfd, int dfd, unsigned depth, entry_fn fn, void *ctx,
+		    struct cordon_err *err, const char *what)
+{
+	if (depth > LAYER_MAX_DEPTH)
+		return cordon_err_setf(err, -ELOOP, "%s: deeper than %u directories at '%s'", what,
+				       LAYER_MAX_DEPTH, path);
+	_cleanup_closedir_ DIR *d = tree_opendir_dup(sfd);
+	if (!d)
+		return cordon_err_set(err, -errno, "%s: read directory '%s'", what, path);
+	size_t len = strlen(path);
+	struct dirent *de;
+	while ((errno = 0, de = readdir(d))) {
+		if (dot_or_dotdot(de->d_name))
+			continue;
+		snprintf(path + len, size - len, "/%s", de->d_name);
+		int r = fn(ctx, sfd, dfd, de->d_name, depth);
+		path[len] = '\0';
+		if (r < 0)
+			return r;
+	}
+	return errno > 0 ? cordon_err_set(err, -errno, "%s: read directory '%s'", what, path) : 0;
+}
+
 /* Hard links inside one captured tree: the first copy of an inode, by source inode. */
 struct link_seen {
 	ino_t ino;
@@ -205,26 +232,14 @@ static int capture_entry(struct capture *c, int sfd, int dfd, const char *name, 
 	return 0;
 }
 
+static int capture_entry_cb(void *ctx, int sfd, int dfd, const char *name, unsigned depth)
+{
+	return capture_entry(ctx, sfd, dfd, name, depth);
+}
+
 static int capture_dir(struct capture *c, int sfd, int dfd, unsigned depth)
 {
-	if (depth > LAYER_MAX_DEPTH)
-		return cordon_err_setf(c->err, -ELOOP, "layer: deeper than %u directories at '%s'",
-				       LAYER_MAX_DEPTH, c->path);
-	_cleanup_closedir_ DIR *d = tree_opendir_dup(sfd);
-	if (!d)
-		return fail(c, -errno, "read directory");
-	size_t len = strlen(c->path);
-	struct dirent *de;
-	while ((errno = 0, de = readdir(d))) {
-		if (dot_or_dotdot(de->d_name))
-			continue;
-		snprintf(c->path + len, sizeof(c->path) - len, "/%s", de->d_name);
-		int r = capture_entry(c, sfd, dfd, de->d_name, depth);
-		c->path[len] = '\0';
-		if (r < 0)
-			return r;
-	}
-	return errno > 0 ? fail(c, -errno, "read directory") : 0;
+	return walk_dir(c->path, sizeof(c->path), sfd, dfd, depth, capture_entry_cb, c, c->err, "layer");
 }
 
 int layer_capture(int src_fd, int dst_fd, uid_t base, uint64_t *bytes, struct cordon_err *err)
@@ -303,26 +318,14 @@ static int apply_entry(struct apply *a, int sfd, int dfd, const char *name, unsi
 	return linkat(sfd, name, dfd, name, 0) < 0 ? apply_fail(a, -errno, "link") : 0;
 }
 
+static int apply_entry_cb(void *ctx, int sfd, int dfd, const char *name, unsigned depth)
+{
+	return apply_entry(ctx, sfd, dfd, name, depth);
+}
+
 static int apply_dir(struct apply *a, int sfd, int dfd, unsigned depth)
 {
-	if (depth > LAYER_MAX_DEPTH)
-		return cordon_err_setf(a->err, -ELOOP, "flatten: deeper than %u at '%s'",
-				       LAYER_MAX_DEPTH, a->path);
-	_cleanup_closedir_ DIR *d = tree_opendir_dup(sfd);
-	if (!d)
-		return apply_fail(a, -errno, "read");
-	size_t len = strlen(a->path);
-	struct dirent *de;
-	while ((errno = 0, de = readdir(d))) {
-		if (dot_or_dotdot(de->d_name))
-			continue;
-		snprintf(a->path + len, sizeof(a->path) - len, "/%s", de->d_name);
-		int r = apply_entry(a, sfd, dfd, de->d_name, depth);
-		a->path[len] = '\0';
-		if (r < 0)
-			return r;
-	}
-	return errno > 0 ? apply_fail(a, -errno, "read") : 0;
+	return walk_dir(a->path, sizeof(a->path), sfd, dfd, depth, apply_entry_cb, a, a->err, "flatten");
 }
 
 int layer_apply(int diff_fd, int dst_fd, struct cordon_err *err)
