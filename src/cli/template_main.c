@@ -345,6 +345,7 @@ struct build_flag {
 
 static int set_file(struct build_opts *o, const char *v) { o->recipe = v; return 0; }
 static int set_context(struct build_opts *o, const char *v) { o->context = v; return 0; }
+static int set_source(struct build_opts *o, const char *v) { o->source = v; return 0; }
 static int set_memory(struct build_opts *o, const char *v) { return cordon_parse_size(v, &o->memory_bytes); }
 static int set_disk(struct build_opts *o, const char *v) { return cordon_parse_size(v, &o->disk_bytes); }
 static int set_timeout(struct build_opts *o, const char *v) { return cordon_parse_duration_ms(v, &o->step_timeout_ms); }
@@ -361,7 +362,7 @@ static int set_cpus(struct build_opts *o, const char *v)
 static const struct build_flag build_flags[] = {
 	{"-f", set_file},	  {"--file", set_file}, {"--context", set_context},
 	{"--memory", set_memory}, {"--disk", set_disk}, {"--cpus", set_cpus},
-	{"--timeout", set_timeout},
+	{"--timeout", set_timeout}, {"--source", set_source},
 };
 
 static int do_build(int argc, char **argv)

@@ -686,7 +686,7 @@ static int write_recipe(struct job *j, const struct build_req *b, char *path, si
 	return write_all(fd, b->recipe, b->recipe_len);
 }
 
-/* `cordon-template build NAME -f PATH --json [--build-arg K=V]... [--no-cache]`. The
+/* `cordon-template build NAME -f PATH --json --source api [--build-arg K=V]... [--no-cache]`. The
  * "K=V" strings are allocated into @kv (BUILD_MAX_ARGS entries), the caller's to free. */
 static int build_argv(const struct build_req *b, const char *path, char **argv, char **kv)
 {
@@ -699,6 +699,8 @@ static int build_argv(const struct build_req *b, const char *path, char **argv, 
 	argv[n++] = "-f";
 	argv[n++] = (char *)path;
 	argv[n++] = "--json";
+	argv[n++] = "--source";
+	argv[n++] = "api"; /* the recipe's temporary path would name nothing */
 	json_object_foreach(b->args, k, v) {
 		if (asprintf(&kv[i], "%s=%s", k, json_string_value(v)) < 0) {
 			kv[i] = NULL;
@@ -716,7 +718,7 @@ static int build_argv(const struct build_req *b, const char *path, char **argv, 
 static int build_start(struct ctx *c, const struct build_req *b, struct job *j)
 {
 	char path[sizeof(j->dir) + sizeof("/" RECIPE_FILE)];
-	char *argv[8 + 2 * BUILD_MAX_ARGS] = {NULL};
+	char *argv[10 + 2 * BUILD_MAX_ARGS] = {NULL};
 	char *kv[BUILD_MAX_ARGS] = {NULL};
 	int r = write_recipe(j, b, path, sizeof(path));
 	if (r >= 0)

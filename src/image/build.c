@@ -1341,7 +1341,7 @@ static int fill_template(int rootfd, json_t *meta, void *userdata, struct cordon
 			return r;
 	}
 	char source[PATH_MAX + 8];
-	snprintf(source, sizeof(source), "build:%s", b->o->recipe);
+	snprintf(source, sizeof(source), "build:%s", b->o->source ? b->o->source : b->o->recipe);
 	json_object_set_new(meta, "source", json_string(source));
 	json_object_set_new(meta, "key", json_string(b->key));
 	json_object_set_new(meta, "layers", json_incref(b->layers));

@@ -35,6 +35,7 @@ struct build_opts {
 	const char *name;        /* the template to make (replaced when it exists) */
 	const char *recipe;      /* path of the recipe file */
 	const char *context;     /* directory COPY reads from; NULL: the recipe's directory */
+	const char *source;      /* template.json "source"; NULL: "build:<recipe>" */
 	const char *const *build_args; /* "K=V", NULL-terminated, or NULL */
 	bool no_cache;           /* run every step again */
 	uint64_t memory_bytes;   /* per step; 0: 4 GiB */

@@ -141,6 +141,7 @@ def test_build_list_get_run_delete(client, daemon):
     names = [t["name"] for t in listed]
     assert name in names and BASE in names, names
     meta = client.ok("GET", f"/v1/templates/{name}")
+    assert meta["source"] == "build:api", meta
     assert meta["name"] == name and "A=b" in meta["env"], meta
     assert meta == [t for t in listed if t["name"] == name][0]
 
