@@ -16,6 +16,7 @@ from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
 from .sandbox import Sandbox
+from .templates import BuildFailed, Templates
 
 __version__ = "0.1.0"
 
@@ -29,7 +30,7 @@ def health(socket=None, url=None, api_key=None, timeout=5.0):
 
 
 __all__ = [
-    "Sandbox", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
+    "Sandbox", "Templates", "BuildFailed", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
     "Processes", "Files", "FileEntry", "Client", "DEFAULT_SOCKET", "health",
     "CordonError", "BadRequest", "InvalidField", "UnknownField", "PayloadTooLarge", "NotFound",
     "Conflict", "QuotaExceeded", "CapacityError", "Unauthorized", "Forbidden", "InternalError",
