@@ -28,7 +28,7 @@ static const struct subcommand subcommands[] = {
 	{"network", cmd_network, "show or replace a sandbox's network policy"},
 	{"kill", cmd_kill, "destroy sandboxes"},
 	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
-	{"template", cmd_template, "import, list, inspect and remove templates (no daemon)"},
+	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},
 };
 
 static int usage(FILE *f)

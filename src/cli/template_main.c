@@ -455,7 +455,10 @@ static int usage(FILE *f)
 	fprintf(f, "usage:\n");
 	for (size_t i = 0; i < ELEMENTSOF(commands); i++)
 		fprintf(f, "  cordon template %s\n", commands[i].usage);
-	fprintf(f, "\nFILE.tar is an OCI image layout archive or a `docker save` archive (optionally\n"
+	fprintf(f, "\nbuild: FILE is a recipe (a Dockerfile subset: FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR,\n"
+		   "USER, START, READY; see README.md); every step is a cached layer; RUN runs in a jail\n"
+		   "whose network reaches only the host's apt sources. Needs root.\n"
+		   "FILE.tar is an OCI image layout archive or a `docker save` archive (optionally\n"
 		   "gzipped). Templates live in $%s or %s.\n"
 		   "A template in use by a sandbox may be removed: the sandbox keeps its tree.\n"
 		   "exit status: 0 ok, 1 failure, 2 usage.\n", STORE_ENV, STORE_DEFAULT_DIR);
