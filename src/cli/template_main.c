@@ -387,6 +387,8 @@ static int do_build(int argc, char **argv)
 			args[n_args++] = argv[++i];
 		} else if (strcmp(a, "--no-cache") == 0) {
 			o.no_cache = true;
+		} else if (strcmp(a, "--confine") == 0) {
+			o.confine = true;
 		} else if (strcmp(a, "--json") == 0) {
 			p.json = true;
 		} else if (a[0] != '-' && !o.name) {

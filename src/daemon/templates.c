@@ -701,6 +701,7 @@ static int build_argv(const struct build_req *b, const char *path, char **argv, 
 	argv[n++] = "--json";
 	argv[n++] = "--source";
 	argv[n++] = "api"; /* the recipe's temporary path would name nothing */
+	argv[n++] = "--confine"; /* no host path but the context's */
 	json_object_foreach(b->args, k, v) {
 		if (asprintf(&kv[i], "%s=%s", k, json_string_value(v)) < 0) {
 			kv[i] = NULL;
@@ -718,7 +719,7 @@ static int build_argv(const struct build_req *b, const char *path, char **argv, 
 static int build_start(struct ctx *c, const struct build_req *b, struct job *j)
 {
 	char path[sizeof(j->dir) + sizeof("/" RECIPE_FILE)];
-	char *argv[10 + 2 * BUILD_MAX_ARGS] = {NULL};
+	char *argv[12 + 2 * BUILD_MAX_ARGS] = {NULL};
 	char *kv[BUILD_MAX_ARGS] = {NULL};
 	int r = write_recipe(j, b, path, sizeof(path));
 	if (r >= 0)

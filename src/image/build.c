@@ -46,6 +46,7 @@ struct build {
 	const struct build_opts *o;
 	struct recipe *recipe;
 	int sfd, lock_fd, ctx_fd;
+	int base_fd;                 /* FROM <template>: its rootfs, pinned */
 	char store[2048];            /* short enough that every path under it fits PATH_MAX */
 	char work[2304];             /* <store>/.tmp-build-XXXXXX: tmpfs mounts and scratch */
 	char key[LAYER_KEY_LEN + 1]; /* of everything so far */
@@ -57,6 +58,8 @@ struct build {
 	char *workdir, *user;
 	json_t *start, *ready;
 	size_t step;                 /* 1-based, for events */
+	unsigned char carry[4];      /* a UTF-8 character split between two reads of output */
+	size_t n_carry;
 	bool cached;                 /* the step's layer was there */
 	uint64_t step_bytes;         /* what the step's layer holds */
 	struct egressctl egress;
@@ -175,6 +178,11 @@ static int push_layer(struct build *b, const char *key)
 	return push_lower(b, p);
 }
 
+static void remove_path(const char *path)
+{
+	(void)tree_remove_at(AT_FDCWD, path, 0);
+}
+
 /* A new layer's directory: <store>/.tmp-XXXXXX with diff/ inside. */
 static int layer_tmp(struct build *b, char *tmp, size_t size, int *ret_diff)
 {
@@ -183,38 +191,53 @@ static int layer_tmp(struct build *b, char *tmp, size_t size, int *ret_diff)
 		return cordon_err_set(b->err, -errno, "mkdtemp in the store");
 	char diff[PATH_MAX];
 	snprintf(diff, sizeof(diff), "%s/diff", tmp);
-	if (mkdir(diff, 0755) < 0 || (*ret_diff = open(diff, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return cordon_err_set(b->err, -errno, "mkdir '%s'", diff);
+	if (mkdir(diff, 0755) < 0 || (*ret_diff = open(diff, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		int r = cordon_err_set(b->err, -errno, "mkdir '%s'", diff);
+		remove_path(tmp);
+		return r;
+	}
 	return 0;
 }
 
-static void remove_path(const char *path)
-{
-	(void)tree_remove_at(AT_FDCWD, path, 0);
-}
-
 /* Moves a finished layer into place. Another build may have made the same key meanwhile:
- * same key, same content, so theirs is kept and ours dropped. */
+ * same key, same content, so theirs is kept and ours dropped; with --no-cache ours replaces
+ * theirs, which is moved aside (".rm-*") for the store's sweep, never deleted under a build
+ * that may be reading it. @extra (may be NULL) is added to its layer.json. */
 static int layer_commit(struct build *b, const char *tmp, const char *key, const char *what,
-			uint64_t bytes)
+			uint64_t bytes, json_t *extra)
 {
-	char dst[PATH_MAX], layers[2200];
+	char dst[PATH_MAX], layers[2200], mp[PATH_MAX];
 	_cleanup_(json_decrefp) json_t *meta = json_pack("{s:s, s:s, s:s, s:I}", "key", key, "parent", b->key,
 							 "instruction", what, "size_bytes", (json_int_t)bytes);
+	if (meta && extra)
+		json_object_update(meta, extra);
 	snprintf(layers, sizeof(layers), "%s/" STORE_LAYERS, b->store);
 	snprintf(dst, sizeof(dst), "%s/%s", layers, key);
-	char mp[PATH_MAX];
 	snprintf(mp, sizeof(mp), "%s/layer.json", tmp);
 	if (!meta || json_dump_file(meta, mp, JSON_COMPACT) < 0)
 		return cordon_err_setf(b->err, -EIO, "write '%s'", mp);
 	if (mkdir(layers, 0700) < 0 && errno != EEXIST)
 		return cordon_err_set(b->err, -errno, "mkdir '%s'", layers);
-	if (syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_NOREPLACE) < 0) {
-		if (errno != EEXIST && errno != ENOTEMPTY)
-			return cordon_err_set(b->err, -errno, "commit layer '%s'", key);
+	if (syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EEXIST && errno != ENOTEMPTY)
+		return cordon_err_set(b->err, -errno, "commit layer '%s'", key);
+	if (!b->o->no_cache) {
 		remove_path(tmp);
+		return 0;
 	}
+	char aside[PATH_MAX];
+	snprintf(aside, sizeof(aside), "%s/.rm-%s", b->store, strrchr(tmp, '/') + 1 + strlen(STORE_TMP_PREFIX));
+	if (syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_EXCHANGE) < 0 || rename(tmp, aside) < 0)
+		return cordon_err_set(b->err, -errno, "replace layer '%s'", key);
 	return 0;
+}
+
+static json_t *layer_meta(struct build *b, const char *key)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/" STORE_LAYERS "/%s/layer.json", b->store, key);
+	return json_load_file(p, 0, NULL);
 }
 
 /* The build's scratch tmpfs: what one step may write, in RAM, bounded. */
@@ -261,7 +284,7 @@ static int capture_commit(struct build *b, const char *key, const char *what, ui
 	else
 		r = layer_capture(sfd, dfd, base, &bytes, b->err);
 	if (r >= 0)
-		r = layer_commit(b, tmp, key, what, bytes);
+		r = layer_commit(b, tmp, key, what, bytes, NULL);
 	if (r < 0)
 		remove_path(tmp);
 	b->step_bytes = bytes;
@@ -446,9 +469,73 @@ static void restore_stdio(int saved[3])
 		}
 }
 
+/* Length of the valid UTF-8 sequence at @p (n bytes left): 1..4, 0 when it is cut short
+ * by the end, -1 when it is invalid (overlong forms and surrogates included). */
+static int utf8_seq(const unsigned char *p, size_t n)
+{
+	static const struct {
+		unsigned char lo, hi, len, lo2, hi2; /* lead range, length, range of the 2nd byte */
+	} leads[] = {
+		{0x00, 0x7f, 1, 0, 0},	     {0xc2, 0xdf, 2, 0x80, 0xbf}, {0xe0, 0xe0, 3, 0xa0, 0xbf},
+		{0xe1, 0xec, 3, 0x80, 0xbf}, {0xed, 0xed, 3, 0x80, 0x9f}, {0xee, 0xef, 3, 0x80, 0xbf},
+		{0xf0, 0xf0, 4, 0x90, 0xbf}, {0xf1, 0xf3, 4, 0x80, 0xbf}, {0xf4, 0xf4, 4, 0x80, 0x8f},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(leads); i++) {
+		if (p[0] < leads[i].lo || p[0] > leads[i].hi)
+			continue;
+		int len = leads[i].len;
+		for (int k = 1; k < len; k++) {
+			if ((size_t)k >= n)
+				return 0;
+			unsigned char lo = k == 1 ? leads[i].lo2 : 0x80, hi = k == 1 ? leads[i].hi2 : 0xbf;
+			if (p[k] < lo || p[k] > hi)
+				return -1;
+		}
+		return len;
+	}
+	return -1;
+}
+
+/* A step's output as a log event: valid UTF-8 (what JSON carries), a bad byte shown as
+ * U+FFFD, a character split between two reads joined again. */
 static void emit_log(struct build *b, const char *buf, size_t n)
 {
-	emit(b, json_pack("{s:s, s:I, s:s%}", "event", "log", "step", (json_int_t)b->step, "data", buf, n));
+	char out[3 * 8192 + 16];
+	unsigned char in[8192 + 4];
+	size_t m = 0, k = 0;
+	memcpy(in, b->carry, b->n_carry);
+	m = b->n_carry + (n > sizeof(in) - b->n_carry ? sizeof(in) - b->n_carry : n);
+	memcpy(in + b->n_carry, buf, m - b->n_carry);
+	b->n_carry = 0;
+	for (size_t i = 0; i < m;) {
+		int len = utf8_seq(in + i, m - i);
+		if (len == 0) { /* cut by the end of this read: the rest comes next */
+			b->n_carry = m - i;
+			memcpy(b->carry, in + i, b->n_carry);
+			break;
+		}
+		if (len <= 0) {
+			memcpy(out + k, "\xef\xbf\xbd", 3);
+			k += 3;
+			i++;
+			continue;
+		}
+		memcpy(out + k, in + i, len);
+		k += len;
+		i += len;
+	}
+	if (k)
+		emit(b, json_pack("{s:s, s:I, s:s%}", "event", "log", "step", (json_int_t)b->step, "data", out, k));
+}
+
+/* What is left of a character cut at the end of the output. */
+static void flush_log(struct build *b)
+{
+	if (b->n_carry) {
+		b->n_carry = 0;
+		emit(b, json_pack("{s:s, s:I, s:s}", "event", "log", "step", (json_int_t)b->step, "data",
+				  "\xef\xbf\xbd"));
+	}
 }
 
 /* Reads the step's output until PID 1 is gone or the deadline passes. */
@@ -542,6 +629,7 @@ static int64_t run_in_jail(struct build *b, const struct jail_run *jr)
 	if (r < 0)
 		return r;
 	pump_output(b, sb, rfd, spec.timeout_ms);
+	flush_log(b);
 	struct cordon_result res;
 	uid_t base = cordon_sandbox_host_uid(sb);
 	r = cordon_sandbox_wait(sb, -1, &res);
@@ -585,7 +673,8 @@ static int do_run(struct build *b, const struct recipe_step *s, const char *key)
 }
 
 /* COPY: sources from the context (never outside it), through an overlay of the layers so
- * far, written as root of the template with the owner --chown names. */
+ * far, written as root of the template with the owner --chown names. Destinations resolve
+ * inside the template's root (its symlinks followed there, as Docker does), never outside. */
 
 struct copy_ctx {
 	struct build *b;
@@ -605,33 +694,73 @@ static int open_beneath(int dirfd, const char *path, int flags, uint64_t resolve
 	return fd < 0 ? -errno : fd;
 }
 
-static int hash_file(struct hasher *h, int fd)
+/* At most @limit bytes: an archive named by FROM oci-archive may be a device or a fifo. */
+static int hash_file(struct hasher *h, int fd, uint64_t limit)
 {
 	char buf[65536];
 	ssize_t n;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
+	uint64_t total = 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		if ((total += n) > limit)
+			return -EFBIG;
 		hash_bytes(h, buf, n);
+	}
 	return n < 0 ? -errno : 0;
 }
 
-static int copy_tree(struct copy_ctx *c, int sdir, const char *name, int ddir, const char *dname,
+/* Makes @path (absolute, normalised) a directory under the template's root, resolving
+ * every component inside that root only (its symlinks included), and returns its fd;
+ * *@created says whether the last component was made here. */
+static int mkdir_in_root(struct copy_ctx *c, const char *path, bool *created)
+{
+	char prefix[PATH_MAX] = "";
+	const uint64_t in_root = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	bool made = false;
+	for (const char *p = path; *p;) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (n == 0)
+			break;
+		size_t len = strlen(prefix);
+		if (len + 1 + n >= sizeof(prefix))
+			return cordon_err_setf(c->b->err, -ENAMETOOLONG, "'%s': too long", path);
+		_cleanup_close_ int parent = open_beneath(c->root, len ? prefix : "/", O_PATH | O_DIRECTORY, in_root);
+		snprintf(prefix + len, sizeof(prefix) - len, "/%.*s", (int)n, p);
+		if (parent < 0)
+			return cordon_err_set(c->b->err, parent, "'%s'", prefix);
+		made = mkdirat(parent, prefix + len + 1, 0755) == 0;
+		if (!made && errno != EEXIST)
+			return cordon_err_set(c->b->err, -errno, "mkdir '%s'", prefix);
+		p += n;
+	}
+	if (created)
+		*created = made;
+	int fd = open_beneath(c->root, prefix[0] ? prefix : "/", O_RDONLY | O_DIRECTORY, in_root);
+	return fd < 0 ? cordon_err_set(c->b->err, fd, "'%s' is not a directory", prefix) : fd;
+}
+
+static int copy_tree(struct copy_ctx *c, int sdir, const char *name, int ddir, const char *dpath,
 		     const char *rel, unsigned depth);
 
 static int copy_file(struct copy_ctx *c, int sdir, const char *name, int ddir, const char *dname,
-		     const struct stat *st, const char *rel)
+		     const char *rel)
 {
+	struct stat st;
 	_cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-	if (in < 0)
+	if (in < 0 || fstat(in, &st) < 0)
 		return cordon_err_set(c->b->err, -errno, "open '%s'", rel);
-	mode_t mode = c->chmod ? c->chmod : st->st_mode & 0777;
+	if (!S_ISREG(st.st_mode))
+		return 0; /* changed under us */
+	mode_t mode = c->chmod ? c->chmod : st.st_mode & 0777;
 	if (c->h) {
 		char meta[64];
-		snprintf(meta, sizeof(meta), "f %o %lld", (unsigned)mode, (long long)st->st_size);
+		snprintf(meta, sizeof(meta), "f %o %lld", (unsigned)mode, (long long)st.st_size);
 		hash_str(c->h, rel);
 		hash_str(c->h, meta);
-		return hash_file(c->h, in);
+		return hash_file(c->h, in, UINT64_MAX);
 	}
-	(void)unlinkat(ddir, dname, 0);
+	(void)unlinkat(ddir, dname, 0); /* a symlink there is replaced, never written through */
 	_cleanup_close_ int out = openat(ddir, dname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0)
 		return cordon_err_set(c->b->err, -errno, "create '%s'", dname);
@@ -642,8 +771,8 @@ static int copy_file(struct copy_ctx *c, int sdir, const char *name, int ddir, c
 			return cordon_err_set(c->b->err, -errno, "write '%s'", dname);
 	if (n < 0)
 		return cordon_err_set(c->b->err, -errno, "read '%s'", rel);
-	c->bytes += st->st_size;
-	struct timespec ts[2] = {st->st_atim, st->st_mtim};
+	c->bytes += st.st_size;
+	struct timespec ts[2] = {st.st_atim, st.st_mtim};
 	if (fchown(out, c->uid, c->gid) < 0 || fchmod(out, mode) < 0 || futimens(out, ts) < 0)
 		return cordon_err_set(c->b->err, -errno, "set owner and mode of '%s'", dname);
 	return 0;
@@ -671,7 +800,10 @@ static int copy_symlink(struct copy_ctx *c, int sdir, const char *name, int ddir
 
 static int sorted_names(int dfd, char ***ret, size_t *ret_n);
 
-static int copy_dir_contents(struct copy_ctx *c, int sfd, int dfd, const char *rel, unsigned depth)
+/* The entries of the source directory @sfd into the destination directory @dfd, whose path
+ * in the template is @dpath. */
+static int copy_dir_contents(struct copy_ctx *c, int sfd, int dfd, const char *dpath, const char *rel,
+			     unsigned depth)
 {
 	char **names = NULL;
 	size_t n = 0;
@@ -679,9 +811,12 @@ static int copy_dir_contents(struct copy_ctx *c, int sfd, int dfd, const char *r
 	if (r < 0)
 		return cordon_err_set(c->b->err, r, "read '%s'", rel);
 	for (size_t i = 0; i < n && r >= 0; i++) {
-		char sub[PATH_MAX];
-		snprintf(sub, sizeof(sub), "%s/%s", rel, names[i]);
-		r = copy_tree(c, sfd, names[i], dfd, names[i], sub, depth + 1);
+		char sub[PATH_MAX], dsub[PATH_MAX];
+		if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", rel, names[i]) >= sizeof(sub) ||
+		    (size_t)snprintf(dsub, sizeof(dsub), "%s/%s", strcmp(dpath, "/") ? dpath : "", names[i]) >= sizeof(dsub))
+			r = cordon_err_setf(c->b->err, -ENAMETOOLONG, "'%s': path too long", rel);
+		else
+			r = copy_tree(c, sfd, names[i], dfd, dsub, sub, depth + 1);
 	}
 	for (size_t i = 0; i < n; i++)
 		free(names[i]);
@@ -689,40 +824,47 @@ static int copy_dir_contents(struct copy_ctx *c, int sfd, int dfd, const char *r
 	return r;
 }
 
-static int copy_tree(struct copy_ctx *c, int sdir, const char *name, int ddir, const char *dname,
+/* A directory: the destination resolved in the template (an existing directory, or a
+ * symlink to one, is entered and keeps its owner and mode; a new one gets the source's). */
+static int copy_subdir(struct copy_ctx *c, int sdir, const char *name, const char *dpath,
+		       const struct stat *st, const char *rel, unsigned depth)
+{
+	_cleanup_close_ int sfd = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0)
+		return cordon_err_set(c->b->err, -errno, "open '%s'", rel);
+	if (c->h) {
+		char meta[32];
+		snprintf(meta, sizeof(meta), "d %o", (unsigned)(c->chmod ? c->chmod : st->st_mode & 07777));
+		hash_str(c->h, rel);
+		hash_str(c->h, meta);
+		return copy_dir_contents(c, sfd, -1, dpath, rel, depth);
+	}
+	bool created = false;
+	_cleanup_close_ int dfd = mkdir_in_root(c, dpath, &created);
+	if (dfd < 0)
+		return dfd;
+	mode_t mode = c->chmod ? c->chmod : st->st_mode & 07777;
+	if (created && (fchown(dfd, c->uid, c->gid) < 0 || fchmod(dfd, mode) < 0))
+		return cordon_err_set(c->b->err, -errno, "set owner and mode of '%s'", dpath);
+	return copy_dir_contents(c, sfd, dfd, dpath, rel, depth);
+}
+
+static int copy_tree(struct copy_ctx *c, int sdir, const char *name, int ddir, const char *dpath,
 		     const char *rel, unsigned depth)
 {
 	struct stat st;
+	const char *dname = strrchr(dpath, '/') + 1;
 	if (depth > LAYER_MAX_DEPTH)
 		return cordon_err_setf(c->b->err, -ELOOP, "'%s': too deep", rel);
 	if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return cordon_err_set(c->b->err, -errno, "stat '%s'", rel);
 	if (S_ISREG(st.st_mode))
-		return copy_file(c, sdir, name, ddir, dname, &st, rel);
+		return copy_file(c, sdir, name, ddir, dname, rel);
 	if (S_ISLNK(st.st_mode))
 		return copy_symlink(c, sdir, name, ddir, dname, rel);
-	if (!S_ISDIR(st.st_mode))
-		return 0; /* no devices, fifos or sockets from the context */
-	_cleanup_close_ int sfd = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sfd < 0)
-		return cordon_err_set(c->b->err, -errno, "open '%s'", rel);
-	if (c->h) {
-		hash_str(c->h, rel);
-		hash_str(c->h, "d");
-		return copy_dir_contents(c, sfd, -1, rel, depth);
-	}
-	struct stat dst;
-	if (fstatat(ddir, dname, &dst, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(dst.st_mode))
-		(void)unlinkat(ddir, dname, 0);
-	if (mkdirat(ddir, dname, 0755) < 0 && errno != EEXIST)
-		return cordon_err_set(c->b->err, -errno, "mkdir '%s'", dname);
-	_cleanup_close_ int dfd = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return cordon_err_set(c->b->err, -errno, "open '%s'", dname);
-	mode_t mode = c->chmod ? c->chmod : st.st_mode & 07777;
-	if (fchown(dfd, c->uid, c->gid) < 0 || fchmod(dfd, mode) < 0)
-		return cordon_err_set(c->b->err, -errno, "set owner and mode of '%s'", dname);
-	return copy_dir_contents(c, sfd, dfd, rel, depth);
+	if (S_ISDIR(st.st_mode))
+		return copy_subdir(c, sdir, name, dpath, &st, rel, depth);
+	return 0; /* no devices, fifos or sockets from the context */
 }
 
 static int cmp_strp(const void *a, const void *b)
@@ -764,43 +906,18 @@ oom:
 	return -ENOMEM;
 }
 
-/* Makes @path (absolute, normalised) a directory under the template's root, resolving
- * every component inside that root only (its symlinks included), and returns its fd. */
-static int mkdir_in_root(struct copy_ctx *c, const char *path)
-{
-	char prefix[PATH_MAX] = "";
-	const uint64_t in_root = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-	for (const char *p = path; *p;) {
-		while (*p == '/')
-			p++;
-		size_t n = strcspn(p, "/");
-		if (n == 0)
-			break;
-		size_t len = strlen(prefix);
-		if (len + 1 + n >= sizeof(prefix))
-			return cordon_err_setf(c->b->err, -ENAMETOOLONG, "'%s': too long", path);
-		_cleanup_close_ int parent = open_beneath(c->root, len ? prefix : "/", O_PATH | O_DIRECTORY, in_root);
-		snprintf(prefix + len, sizeof(prefix) - len, "/%.*s", (int)n, p);
-		if (parent < 0)
-			return cordon_err_set(c->b->err, parent, "'%s'", prefix);
-		if (mkdirat(parent, prefix + len + 1, 0755) < 0 && errno != EEXIST)
-			return cordon_err_set(c->b->err, -errno, "mkdir '%s'", prefix);
-		p += n;
-	}
-	int fd = open_beneath(c->root, prefix[0] ? prefix : "/", O_RDONLY | O_DIRECTORY, in_root);
-	return fd < 0 ? cordon_err_set(c->b->err, fd, "'%s' is not a directory", prefix) : fd;
-}
-
 static bool has_glob(const char *s)
 {
 	return strpbrk(s, "*?[") != NULL;
 }
 
 /* The context entries a source names: itself, or with a pattern in its last component,
- * the matching names of its directory (sorted). */
+ * the matching names of its directory (sorted). Nothing outside the context: the whole
+ * path is resolved beneath it first ("..", absolute symlinks and magic links refused). */
 static int expand_source(struct copy_ctx *c, const char *src, int *ret_dir, char ***names, size_t *n)
 {
 	char path[PATH_MAX];
+	const uint64_t beneath = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
 	while (*src == '/')
 		src++;
 	snprintf(path, sizeof(path), "%s", *src ? src : ".");
@@ -808,28 +925,40 @@ static int expand_source(struct copy_ctx *c, const char *src, int *ret_dir, char
 		path[len - 1] = '\0';
 	char *slash = strrchr(path, '/');
 	const char *last = slash ? slash + 1 : path;
-	if (slash)
+	if (!has_glob(last)) {
+		int fd = open_beneath(c->b->ctx_fd, path, O_PATH | O_NOFOLLOW, beneath);
+		if (fd < 0)
+			return cordon_err_set(c->b->err, fd, "source '%s' (in the build context)", src);
+		close(fd);
+		if (strcmp(last, "..") == 0 || strcmp(last, ".") == 0) {
+			/* "a/.." or ".": the directory itself, named from its own fd */
+			*ret_dir = open_beneath(c->b->ctx_fd, path, O_RDONLY | O_DIRECTORY, beneath);
+			last = ".";
+			if (*ret_dir < 0)
+				return cordon_err_set(c->b->err, *ret_dir, "source '%s'", src);
+		}
+	}
+	if (slash && strcmp(last, ".") != 0)
 		*slash = '\0';
-	const char *dir = slash ? path : ".";
-	int dfd = open_beneath(c->b->ctx_fd, dir, O_RDONLY | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
-	if (dfd < 0)
-		return cordon_err_set(c->b->err, dfd, "source '%s' (in the build context)", src);
-	*ret_dir = dfd;
+	if (*ret_dir < 0) {
+		const char *dir = slash ? path : ".";
+		int dfd = open_beneath(c->b->ctx_fd, dir, O_RDONLY | O_DIRECTORY, beneath);
+		if (dfd < 0)
+			return cordon_err_set(c->b->err, dfd, "source '%s' (in the build context)", src);
+		*ret_dir = dfd;
+	}
 	if (!has_glob(last)) {
 		*names = calloc(1, sizeof(char *));
 		if (!*names || !((*names)[0] = strdup(last)))
 			return -ENOMEM;
 		*n = 1;
-		struct stat st;
-		if (strcmp(last, ".") != 0 && fstatat(dfd, last, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			return cordon_err_set(c->b->err, -errno, "source '%s' (in the build context)", src);
 		return 0;
 	}
 	char **all;
 	size_t k = 0, m;
-	int r = sorted_names(dfd, &all, &m);
+	int r = sorted_names(*ret_dir, &all, &m);
 	if (r < 0)
-		return cordon_err_set(c->b->err, r, "read '%s'", dir);
+		return cordon_err_set(c->b->err, r, "read the directory of '%s'", src);
 	for (size_t i = 0; i < m; i++) {
 		if (fnmatch(last, all[i], FNM_PERIOD) == 0)
 			all[k++] = all[i];
@@ -841,22 +970,21 @@ static int expand_source(struct copy_ctx *c, const char *src, int *ret_dir, char
 	return k ? 0 : cordon_err_setf(c->b->err, -ENOENT, "no source matches '%s'", src);
 }
 
-/* One pass over every source: hashing (c->h set) or copying into the tree. */
+/* One pass over every source: hashing (c->h set) or copying into the tree. A directory's
+ * contents go into the destination, as in Docker. */
 static int copy_sources(struct copy_ctx *c, const char *dest, bool dest_dir)
 {
 	const struct recipe_step *s = c->s;
 	int r = 0;
 	_cleanup_close_ int dfd = -1;
-	if (!c->h) {
-		char dir[PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s", dest);
-		if (!dest_dir) {
-			char *last = strrchr(dir, '/');
-			last[last == dir ? 1 : 0] = '\0';
-		}
-		if ((dfd = mkdir_in_root(c, dir)) < 0)
-			return dfd;
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s", dest);
+	if (!dest_dir) {
+		char *last = strrchr(parent, '/');
+		last[last == parent ? 1 : 0] = '\0';
 	}
+	if (!c->h && (dfd = mkdir_in_root(c, parent, NULL)) < 0)
+		return dfd;
 	for (size_t i = 0; i + 1 < s->argc && r >= 0; i++) {
 		_cleanup_close_ int sdir = -1;
 		char **names = NULL;
@@ -864,23 +992,26 @@ static int copy_sources(struct copy_ctx *c, const char *dest, bool dest_dir)
 		r = expand_source(c, s->argv[i], &sdir, &names, &n);
 		for (size_t j = 0; j < n && r >= 0; j++) {
 			struct stat st;
+			char dpath[PATH_MAX];
 			const char *nm = names[j];
 			if (fstatat(sdir, nm, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 				r = cordon_err_set(c->b->err, -errno, "source '%s'", nm);
 				break;
 			}
-			const char *dname = dest_dir ? nm : strrchr(dest, '/') + 1;
 			if (S_ISDIR(st.st_mode)) {
-				/* A directory's contents go into the destination, as in Docker. */
 				_cleanup_close_ int sub = openat(sdir, nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-				_cleanup_close_ int into = c->h ? -1 : mkdir_in_root(c, dest);
+				_cleanup_close_ int into = c->h ? -1 : mkdir_in_root(c, dest, NULL);
 				if (sub < 0 || (!c->h && into < 0))
 					r = sub < 0 ? cordon_err_set(c->b->err, -errno, "open '%s'", nm) : into;
 				else
-					r = copy_dir_contents(c, sub, into, nm, 0);
-			} else {
-				r = copy_tree(c, sdir, nm, dfd, dname, nm, 0);
+					r = copy_dir_contents(c, sub, into, dest, nm, 0);
+				continue;
 			}
+			if (dest_dir)
+				snprintf(dpath, sizeof(dpath), "%s/%s", strcmp(dest, "/") ? dest : "", nm);
+			else
+				snprintf(dpath, sizeof(dpath), "%s", dest);
+			r = copy_tree(c, sdir, nm, dfd, dpath, nm, 0);
 		}
 		for (size_t j = 0; j < n; j++)
 			free(names[j]);
@@ -994,67 +1125,94 @@ static int from_scratch(struct build *b)
 	return push_lower(b, empty);
 }
 
+/* The base template is pinned: its directory is opened once, template.json read through
+ * it, and the layer named by its fd (/proc/self/fd/N) for every step and the flatten, so
+ * that a template replaced meanwhile cannot change a build half-way. */
 static int from_template(struct build *b, const char *name)
 {
-	char root[PATH_MAX];
-	_cleanup_(json_decrefp) json_t *meta = NULL;
+	char root[PATH_MAX], lower[64];
 	int r = store_path(name, root, sizeof(root));
 	if (r < 0)
 		return cordon_err_setf(b->err, r, "'%s' is not a template (cordon template ls), nor "
 				       "scratch, debian:SUITE[-slim] or oci-archive:PATH", name);
-	if ((r = store_read(name, &meta, b->err)) < 0)
-		return r;
+	/* By path: the store's fd was opened before our mount namespace, and open_tree()
+	 * clones only mounts of our own. */
+	char tdir[PATH_MAX];
+	snprintf(tdir, sizeof(tdir), "%s/%s", b->store, name);
+	_cleanup_close_ int dir = open(tdir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int mfd = dir < 0 ? -1 : openat(dir, "template.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	b->base_fd = dir < 0 ? -1 : openat(dir, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (mfd < 0 || b->base_fd < 0)
+		return cordon_err_set(b->err, -errno, "template '%s'", name);
+	_cleanup_(json_decrefp) json_t *meta = json_loadfd(mfd, 0, NULL);
 	/* The base's own identity: its key when built, its digest when imported. */
 	const char *id = json_string_value(json_object_get(meta, "key"));
 	if (!id)
 		id = json_string_value(json_object_get(meta, "digest"));
 	if (!id)
 		id = json_string_value(json_object_get(meta, "created"));
+	if (!id)
+		return cordon_err_setf(b->err, -EINVAL, "template '%s': unreadable template.json", name);
 	struct hasher h;
 	if (hash_begin(&h, "template") < 0)
 		return -ENOMEM;
 	hash_str(&h, name);
 	hash_str(&h, id);
 	hash_end(&h, b->key);
-	return push_lower(b, root);
+	snprintf(lower, sizeof(lower), "/proc/self/fd/%d", b->base_fd);
+	return push_lower(b, lower);
 }
 
-struct oci_fill {
-	const char *path;
-};
-
+/* FROM oci-archive:PATH: a regular file (beneath the context when the build is confined,
+ * as through the API), imported once into a layer keyed by its sha256; its ENV is kept in
+ * the layer's layer.json for cached builds. */
 static int from_oci(struct build *b, const char *path)
 {
 	struct hasher h;
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char fdpath[64];
+	_cleanup_close_ int fd = b->o->confine
+		? open_beneath(b->ctx_fd, path, O_RDONLY | O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+		: open_beneath(AT_FDCWD, path, O_RDONLY, 0);
 	if (fd < 0)
-		return cordon_err_set(b->err, -errno, "oci-archive '%s'", path);
+		return cordon_err_set(b->err, fd, "oci-archive '%s'%s", path,
+				      b->o->confine ? " (in the build context)" : "");
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return cordon_err_setf(b->err, -EINVAL, "oci-archive '%s': not a regular file", path);
 	if (hash_begin(&h, "oci-archive") < 0)
 		return -ENOMEM;
-	int r = hash_file(&h, fd);
+	int r = hash_file(&h, fd, IMPORT_MAX);
 	hash_end(&h, b->key);
 	if (r < 0)
 		return cordon_err_set(b->err, r, "read '%s'", path);
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
 	b->cached = layer_exists(b, b->key) && !b->o->no_cache;
 	if (!b->cached) {
-		char tmp[PATH_MAX];
+		char tmp[PATH_MAX], key[LAYER_KEY_LEN + 1];
 		_cleanup_close_ int diff = -1;
 		struct oci_config cfg = {0};
 		if ((r = layer_tmp(b, tmp, sizeof(tmp), &diff)) < 0)
 			return r;
-		r = oci_import(path, diff, IMPORT_MAX, &cfg, b->err);
+		r = oci_import(fdpath, diff, IMPORT_MAX, &cfg, b->err);
+		json_t *env = json_array();
 		for (size_t i = 0; r >= 0 && cfg.env && cfg.env[i]; i++)
-			json_array_append_new(b->env, json_string(cfg.env[i]));
+			json_array_append_new(env, json_string(cfg.env[i]));
 		oci_config_done(&cfg);
-		char key[LAYER_KEY_LEN + 1];
 		memcpy(key, b->key, sizeof(key));
+		_cleanup_(json_decrefp) json_t *extra = json_pack("{s:o}", "env", env);
 		if (r >= 0)
-			r = layer_commit(b, tmp, key, "FROM oci-archive", 0);
+			r = layer_commit(b, tmp, key, "FROM oci-archive", 0, extra);
 		if (r < 0) {
 			remove_path(tmp);
 			return r;
 		}
 	}
+	_cleanup_(json_decrefp) json_t *meta = layer_meta(b, b->key);
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(meta, "env"), i, e)
+		if (json_is_string(e))
+			json_array_append(b->env, e);
 	json_array_append_new(b->layers, json_string(b->key));
 	char p[PATH_MAX];
 	layer_path(b, b->key, p, sizeof(p));
@@ -1071,8 +1229,12 @@ static int run_host_command(struct build *b, char *const argv[])
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return cordon_err_set(b->err, -errno, "pipe");
 	pid_t pid = fork();
-	if (pid < 0)
-		return cordon_err_set(b->err, -errno, "fork");
+	if (pid < 0) {
+		int r = cordon_err_set(b->err, -errno, "fork");
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return r;
+	}
 	if (pid == 0) {
 		int null = open("/dev/null", O_RDONLY);
 		dup2(null, 0);
@@ -1087,6 +1249,7 @@ static int run_host_command(struct build *b, char *const argv[])
 	ssize_t n;
 	while ((n = TEMP_FAILURE_RETRY(read(pipefd[0], buf, sizeof(buf)))) > 0)
 		emit_log(b, buf, n);
+	flush_log(b);
 	close(pipefd[0]);
 	int status;
 	if (TEMP_FAILURE_RETRY(waitpid(pid, &status, 0)) < 0)
@@ -1177,7 +1340,7 @@ static int debootstrap_layer(struct build *b, const char *suite, bool slim, cons
 		goto fail;
 	}
 	snprintf(what, sizeof(what), "FROM debian:%s%s", suite, slim ? "-slim" : "");
-	if ((r = layer_commit(b, tmp, key, what, 0)) >= 0)
+	if ((r = layer_commit(b, tmp, key, what, 0, NULL)) >= 0)
 		return r;
 fail:
 	remove_path(tmp);
@@ -1213,13 +1376,7 @@ static int from_debian(struct build *b, const char *tag)
 	char key[LAYER_KEY_LEN + 1];
 	memcpy(key, b->key, sizeof(key));
 	if (!layer_exists(b, key) || b->o->no_cache) {
-		if (b->o->no_cache && layer_exists(b, key)) {
-			/* --no-cache: a fresh base replaces the cached one. */
-			char p[PATH_MAX];
-			snprintf(p, sizeof(p), "%s/" STORE_LAYERS "/%s", b->store, key);
-			remove_path(p);
-		}
-		int r = debootstrap_layer(b, suite, slim, key);
+		int r = debootstrap_layer(b, suite, slim, key); /* --no-cache: replaces the cached one */
 		if (r < 0)
 			return r;
 	} else {
@@ -1293,6 +1450,16 @@ static int do_config(struct build *b, const struct recipe_step *s)
 	}
 }
 
+/* "NAME=value" of an ARG step as the build sees it (a --build-arg, its default or unset). */
+static const char *arg_value(struct build *b, const struct recipe_step *s)
+{
+	size_t n = strcspn(s->argv[0], "=");
+	for (size_t i = 0; i < b->recipe->n_build_env; i++)
+		if (strncmp(b->recipe->build_env[i], s->argv[0], n) == 0 && b->recipe->build_env[i][n] == '=')
+			return b->recipe->build_env[i];
+	return s->argv[0];
+}
+
 static int do_step(struct build *b, const struct recipe_step *s)
 {
 	char key[LAYER_KEY_LEN + 1], dest[PATH_MAX];
@@ -1313,7 +1480,9 @@ static int do_step(struct build *b, const struct recipe_step *s)
 			return r;
 		break;
 	default:
-		if ((r = step_key(b, s->text, false, key)) < 0)
+		/* Keyed by what the step stores, expanded (ENV X=$ARG changes with --build-arg);
+		 * an ARG by the value it takes. */
+		if ((r = step_key(b, s->kind == RECIPE_ARG ? arg_value(b, s) : text, false, key)) < 0)
 			return r;
 		memcpy(b->key, key, sizeof(key));
 		return do_config(b, s);
@@ -1430,7 +1599,8 @@ static int build_steps(struct build *b)
 
 int build_template(const struct build_opts *o, json_t **ret_meta, struct cordon_err *err)
 {
-	struct build b = {.o = o, .sfd = -1, .lock_fd = -1, .ctx_fd = -1, .egress = {.fd = -1}, .err = err};
+	struct build b = {.o = o, .sfd = -1, .lock_fd = -1, .ctx_fd = -1, .base_fd = -1, .egress = {.fd = -1},
+			  .err = err};
 	double t0 = now_s();
 	int r;
 
@@ -1486,10 +1656,14 @@ out:
 	recipe_free(b.recipe);
 	if (b.ctx_fd >= 0)
 		close(b.ctx_fd);
+	if (b.base_fd >= 0)
+		close(b.base_fd);
 	if (b.sfd >= 0)
 		close(b.sfd);
-	if (b.lock_fd >= 0)
+	if (b.lock_fd >= 0) {
 		close(b.lock_fd);
+		store_sweep(); /* layers a --no-cache build replaced, if no one else is at work */
+	}
 	return r;
 }
 
@@ -1538,10 +1712,5 @@ int build_gc(unsigned *ret_layers, uint64_t *ret_bytes, struct cordon_err *err)
 		(*ret_layers)++;
 		*ret_bytes += size;
 	}
-	/* What dead builds left: nothing else holds the lock. */
-	_cleanup_closedir_ DIR *top = tree_opendir_dup(sfd);
-	while (top && (de = readdir(top)))
-		if (strncmp(de->d_name, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX)) == 0)
-			(void)tree_remove_at(sfd, de->d_name, 0);
-	return 0;
+	return 0; /* what dead builds left went when the lock was taken */
 }

@@ -38,6 +38,7 @@ struct build_opts {
 	const char *source;      /* template.json "source"; NULL: "build:<recipe>" */
 	const char *const *build_args; /* "K=V", NULL-terminated, or NULL */
 	bool no_cache;           /* run every step again */
+	bool confine;            /* host paths (FROM oci-archive:) only beneath the context (API) */
 	uint64_t memory_bytes;   /* per step; 0: 4 GiB */
 	uint64_t disk_bytes;     /* what one step may write; 0: 8 GiB */
 	uint32_t cpus_milli;     /* 0: 2 CPUs */

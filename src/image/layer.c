@@ -51,7 +51,10 @@ static int walk_dir(char *path, size_t size, int sfd, int dfd, unsigned depth, e
 	while ((errno = 0, de = readdir(d))) {
 		if (dot_or_dotdot(de->d_name))
 			continue;
-		snprintf(path + len, size - len, "/%s", de->d_name);
+		if ((size_t)snprintf(path + len, size - len, "/%s", de->d_name) >= size - len) {
+			path[len] = '\0';
+			return cordon_err_setf(err, -ENAMETOOLONG, "%s: a path under '%s' is too long", what, path);
+		}
 		int r = fn(ctx, sfd, dfd, de->d_name, depth);
 		path[len] = '\0';
 		if (r < 0)
@@ -104,50 +107,85 @@ static int set_attrs(struct capture *c, int fd, const struct stat *st)
 		return cordon_err_setf(c->err, -EOVERFLOW,
 				       "layer: '%s' is owned by %u:%u, outside the build's ids",
 				       c->path, (unsigned)st->st_uid, (unsigned)st->st_gid);
-	if (fchown(fd, uid, gid) < 0 || fchmod(fd, st->st_mode & 01777) < 0)
+	/* setuid and setgid go from files; a directory keeps setgid (group inheritance). */
+	mode_t keep = S_ISDIR(st->st_mode) ? 03777 : 01777;
+	if (fchown(fd, uid, gid) < 0 || fchmod(fd, st->st_mode & keep) < 0)
 		return fail(c, -errno, "set owner and mode of");
 	struct timespec ts[2] = {st->st_atim, st->st_mtim};
 	(void)futimens(fd, ts);
 	return 0;
 }
 
+/* The data of @in into @out, holes left holes: a step can make a terabyte-sized sparse
+ * file for free on its tmpfs, and it must not cost the store a terabyte. */
 static int copy_bytes(int in, int out, off_t size)
 {
-	while (size > 0) {
-		ssize_t n = copy_file_range(in, NULL, out, NULL, size, 0);
-		if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
-			n = sendfile(out, in, NULL, size);
-		if (n < 0)
+	off_t pos = 0;
+	while (pos < size) {
+		off_t data = lseek(in, pos, SEEK_DATA);
+		if (data < 0 && errno == ENXIO)
+			break; /* only a hole is left */
+		if (data < 0)
 			return -errno;
-		if (n == 0)
-			return -EIO; /* the file shrank under us */
-		size -= n;
+		off_t hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		for (off_t off_in = data, off_out = data; off_in < hole;) {
+			ssize_t n = copy_file_range(in, &off_in, out, &off_out, hole - off_in, 0);
+			if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+				if (lseek(out, off_out, SEEK_SET) < 0)
+					return -errno;
+				n = sendfile(out, in, &off_in, hole - off_in);
+				off_out += n > 0 ? n : 0;
+			}
+			if (n < 0)
+				return -errno;
+			if (n == 0)
+				return -EIO; /* the file shrank under us */
+		}
+		pos = hole;
 	}
-	return 0;
+	return ftruncate(out, size) < 0 ? -errno : 0;
+}
+
+/* Hard links: an open-addressing table from source inode to the path of its first copy. */
+static size_t seen_slot(const struct capture *c, ino_t ino)
+{
+	size_t i = (size_t)(ino * 0x9E3779B97F4A7C15ull) & (c->cap_seen - 1);
+	while (c->seen[i].path && c->seen[i].ino != ino)
+		i = (i + 1) & (c->cap_seen - 1);
+	return i;
 }
 
 static struct link_seen *seen_find(struct capture *c, ino_t ino)
 {
-	for (size_t i = 0; i < c->n_seen; i++)
-		if (c->seen[i].ino == ino)
-			return &c->seen[i];
-	return NULL;
+	if (!c->cap_seen)
+		return NULL;
+	struct link_seen *s = &c->seen[seen_slot(c, ino)];
+	return s->path ? s : NULL;
 }
 
 static int seen_add(struct capture *c, ino_t ino)
 {
-	if (c->n_seen == c->cap_seen) {
-		size_t n = c->cap_seen ? c->cap_seen * 2 : 64;
-		struct link_seen *s = realloc(c->seen, n * sizeof(*s));
-		if (!s)
+	if (2 * (c->n_seen + 1) > c->cap_seen) {
+		size_t cap = c->cap_seen ? c->cap_seen * 2 : 256;
+		struct link_seen *old = c->seen;
+		size_t old_cap = c->cap_seen;
+		if (!(c->seen = calloc(cap, sizeof(*c->seen)))) {
+			c->seen = old;
 			return -ENOMEM;
-		c->seen = s;
-		c->cap_seen = n;
+		}
+		c->cap_seen = cap;
+		for (size_t i = 0; i < old_cap; i++)
+			if (old[i].path)
+				c->seen[seen_slot(c, old[i].ino)] = old[i];
+		free(old);
 	}
 	char *copy = strdup(c->path + 1);
 	if (!copy)
 		return -ENOMEM;
-	c->seen[c->n_seen++] = (struct link_seen){ino, copy};
+	c->seen[seen_slot(c, ino)] = (struct link_seen){ino, copy};
+	c->n_seen++;
 	return 0;
 }
 
@@ -251,7 +289,7 @@ int layer_capture(int src_fd, int dst_fd, uid_t base, uint64_t *bytes, struct co
 		r = fail(&c, -errno, "mark opaque");
 	if (r >= 0 && fstat(src_fd, &st) == 0)
 		r = set_attrs(&c, dst_fd, &st);
-	for (size_t i = 0; i < c.n_seen; i++)
+	for (size_t i = 0; i < c.cap_seen; i++)
 		free(c.seen[i].path);
 	free(c.seen);
 	return r;

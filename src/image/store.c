@@ -98,6 +98,26 @@ static int open_store(bool create, struct cordon_err *err)
 	return fd;
 }
 
+/* Removes what killed imports, builds and removals left behind (the caller holds the lock
+ * exclusively). */
+static void sweep(int sfd)
+{
+	_cleanup_closedir_ DIR *d = tree_opendir_dup(sfd);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 ||
+		    strncmp(de->d_name, RM_PREFIX, strlen(RM_PREFIX)) == 0)
+			(void)tree_remove_at(sfd, de->d_name, 0);
+}
+
+void store_sweep(void)
+{
+	_cleanup_close_ int sfd = open_store(false, NULL);
+	_cleanup_close_ int fd = sfd < 0 ? -1 : openat(sfd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+		sweep(sfd);
+}
+
 /* Takes the store's lock shared. First, if no one else holds it, removes what killed
  * imports and removals left behind. */
 static int lock_store(int sfd, struct cordon_err *err)
@@ -105,19 +125,8 @@ static int lock_store(int sfd, struct cordon_err *err)
 	int fd = openat(sfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return cordon_err_set(err, -errno, "store lock");
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-		int dfd = fcntl(sfd, F_DUPFD_CLOEXEC, 3);
-		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-		struct dirent *de;
-		while (d && (de = readdir(d)))
-			if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 ||
-			    strncmp(de->d_name, RM_PREFIX, strlen(RM_PREFIX)) == 0)
-				(void)tree_remove_at(sfd, de->d_name, 0);
-		if (d)
-			closedir(d);
-		else if (dfd >= 0)
-			close(dfd);
-	}
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		sweep(sfd);
 	if (flock(fd, LOCK_SH) < 0) {
 		close(fd);
 		return cordon_err_set(err, -errno, "store lock");
@@ -139,6 +148,7 @@ int store_open_locked(bool exclusive, int *ret_lock, struct cordon_err *err)
 		lock = openat(sfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (lock < 0 || flock(lock, LOCK_EX) < 0)
 			return cordon_err_set(err, -errno, "store lock");
+		sweep(sfd);
 	}
 	*ret_lock = TAKE_FD(lock);
 	return TAKE_FD(sfd);

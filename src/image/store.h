@@ -49,6 +49,10 @@ int store_path(const char *name, char *buf, size_t size);
  * temporary "<store>/.tmp-*" entry is safe from the sweep while a shared lock is held. */
 int store_open_locked(bool exclusive, int *ret_lock, struct cordon_err *err);
 
+/* Removes what dead imports and builds left and what replaced layers left aside, when no
+ * one holds the lock (a no-op otherwise). */
+void store_sweep(void);
+
 #define STORE_TMP_PREFIX ".tmp-"
 #define STORE_LAYERS     ".layers"
 

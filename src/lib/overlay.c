@@ -119,8 +119,10 @@ out:
 	/* Back to where we were, from wherever the failure left us. */
 	if (cwd >= 0 && fchdir(cwd) == 0 && chdir(stage) == 0) {
 		detach_layers(n);
-		if (fchdir(cwd) < 0)
-			r = r < 0 ? r : cordon_err_set(err, -errno, "overlay: return to the cwd");
+		if (fchdir(cwd) < 0 && r >= 0) {
+			close(r);
+			r = cordon_err_set(err, -errno, "overlay: return to the cwd");
+		}
 	}
 	return r;
 }

@@ -170,6 +170,9 @@ def test_failing_step_names_its_line_and_leaves_nothing(store, ctx):
     ("FROM scratch\nCOPY ../outside /x\n", "source"),
     ("FROM scratch\nCOPY /../../etc/passwd /x\n", "source"),
     ("FROM scratch\nCOPY data/escape/../../x /x\n", "source"),
+    ("FROM scratch\nCOPY .. /x\n", "source"),
+    ("FROM scratch\nCOPY data/.. /x\nCOPY ../ctx /y\n", "source"),
+    ("FROM oci-archive:/dev/zero\n", "not a regular file"),
     ("FROM nosuchtemplate\n", "not a template"),
     ("FROM scratch\nADD http://example.com/x /x\n", "URL"),
     ("FROM debian:sid-weird\n", "debian:"),
@@ -260,3 +263,37 @@ def test_from_oci_archive_and_slim_recipes_share_the_cache(store, ctx, tmp_path)
     (ctx / "Oci2").write_text(f"FROM oci-archive:{archive}\nRUN echo other > /marker\n")
     _, events = build("fromoci2", ctx, recipe="Oci2")
     assert steps_done(events)[0]["cached"]
+
+
+def test_what_steps_leave_is_kept_faithfully_and_cheaply(store, ctx):
+    build("tiny", ctx)
+    (ctx / "root" / "bin").mkdir(parents=True)
+    (ctx / "root" / "bin" / "tool").write_text("#!/bin/sh\necho tool\n")
+    (ctx / "Faithful").write_text(
+        "FROM tiny\n"
+        # a terabyte-sized sparse file costs the store nothing
+        "RUN truncate -s 1099511627776 /big && mkdir /sg && chmod 2775 /sg\n"
+        # output that is not UTF-8 reaches the log as U+FFFD, the build goes on
+        "RUN printf 'bad \\377\\376 bytes\\n'\n"
+        # a usrmerged layout: COPY into /bin goes through the symlink, as in Docker
+        "RUN mkdir -p /usr/bin && mv /bin/busybox /usr/bin/ && rm -rf /bin && ln -s usr/bin /bin"
+        " && /usr/bin/busybox --install -s /usr/bin\n"
+        "COPY root/ /\n"
+        "ARG V=1\n"
+        "ENV VERSION=$V\n")
+    _, events = build("faithful", ctx, recipe="Faithful")
+    logs = "".join(e["data"] for e in events if e["event"] == "log")
+    assert "bad \ufffd\ufffd bytes" in logs, logs
+    root = store / "faithful" / "rootfs"
+    big = os.stat(root / "big")
+    assert big.st_size == 1 << 40 and big.st_blocks * 512 < (1 << 20), big
+    assert oct(os.stat(root / "sg").st_mode & 0o7777) == "0o2775"
+    assert os.path.islink(root / "bin") and (root / "usr" / "bin" / "tool").is_file()
+    meta = json.loads(subprocess.run([CORDON, "template", "inspect", "faithful"], capture_output=True,
+                                     text=True, check=True).stdout)
+    assert "VERSION=1" in meta["env"]
+    # A build argument used only by the last ENV still changes the template.
+    build("faithful", ctx, "--build-arg", "V=2", recipe="Faithful")
+    meta = json.loads(subprocess.run([CORDON, "template", "inspect", "faithful"], capture_output=True,
+                                     text=True, check=True).stdout)
+    assert "VERSION=2" in meta["env"]
