@@ -4,6 +4,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "basic/utf8.h"
 #include "daemon/daemon.h"
 
 uint64_t now_ms(void)
@@ -53,35 +54,6 @@ char *iso_time(uint64_t ms, char buf[40])
 	return buf;
 }
 
-/* Length of the valid UTF-8 sequence at @p (1..4), or 0 if it is not one. */
-static size_t utf8_seq(const uint8_t *p, size_t left)
-{
-	uint8_t c = p[0];
-	size_t n;
-	uint32_t min;
-	if (c < 0x80)
-		return 1;
-	if ((c & 0xe0) == 0xc0)
-		n = 2, min = 0x80;
-	else if ((c & 0xf0) == 0xe0)
-		n = 3, min = 0x800;
-	else if ((c & 0xf8) == 0xf0)
-		n = 4, min = 0x10000;
-	else
-		return 0;
-	if (n > left)
-		return 0;
-	uint32_t cp = c & (0x7f >> n);
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
 /* A JSON string of @data with every invalid UTF-8 byte (and NUL) replaced by U+FFFD, since
  * what a sandbox prints is arbitrary bytes and JSON strings are not. */
 json_t *json_from_bytes_utf8(const void *data, size_t len)
@@ -92,8 +64,8 @@ json_t *json_from_bytes_utf8(const void *data, size_t len)
 	if (!out)
 		return NULL;
 	for (size_t i = 0; i < len;) {
-		size_t n = p[i] ? utf8_seq(p + i, len - i) : 0;
-		if (n == 0) {
+		int n = p[i] ? utf8_seq(p + i, len - i) : 0;
+		if (n <= 0) {
 			memcpy(out + o, "\xef\xbf\xbd", 3);
 			o += 3;
 			i++;

@@ -29,6 +29,7 @@
 #include "basic/fileio.h"
 #include "basic/helper.h"
 #include "basic/tree.h"
+#include "basic/utf8.h"
 #include "image/build.h"
 #include "image/layer.h"
 #include "image/oci.h"
@@ -467,33 +468,6 @@ static void restore_stdio(int saved[3])
 			close(saved[i]);
 			saved[i] = -1;
 		}
-}
-
-/* Length of the valid UTF-8 sequence at @p (n bytes left): 1..4, 0 when it is cut short
- * by the end, -1 when it is invalid (overlong forms and surrogates included). */
-static int utf8_seq(const unsigned char *p, size_t n)
-{
-	static const struct {
-		unsigned char lo, hi, len, lo2, hi2; /* lead range, length, range of the 2nd byte */
-	} leads[] = {
-		{0x00, 0x7f, 1, 0, 0},	     {0xc2, 0xdf, 2, 0x80, 0xbf}, {0xe0, 0xe0, 3, 0xa0, 0xbf},
-		{0xe1, 0xec, 3, 0x80, 0xbf}, {0xed, 0xed, 3, 0x80, 0x9f}, {0xee, 0xef, 3, 0x80, 0xbf},
-		{0xf0, 0xf0, 4, 0x90, 0xbf}, {0xf1, 0xf3, 4, 0x80, 0xbf}, {0xf4, 0xf4, 4, 0x80, 0x8f},
-	};
-	for (size_t i = 0; i < ELEMENTSOF(leads); i++) {
-		if (p[0] < leads[i].lo || p[0] > leads[i].hi)
-			continue;
-		int len = leads[i].len;
-		for (int k = 1; k < len; k++) {
-			if ((size_t)k >= n)
-				return 0;
-			unsigned char lo = k == 1 ? leads[i].lo2 : 0x80, hi = k == 1 ? leads[i].hi2 : 0xbf;
-			if (p[k] < lo || p[k] > hi)
-				return -1;
-		}
-		return len;
-	}
-	return -1;
 }
 
 /* A step's output as a log event: valid UTF-8 (what JSON carries), a bad byte shown as
