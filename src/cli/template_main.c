@@ -346,6 +346,7 @@ struct build_flag {
 static int set_file(struct build_opts *o, const char *v) { o->recipe = v; return 0; }
 static int set_context(struct build_opts *o, const char *v) { o->context = v; return 0; }
 static int set_source(struct build_opts *o, const char *v) { o->source = v; return 0; }
+static int set_context_tar(struct build_opts *o, const char *v) { o->context_tar = v; return 0; }
 static int set_memory(struct build_opts *o, const char *v) { return cordon_parse_size(v, &o->memory_bytes); }
 static int set_disk(struct build_opts *o, const char *v) { return cordon_parse_size(v, &o->disk_bytes); }
 static int set_timeout(struct build_opts *o, const char *v) { return cordon_parse_duration_ms(v, &o->step_timeout_ms); }
@@ -362,7 +363,7 @@ static int set_cpus(struct build_opts *o, const char *v)
 static const struct build_flag build_flags[] = {
 	{"-f", set_file},	  {"--file", set_file}, {"--context", set_context},
 	{"--memory", set_memory}, {"--disk", set_disk}, {"--cpus", set_cpus},
-	{"--timeout", set_timeout}, {"--source", set_source},
+	{"--timeout", set_timeout}, {"--source", set_source}, {"--context-tar", set_context_tar},
 };
 
 static int do_build(int argc, char **argv)
@@ -443,8 +444,9 @@ static const struct {
 	int (*run)(int argc, char **argv);
 	const char *usage;
 } commands[] = {
-	{"build", do_build, "build NAME -f FILE [--context DIR] [--build-arg K=V]... [--no-cache] [--json]\n"
-			    "                       [--memory SIZE] [--disk SIZE] [--cpus N] [--timeout DURATION]"},
+	{"build", do_build, "build NAME -f FILE [--context DIR | --context-tar FILE.tar] [--build-arg K=V]...\n"
+			    "                       [--no-cache] [--json]"
+			    " [--memory SIZE] [--disk SIZE] [--cpus N] [--timeout DURATION]"},
 	{"gc", do_gc, "gc"},
 	{"import", do_import, "import NAME FILE.tar [--replace] [--json]"},
 	{"ls", do_ls, "ls [--json]"},

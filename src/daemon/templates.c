@@ -43,7 +43,9 @@
 
 #define BUILD_MAX          2u          /* builds at once */
 #define REMOVE_MAX         4u          /* removals at once */
-#define BUILD_MAX_BODY     (8u << 20)  /* a RECIPE_MAX_BYTES recipe, escaped, fits */
+#define BUILD_MAX_BODY     (48u << 20) /* a recipe and a context of BUILD_MAX_CONTEXT, base64 */
+#define BUILD_MAX_CONTEXT  (32u << 20) /* bytes of the context archive (a tar, maybe gzipped) */
+#define CONTEXT_FILE       "context.tar"
 #define BUILD_MAX_ARGS     64u         /* build_args entries (what cordon-template takes) */
 #define BUILD_LINE_MAX     (1u << 20)  /* bytes of one event line from the builder */
 #define BUILD_DRAIN_MAX    (4u << 20)  /* bytes read from the pipe after the builder exits */
@@ -531,6 +533,8 @@ struct build_req {
 	json_t *doc;
 	const char *name, *recipe;
 	size_t recipe_len;
+	uint8_t *context; /* the decoded archive, or NULL */
+	size_t context_len;
 	json_t *args; /* in doc; NULL: none */
 	bool no_cache;
 };
@@ -601,6 +605,17 @@ static int set_no_cache(struct build_req *b, json_t *v, struct cordon_err *err)
 	return 0;
 }
 
+static int set_context(struct build_req *b, json_t *v, struct cordon_err *err)
+{
+	if (!json_is_string(v) ||
+	    api_base64_decode(json_string_value(v), json_string_length(v), &b->context, &b->context_len) < 0)
+		return cordon_err_setf(err, -EINVAL, "context: must be a tar archive (optionally "
+				       "gzipped) in base64 (RFC 4648, padded)");
+	if (b->context_len > BUILD_MAX_CONTEXT)
+		return cordon_err_setf(err, -EINVAL, "context: larger than %u bytes", BUILD_MAX_CONTEXT);
+	return 0;
+}
+
 static const struct build_field {
 	const char *name;
 	int (*set)(struct build_req *b, json_t *v, struct cordon_err *err);
@@ -609,6 +624,7 @@ static const struct build_field {
 	{"recipe", set_recipe},
 	{"build_args", set_build_args},
 	{"no_cache", set_no_cache},
+	{"context", set_context},
 };
 
 /* A field name as it may appear in a message: printable, cut short. */
@@ -629,7 +645,7 @@ static int build_field(struct build_req *b, const char *key, size_t klen, json_t
 		if (strcmp(build_fields[i].name, key) == 0)
 			return json_is_null(v) ? 0 : build_fields[i].set(b, v, err); /* null: absent */
 	return cordon_err_setf(err, -EBADRQC, "%s: unknown field (known: name, recipe, build_args, "
-			       "no_cache)", shown(key, buf));
+			       "no_cache, context)", shown(key, buf));
 }
 
 /* The request body into @b (its strings point into b->doc, the caller's to decref). */
@@ -679,6 +695,14 @@ static int write_recipe(struct job *j, const struct build_req *b, char *path, si
 		j->dir[0] = '\0';
 		return -errno;
 	}
+	if (b->context) {
+		char ctx[sizeof(j->dir) + sizeof("/" CONTEXT_FILE)];
+		snprintf(ctx, sizeof(ctx), "%s/" CONTEXT_FILE, j->dir);
+		_cleanup_close_ int cfd = open(ctx, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int r = cfd < 0 ? -errno : write_all(cfd, b->context, b->context_len);
+		if (r < 0)
+			return r;
+	}
 	snprintf(path, size, "%s/" RECIPE_FILE, j->dir);
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -688,7 +712,8 @@ static int write_recipe(struct job *j, const struct build_req *b, char *path, si
 
 /* `cordon-template build NAME -f PATH --json --source api [--build-arg K=V]... [--no-cache]`. The
  * "K=V" strings are allocated into @kv (BUILD_MAX_ARGS entries), the caller's to free. */
-static int build_argv(const struct build_req *b, const char *path, char **argv, char **kv)
+static int build_argv(const struct build_req *b, const char *path, char **argv, char **kv,
+		      char *ctx, size_t ctx_size)
 {
 	size_t n = 0, i = 0;
 	const char *k;
@@ -712,6 +737,12 @@ static int build_argv(const struct build_req *b, const char *path, char **argv, 
 	}
 	if (b->no_cache)
 		argv[n++] = "--no-cache";
+	if (b->context) {
+		/* the archive beside the recipe, unpacked by the builder (libarchive, hostile-safe) */
+		snprintf(ctx, ctx_size, "%.*s/" CONTEXT_FILE, (int)(strrchr(path, '/') - path), path);
+		argv[n++] = "--context-tar";
+		argv[n++] = ctx;
+	}
 	argv[n] = NULL;
 	return 0;
 }
@@ -719,11 +750,12 @@ static int build_argv(const struct build_req *b, const char *path, char **argv, 
 static int build_start(struct ctx *c, const struct build_req *b, struct job *j)
 {
 	char path[sizeof(j->dir) + sizeof("/" RECIPE_FILE)];
-	char *argv[12 + 2 * BUILD_MAX_ARGS] = {NULL};
+	char ctx[sizeof(j->dir) + sizeof("/" CONTEXT_FILE)];
+	char *argv[14 + 2 * BUILD_MAX_ARGS] = {NULL};
 	char *kv[BUILD_MAX_ARGS] = {NULL};
 	int r = write_recipe(j, b, path, sizeof(path));
 	if (r >= 0)
-		r = build_argv(b, path, argv, kv);
+		r = build_argv(b, path, argv, kv, ctx, sizeof(ctx));
 	if (r >= 0)
 		r = job_spawn(j, argv, false);
 	for (size_t i = 0; i < BUILD_MAX_ARGS; i++)
@@ -758,4 +790,5 @@ void handle_template_build(struct ctx *c)
 		}
 	}
 	json_decref(b.doc);
+	free(b.context);
 }

@@ -42,6 +42,7 @@
 #define MAX_ALLOW      16
 #define DEFAULT_PATH   "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define IMPORT_MAX     (16ULL << 30)
+#define CONTEXT_MAX_BYTES (256ULL << 20) /* unpacked from --context-tar */
 
 struct build {
 	const struct build_opts *o;
@@ -1534,6 +1535,27 @@ static int open_context(struct build *b)
 	return b->ctx_fd < 0 ? cordon_err_set(b->err, -errno, "context '%s'", dir) : 0;
 }
 
+/* --context-tar: the archive (a tar, maybe gzipped: an API client's upload) unpacked into
+ * the build's work directory by the hostile-safe layer applier, and that is the context. */
+static int unpack_context(struct build *b)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/context", b->work);
+	_cleanup_close_ int tar = open(b->o->context_tar, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (tar < 0)
+		return cordon_err_set(b->err, -errno, "context archive '%s'", b->o->context_tar);
+	if (mkdir(dir, 0700) < 0)
+		return cordon_err_set(b->err, -errno, "mkdir '%s'", dir);
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return cordon_err_set(b->err, -errno, "open '%s'", dir);
+	if (b->ctx_fd >= 0)
+		close(b->ctx_fd);
+	b->ctx_fd = fd;
+	int r = oci_apply_layer(fd, tar, CONTEXT_MAX_BYTES, b->err);
+	return r < 0 ? r : 0;
+}
+
 /* Our own mount namespace: the build's tmpfs and overlays are nobody else's business and
  * vanish with us. */
 static int private_mounts(struct build *b)
@@ -1601,7 +1623,7 @@ int build_template(const struct build_opts *o, json_t **ret_meta, struct cordon_
 		r = cordon_err_set(err, -errno, "mkdtemp in the store");
 		goto out;
 	}
-	if ((r = build_steps(&b)) < 0)
+	if ((o->context_tar && (r = unpack_context(&b)) < 0) || (r = build_steps(&b)) < 0)
 		goto out;
 	bool fresh = up_to_date(&b);
 	if (!fresh && (r = store_import(o->name, true, fill_template, &b, ret_meta, err)) < 0)

@@ -36,6 +36,7 @@ struct build_opts {
 	const char *recipe;      /* path of the recipe file */
 	const char *context;     /* directory COPY reads from; NULL: the recipe's directory */
 	const char *source;      /* template.json "source"; NULL: "build:<recipe>" */
+	const char *context_tar; /* a tar (maybe gzipped) unpacked to be the context instead */
 	const char *const *build_args; /* "K=V", NULL-terminated, or NULL */
 	bool no_cache;           /* run every step again */
 	bool confine;            /* host paths (FROM oci-archive:) only beneath the context (API) */

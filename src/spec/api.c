@@ -856,7 +856,7 @@ static int b64_value(char c)
 }
 
 /* Strict RFC 4648 section 4: length a multiple of 4, '=' only as the last one or two. */
-static int b64_decode(const char *s, size_t len, uint8_t **ret, size_t *ret_len)
+int api_base64_decode(const char *s, size_t len, uint8_t **ret, size_t *ret_len)
 {
 	if (len % 4)
 		return -EINVAL;
@@ -923,7 +923,7 @@ int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin,
 		r = missing(err, "data");
 	struct api_stdin out = {.eof = req.eof};
 	if (r >= 0 && req.len > 0) {
-		r = b64_decode(req.data, req.len, &out.data, &out.len);
+		r = api_base64_decode(req.data, req.len, &out.data, &out.len);
 		if (r == -EINVAL)
 			invalid(err, "data", "must be base64 (RFC 4648, with padding)");
 		else if (r < 0)

@@ -187,6 +187,45 @@ def test_failing_run(client, daemon):
     assert build_dirs(daemon) == []
 
 
+def _tar_b64(files, extra=None):
+    import base64
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for name, data in files.items():
+            ti = tarfile.TarInfo(name)
+            ti.size, ti.mode = len(data), 0o644
+            t.addfile(ti, io.BytesIO(data))
+        for ti in extra or ():
+            t.addfile(ti)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_context_upload_feeds_copy_and_stays_inside(client, daemon, tmp_path):
+    """A context archive is unpacked (hostile-safe) and COPY reads from it, and only from it."""
+    import tarfile
+    escape = tarfile.TarInfo("../../../../../../tmp/cordon-ctx-escape")
+    escape.size = 0
+    link = tarfile.TarInfo("link")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+    ctx = _tar_b64({"app/main.py": b"print('hi')\n", "app/data.txt": b"data\n"}, [escape, link])
+    name = unique("ctx")
+    events, status = build(client, name, "FROM tiny\nCOPY app/ /srv/app/\nCOPY link /link\n", context=ctx)
+    assert status == 0, events
+    assert not os.path.exists("/tmp/cordon-ctx-escape")
+    sb = client.create(template=name)
+    try:
+        res = client.exec(sb["id"], argv=["/bin/sh", "-c", "cat /srv/app/data.txt; readlink /link"])
+        assert res["stdout"] == "data\n/etc\n", res
+    finally:
+        client.destroy(sb["id"])
+    # Through a symlink of the context to the host: refused, never followed.
+    events, status = build(client, unique("ctx"), "FROM tiny\nCOPY link/passwd /x\n", context=ctx)
+    assert status == 1 and "source" in events[-2].get("message", ""), events
+    assert client.delete(f"/v1/templates/{name}").status == 204
+
+
 def test_copy_sees_only_the_recipe(client):
     """The context of an API build is the recipe's private directory."""
     name = unique("copy")
@@ -217,7 +256,10 @@ BIG = "#" * (1 << 20) + "\n"
     ("[]", 400, "bad_request"),
     ('"FROM tiny"', 400, "bad_request"),
     ('{"name": "a", "name": "b", "recipe": "FROM tiny"}', 400, "bad_request"),
-    ({"name": "x", "recipe": "FROM tiny", "context": "/"}, 400, "unknown_field"),
+    ({"name": "x", "recipe": "FROM tiny", "context": "/"}, 400, "invalid_field"),
+    ({"name": "x", "recipe": "FROM tiny", "context": 5}, 400, "invalid_field"),
+    ({"name": "x", "recipe": "FROM tiny", "context": "not base64!"}, 400, "invalid_field"),
+    ({"name": "x", "recipe": "FROM tiny", "Context": "AAAA"}, 400, "unknown_field"),
     ({"name": "x", "recipe": "FROM tiny", "NAME": "y"}, 400, "unknown_field"),
     ({"recipe": "FROM tiny"}, 400, "invalid_field"),
     ({"name": "x"}, 400, "invalid_field"),
@@ -247,7 +289,7 @@ def test_bad_body(client, daemon, body, status, code):
     r = client.post("/v1/templates", body)
     e = assert_error(r, status, code)
     if code == "unknown_field":
-        assert "known: name, recipe, build_args, no_cache" in e["message"], e
+        assert "known: name, recipe, build_args, no_cache, context" in e["message"], e
     assert build_dirs(daemon) == []
     assert builders("x") == []
     assert client.ok("GET", "/v1/templates") == before
@@ -259,7 +301,7 @@ def test_big_recipe_message(client):
 
 
 def test_body_over_the_limit(client):
-    r = client.post("/v1/templates", {"name": "x", "recipe": "#" * (9 << 20)})
+    r = client.post("/v1/templates", {"name": "x", "recipe": "#" * (49 << 20)})
     assert_error(r, 413, "payload_too_large")
 
 

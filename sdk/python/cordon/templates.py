@@ -9,7 +9,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional
+import base64
+import io
+import os
+import tarfile
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 from . import errors
 from ._http import Client, quote_segment
@@ -25,6 +29,17 @@ class BuildFailed(errors.CordonError):
     def __init__(self, message: str, events: List[Dict[str, Any]]):
         super().__init__("build_failed", message, None)
         self.events = events
+
+
+def _context_archive(directory: Union[str, "os.PathLike[str]"]) -> str:
+    """The directory's contents as a base64 gzipped tar (names relative to it)."""
+    if not os.path.isdir(directory):
+        raise ValueError(f"context: {directory!r} is not a directory")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for entry in sorted(os.listdir(directory)):
+            tar.add(os.path.join(directory, entry), arcname=entry)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 class Templates:
@@ -49,13 +64,18 @@ class Templates:
 
     def build(self, name: str, recipe: str, build_args: Optional[Mapping[str, str]] = None,
               no_cache: bool = False,
-              on_event: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+              on_event: Optional[Callable[[Dict[str, Any]], None]] = None,
+              context: Optional[Union[str, "os.PathLike[str]"]] = None) -> Dict[str, Any]:
         """Builds (or rebuilds) template ``name`` from the recipe text and returns its
-        ``template.json``. Every event of the build (``step``, ``log``, ``step_done``,
-        ``done``) is passed to ``on_event`` as it arrives. Raises :class:`BuildFailed` when
-        the build fails; the daemon's own refusals (a bad name, too many builds at once) are
-        raised as the usual :class:`CordonError` subclasses."""
+        ``template.json``. ``context`` is a directory whose files COPY can read (sent as a
+        gzipped tar, at most 32 MiB; symlinks are sent as links). Every event of the build
+        (``step``, ``log``, ``step_done``, ``done``) is passed to ``on_event`` as it arrives.
+        Raises :class:`BuildFailed` when the build fails; the daemon's own refusals (a bad
+        name, too many builds at once) are raised as the usual :class:`CordonError`
+        subclasses."""
         body: Dict[str, Any] = {"name": name, "recipe": recipe}
+        if context is not None:
+            body["context"] = _context_archive(context)
         if build_args:
             body["build_args"] = dict(build_args)
         if no_cache:

@@ -67,3 +67,16 @@ def test_failed_build_raises_with_the_line(daemon):
                for ev in e.value.events)
     with pytest.raises(NotFound):
         t.get("sdkbad")
+
+
+def test_build_with_a_context_directory(daemon, tmp_path):
+    t = Templates(socket=daemon.socket)
+    ctx = tmp_path / "ctx"
+    (ctx / "pkg").mkdir(parents=True)
+    (ctx / "pkg" / "hello.txt").write_text("from the context\n")
+    t.build("sdkctx", "FROM sdkbase\nCOPY pkg/ /opt/pkg/\n", context=ctx)
+    with Sandbox.create(template="sdkctx", socket=daemon.socket) as sbx:
+        assert sbx.exec("cat /opt/pkg/hello.txt").stdout == "from the context\n"
+    t.delete("sdkctx")
+    with pytest.raises(ValueError):
+        t.build("sdkctx", "FROM sdkbase\n", context=tmp_path / "missing")
