@@ -56,6 +56,8 @@ stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$re
 stage "asan build" asan_build
 stage "unit (asan+ubsan)" unit build-asan unit-asan
 stage "security (asan+ubsan)" pytests build-asan pytest-asan tests/security
+# The builder reads what build steps leave (hostile trees) and archives: under the sanitizers too.
+stage "template builds (asan+ubsan)" pytests build-asan pytest-build-asan tests/integration/test_build.py -k "not debian"
 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" stage "daemon (asan+ubsan)" pytests build-asan pytest-daemon-asan tests/daemon
 stage "fuzz corpora" fuzz_corpus
 stage "bench (quick)" $PY bench/bench_run.py --quick
