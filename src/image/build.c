@@ -1614,6 +1614,7 @@ int build_template(const struct build_opts *o, json_t **ret_meta, struct cordon_
 	if ((r = read_recipe(&b)) < 0 || (r = open_context(&b)) < 0)
 		goto out;
 	scan_sources(&b);
+	cordon_sweep_stale(); /* what killed builds (and runs) left in the kernel: their cgroups */
 	if ((r = store_dir(b.store, sizeof(b.store))) < 0 ||
 	    (r = b.sfd = store_open_locked(false, &b.lock_fd, err)) < 0 || (r = private_mounts(&b)) < 0)
 		goto out;

@@ -297,3 +297,25 @@ def test_what_steps_leave_is_kept_faithfully_and_cheaply(store, ctx):
     meta = json.loads(subprocess.run([CORDON, "template", "inspect", "faithful"], capture_output=True,
                                      text=True, check=True).stdout)
     assert "VERSION=2" in meta["env"]
+
+
+def test_a_killed_build_leaves_nothing_once_the_next_one_ran(store, ctx):
+    from conftest import cordon_cgroup_dirs, wait_until
+    build("tiny", ctx)
+    (ctx / "Slow").write_text("FROM tiny\nRUN echo started; sleep 60\n")
+    before = cordon_cgroup_dirs()
+    p = subprocess.Popen([CORDON, "template", "build", "slow", "-f", str(ctx / "Slow"), "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for line in p.stdout:  # until the step runs in its jail
+            if '"started' in line:
+                break
+        os.kill(p.pid, 9)
+    finally:
+        p.wait(30)
+    # The jail dies with its builder (parent-death signal), its proxy with its control socket.
+    assert wait_until(lambda: subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True).returncode != 0, 10)
+    build("tiny", ctx)  # the next build sweeps what the killed one left
+    assert leftovers(store) == []
+    assert cordon_cgroup_dirs() <= before
+    assert not (store / "slow").exists()
