@@ -401,6 +401,11 @@ static int do_build(int argc, char **argv)
 	if (!o.name || !o.recipe)
 		return -EINVAL;
 	o.build_args = args;
+	char real[PATH_MAX], source[PATH_MAX + 8];
+	if (!o.source && realpath(o.recipe, real)) { /* template.json names the recipe absolutely */
+		snprintf(source, sizeof(source), "%s", real);
+		o.source = source;
+	}
 	o.emit = progress_event;
 	o.emit_data = &p;
 	int r = build_template(&o, NULL, &err);
