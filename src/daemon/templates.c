@@ -78,7 +78,7 @@ static void job_remove_dir(struct job *j)
 {
 	if (!j->dir[0])
 		return;
-	int r = tree_remove_at(AT_FDCWD, j->dir, 0);
+	int r = tree_remove_at(AT_FDCWD, j->dir, TREE_MAX_DEPTH);
 	if (r < 0)
 		log_warning("template %s: cannot remove %s: %s", j->name, j->dir, strerror(-r));
 	j->dir[0] = '\0';

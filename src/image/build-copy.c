@@ -230,7 +230,7 @@ static int sorted_names(int dfd, char ***ret, size_t *ret_n)
 	size_t n = 0, cap = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (tree_is_dot(de->d_name))
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 32;

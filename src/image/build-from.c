@@ -227,7 +227,7 @@ static int debootstrap_layer(struct build *b, const char *suite, bool slim, cons
 	/* The host's mknod'ed nodes go: every sandbox gets its own /dev. In a container
 	 * debootstrap makes /proc a symlink to the host's; it is a mount point here. */
 	if ((dev = openat(diff, "dev", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) >= 0)
-		(void)tree_empty(dev, 0);
+		(void)tree_empty(dev, TREE_MAX_DEPTH);
 	struct stat st;
 	if (fstatat(diff, "proc", &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
 	    (unlinkat(diff, "proc", 0) < 0 || mkdirat(diff, "proc", 0555) < 0)) {

@@ -133,7 +133,7 @@ int bld_push_layer(struct build *b, const char *key)
 
 void bld_remove_path(const char *path)
 {
-	(void)tree_remove_at(AT_FDCWD, path, 0);
+	(void)tree_remove_at(AT_FDCWD, path, TREE_MAX_DEPTH);
 }
 
 /* A new layer's directory: <store>/.tmp-XXXXXX with diff/ inside. */
@@ -622,8 +622,8 @@ int build_gc(unsigned *ret_layers, uint64_t *ret_bytes, struct cordon_err *err)
 		_cleanup_close_ int fd = openat(lfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		uint64_t size = 0;
 		if (fd >= 0)
-			(void)tree_size(fd, 0, &size);
-		if ((r = tree_remove_at(lfd, de->d_name, 0)) < 0)
+			(void)tree_size(fd, &size);
+		if ((r = tree_remove_at(lfd, de->d_name, TREE_MAX_DEPTH)) < 0)
 			return cordon_err_set(err, r, "remove layer %s", de->d_name);
 		(*ret_layers)++;
 		*ret_bytes += size;

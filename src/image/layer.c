@@ -17,11 +17,6 @@
 #define OPAQUE_XATTR "trusted.overlay.opaque"
 #define ID_RANGE     65536u
 
-static bool dot_or_dotdot(const char *n)
-{
-	return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
-}
-
 static bool is_whiteout(const struct stat *st)
 {
 	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
@@ -49,7 +44,7 @@ static int walk_dir(char *path, size_t size, int sfd, int dfd, unsigned depth, e
 	size_t len = strlen(path);
 	struct dirent *de;
 	while ((errno = 0, de = readdir(d))) {
-		if (dot_or_dotdot(de->d_name))
+		if (tree_is_dot(de->d_name))
 			continue;
 		if ((size_t)snprintf(path + len, size - len, "/%s", de->d_name) >= size - len) {
 			path[len] = '\0';
@@ -318,7 +313,7 @@ static int apply_subdir(struct apply *a, int sfd, int dfd, const char *name, con
 		return apply_fail(a, -errno, "open");
 	bool exists = fstatat(dfd, name, &dst, AT_SYMLINK_NOFOLLOW) == 0;
 	if (exists && (!S_ISDIR(dst.st_mode) || is_opaque(in))) {
-		int r = tree_remove_at(dfd, name, 0);
+		int r = tree_remove_at(dfd, name, TREE_MAX_DEPTH);
 		if (r < 0)
 			return apply_fail(a, r, "replace");
 		exists = false;
@@ -345,7 +340,7 @@ static int apply_entry(struct apply *a, int sfd, int dfd, const char *name, unsi
 		return apply_fail(a, -errno, "stat");
 	if (S_ISDIR(st.st_mode))
 		return apply_subdir(a, sfd, dfd, name, &st, depth);
-	int r = tree_remove_at(dfd, name, 0);
+	int r = tree_remove_at(dfd, name, TREE_MAX_DEPTH);
 	if (r < 0)
 		return apply_fail(a, r, "remove");
 	if (is_whiteout(&st))
@@ -371,7 +366,7 @@ int layer_apply(int diff_fd, int dst_fd, struct cordon_err *err)
 	struct apply a = {.err = err};
 	struct stat st;
 	if (is_opaque(diff_fd)) {
-		int r = tree_empty(dst_fd, 0);
+		int r = tree_empty(dst_fd, TREE_MAX_DEPTH);
 		if (r < 0)
 			return apply_fail(&a, r, "empty");
 	}

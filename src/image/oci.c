@@ -27,6 +27,7 @@
 #include <openssl/evp.h>
 
 #include "basic/cleanup.h"
+#include "basic/tree.h"
 #include "image/oci.h"
 
 #define WHITEOUT        ".wh."
@@ -142,48 +143,6 @@ static int open_dir(int rootfd, const char *rel, bool create)
 	return TAKE_FD(fd);
 }
 
-static int remove_at(int dirfd, const char *name, unsigned depth);
-
-/* Removes everything inside the directory @dirfd (which it takes). */
-static int empty_dir(int fd, unsigned depth)
-{
-	if (depth > OCI_MAX_DEPTH) {
-		close(fd);
-		return -ELOOP;
-	}
-	_cleanup_closedir_ DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	struct dirent *de;
-	while ((errno = 0, de = readdir(d))) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		int r = remove_at(dirfd(d), de->d_name, depth + 1);
-		if (r < 0)
-			return r;
-	}
-	return errno > 0 ? -errno : 0;
-}
-
-/* Removes @name in @dirfd, a directory with all it holds. Never follows a symlink. */
-static int remove_at(int dirfd, const char *name, unsigned depth)
-{
-	struct stat st;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(dirfd, name, 0) < 0 ? -errno : 0;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int r = empty_dir(fd, depth);
-	if (r < 0)
-		return r;
-	return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? -errno : 0;
-}
-
 /* uid/gid numbers outside 0..65535 (an image's, mapped into a sandbox's 65536 ids) would be
  * unmapped inside: they become nobody, never root. */
 static uid_t map_id(la_int64_t id)
@@ -252,7 +211,7 @@ static int do_file(struct layer *l, int pfd, const char *name, struct archive_en
 				       "limit of %llu bytes in all", l->shown, (long long)size,
 				       (unsigned long long)l->max_bytes);
 	*l->used += size;
-	int r = remove_at(pfd, name, 0);
+	int r = tree_remove_at(pfd, name, OCI_MAX_DEPTH);
 	if (r < 0)
 		return fail(l, r, "remove what was there");
 	_cleanup_close_ int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -268,7 +227,7 @@ static int do_dir(struct layer *l, int pfd, const char *name, struct archive_ent
 	struct stat st;
 	/* A directory over a directory merges; over anything else it replaces. */
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
-		int r = remove_at(pfd, name, 0);
+		int r = tree_remove_at(pfd, name, OCI_MAX_DEPTH);
 		if (r < 0)
 			return fail(l, r, "remove what was there");
 		if (mkdirat(pfd, name, 0700) < 0)
@@ -293,7 +252,7 @@ static int do_symlink(struct layer *l, int pfd, const char *name, struct archive
 		return fail(l, -EINVAL, "symlink without a target");
 	if (strlen(target) >= OCI_MAX_PATH)
 		return fail(l, -ENAMETOOLONG, "symlink target");
-	int r = remove_at(pfd, name, 0);
+	int r = tree_remove_at(pfd, name, OCI_MAX_DEPTH);
 	if (r < 0)
 		return fail(l, r, "remove what was there");
 	if (symlinkat(target, pfd, name) < 0)
@@ -330,7 +289,7 @@ static int do_hardlink(struct layer *l, int pfd, const char *rel, const char *na
 		return fail(l, -errno, "hard link target is not inside the image");
 	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
 		return fail(l, -EPERM, "hard link to something other than a file");
-	int r = remove_at(pfd, name, 0);
+	int r = tree_remove_at(pfd, name, OCI_MAX_DEPTH);
 	if (r < 0)
 		return fail(l, r, "remove what was there");
 	if (linkat(tfd, tname, pfd, name, 0) < 0)
@@ -341,10 +300,10 @@ static int do_hardlink(struct layer *l, int pfd, const char *rel, const char *na
 static int do_whiteout(struct layer *l, const char *parent, const char *name)
 {
 	if (strcmp(name, WHITEOUT_OPAQUE) == 0) {
-		int fd = open_dir(l->rootfd, parent, true);
+		_cleanup_close_ int fd = open_dir(l->rootfd, parent, true);
 		if (fd < 0)
 			return fail(l, fd, "opaque directory");
-		int r = empty_dir(fd, 0);
+		int r = tree_empty(fd, OCI_MAX_DEPTH);
 		return r < 0 ? fail(l, r, "empty opaque directory") : 0;
 	}
 	const char *victim = name + strlen(WHITEOUT);
@@ -355,7 +314,7 @@ static int do_whiteout(struct layer *l, const char *parent, const char *name)
 		return 0; /* nothing there to delete */
 	if (fd < 0)
 		return fail(l, fd, "whiteout's directory");
-	int r = remove_at(fd, victim, 0);
+	int r = tree_remove_at(fd, victim, OCI_MAX_DEPTH);
 	return r < 0 ? fail(l, r, "whiteout") : 0;
 }
 
@@ -777,7 +736,7 @@ static int dir_is_empty(int rootfd)
 	}
 	struct dirent *de;
 	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+		if (!tree_is_dot(de->d_name))
 			return -ENOTEMPTY;
 	return 0;
 }

@@ -107,7 +107,7 @@ static void sweep(int sfd)
 	while (d && (de = readdir(d)))
 		if (strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 ||
 		    strncmp(de->d_name, RM_PREFIX, strlen(RM_PREFIX)) == 0)
-			(void)tree_remove_at(sfd, de->d_name, 0);
+			(void)tree_remove_at(sfd, de->d_name, TREE_MAX_DEPTH);
 }
 
 void store_sweep(void)
@@ -192,7 +192,7 @@ static int fill_tmp(int sfd, const char *tmp, const char *name, store_fill_fn fi
 	int r = fill(rfd, meta, userdata, err);
 	if (r < 0)
 		return r;
-	r = tree_size(rfd, 0, &size);
+	r = tree_size(rfd, &size);
 	if (r < 0)
 		return cordon_err_set(err, r, "size of the tree");
 	json_object_set_new(meta, "size_bytes", json_integer((json_int_t)size));
@@ -251,7 +251,7 @@ int store_import(const char *name, bool replace, store_fill_fn fill, void *userd
 		r = commit(sfd, tmp, name, replace, &swapped, err);
 	if (r < 0 || swapped) {
 		/* Our failed import, or the template we replaced. */
-		int q = tree_remove_at(sfd, tmp, 0);
+		int q = tree_remove_at(sfd, tmp, TREE_MAX_DEPTH);
 		if (q < 0 && r >= 0)
 			return cordon_err_set(err, q, "remove the replaced template (%s)", path);
 	}
@@ -278,7 +278,7 @@ int store_remove(const char *name, struct cordon_err *err)
 	if (renameat2(sfd, name, sfd, aside, RENAME_NOREPLACE) < 0)
 		return errno == ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name)
 				       : cordon_err_set(err, -errno, "remove template '%s'", name);
-	int r = tree_remove_at(sfd, aside, 0);
+	int r = tree_remove_at(sfd, aside, TREE_MAX_DEPTH);
 	if (r < 0)
 		return cordon_err_set(err, r, "remove template '%s' (left as %s in the store)", name, aside);
 	return 0;
