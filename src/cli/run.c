@@ -312,11 +312,8 @@ static int apply_template(struct run_ctx *c, char **argv)
 	if (!c->workdir_set && wd && wd[0] == '/')
 		c->spec.workdir = wd;
 	const char *user = json_string_value(json_object_get(c->template, "user"));
-	if (!c->user_set && user) {
-		bool root = strcmp(user, "root") == 0 || strcmp(user, "0") == 0 ||
-			    strncmp(user, "root:", 5) == 0 || strncmp(user, "0:", 2) == 0;
-		c->spec.user = root ? CORDON_USER_ROOT : CORDON_USER_USER;
-	}
+	if (!c->user_set && user && store_user(user, &c->spec.user) < 0)
+		c->spec.user = CORDON_USER_USER; /* an image's user the jail does not have */
 	if (wrap_start_ready(c, argv) < 0) {
 		log_error("--template '%s': bad START or READY in template.json", c->template_name);
 		return CORDON_EXIT_USAGE;

@@ -685,10 +685,8 @@ static int apply_template(struct sbx *s)
 	const char *user = json_string_value(json_object_get(meta, "user"));
 	if (user) {
 		s->user_default_set = true;
-		s->user_default = strcmp(user, "root") == 0 || strcmp(user, "0") == 0 ||
-						  strncmp(user, "root:", 5) == 0 || strncmp(user, "0:", 2) == 0
-					  ? CORDON_USER_ROOT
-					  : CORDON_USER_USER;
+		if (store_user(user, &s->user_default) < 0)
+			s->user_default = CORDON_USER_USER; /* an image's user the jail does not have */
 	}
 	json_t *start = json_object_get(meta, "start"), *ready = json_object_get(meta, "ready");
 	s->start = json_array_size(start) ? json_incref(start) : NULL;

@@ -77,7 +77,6 @@ void bld_hash_str(struct hasher *h, const char *s);
 void bld_hash_bytes(struct hasher *h, const void *p, size_t n);
 void bld_hash_end(struct hasher *h, char out[LAYER_KEY_LEN + 1]);
 bool bld_arg_in_scope(struct build *b, const char *kv);
-int bld_user_of(const char *user, enum cordon_user *ret);
 void bld_layer_path(struct build *b, const char *key, char *buf, size_t size);
 bool bld_layer_exists(struct build *b, const char *key);
 int bld_push_lower(struct build *b, const char *path);

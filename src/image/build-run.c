@@ -15,6 +15,7 @@
 #include "basic/cleanup.h"
 #include "basic/utf8.h"
 #include "image/build-int.h"
+#include "image/store.h"
 #include "image/layer.h"
 #include "image/recipe.h"
 #include "net/egressctl.h"
@@ -298,7 +299,7 @@ int bld_run_step(struct build *b, const struct recipe_step *s, const char *key)
 {
 	const char *env[CORDON_MAX_ENV];
 	struct jail_run jr = {.argv = s->argv, .network = true, .workdir = b->workdir, .env = env};
-	if (bld_user_of(b->user, &jr.user) < 0)
+	if (store_user(b->user, &jr.user) < 0)
 		return cordon_err_setf(b->err, -EINVAL, "USER '%s': steps run as root (0) or user (1000)", b->user);
 	jr.n_env = step_env(b, env, ELEMENTSOF(env));
 	char up[PATH_MAX];

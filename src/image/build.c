@@ -275,27 +275,6 @@ static int fail_step(struct build *b, const struct recipe_step *s, int r)
 	return cordon_err_setf(b->err, r, "line %u: %s: %s", s->line, recipe_kind_name(s->kind), msg);
 }
 
-/* The uid a USER names: the jail runs steps and sandboxes as root (0) or user (1000). */
-int bld_user_of(const char *user, enum cordon_user *ret)
-{
-	static const struct {
-		const char *name;
-		enum cordon_user u;
-	} names[] = {{"root", CORDON_USER_ROOT}, {"0", CORDON_USER_ROOT},
-		     {"user", CORDON_USER_USER}, {"1000", CORDON_USER_USER}};
-	char u[64];
-	snprintf(u, sizeof(u), "%s", user ? user : "root");
-	u[strcspn(u, ":")] = '\0';
-	for (size_t i = 0; i < ELEMENTSOF(names); i++)
-		if (strcmp(u, names[i].name) == 0) {
-			*ret = names[i].u;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-/* The registry: hosts of the host's apt sources, as egress rules (name:port). */
-
 /* The steps that only change the config: no layer, but every later key depends on them. */
 static int do_config(struct build *b, const struct recipe_step *s)
 {
@@ -318,7 +297,7 @@ static int do_config(struct build *b, const struct recipe_step *s)
 		return (b->workdir = strdup(s->argv[0])) ? 0 : -ENOMEM;
 	case RECIPE_USER: {
 		enum cordon_user u;
-		if (bld_user_of(s->argv[0], &u) < 0)
+		if (store_user(s->argv[0], &u) < 0)
 			return cordon_err_setf(b->err, -EINVAL, "'%s': sandboxes run as root (0) or user "
 					       "(1000)", s->argv[0]);
 		free(b->user);

@@ -52,6 +52,24 @@ static int bad_name(struct cordon_err *err, const char *name)
 			       shown, name[i] ? "..." : "", STORE_NAME_MAX);
 }
 
+int store_user(const char *user, enum cordon_user *ret)
+{
+	static const struct {
+		const char *name;
+		enum cordon_user u;
+	} names[] = {{"root", CORDON_USER_ROOT}, {"0", CORDON_USER_ROOT},
+		     {"user", CORDON_USER_USER}, {"1000", CORDON_USER_USER}};
+	char u[64];
+	snprintf(u, sizeof(u), "%s", user ? user : "root");
+	u[strcspn(u, ":")] = '\0';
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (strcmp(u, names[i].name) == 0) {
+			*ret = names[i].u;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 int store_dir(char *buf, size_t size)
 {
 	const char *e = secure_getenv(STORE_ENV);

@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include <cordon/cordon.h>
 #include <cordon/err.h>
 
 #define STORE_DEFAULT_DIR "/var/lib/cordon/templates"
@@ -34,6 +35,11 @@
 
 /* Whether @name is a valid template name that is not reserved. */
 bool store_name_valid(const char *name);
+
+/* A recipe's USER (a template's "user") as one of the jail's two users: "root" or "0", "user"
+ * or "1000", a ":group" part ignored; NULL is root (what build steps run as). -EINVAL for any
+ * other: the jail has no other user. */
+int store_user(const char *user, enum cordon_user *ret);
 
 /* The store's directory ($CORDON_TEMPLATES if absolute, else STORE_DEFAULT_DIR) into @buf.
  * Returns 0 or -ENAMETOOLONG. */
