@@ -18,19 +18,18 @@ static int fsconfig_str(int fs, const char *key, const char *value)
 	return syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, key, value, 0) < 0 ? -errno : 0;
 }
 
-/* One lower layer as an O_PATH-like mount fd: a detached clone of @dir, idmapped when asked. */
-static int lower_tree(const char *dir, int userns_fd, struct cordon_err *err)
+int mount_clone_ro(const char *dir, int userns_fd, struct cordon_err *err)
 {
 	_cleanup_close_ int tree = syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
-		return cordon_err_set(err, -errno, "overlay: open layer '%s'", dir);
+		return cordon_err_set(err, -errno, "open_tree '%s'", dir);
 	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
 	if (userns_fd >= 0) {
 		attr.attr_set |= MOUNT_ATTR_IDMAP;
 		attr.userns_fd = (uint64_t)userns_fd;
 	}
 	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		return cordon_err_set(err, -errno, "overlay: idmap layer '%s'", dir);
+		return cordon_err_set(err, -errno, "idmap '%s'", dir);
 	return TAKE_FD(tree);
 }
 
@@ -89,7 +88,7 @@ int overlay_tree(const char *const *lower, size_t n_lower, const char *upper, co
 	 * detached mount. They are named "0", "1", ... relative to @stage, our cwd until the
 	 * mount is made: 6.1 reads the options as one page, which long paths would overflow. */
 	for (; n < n_lower; n++) {
-		_cleanup_close_ int tree = lower_tree(lower[n], userns_fd, err);
+		_cleanup_close_ int tree = mount_clone_ro(lower[n], userns_fd, err);
 		if (tree < 0 || (r = attach_layer(tree, n, path, sizeof(path), err)) < 0) {
 			r = tree < 0 ? tree : r;
 			if (tree >= 0)

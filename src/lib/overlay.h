@@ -12,6 +12,11 @@
 
 #define OVERLAY_MAX_LOWER 128u
 
+/* A detached clone of @dir (open_tree), read-only, nosuid and nodev, shown idmapped through
+ * the user namespace @userns_fd when it is >= 0: a layer of an overlay, or a sandbox's image.
+ * Returns the mount's fd (O_CLOEXEC) or -errno with @err. */
+int mount_clone_ro(const char *dir, int userns_fd, struct cordon_err *err);
+
 /* A detached mount: @lower (top first, 1..OVERLAY_MAX_LOWER directories) under the writable
  * @upper, @work being an empty directory on the same mount as @upper. Each lower is shown
  * idmapped through the user namespace @userns_fd when it is >= 0, as it is otherwise. The

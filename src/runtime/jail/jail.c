@@ -23,7 +23,6 @@
 #include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/mount.h>
 #include <linux/sched.h>
 
 #include "basic/cleanup.h"
@@ -233,6 +232,14 @@ uid_t cordon_sandbox_host_uid(const struct cordon_sandbox *sb)
 	return sb->privileged ? idmap_slot_base(&sb->slot) : geteuid();
 }
 
+static int open_userns(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
 /* An idmapped, read-only clone of the --rootfs tree for the child: files owned by host
  * uid N there are owned by sandbox uid N inside (root by root), without copying and without
  * sandbox root being host root. Only the host can make it (CAP_SYS_ADMIN over the file
@@ -241,18 +248,8 @@ uid_t cordon_sandbox_host_uid(const struct cordon_sandbox *sb)
  * owned by ids the sandbox does not have. */
 static int idmapped_tree(pid_t pid, const char *dir)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-	_cleanup_close_ int userns = open(path, O_RDONLY | O_CLOEXEC);
-	_cleanup_close_ int tree = syscall(SYS_open_tree, AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	if (userns < 0 || tree < 0)
-		return -errno;
-	struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-					      MOUNT_ATTR_NODEV,
-				  .userns_fd = (uint64_t)userns};
-	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		return -errno;
-	return TAKE_FD(tree);
+	_cleanup_close_ int userns = open_userns(pid);
+	return userns < 0 ? userns : mount_clone_ro(dir, userns, NULL);
 }
 
 /* Build mode: the overlay root, its layers idmapped into the child's user namespace. The
@@ -260,12 +257,10 @@ static int idmapped_tree(pid_t pid, const char *dir)
 static int overlay_root(struct cordon_sandbox *sb, const struct cordon_overlay *ov,
 			struct cordon_err *err)
 {
-	char path[64];
 	uid_t base = idmap_slot_base(&sb->slot);
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)sb->pid);
-	_cleanup_close_ int userns = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int userns = open_userns(sb->pid);
 	if (userns < 0)
-		return cordon_err_set(err, -errno, "overlay: open the sandbox's user namespace");
+		return cordon_err_set(err, userns, "overlay: open the sandbox's user namespace");
 	if (chown(ov->upper, base, base) < 0)
 		return cordon_err_set(err, -errno, "overlay: chown '%s'", ov->upper);
 	return overlay_tree(ov->lower, ov->n_lower, ov->upper, ov->work, userns, ov->stage, err);
