@@ -1,3 +1,5 @@
+#include <string.h>
+
 #include "basic/cleanup.h"
 #include "basic/utf8.h"
 
@@ -25,4 +27,28 @@ int utf8_seq(const uint8_t *p, size_t left)
 		return leads[i].len;
 	}
 	return -1;
+}
+
+size_t utf8_clean(const uint8_t *in, size_t n, char *out, bool nul_ok, size_t *ret_cut)
+{
+	size_t k = 0;
+	if (ret_cut)
+		*ret_cut = 0;
+	for (size_t i = 0; i < n;) {
+		int len = in[i] || nul_ok ? utf8_seq(in + i, n - i) : -1;
+		if (len == 0 && ret_cut) {
+			*ret_cut = n - i;
+			break;
+		}
+		if (len <= 0) {
+			memcpy(out + k, "\xef\xbf\xbd", 3);
+			k += 3;
+			i++;
+			continue;
+		}
+		memcpy(out + k, in + i, len);
+		k += len;
+		i += len;
+	}
+	return k;
 }

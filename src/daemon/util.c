@@ -58,23 +58,10 @@ char *iso_time(uint64_t ms, char buf[40])
  * what a sandbox prints is arbitrary bytes and JSON strings are not. */
 json_t *json_from_bytes_utf8(const void *data, size_t len)
 {
-	const uint8_t *p = data;
 	_cleanup_free_ char *out = malloc(len * 3 + 1);
-	size_t o = 0;
 	if (!out)
 		return NULL;
-	for (size_t i = 0; i < len;) {
-		int n = p[i] ? utf8_seq(p + i, len - i) : 0;
-		if (n <= 0) {
-			memcpy(out + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-			continue;
-		}
-		memcpy(out + o, p + i, n);
-		o += n;
-		i += n;
-	}
+	size_t o = utf8_clean(data, len, out, false, NULL);
 	return json_stringn_nocheck(out, o);
 }
 

@@ -141,30 +141,15 @@ static void restore_stdio(int saved[3])
  * U+FFFD, a character split between two reads joined again. */
 void bld_emit_log(struct build *b, const char *buf, size_t n)
 {
-	char out[3 * 8192 + 16];
+	char out[3 * (8192 + 4)];
 	unsigned char in[8192 + 4];
-	size_t m = 0, k = 0;
+	size_t m, cut;
 	memcpy(in, b->carry, b->n_carry);
 	m = b->n_carry + (n > sizeof(in) - b->n_carry ? sizeof(in) - b->n_carry : n);
 	memcpy(in + b->n_carry, buf, m - b->n_carry);
-	b->n_carry = 0;
-	for (size_t i = 0; i < m;) {
-		int len = utf8_seq(in + i, m - i);
-		if (len == 0) { /* cut by the end of this read: the rest comes next */
-			b->n_carry = m - i;
-			memcpy(b->carry, in + i, b->n_carry);
-			break;
-		}
-		if (len <= 0) {
-			memcpy(out + k, "\xef\xbf\xbd", 3);
-			k += 3;
-			i++;
-			continue;
-		}
-		memcpy(out + k, in + i, len);
-		k += len;
-		i += len;
-	}
+	size_t k = utf8_clean(in, m, out, true, &cut);
+	b->n_carry = cut; /* a character cut by the end of this read: the rest comes next */
+	memcpy(b->carry, in + m - cut, cut);
 	if (k)
 		bld_emit(b, json_pack("{s:s, s:I, s:s%}", "event", "log", "step", (json_int_t)b->step, "data", out, k));
 }

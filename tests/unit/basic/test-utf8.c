@@ -69,11 +69,37 @@ static void test_two_byte_space(void **state)
 		}
 }
 
+static void test_clean(void **state)
+{
+	char out[64];
+	size_t cut = 99;
+	/* invalid bytes become U+FFFD; NUL too unless allowed */
+	const uint8_t bad[] = {'a', 0xff, 0, 'b'};
+	size_t k = utf8_clean(bad, sizeof(bad), out, false, NULL);
+	assert_int_equal(k, 1 + 3 + 3 + 1);
+	assert_memory_equal(out, "a\xef\xbf\xbd\xef\xbf\xbd" "b", k);
+	k = utf8_clean(bad, sizeof(bad), out, true, NULL);
+	assert_int_equal(k, 1 + 3 + 1 + 1);
+	assert_memory_equal(out, "a\xef\xbf\xbd\0b", k);
+	/* a character cut by the end: left out and counted, or replaced byte by byte */
+	const uint8_t cutp[] = {'x', 0xe2, 0x82};
+	k = utf8_clean(cutp, sizeof(cutp), out, true, &cut);
+	assert_int_equal(k, 1);
+	assert_int_equal(cut, 2);
+	k = utf8_clean(cutp, sizeof(cutp), out, true, NULL);
+	assert_int_equal(k, 1 + 3 + 3);
+	/* nothing cut: cut is 0 */
+	k = utf8_clean((const uint8_t *)"\xe2\x82\xac", 3, out, false, &cut);
+	assert_int_equal(k, 3);
+	assert_int_equal(cut, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_samples),
 		cmocka_unit_test(test_two_byte_space),
+		cmocka_unit_test(test_clean),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
