@@ -128,28 +128,30 @@ static void sweep(int sfd)
 			(void)tree_remove_at(sfd, de->d_name, TREE_MAX_DEPTH);
 }
 
+/* The store's lock, taken as @how: LOCK_SH, LOCK_EX, or LOCK_EX | LOCK_NB (-EWOULDBLOCK when
+ * someone holds it). Whoever gets it exclusively, and a shared taker who could have had it
+ * so, first removes what killed imports, builds and removals left behind. */
+static int lock_store(int sfd, int how, struct cordon_err *err)
+{
+	_cleanup_close_ int fd = openat(sfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return cordon_err_set(err, -errno, "store lock");
+	bool exclusive = flock(fd, how == LOCK_SH ? LOCK_EX | LOCK_NB : how) == 0;
+	if (!exclusive && how != LOCK_SH)
+		return cordon_err_set(err, -errno, "store lock");
+	if (exclusive)
+		sweep(sfd);
+	if (how == LOCK_SH && flock(fd, LOCK_SH) < 0)
+		return cordon_err_set(err, -errno, "store lock");
+	return TAKE_FD(fd);
+}
+
 void store_sweep(void)
 {
 	_cleanup_close_ int sfd = open_store(false, NULL);
-	_cleanup_close_ int fd = sfd < 0 ? -1 : openat(sfd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
-		sweep(sfd);
-}
-
-/* Takes the store's lock shared. First, if no one else holds it, removes what killed
- * imports and removals left behind. */
-static int lock_store(int sfd, struct cordon_err *err)
-{
-	int fd = openat(sfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return cordon_err_set(err, -errno, "store lock");
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-		sweep(sfd);
-	if (flock(fd, LOCK_SH) < 0) {
-		close(fd);
-		return cordon_err_set(err, -errno, "store lock");
-	}
-	return fd;
+	int lock = sfd < 0 ? -1 : lock_store(sfd, LOCK_EX | LOCK_NB, NULL);
+	if (lock >= 0)
+		close(lock); /* swept; let others in */
 }
 
 int store_open_locked(bool exclusive, int *ret_lock, struct cordon_err *err)
@@ -157,18 +159,10 @@ int store_open_locked(bool exclusive, int *ret_lock, struct cordon_err *err)
 	_cleanup_close_ int sfd = open_store(true, err);
 	if (sfd < 0)
 		return sfd;
-	_cleanup_close_ int lock = -1;
-	if (!exclusive) {
-		lock = lock_store(sfd, err);
-		if (lock < 0)
-			return lock;
-	} else {
-		lock = openat(sfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (lock < 0 || flock(lock, LOCK_EX) < 0)
-			return cordon_err_set(err, -errno, "store lock");
-		sweep(sfd);
-	}
-	*ret_lock = TAKE_FD(lock);
+	int lock = lock_store(sfd, exclusive ? LOCK_EX : LOCK_SH, err);
+	if (lock < 0)
+		return lock;
+	*ret_lock = lock;
 	return TAKE_FD(sfd);
 }
 
@@ -252,7 +246,7 @@ int store_import(const char *name, bool replace, store_fill_fn fill, void *userd
 	_cleanup_close_ int sfd = open_store(true, err);
 	if (sfd < 0)
 		return sfd;
-	_cleanup_close_ int lock = lock_store(sfd, err);
+	_cleanup_close_ int lock = lock_store(sfd, LOCK_SH, err);
 	if (lock < 0)
 		return lock;
 	if (store_dir(dir, sizeof(dir)) < 0 ||
@@ -288,7 +282,7 @@ int store_remove(const char *name, struct cordon_err *err)
 	_cleanup_close_ int sfd = open_store(false, err);
 	if (sfd < 0)
 		return sfd == -ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name) : sfd;
-	_cleanup_close_ int lock = lock_store(sfd, err);
+	_cleanup_close_ int lock = lock_store(sfd, LOCK_SH, err);
 	if (lock < 0)
 		return lock;
 	/* Out of the store's name space first: the template disappears at once and whole. */
