@@ -43,10 +43,9 @@
 
 #define BUILD_MAX          2u          /* builds at once */
 #define REMOVE_MAX         4u          /* removals at once */
-#define BUILD_MAX_BODY     (48u << 20) /* a recipe and a context of BUILD_MAX_CONTEXT, base64 */
-#define BUILD_MAX_CONTEXT  (32u << 20) /* bytes of the context archive (a tar, maybe gzipped) */
 #define CONTEXT_FILE       "context.tar"
-#define BUILD_MAX_ARGS     64u         /* build_args entries (what cordon-template takes) */
+#define BUILD_MAX_ARGS     API_MAX_KV  /* build_args entries (api_build_parse() checks) */
+_Static_assert(API_MAX_RECIPE == RECIPE_MAX_BYTES, "the API takes what the builder reads");
 #define BUILD_LINE_MAX     (1u << 20)  /* bytes of one event line from the builder */
 #define BUILD_DRAIN_MAX    (4u << 20)  /* bytes read from the pipe after the builder exits */
 #define BUILD_KILL_GRACE_S 5
@@ -527,164 +526,11 @@ void handle_template_delete(struct ctx *c)
 	}
 }
 
-/* ---- POST /v1/templates: the body ---- */
-
-struct build_req {
-	json_t *doc;
-	const char *name, *recipe;
-	size_t recipe_len;
-	uint8_t *context; /* the decoded archive, or NULL */
-	size_t context_len;
-	json_t *args; /* in doc; NULL: none */
-	bool no_cache;
-};
-
-/* A JSON string without NUL (the body is parsed with JSON_ALLOW_NUL so that the message can
- * name the field). */
-static bool is_cstring(json_t *v)
-{
-	return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v);
-}
-
-static int set_name(struct build_req *b, json_t *v, struct cordon_err *err)
-{
-	if (!is_cstring(v) || !store_name_valid(json_string_value(v)))
-		return cordon_err_setf(err, -EINVAL, "name: " NAME_RULE);
-	b->name = json_string_value(v);
-	return 0;
-}
-
-static int set_recipe(struct build_req *b, json_t *v, struct cordon_err *err)
-{
-	if (!is_cstring(v))
-		return cordon_err_setf(err, -EINVAL, "recipe: must be a string without NUL (the "
-				       "recipe's text)");
-	if (json_string_length(v) == 0)
-		return cordon_err_setf(err, -EINVAL, "recipe: must not be empty");
-	if (json_string_length(v) > RECIPE_MAX_BYTES)
-		return cordon_err_setf(err, -EINVAL, "recipe: larger than %u bytes", RECIPE_MAX_BYTES);
-	b->recipe = json_string_value(v);
-	b->recipe_len = json_string_length(v);
-	return 0;
-}
-
-static bool arg_name_ok(const char *k)
-{
-	size_t n = strlen(k);
-	if (n == 0 || n > API_MAX_KEY || (k[0] >= '0' && k[0] <= '9'))
-		return false;
-	return strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == n;
-}
-
-static int set_build_args(struct build_req *b, json_t *v, struct cordon_err *err)
-{
-	const char *k;
-	size_t klen;
-	json_t *val;
-	if (!json_is_object(v))
-		return cordon_err_setf(err, -EINVAL, "build_args: must be an object of strings");
-	if (json_object_size(v) > BUILD_MAX_ARGS)
-		return cordon_err_setf(err, -EINVAL, "build_args: at most %u entries", BUILD_MAX_ARGS);
-	json_object_keylen_foreach(v, k, klen, val) {
-		if (strlen(k) != klen || !arg_name_ok(k))
-			return cordon_err_setf(err, -EINVAL, "build_args: a name must match "
-					       "^[A-Za-z_][A-Za-z0-9_]*$ (at most %d bytes)", API_MAX_KEY);
-		if (!is_cstring(val) || json_string_length(val) > API_MAX_VALUE)
-			return cordon_err_setf(err, -EINVAL, "build_args.%s: must be a string of at "
-					       "most %d bytes without NUL", k, API_MAX_VALUE);
-	}
-	b->args = v;
-	return 0;
-}
-
-static int set_no_cache(struct build_req *b, json_t *v, struct cordon_err *err)
-{
-	if (!json_is_boolean(v))
-		return cordon_err_setf(err, -EINVAL, "no_cache: must be true or false");
-	b->no_cache = json_is_true(v);
-	return 0;
-}
-
-static int set_context(struct build_req *b, json_t *v, struct cordon_err *err)
-{
-	if (!json_is_string(v) ||
-	    api_base64_decode(json_string_value(v), json_string_length(v), &b->context, &b->context_len) < 0)
-		return cordon_err_setf(err, -EINVAL, "context: must be a tar archive (optionally "
-				       "gzipped) in base64 (RFC 4648, padded)");
-	if (b->context_len > BUILD_MAX_CONTEXT)
-		return cordon_err_setf(err, -EINVAL, "context: larger than %u bytes", BUILD_MAX_CONTEXT);
-	return 0;
-}
-
-static const struct build_field {
-	const char *name;
-	int (*set)(struct build_req *b, json_t *v, struct cordon_err *err);
-} build_fields[] = {
-	{"name", set_name},
-	{"recipe", set_recipe},
-	{"build_args", set_build_args},
-	{"no_cache", set_no_cache},
-	{"context", set_context},
-};
-
-/* A field name as it may appear in a message: printable, cut short. */
-static const char *shown(const char *key, char buf[68])
-{
-	size_t i = 0;
-	for (; key[i] && i < 64; i++)
-		buf[i] = (key[i] >= 0x20 && key[i] < 0x7f) ? key[i] : '?';
-	strcpy(buf + i, key[i] ? "..." : "");
-	return buf;
-}
-
-static int build_field(struct build_req *b, const char *key, size_t klen, json_t *v,
-		       struct cordon_err *err)
-{
-	char buf[68];
-	for (size_t i = 0; i < ELEMENTSOF(build_fields) && strlen(key) == klen; i++)
-		if (strcmp(build_fields[i].name, key) == 0)
-			return json_is_null(v) ? 0 : build_fields[i].set(b, v, err); /* null: absent */
-	return cordon_err_setf(err, -EBADRQC, "%s: unknown field (known: name, recipe, build_args, "
-			       "no_cache, context)", shown(key, buf));
-}
-
-/* The request body into @b (its strings point into b->doc, the caller's to decref). */
-static int build_req_parse(const char *body, size_t len, struct build_req *b,
-			   struct cordon_err *err)
-{
-	json_error_t je;
-	const char *key;
-	size_t klen;
-	json_t *v;
-	char buf[68];
-	if (len > BUILD_MAX_BODY)
-		return cordon_err_setf(err, -EMSGSIZE, "request body: larger than %u bytes",
-				       BUILD_MAX_BODY);
-	if (len == 0)
-		return cordon_err_setf(err, -EBADMSG, "request body: expected a JSON object");
-	b->doc = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-	if (!b->doc)
-		return cordon_err_setf(err, -EBADMSG, "request body: invalid JSON at line %d column "
-				       "%d: %s", je.line, je.column, shown(je.text, buf));
-	if (!json_is_object(b->doc))
-		return cordon_err_setf(err, -EBADMSG, "request body: expected a JSON object");
-	json_object_keylen_foreach(b->doc, key, klen, v) {
-		int r = build_field(b, key, klen, v, err);
-		if (r < 0)
-			return r;
-	}
-	if (!b->name)
-		return cordon_err_setf(err, -EINVAL, "name: required");
-	if (!b->recipe)
-		return cordon_err_setf(err, -EINVAL, "recipe: required");
-	return 0;
-}
-
 /* ---- POST /v1/templates: the build ---- */
 
 /* The recipe into a new private directory under the runtime directory (the job's from now
  * on); its path into @path. */
-static int write_recipe(struct job *j, const struct build_req *b, char *path, size_t size)
+static int write_recipe(struct job *j, const struct api_build *b, char *path, size_t size)
 {
 	if ((size_t)snprintf(j->dir, sizeof(j->dir), "%s/template-build-XXXXXX",
 			     D.cfg.runtime_dir) >= sizeof(j->dir)) {
@@ -707,17 +553,15 @@ static int write_recipe(struct job *j, const struct build_req *b, char *path, si
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	return write_all(fd, b->recipe, b->recipe_len);
+	return write_all(fd, b->recipe, strlen(b->recipe));
 }
 
 /* `cordon-template build NAME -f PATH --json --source api [--build-arg K=V]... [--no-cache]`. The
  * "K=V" strings are allocated into @kv (BUILD_MAX_ARGS entries), the caller's to free. */
-static int build_argv(const struct build_req *b, const char *path, char **argv, char **kv,
+static int build_argv(const struct api_build *b, const char *path, char **argv, char **kv,
 		      char *ctx, size_t ctx_size)
 {
 	size_t n = 0, i = 0;
-	const char *k;
-	json_t *v;
 	argv[n++] = "cordon-template";
 	argv[n++] = "build";
 	argv[n++] = (char *)b->name;
@@ -727,13 +571,13 @@ static int build_argv(const struct build_req *b, const char *path, char **argv, 
 	argv[n++] = "--source";
 	argv[n++] = "api"; /* the recipe's temporary path would name nothing */
 	argv[n++] = "--confine"; /* no host path but the context's */
-	json_object_foreach(b->args, k, v) {
-		if (asprintf(&kv[i], "%s=%s", k, json_string_value(v)) < 0) {
+	for (; i < b->build_args.n; i++) {
+		if (asprintf(&kv[i], "%s=%s", b->build_args.items[i].key, b->build_args.items[i].value) < 0) {
 			kv[i] = NULL;
 			return -ENOMEM;
 		}
 		argv[n++] = "--build-arg";
-		argv[n++] = kv[i++];
+		argv[n++] = kv[i];
 	}
 	if (b->no_cache)
 		argv[n++] = "--no-cache";
@@ -747,7 +591,7 @@ static int build_argv(const struct build_req *b, const char *path, char **argv, 
 	return 0;
 }
 
-static int build_start(struct ctx *c, const struct build_req *b, struct job *j)
+static int build_start(struct ctx *c, const struct api_build *b, struct job *j)
 {
 	char path[sizeof(j->dir) + sizeof("/" RECIPE_FILE)];
 	char ctx[sizeof(j->dir) + sizeof("/" CONTEXT_FILE)];
@@ -765,30 +609,29 @@ static int build_start(struct ctx *c, const struct build_req *b, struct job *j)
 
 void handle_template_build(struct ctx *c)
 {
-	struct build_req b = {};
+	struct api_build *b = NULL;
 	struct cordon_err err = {};
 	if (!local_only(c, "build"))
 		return;
-	int r = build_req_parse(c->body, c->body_len, &b, &err);
+	int r = api_build_parse(c->body, c->body_len, &b, &err);
 	if (r < 0) {
 		reply_errno(c->req, r, err.msg);
 	} else if (n_jobs[JOB_BUILD] >= BUILD_MAX) {
 		reply_error(c->req, API_ERR_CAPACITY, "at most %u template builds run at once",
 			    BUILD_MAX);
-	} else if (template_audit(c, "POST", b.name) < 0) {
+	} else if (template_audit(c, "POST", b->name) < 0) {
 		reply_error(c->req, API_ERR_INTERNAL, "cannot write the audit record");
 	} else {
-		struct job *j = job_new(JOB_BUILD, b.name);
-		r = j ? build_start(c, &b, j) : -ENOMEM;
+		struct job *j = job_new(JOB_BUILD, b->name);
+		r = j ? build_start(c, b, j) : -ENOMEM;
 		if (r < 0) {
 			job_free(j);
-			log_warning("template %s: cannot start the build: %s", b.name, strerror(-r));
+			log_warning("template %s: cannot start the build: %s", b->name, strerror(-r));
 			reply_error(c->req, API_ERR_INTERNAL, "cannot start the build: %s", strerror(-r));
 		} else {
 			stream_start(c->req, "application/x-ndjson");
 			watch_peer(j);
 		}
 	}
-	json_decref(b.doc);
-	free(b.context);
+	api_build_free(b);
 }

@@ -406,15 +406,14 @@ static bool nested_deeper_than(const char *b, size_t len, unsigned max)
 }
 
 /* Bytes -> a JSON object. @empty_ok: a zero-length body means {}. */
-static int load_body(const char *body, size_t len, bool empty_ok, json_t **ret,
-		     struct cordon_err *err)
+static int load_body_max(const char *body, size_t len, size_t max, bool empty_ok, json_t **ret,
+			 struct cordon_err *err)
 {
 	json_error_t jerr;
 	char text[JSON_ERROR_TEXT_LENGTH + 8];
 
-	if (len > API_MAX_BODY)
-		return cordon_err_setf(err, -EMSGSIZE, "request body: larger than %d bytes",
-				       API_MAX_BODY);
+	if (len > max)
+		return cordon_err_setf(err, -EMSGSIZE, "request body: larger than %zu bytes", max);
 	if (len == 0 && empty_ok) {
 		*ret = json_object();
 		return *ret ? 0 : cordon_err_setf(err, -ENOMEM, "request body: out of memory");
@@ -439,6 +438,12 @@ static int load_body(const char *body, size_t len, bool empty_ok, json_t **ret,
 	}
 	*ret = root;
 	return 0;
+}
+
+static int load_body(const char *body, size_t len, bool empty_ok, json_t **ret,
+		     struct cordon_err *err)
+{
+	return load_body_max(body, len, API_MAX_BODY, empty_ok, ret, err);
 }
 
 static int missing(struct cordon_err *err, const char *name)
@@ -1119,6 +1124,85 @@ int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir,
 	if (!m->path)
 		return missing(err, "path");
 	*ret_mkdir = TAKE_PTR(m);
+	return 0;
+}
+
+/* ---- template builds -------------------------------------------------------------------- */
+
+/* A template name that is not the built-in "host". */
+static bool build_name_ok(const char *s, size_t len)
+{
+	return template_ok(s, len) && strcmp(s, API_DEFAULT_TEMPLATE) != 0;
+}
+
+static bool nonempty(const char *s, size_t len)
+{
+	return len > 0;
+}
+
+static const struct strdef build_name_def = {API_MAX_TEMPLATE, build_name_ok,
+					     "must match ^[a-z0-9][a-z0-9._-]{0,63}$ and not be 'host'"};
+static const struct strdef recipe_def = {API_MAX_RECIPE, nonempty, "must not be empty"};
+
+/* A tar archive in base64, decoded here: at most API_MAX_CONTEXT bytes. */
+static int fld_context(json_t *v, void *dst, const struct field *f, const char *path,
+		       struct cordon_err *err)
+{
+	struct api_build *b = dst;
+	const char *s;
+	size_t len;
+	int r = get_string(v, API_MAX_BUILD_BODY, path, &s, &len, err);
+	if (r < 0)
+		return r;
+	r = api_base64_decode(s, len, &b->context, &b->context_len);
+	if (r == -EINVAL)
+		return invalid(err, path, "must be a tar archive (optionally gzipped) in base64 "
+			       "(RFC 4648, padded)");
+	if (r < 0)
+		return cordon_err_setf(err, r, "%s: out of memory", path);
+	if (b->context_len > API_MAX_CONTEXT)
+		return cordon_err_setf(err, -EINVAL, "%s: larger than %u bytes", path, API_MAX_CONTEXT);
+	return 0;
+}
+
+static const struct field build_fields[] = {
+    {"name", fld_string, offsetof(struct api_build, name), &build_name_def},
+    {"recipe", fld_string, offsetof(struct api_build, recipe), &recipe_def},
+    {"build_args", fld_kvmap, offsetof(struct api_build, build_args), &env_def},
+    {"no_cache", fld_bool, offsetof(struct api_build, no_cache), NULL},
+    {"context", fld_context, 0, NULL},
+};
+static const struct objdef build_def = {build_fields, ELEMENTSOF(build_fields)};
+
+struct api_build *api_build_free(struct api_build *b)
+{
+	if (!b)
+		return NULL;
+	free(b->build_args.items);
+	free(b->context);
+	json_decref(b->root_);
+	free(b);
+	return NULL;
+}
+DEFINE_CLEANUP_FUNC(struct api_build *, api_build_free)
+
+int api_build_parse(const char *body, size_t len, struct api_build **ret_build,
+		    struct cordon_err *err)
+{
+	_cleanup_(api_build_freep) struct api_build *b = calloc(1, sizeof(*b));
+	if (!b)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	int r = load_body_max(body, len, API_MAX_BUILD_BODY, false, &b->root_, err);
+	if (r < 0)
+		return r;
+	r = parse_object(b->root_, &build_def, b, "", err);
+	if (r < 0)
+		return r;
+	if (!b->name)
+		return missing(err, "name");
+	if (!b->recipe)
+		return missing(err, "recipe");
+	*ret_build = TAKE_PTR(b);
 	return 0;
 }
 

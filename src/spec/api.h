@@ -162,6 +162,29 @@ int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind,
 		   struct api_exec **ret_exec, struct cordon_err *err);
 struct api_exec *api_exec_free(struct api_exec *e);
 
+/* ---- POST /v1/templates ------------------------------------------------------------------ */
+
+#define API_MAX_BUILD_BODY (48u << 20) /* a recipe and a context of API_MAX_CONTEXT, base64 */
+#define API_MAX_RECIPE     (1u << 20)  /* bytes of the recipe (recipe.h's RECIPE_MAX_BYTES) */
+#define API_MAX_CONTEXT    (32u << 20) /* bytes of the context archive */
+
+/* {name, recipe, build_args: {K: V}, no_cache, context: base64 tar}; name and recipe are
+ * required, name is a template name other than "host". */
+struct api_build {
+	const char *name;
+	const char *recipe;
+	struct api_kvmap build_args; /* keys as env names, at most API_MAX_KV */
+	bool no_cache;
+	uint8_t *context;            /* the decoded archive, or NULL */
+	size_t context_len;
+
+	struct json_t *root_;
+};
+
+int api_build_parse(const char *body, size_t len, struct api_build **ret_build,
+		    struct cordon_err *err);
+struct api_build *api_build_free(struct api_build *b);
+
 /* ---- POST /v1/sandboxes/{id}/processes/{pid}/stdin ---------------------------------------- */
 
 /* Strict RFC 4648 base64 (padded, no whitespace) into a malloc'd *@ret. -EINVAL if @s is not

@@ -30,6 +30,7 @@ enum which {
 	MOVE,
 	MKDIR,
 	FILTER,
+	BUILD,
 };
 
 /* Runs the parser for @w over @body and frees what it made; returns its result. */
@@ -41,6 +42,7 @@ static int run(enum which w, const char *body, size_t len, struct cordon_err *er
 	struct api_move *mv = NULL;
 	struct api_mkdir *mk = NULL;
 	struct api_filter *f = NULL;
+	struct api_build *bd = NULL;
 	struct api_stdin in = {};
 	uint32_t t;
 	int sig, r = -ENOSYS;
@@ -76,7 +78,11 @@ static int run(enum which w, const char *body, size_t len, struct cordon_err *er
 	case FILTER:
 		r = api_filter_parse(body, len, &f, err);
 		break;
+	case BUILD:
+		r = api_build_parse(body, len, &bd, err);
+		break;
 	}
+	api_build_free(bd);
 	api_create_free(c);
 	api_exec_free(e);
 	api_network_free(n);
@@ -297,6 +303,18 @@ static const struct bad {
     {FILTER, "metadata.a=%00", -EBADMSG, "bad %-escape or NUL"},
     {FILTER, "metadata.a%0a=1", -EINVAL, "key must be"},
     {FILTER, "metadata.a", -EINVAL, "metadata.a: needs a value"},
+    {BUILD, "[]", -EBADMSG, "expected a JSON object"},
+    {BUILD, "{\"recipe\": \"FROM tiny\"}", -EINVAL, "name: required"},
+    {BUILD, "{\"name\": \"x\"}", -EINVAL, "recipe: required"},
+    {BUILD, "{\"name\": \"host\", \"recipe\": \"FROM x\"}", -EINVAL, "not be 'host'"},
+    {BUILD, "{\"name\": \"Bad\", \"recipe\": \"FROM x\"}", -EINVAL, "name: must match"},
+    {BUILD, "{\"name\": \"x\", \"recipe\": \"\"}", -EINVAL, "recipe: must not be empty"},
+    {BUILD, "{\"name\": \"x\", \"recipe\": \"FROM x\", \"build_args\": {\"1A\": \"b\"}}",
+     -EINVAL, "build_args.1A: name must match"},
+    {BUILD, "{\"name\": \"x\", \"recipe\": \"FROM x\", \"context\": \"not base64!\"}",
+     -EINVAL, "context: must be a tar archive"},
+    {BUILD, "{\"name\": \"x\", \"recipe\": \"FROM x\", \"Context\": \"\"}", -EBADRQC,
+     "known: name, recipe, build_args, no_cache, context"},
 };
 
 static void test_bad_bodies(void **state)
@@ -308,6 +326,30 @@ static void test_bad_bodies(void **state)
 }
 
 /* ---- valid bodies --------------------------------------------------------------------------- */
+
+static void test_build(void **state)
+{
+	struct cordon_err err = {};
+	struct api_build *b = NULL;
+	const char *body = "{\"name\": \"web\", \"recipe\": \"FROM base\\nRUN true\\n\", "
+			   "\"build_args\": {\"V\": \"2\"}, \"no_cache\": true, \"context\": \"aGk=\"}";
+	assert_int_equal(api_build_parse(body, strlen(body), &b, &err), 0);
+	assert_string_equal(b->name, "web");
+	assert_string_equal(b->recipe, "FROM base\nRUN true\n");
+	assert_int_equal(b->build_args.n, 1);
+	assert_string_equal(b->build_args.items[0].key, "V");
+	assert_true(b->no_cache);
+	assert_int_equal(b->context_len, 2);
+	assert_memory_equal(b->context, "hi", 2);
+	api_build_free(b);
+	/* a recipe over API_MAX_RECIPE is refused naming the limit */
+	char *big = repeat('#', API_MAX_RECIPE + 1);
+	char *doc = NULL;
+	assert_true(asprintf(&doc, "{\"name\": \"x\", \"recipe\": \"%s\"}", big) > 0);
+	expect_fail(BUILD, doc, strlen(doc), -EINVAL, "recipe: longer than 1048576 bytes");
+	free(doc);
+	free(big);
+}
 
 static void test_create_defaults(void **state)
 {
@@ -776,6 +818,7 @@ int main(void)
 	    cmocka_unit_test(test_counts),
 	    cmocka_unit_test(test_raw_nul),
 	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_build),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
