@@ -35,8 +35,7 @@ struct run_ctx {
 	char template_root[4096];
 	const char *template_name;
 	bool user_set, workdir_set;
-	json_t *template;       /* its template.json */
-	char *template_wd;
+	struct store_config template; /* what its template.json says */
 	char **wrapped;         /* argv with the template's START and READY in front */
 	int json_fd;
 };
@@ -256,18 +255,18 @@ static int script_argv(struct script *sc, json_t *argv)
  * waits until READY succeeds (30 s at most), then execs the command. */
 static int wrap_start_ready(struct run_ctx *c, char **argv)
 {
-	json_t *start = json_object_get(c->template, "start"), *ready = json_object_get(c->template, "ready");
+	json_t *start = c->template.start, *ready = c->template.ready;
 	struct script sc = {0};
 	size_t argc = 0;
-	if (!json_array_size(start) && !json_array_size(ready))
+	if (!start && !ready)
 		return 0;
-	if (json_array_size(start)) {
+	if (start) {
 		script_str(&sc, "(exec");
 		if (script_argv(&sc, start) < 0)
 			goto bad;
 		script_str(&sc, ") </dev/null >/dev/null 2>&1 &\n");
 	}
-	if (json_array_size(ready)) {
+	if (ready) {
 		script_str(&sc, "i=0; until");
 		if (script_argv(&sc, ready) < 0)
 			goto bad;
@@ -299,21 +298,16 @@ static int apply_template(struct run_ctx *c, char **argv)
 	struct cordon_err err = {};
 	if (!c->template_name)
 		return 0;
-	if (store_read(c->template_name, &c->template, &err) < 0) {
+	if (store_config_read(c->template_name, &c->template, &err) < 0) {
 		log_error("--template '%s': %s", c->template_name, err.msg);
 		return CORDON_EXIT_USAGE;
 	}
-	size_t i;
-	json_t *e;
-	json_array_foreach(json_object_get(c->template, "env"), i, e)
-		if (json_is_string(e) && strchr(json_string_value(e), '=') && c->spec.n_env < CORDON_MAX_ENV)
-			c->env[c->spec.n_env++] = json_string_value(e); /* after --env: theirs win */
-	const char *wd = json_string_value(json_object_get(c->template, "workdir"));
-	if (!c->workdir_set && wd && wd[0] == '/')
-		c->spec.workdir = wd;
-	const char *user = json_string_value(json_object_get(c->template, "user"));
-	if (!c->user_set && user && store_user(user, &c->spec.user) < 0)
-		c->spec.user = CORDON_USER_USER; /* an image's user the jail does not have */
+	for (size_t i = 0; i < c->template.n_env && c->spec.n_env < CORDON_MAX_ENV; i++)
+		c->env[c->spec.n_env++] = c->template.env[i]; /* after --env: theirs win */
+	if (!c->workdir_set && c->template.workdir)
+		c->spec.workdir = c->template.workdir;
+	if (!c->user_set && c->template.user_set)
+		c->spec.user = c->template.user;
 	if (wrap_start_ready(c, argv) < 0) {
 		log_error("--template '%s': bad START or READY in template.json", c->template_name);
 		return CORDON_EXIT_USAGE;
@@ -540,7 +534,7 @@ int cmd_run(int argc, char **argv)
 	if (c.wrapped)
 		free(c.wrapped[2]);
 	free(c.wrapped);
-	json_decref(c.template);
+	store_config_done(&c.template);
 	for (size_t i = 0; i < c.spec.n_binds; i++)
 		free(c.bind_buf[i]);
 	return status;

@@ -181,6 +181,13 @@ static void waiters_ready(struct sbx *s)
 	}
 }
 
+/* Ready: the record first, then the create requests answered. */
+static void hand_out(struct sbx *s)
+{
+	sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
+	waiters_ready(s);
+}
+
 static void arm_ttl(struct sbx *s)
 {
 	uint64_t now = now_ms();
@@ -296,8 +303,7 @@ void sbx_ready_result(struct sbx *s, bool ok)
 	if (s->state != SBX_RUNNING || !s->waiters)
 		return;
 	if (ok) {
-		sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
-		waiters_ready(s);
+		hand_out(s);
 		return;
 	}
 	if (now_ms() >= s->ready_deadline_ms) {
@@ -321,8 +327,7 @@ static int template_start(struct sbx *s)
 	if (s->start && proc_spawn_template(s, s->start, false) < 0)
 		return -EIO;
 	if (!s->ready) {
-		sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
-		waiters_ready(s);
+		hand_out(s);
 		return 0;
 	}
 	s->ready_deadline_ms = now_ms() + READY_TIMEOUT_MS;
@@ -349,8 +354,7 @@ static int on_frame(struct sbx *s, const struct frame *f)
 			arm_ttl(s);
 			if (s->start || s->ready)
 				return template_start(s);
-			sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
-			waiters_ready(s);
+			hand_out(s);
 		}
 		return 0;
 	case FRAME_PONG:
@@ -664,34 +668,28 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
  * START and READY, run when the sandbox is up (on_hello_ok). */
 static int apply_template(struct sbx *s)
 {
-	_cleanup_(json_decrefp) json_t *meta = NULL;
-	if (store_read(s->template_name, &meta, NULL) < 0)
+	struct store_config cfg;
+	if (store_config_read(s->template_name, &cfg, NULL) < 0)
 		return -ENOENT;
-	json_t *env = json_object_get(meta, "env");
-	size_t n = json_array_size(env), i;
-	json_t *e;
-	char **v = realloc(s->env, (s->n_env + n + 1) * sizeof(char *));
+	int r = -ENOMEM;
+	char **v = realloc(s->env, (s->n_env + cfg.n_env + 1) * sizeof(char *));
 	if (!v)
-		return -ENOMEM;
+		goto out;
 	s->env = v;
-	json_array_foreach(env, i, e)
-		if (json_is_string(e) && strchr(json_string_value(e), '=') &&
-		    (s->env[s->n_env] = strdup(json_string_value(e))))
+	for (size_t i = 0; i < cfg.n_env; i++)
+		if ((s->env[s->n_env] = strdup(cfg.env[i])))
 			s->n_env++;
 	s->env[s->n_env] = NULL;
-	const char *wd = json_string_value(json_object_get(meta, "workdir"));
-	if (wd && wd[0] == '/' && !(s->workdir = strdup(wd)))
-		return -ENOMEM;
-	const char *user = json_string_value(json_object_get(meta, "user"));
-	if (user) {
-		s->user_default_set = true;
-		if (store_user(user, &s->user_default) < 0)
-			s->user_default = CORDON_USER_USER; /* an image's user the jail does not have */
-	}
-	json_t *start = json_object_get(meta, "start"), *ready = json_object_get(meta, "ready");
-	s->start = json_array_size(start) ? json_incref(start) : NULL;
-	s->ready = json_array_size(ready) ? json_incref(ready) : NULL;
-	return 0;
+	if (cfg.workdir && !(s->workdir = strdup(cfg.workdir)))
+		goto out;
+	s->user_default_set = cfg.user_set;
+	s->user_default = cfg.user;
+	s->start = json_incref(cfg.start);
+	s->ready = json_incref(cfg.ready);
+	r = 0;
+out:
+	store_config_done(&cfg);
+	return r;
 }
 
 int sbx_create(struct ctx *c, const struct api_create *req)

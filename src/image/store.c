@@ -325,6 +325,37 @@ static json_t *read_meta(int sfd, const char *name, struct cordon_err *err)
 	return j;
 }
 
+int store_config_read(const char *name, struct store_config *ret, struct cordon_err *err)
+{
+	*ret = (struct store_config){0};
+	int r = store_read(name, &ret->meta, err);
+	if (r < 0)
+		return r;
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(ret->meta, "env"), i, e)
+		if (json_is_string(e) && strchr(json_string_value(e), '=') && ret->n_env < STORE_MAX_ENV)
+			ret->env[ret->n_env++] = json_string_value(e);
+	const char *wd = json_string_value(json_object_get(ret->meta, "workdir"));
+	ret->workdir = wd && wd[0] == '/' ? wd : NULL;
+	const char *user = json_string_value(json_object_get(ret->meta, "user"));
+	if (user) {
+		ret->user_set = true;
+		if (store_user(user, &ret->user) < 0)
+			ret->user = CORDON_USER_USER; /* an image's user the jail does not have */
+	}
+	json_t *start = json_object_get(ret->meta, "start"), *ready = json_object_get(ret->meta, "ready");
+	ret->start = json_array_size(start) ? start : NULL;
+	ret->ready = json_array_size(ready) ? ready : NULL;
+	return 0;
+}
+
+void store_config_done(struct store_config *c)
+{
+	json_decref(c->meta);
+	*c = (struct store_config){0};
+}
+
 int store_read(const char *name, json_t **ret, struct cordon_err *err)
 {
 	if (!store_name_valid(name))

@@ -32,6 +32,7 @@
 #define STORE_RESERVED    "host"   /* the built-in template: the host's own view */
 #define STORE_MAX_DEPTH   4096u    /* directory depth store_remove() descends */
 #define STORE_MAX_META    (1u << 20) /* bytes of one template.json */
+#define STORE_MAX_ENV     256u       /* ENV entries read (CORDON_MAX_ENV) */
 
 /* Whether @name is a valid template name that is not reserved. */
 bool store_name_valid(const char *name);
@@ -77,6 +78,21 @@ int store_import(const char *name, bool replace, store_fill_fn fill, void *userd
 /* Removes template @name. A running sandbox that uses it keeps its bind mount of the old
  * tree (an open directory): removal only takes it out of the store. */
 int store_remove(const char *name, struct cordon_err *err);
+
+/* What template.json says about running a template, for cordon run and cordond alike. */
+struct store_config {
+	json_t *meta;             /* template.json; owns the strings below */
+	const char *env[STORE_MAX_ENV]; /* its ENV, "K=V" (entries without '=' left out) */
+	size_t n_env;
+	const char *workdir;      /* absolute, or NULL */
+	bool user_set;            /* it names a USER: */
+	enum cordon_user user;    /* that user, or "user" for one the jail does not have */
+	json_t *start, *ready;    /* START and READY as non-empty arrays, or NULL (borrowed) */
+};
+
+/* Reads template @name's config into @ret (store_config_done() frees it). */
+int store_config_read(const char *name, struct store_config *ret, struct cordon_err *err);
+void store_config_done(struct store_config *c);
 
 /* template.json of @name into *@ret (owned by the caller). */
 int store_read(const char *name, json_t **ret, struct cordon_err *err);
