@@ -129,8 +129,8 @@ WORK=$(mktemp -d /tmp/cordon-kernels.XXXXXX)
 qpid=""
 tailpid=""
 cleanup() {
-	[ -n "$qpid" ] && kill -9 "$qpid" 2>/dev/null
-	[ -n "$tailpid" ] && kill "$tailpid" 2>/dev/null
+	if [ -n "$qpid" ]; then kill -9 "$qpid" 2>/dev/null || true; fi
+	if [ -n "$tailpid" ]; then kill "$tailpid" 2>/dev/null || true; fi
 	if [ "${CORDON_KERNEL_KEEP:-0}" = 1 ]; then say "work directory kept: $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -191,69 +191,65 @@ cmdline="console=ttyS0 earlyprintk=serial loglevel=1 panic=-1 rdinit=/init cgrou
 [ -n "$ONLY" ] && cmdline="$cmdline cordon.only=$ONLY"
 LOG=$WORK/console.log
 
-# boot ACCEL LOG DEADLINE: runs QEMU in the background ($qpid)
-boot() {
-	local accel=$1 log=$2 cpu
-	[ "$accel" = kvm ] && cpu=host || cpu=max
-	: >"$log"
-	qemu-system-x86_64 -M q35 -accel "$accel" -cpu "$cpu" -smp 2 -m 1024 \
-		-kernel "$kdir/vmlinuz" -initrd "$WORK/initrd.gz" -append "$cmdline" \
-		-display none -monitor none -serial "file:$log" -no-reboot -nodefaults \
-		</dev/null >"$WORK/qemu-$accel.out" 2>&1 &
-	qpid=$!
+# Every outcome of the KVM probe (hang, abort, early exit, garbage) ends in TCG; a guest that
+# KVM started but that stopped without a verdict (QEMU aborted later) runs again under TCG.
+. tests/kernels/qemu.sh
+qemu_args=(-smp 2 -m 1024 -kernel "$kdir/vmlinuz" -initrd "$WORK/initrd.gz" -append "$cmdline"
+	-display none -monitor none -no-reboot -nodefaults)
+accel_why=""
+choose_accel() {
+	if [ "$ACCEL" != auto ]; then
+		accel_why="CORDON_KERNEL_ACCEL=$ACCEL"
+		qemu_boot "$ACCEL" "$LOG" "$WORK/qemu-$ACCEL.out" "${qemu_args[@]}"
+	elif qemu_probe_kvm "$LOG" "$WORK/qemu-kvm.out" "${qemu_args[@]}"; then
+		ACCEL=kvm accel_why="KVM runs the guest"
+	else
+		ACCEL=tcg accel_why="KVM cannot run this guest ($probe_why)"
+		qemu_boot tcg "$LOG" "$WORK/qemu-tcg.out" "${qemu_args[@]}"
+	fi
 }
 
-# Does KVM run this kernel? Some hosts' /dev/kvm (nested, paravirtual) opens but cannot run
-# a stock guest (on this project's machines a stock Debian kernel hangs right after the
-# bootloader): try it and give the guest 20 s to reach its init (it needs about 2 s).
-if [ "$ACCEL" = auto ]; then
-	ACCEL=tcg
-	if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
-		boot kvm "$LOG"
-		for _ in $(seq 1 40); do
-			grep -q 'CORDON-GUEST-UP' "$LOG" 2>/dev/null && { ACCEL=kvm; break; }
-			kill -0 "$qpid" 2>/dev/null || break
-			sleep 0.5
-		done
-		if [ "$ACCEL" = kvm ]; then
-			say "KVM runs the guest"
-		else
-			say "KVM cannot run this guest (its init did not start in 20 s; qemu said: '$(tail -c 300 "$WORK/qemu-kvm.out" | tr '\n' ' ')'); falling back to TCG"
-			kill -9 "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null || true
-			qpid=""
+# Streams the console here while the guest runs; kills it at the deadline ($hung=1).
+run_guest() {
+	say "booting $(basename "$kdir") with $ACCEL ($accel_why), deadline ${DEADLINE}s ($(elapsed))"
+	tail -n +1 -F "$LOG" 2>/dev/null | sed -u 's/\r$//; s/^/guest: /' &
+	tailpid=$!
+	boot_t0=$(date +%s)
+	hung=0
+	while kill -0 "$qpid" 2>/dev/null; do
+		if [ $(($(date +%s) - boot_t0)) -ge "$DEADLINE" ]; then
+			hung=1
+			break
 		fi
-	fi
-	[ "$ACCEL" = tcg ] && boot tcg "$LOG"
-else
-	boot "$ACCEL" "$LOG"
-fi
-say "booting $(basename "$kdir") with $ACCEL, deadline ${DEADLINE}s ($(elapsed))"
+		sleep 1
+	done
+	qemu_stop
+	sleep 0.5
+	kill "$tailpid" 2>/dev/null || true
+	wait "$tailpid" 2>/dev/null || true
+	tailpid=""
+	guest_s=$(($(date +%s) - boot_t0))
+}
 
-# Stream the console here while the guest runs; kill it at the deadline.
-tail -n +1 -F "$LOG" 2>/dev/null | sed -u 's/\r$//; s/^/guest: /' &
-tailpid=$!
-boot_t0=$(date +%s)
-hung=0
-while kill -0 "$qpid" 2>/dev/null; do
-	if [ $(($(date +%s) - boot_t0)) -ge "$DEADLINE" ]; then
-		hung=1
-		kill -9 "$qpid" 2>/dev/null
-		break
-	fi
-	sleep 1
-done
-wait "$qpid" 2>/dev/null || true
-qpid=""
-sleep 0.5
-kill "$tailpid" 2>/dev/null || true
-tailpid=""
-guest_s=$(($(date +%s) - boot_t0))
+verdict_line() {
+	tr -d '\r' <"$LOG" | grep -E '^RESULT [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' | tail -n1 || true
+}
+
+auto=$ACCEL
+choose_accel
+run_guest
+if [ "$auto" = auto ] && [ "$ACCEL" = kvm ] && [ -z "$(verdict_line)" ]; then
+	say "the guest stopped without a verdict under KVM (qemu said: '$(tail -c 300 "$WORK/qemu-kvm.out" | tr -c '\40-\176' ' ')'); running it again under TCG"
+	ACCEL=tcg accel_why="KVM stopped the guest without a verdict"
+	qemu_boot tcg "$LOG" "$WORK/qemu-tcg.out" "${qemu_args[@]}"
+	run_guest
+fi
 
 # --- 5. verdict ------------------------------------------------------------------------------
 echo
-echo "=== kernel suite: $(basename "$kdir"), $ACCEL, guest ${guest_s}s, total $(elapsed)"
+echo "=== kernel suite: $(basename "$kdir"), accelerator $ACCEL ($accel_why), guest ${guest_s}s, total $(elapsed)"
 tr -d '\r' <"$LOG" | grep -E '^(INFO|TEST) ' || true
-result=$(tr -d '\r' <"$LOG" | grep -E '^RESULT [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' | tail -n1 || true)
+result=$(verdict_line)
 junit() { # tests (one "name verdict detail" line each) on stdin: $CORDON_KERNEL_JUNIT
 	local esc='s/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g; s/"/\&quot;/g'
 	{
