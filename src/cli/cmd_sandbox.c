@@ -620,23 +620,21 @@ static int network_edit(struct create_ctx *c, const char *id)
 		 json_string_value(json_object_get(c->network, "policy")) ?:
 			 json_string_value(json_object_get(cur, "policy")) ?: "deny");
 	const char *policy = given;
-	json_t *rules = edited_rules(c, cur);
+	_cleanup_(json_decrefp) json_t *rules = edited_rules(c, cur);
 	if (!rules)
 		return CLI_EXIT_API;
 	if (json_array_size(rules) && strcmp(policy, "deny") == 0 &&
 	    !json_object_get(c->network, "policy"))
 		policy = "allow"; /* --add to a sandbox without a network: as --allow */
 	if (json_array_size(rules) && strcmp(policy, "allow") != 0) {
-		json_decref(rules);
 		log_error("network: policy '%s' takes no rules (--net allow restricts the sandbox to them)",
 			  strcmp(policy, "deny") ? policy : "none");
 		return CLI_EXIT_API;
 	}
+	/* Only "allow" has rules: for the others the list is empty, as the API wants it. */
 	if (json_object_set_new(c->network, "policy", json_string(policy)) < 0 ||
-	    json_object_set_new(c->network, "allow", strcmp(policy, "allow") ? json_array() : rules) < 0)
+	    json_object_set(c->network, "allow", rules) < 0)
 		return CLI_EXIT_API;
-	if (strcmp(policy, "allow") != 0)
-		json_decref(rules);
 	return 0;
 }
 
