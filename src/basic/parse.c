@@ -13,8 +13,9 @@ struct unit {
 	uint64_t factor;
 };
 
+/* A bare number is MiB, as memory and disk are thought of (E2B, Modal); "b" says bytes. */
 static const struct unit size_units[] = {
-	{"", 1},	   {"b", 1},	     {"k", 1ULL << 10}, {"kb", 1ULL << 10}, {"kib", 1ULL << 10},
+	{"", 1ULL << 20},  {"b", 1},	     {"k", 1ULL << 10}, {"kb", 1ULL << 10}, {"kib", 1ULL << 10},
 	{"m", 1ULL << 20}, {"mb", 1ULL << 20}, {"mib", 1ULL << 20}, {"g", 1ULL << 30},
 	{"gb", 1ULL << 30}, {"gib", 1ULL << 30}, {"t", 1ULL << 40},
 };

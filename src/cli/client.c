@@ -831,8 +831,9 @@ int cli_parse(const char *cmd, const struct cli_option *opts, size_t n_opts, voi
 		return -ENOMEM;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		if (stop_after && ret->n_pos == stop_after) {
-			i += strcmp(a, "--") == 0;
+		/* `exec ID --timeout 1 -- CMD`: options after ID are still ours; the command
+		 * starts at `--` or at the first word that is not an option, as for cordon run. */
+		if (stop_after && ret->n_pos == stop_after && a[0] != '-') {
 			ret->rest = argv + i;
 			ret->n_rest = argc - i;
 			return 0;
@@ -867,7 +868,7 @@ void cli_print_usage(FILE *f, const char *synopsis, const struct cli_option *opt
 		char left[64];
 		snprintf(left, sizeof(left), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
 			 opts[i].arg ? opts[i].arg : "");
-		fprintf(f, "  %-20s %s\n", left, opts[i].help);
+		fprintf(f, "  %-24s %s\n", left, opts[i].help);
 	}
 }
 

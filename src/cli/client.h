@@ -172,13 +172,14 @@ struct cli_option {
 struct cli_args {
 	char **pos; /* positional arguments (pointers into argv) */
 	int n_pos;
-	char **rest; /* after `--`, or after the @stop_after-th positional */
+	char **rest; /* after `--`, or from the first word after the @stop_after-th positional */
 	int n_rest;
 };
 
-/* Parses argv[1..] against @opts; options and positionals may mix until `--` or until
- * @stop_after positionals were seen (0: never stop). Returns 0, 1 for --help, or -EINVAL
- * after printing why. @ret->pos is allocated (free it). */
+/* Parses argv[1..] against @opts; options and positionals may mix until `--`. With
+ * @stop_after (0: never), the first non-option word after @stop_after positionals also
+ * starts @ret->rest, so `exec ID --timeout 1 -- CMD` and `exec ID CMD` both work. Returns 0,
+ * 1 for --help, or -EINVAL after printing why. @ret->pos is allocated (free it). */
 int cli_parse(const char *cmd, const struct cli_option *opts, size_t n_opts, void *ctx, int argc,
 	      char **argv, int stop_after, struct cli_args *ret);
 static inline void cli_args_done(struct cli_args *a)

@@ -316,8 +316,10 @@ int cmd_exec(int argc, char **argv)
 		return CLI_EXIT_API;
 	int r = cli_parse("exec", exec_options, ELEMENTSOF(exec_options), &c, argc, argv, 1, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "exec [OPTIONS] ID -- CMD [ARGS...]", exec_options,
+		cli_print_usage(stdout, "exec [OPTIONS] ID [OPTIONS] [--] CMD [ARGS...]", exec_options,
 				ELEMENTSOF(exec_options));
+		printf("\nOptions may come before or after ID; CMD starts at -- or at the first word\n"
+		       "after ID that is not an option.\n");
 		printf("\nexit status: CMD's; 128+N if it died of signal N; %d timed out, %d out of "
 		       "memory;\n1 API error, 2 usage, 3 cordond unreachable.\n",
 		       CORDON_EXIT_TIMEOUT, CORDON_EXIT_OOM);

@@ -34,14 +34,14 @@ static int parse_uint(const char *name, const char *arg, long long min, long lon
 	return 0;
 }
 
-/* Megabytes: "512" is 512 MB; "1G" and "256M" are sizes. */
+/* The API's whole MiB, in the one vocabulary of sizes (cordon_parse_size()): "512" is
+ * 512 MiB, as for cordon run; "1G" and "256M" are sizes. cordond checks the range. */
 static int parse_mb(const char *name, const char *arg, long long *ret)
 {
 	uint64_t bytes;
-	if (arg[strspn(arg, "0123456789")] == 0)
-		return parse_uint(name, arg, 1, 1 << 30, ret);
-	if (cordon_parse_size(arg, &bytes) < 0 || bytes % (1 << 20) || bytes == 0) {
-		log_error("--%s '%s': expected megabytes (512) or a size (1G, 256M)", name, arg);
+	if (cordon_parse_size(arg, &bytes) < 0 || bytes == 0 || bytes % (1 << 20) ||
+	    bytes >> 20 > INT32_MAX) {
+		log_error("--%s '%s': expected whole MiB, such as 512 (MiB), 256M or 2G", name, arg);
 		return -EINVAL;
 	}
 	*ret = (long long)(bytes >> 20);
@@ -54,6 +54,7 @@ struct create_ctx {
 	struct cli_common co;
 	json_t *req, *limits, *env, *meta;
 	json_t *network; /* {"policy": .., "allow": [..]}: shared with `cordon network` */
+	json_t *add, *remove; /* cordon network --add/--remove: rules to edit in */
 };
 
 /* --net and --allow, for create and network: {"policy": "allow", "allow": [RULE...]}. */
@@ -148,10 +149,10 @@ static int opt_meta(void *ctx, const char *a)
 static const struct cli_option create_options[] = {
 	{"template", "NAME", opt_template, "template to start from [host]"},
 	{"timeout", "SECONDS", opt_timeout, "destroy the sandbox after this long [server: 300]"},
-	{"memory", "MB", opt_memory, "memory limit in MB (or 1G, 256M) [512]"},
-	{"cpus", "N", opt_cpus, "CPU limit, fractions allowed [1]"},
+	{"memory", "SIZE", opt_memory, "memory limit: MiB, or 256M, 2G [512]"},
+	{"cpus", "N", opt_cpus, "CPU limit, fractions allowed, at most the host's [1]"},
 	{"pids", "N", opt_pids, "process limit [256]"},
-	{"disk", "MB", opt_disk, "writable space in MB (or 2G) [1024]"},
+	{"disk", "SIZE", opt_disk, "writable space: MiB, or 2G [1024]"},
 	{"env", "K=V", opt_env, "environment of every process (repeatable)"},
 	{"meta", "K=V", opt_meta, "a metadata label to find it by (repeatable)"},
 	{"net", "none|allow|public", opt_net, "network: loopback only, --allow rules, or the internet [none]"},
@@ -185,6 +186,8 @@ int cmd_create(int argc, char **argv)
 	int r = cli_parse("create", create_options, ELEMENTSOF(create_options), &c, argc, argv, 0, &a);
 	if (r == 1) {
 		cli_print_usage(stdout, "create [OPTIONS]", create_options, ELEMENTSOF(create_options));
+		printf("\nSIZE: a bare number is MiB (512); K, M, G, T suffixes are binary (256M, 2G).\n"
+		       "cordond refuses --cpus and --memory over what its host has.\n");
 		return 0;
 	}
 	if (r < 0 || a.n_pos || a.n_rest) {
@@ -534,14 +537,122 @@ int cmd_timeout(int argc, char **argv)
 
 /* ---- network ---- */
 
+static int opt_rule_list(json_t **list, const char *name, const char *a)
+{
+	if (!*list && !(*list = json_array()))
+		return -ENOMEM;
+	if (json_array_append_new(*list, json_string(a)) < 0) {
+		log_error("--%s: the rule is not valid UTF-8", name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int opt_add(void *ctx, const char *a)
+{
+	return opt_rule_list(&((struct create_ctx *)ctx)->add, "add", a);
+}
+
+static int opt_remove(void *ctx, const char *a)
+{
+	return opt_rule_list(&((struct create_ctx *)ctx)->remove, "remove", a);
+}
+
 static const struct cli_option network_options[] = {
-	{"net", "none|allow|public", opt_net, "the new policy (--allow implies allow)"},
-	{"allow", "RULE", opt_allow, "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
+	{"net", "none|allow|public", opt_net, "the new policy (--allow and --add imply allow)"},
+	{"allow", "RULE", opt_allow, "replace the rules with these (repeatable)"},
+	{"add", "RULE", opt_add, "add a rule to those in force (repeatable)"},
+	{"remove", "RULE", opt_remove, "remove a rule from those in force (repeatable)"},
 	{"json", NULL, cli_opt_json, "print the policy as JSON"},
 	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
 };
 
-/* cordon network ID [--net P] [--allow R]...: replaces the policy (shows it without options). */
+static ssize_t rule_index(json_t *rules, const char *rule)
+{
+	size_t i;
+	json_t *r;
+	json_array_foreach(rules, i, r)
+		if (json_is_string(r) && strcmp(json_string_value(r), rule) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+/* The rules in force (@cur's), less --remove's, plus --add's not there yet. */
+static json_t *edited_rules(const struct create_ctx *c, json_t *cur)
+{
+	_cleanup_(json_decrefp) json_t *rules = json_deep_copy(json_object_get(cur, "allow"));
+	size_t i;
+	json_t *r;
+
+	if (!json_is_array(rules) && !(rules = json_array()))
+		return NULL;
+	json_array_foreach(c->remove, i, r) {
+		ssize_t k = rule_index(rules, json_string_value(r));
+		if (k < 0) {
+			log_error("network: --remove '%s': no such rule in force (see 'cordon network ID')",
+				  json_string_value(r));
+			return NULL;
+		}
+		json_array_remove(rules, (size_t)k);
+	}
+	json_array_foreach(c->add, i, r)
+		if (rule_index(rules, json_string_value(r)) < 0 && json_array_append(rules, r) < 0)
+			return NULL;
+	return TAKE_PTR(rules);
+}
+
+/* --add and --remove: reads the policy in force (GET), edits it into c->network, which the
+ * caller PUTs. Not atomic: a change another client makes between the two is lost. */
+static int network_edit(struct create_ctx *c, const char *id)
+{
+	_cleanup_(client_response_done) struct client_response res = {};
+	char path[256];
+
+	if (cli_sandbox_path(path, sizeof(path), id, "") < 0)
+		return CORDON_EXIT_USAGE;
+	int r = cli_call(&c->co, "GET", path, NULL, &res);
+	if (r)
+		return r;
+	json_t *cur = json_object_get(res.json, "network");
+	/* A copy: setting c->network's policy below frees the string --net put there. */
+	char given[16];
+	snprintf(given, sizeof(given), "%s",
+		 json_string_value(json_object_get(c->network, "policy")) ?:
+			 json_string_value(json_object_get(cur, "policy")) ?: "deny");
+	const char *policy = given;
+	_cleanup_(json_decrefp) json_t *rules = edited_rules(c, cur);
+	if (!rules)
+		return CLI_EXIT_API;
+	if (json_array_size(rules) && strcmp(policy, "deny") == 0 &&
+	    !json_object_get(c->network, "policy"))
+		policy = "allow"; /* --add to a sandbox without a network: as --allow */
+	if (json_array_size(rules) && strcmp(policy, "allow") != 0) {
+		log_error("network: policy '%s' takes no rules (--net allow restricts the sandbox to them)",
+			  strcmp(policy, "deny") ? policy : "none");
+		return CLI_EXIT_API;
+	}
+	/* Only "allow" has rules: for the others the list is empty, as the API wants it. */
+	if (json_object_set_new(c->network, "policy", json_string(policy)) < 0 ||
+	    json_object_set(c->network, "allow", rules) < 0)
+		return CLI_EXIT_API;
+	return 0;
+}
+
+static void network_print(const struct create_ctx *c, json_t *pol)
+{
+	if (c->co.json) {
+		cli_print_json(pol);
+		return;
+	}
+	printf("policy: %s\n", json_string_value(json_object_get(pol, "policy")) ?: "?");
+	size_t i;
+	json_t *rule;
+	json_array_foreach(json_object_get(pol, "allow"), i, rule)
+		printf("allow:  %s\n", json_string_value(rule));
+}
+
+/* cordon network ID [--net P] [--allow R]... [--add R]... [--remove R]...: shows the policy
+ * without options; --net and --allow replace it; --add and --remove edit the rules in force. */
 int cmd_network(int argc, char **argv)
 {
 	_cleanup_(json_decrefp) json_t *net = json_object();
@@ -551,8 +662,12 @@ int cmd_network(int argc, char **argv)
 	char path[256];
 
 	int r = cli_parse("network", network_options, ELEMENTSOF(network_options), &c, argc, argv, 0, &a);
+	_cleanup_(json_decrefp) json_t *add = c.add, *remove = c.remove;
 	if (r == 1) {
 		cli_print_usage(stdout, "network [OPTIONS] ID", network_options, ELEMENTSOF(network_options));
+		printf("\nWithout options it shows the policy. --net and --allow replace it; --add and\n"
+		       "--remove read the rules in force, edit them and write them back (a change\n"
+		       "another client makes in between is lost); removing a rule not in force fails.\n");
 		return 0;
 	}
 	if (r < 0 || a.n_pos != 1 || a.n_rest || !net) {
@@ -560,21 +675,18 @@ int cmd_network(int argc, char **argv)
 			log_error("network: expected one sandbox id");
 		return CORDON_EXIT_USAGE;
 	}
+	if ((add || remove) && json_object_get(net, "allow")) {
+		log_error("network: --allow replaces the rules, --add and --remove edit them: not both");
+		return CORDON_EXIT_USAGE;
+	}
+	if ((add || remove) && (r = network_edit(&c, a.pos[0])) != 0)
+		return r;
 	bool change = json_object_size(net) > 0;
 	if (cli_sandbox_path(path, sizeof(path), a.pos[0], change ? "/network" : "") < 0)
 		return CORDON_EXIT_USAGE;
 	r = cli_call(&c.co, change ? "PUT" : "GET", path, change ? net : NULL, &res);
 	if (r)
 		return r;
-	json_t *pol = change ? res.json : json_object_get(res.json, "network");
-	if (c.co.json) {
-		cli_print_json(pol);
-		return 0;
-	}
-	printf("policy: %s\n", json_string_value(json_object_get(pol, "policy")) ?: "?");
-	size_t i;
-	json_t *rule;
-	json_array_foreach(json_object_get(pol, "allow"), i, rule)
-		printf("allow:  %s\n", json_string_value(rule));
+	network_print(&c, change ? res.json : json_object_get(res.json, "network"));
 	return 0;
 }

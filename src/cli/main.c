@@ -25,7 +25,7 @@ static const struct subcommand subcommands[] = {
 	{"cp", cmd_cp, "copy a file into or out of a sandbox"},
 	{"logs", cmd_logs, "show a sandbox's audit records"},
 	{"timeout", cmd_timeout, "set a sandbox's deadline to now + SECONDS"},
-	{"network", cmd_network, "show or replace a sandbox's network policy"},
+	{"network", cmd_network, "show, replace or edit a sandbox's network policy"},
 	{"kill", cmd_kill, "destroy sandboxes"},
 	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
 	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},

@@ -13,6 +13,7 @@
 #include <cordon/cordon.h>
 
 #include "basic/cleanup.h"
+#include "basic/host.h"
 #include "basic/log.h"
 #include "basic/sigfd.h"
 #include "cli/cli.h"
@@ -42,28 +43,48 @@ struct run_ctx {
 
 typedef int (*opt_fn)(struct run_ctx *ctx, const char *arg);
 
-static int opt_size(const char *name, const char *arg, uint64_t *ret)
+/* One vocabulary with cordon create, cordond and the template builder (cordon_parse_size()):
+ * a bare number is MiB. Below @min the jail refuses anyway; say so as a usage error. */
+static int opt_size(const char *name, const char *arg, uint64_t min, uint64_t *ret)
 {
-	if (cordon_parse_size(arg, ret) < 0 || *ret == 0) {
-		log_error("--%s '%s': expected a size such as 512M or 2G", name, arg);
+	if (cordon_parse_size(arg, ret) < 0 || *ret < min) {
+		log_error("--%s '%s': expected a size of at least %lluM, such as 512 (MiB), 512M or 2G",
+			  name, arg, (unsigned long long)(min >> 20));
 		return -EINVAL;
 	}
 	return 0;
 }
 
-static int opt_memory(struct run_ctx *c, const char *a) { return opt_size("memory", a, &c->spec.memory_bytes); }
-static int opt_disk(struct run_ctx *c, const char *a) { return opt_size("disk", a, &c->spec.disk_bytes); }
+/* More than the host has could never be honoured: refused, as cordond refuses it. */
+static int opt_memory(struct run_ctx *c, const char *a)
+{
+	uint64_t host;
+	int r = opt_size("memory", a, 8ULL << 20, &c->spec.memory_bytes);
+	if (r == 0 && host_memory_bytes(&host) == 0 && c->spec.memory_bytes > host) {
+		log_error("--memory '%s': this host has %llu MiB of memory", a,
+			  (unsigned long long)(host >> 20));
+		return -EINVAL;
+	}
+	return r;
+}
+
+static int opt_disk(struct run_ctx *c, const char *a) { return opt_size("disk", a, 1ULL << 20, &c->spec.disk_bytes); }
 
 static int opt_cpus(struct run_ctx *c, const char *a)
 {
 	char *end;
 	errno = 0;
 	double v = strtod(a, &end);
-	if (errno || *end || !(v >= 0.01 && v <= 1024)) {
-		log_error("--cpus '%s': expected a number of CPUs between 0.01 and 1024", a);
+	uint32_t host = host_cpus_milli();
+	if (errno || end == a || *end || !(v >= 0.01 && v <= 1024)) {
+		log_error("--cpus '%s': expected a number of CPUs between 0.01 and %g", a, host / 1000.0);
 		return -EINVAL;
 	}
 	c->spec.cpus_milli = (uint32_t)(v * 1000 + 0.5);
+	if (c->spec.cpus_milli > host) {
+		log_error("--cpus '%s': this host has %g CPUs", a, host / 1000.0);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -344,10 +365,10 @@ static const struct {
 } options[] = {
 	{"template", opt_template, "NAME", "image to run from [host]"},
 	{"rootfs", opt_rootfs, "DIR", "a directory holding a root filesystem, read-only"},
-	{"memory", opt_memory, "SIZE", "memory limit [512M]"},
-	{"cpus", opt_cpus, "N", "CPU limit, fractions allowed [1]"},
+	{"memory", opt_memory, "SIZE", "memory limit: MiB, or 256M, 2G [512M]"},
+	{"cpus", opt_cpus, "N", "CPU limit, fractions allowed, at most the host's [1]"},
 	{"pids", opt_pids, "N", "process limit [256]"},
-	{"disk", opt_disk, "SIZE", "writable space, /tmp and /home included [1G]"},
+	{"disk", opt_disk, "SIZE", "writable space (/tmp, /home/user): MiB, or 2G [1G]"},
 	{"timeout", opt_timeout, "DURATION", "wall-clock limit [300s]"},
 	{"env", opt_env, "K=V", "set a variable (repeatable)"},
 	{"workdir", opt_workdir, "DIR", "working directory [the user's home]"},
@@ -361,8 +382,13 @@ static const struct {
 static int run_usage(FILE *f)
 {
 	fprintf(f, "usage: cordon run [OPTIONS] -- CMD [ARGS...]\n\noptions:\n");
-	for (size_t i = 0; i < ELEMENTSOF(options); i++)
-		fprintf(f, "  --%s %-14s %s\n", options[i].name, options[i].arg, options[i].help);
+	for (size_t i = 0; i < ELEMENTSOF(options); i++) {
+		char left[64];
+		snprintf(left, sizeof(left), "--%s %s", options[i].name, options[i].arg);
+		fprintf(f, "  %-24s %s\n", left, options[i].help);
+	}
+	fprintf(f, "\nSIZE: a bare number is MiB (512); K, M, G, T suffixes are binary (256M, 2G);\n"
+		   "B is bytes. DURATION: 30s, 500ms, 5m, 2h; a bare number is seconds.\n");
 	fprintf(f, "\nexit status: CMD's; 128+N if it died of signal N; %d timeout, %d out of memory,\n"
 		   "%d sandbox setup failed, %d not executable, %d not found, %d usage.\n",
 		CORDON_EXIT_TIMEOUT, CORDON_EXIT_OOM, CORDON_EXIT_SETUP, CORDON_EXIT_NOEXEC,

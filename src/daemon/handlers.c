@@ -9,6 +9,7 @@
 
 #include <event2/buffer.h>
 
+#include "basic/host.h"
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
 #include "image/store.h"
@@ -34,6 +35,20 @@ static bool network_ok(struct ctx *c, const struct api_network *n, const char *p
 	return true;
 }
 
+/* Limits over what this host has are a 400 naming the host's maximum (api_limits_check()). */
+static bool limits_ok(struct ctx *c, const struct api_limits *l)
+{
+	struct api_host_max max = {.cpus_milli = host_cpus_milli()};
+	struct cordon_err err = {};
+	uint64_t mem;
+	if (host_memory_bytes(&mem) == 0)
+		max.memory_mb = mem >> 20 > UINT32_MAX ? UINT32_MAX : (uint32_t)(mem >> 20);
+	if (api_limits_check(l, &max, &err) == 0)
+		return true;
+	reply_error(c->req, API_ERR_INVALID_FIELD, "%s", err.msg);
+	return false;
+}
+
 void handle_create(struct ctx *c)
 {
 	struct api_create *req = NULL;
@@ -44,7 +59,9 @@ void handle_create(struct ctx *c)
 		return;
 	}
 	char root[4096];
-	if (strcmp(req->template_name, "host") != 0 &&
+	if (!limits_ok(c, &req->limits))
+		;
+	else if (strcmp(req->template_name, "host") != 0 &&
 	    store_path(req->template_name, root, sizeof(root)) < 0)
 		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s' (cordon template ls)",
 			    req->template_name);

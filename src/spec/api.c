@@ -669,6 +669,19 @@ int api_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 	return 0;
 }
 
+int api_limits_check(const struct api_limits *l, const struct api_host_max *max,
+		     struct cordon_err *err)
+{
+	if (max->cpus_milli && l->cpus_milli > max->cpus_milli)
+		return cordon_err_setf(err, -EINVAL, "limits.cpus: must be at most %g, this host's CPUs",
+				       max->cpus_milli / 1000.0);
+	if (max->memory_mb && l->memory_mb > max->memory_mb)
+		return cordon_err_setf(err, -EINVAL,
+				       "limits.memory_mb: must be at most %u, this host's memory in MiB",
+				       max->memory_mb);
+	return 0;
+}
+
 void api_create_to_spec(const struct api_create *c, struct cordon_spec *spec)
 {
 	spec->memory_bytes = (uint64_t)c->limits.memory_mb << 20;

@@ -121,6 +121,19 @@ int api_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 		     struct api_create **ret_create, struct cordon_err *err);
 struct api_create *api_create_free(struct api_create *c);
 
+/* What the host can give one sandbox (src/basic/host.h), known only at run time. */
+struct api_host_max {
+	uint32_t cpus_milli;
+	uint32_t memory_mb; /* 0: unknown, no ceiling */
+};
+
+/* Refuses limits this host could never honour (cpus over its CPUs, memory over its memory),
+ * with -EINVAL naming the field and the host's maximum: "limits.cpus: must be at most 2,
+ * this host's CPUs". Refused rather than clamped: a sandbox that silently gets less than it
+ * asked for fails later in a way that is harder to read. */
+int api_limits_check(const struct api_limits *l, const struct api_host_max *max,
+		     struct cordon_err *err);
+
 /* Fills what a create request says into @spec, which the caller has set up with
  * cordon_spec_init(): limits, timeout and env. Pointers in @spec then point into @c, which
  * must outlive them. Left to the caller: the template (rootfs), runtime, network policy and

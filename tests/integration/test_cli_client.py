@@ -86,7 +86,7 @@ class Daemon:
         os.makedirs(self.runtime_dir)
         argv = [CORDOND, "--socket", self.sock, "--state-dir", self.state_dir,
                 "--runtime-dir", self.runtime_dir, "--pool", "1", "--max-sandboxes", "8",
-                "--max-timeout", "600"] + self.extra
+                "--max-timeout", str(MAX_TIMEOUT_S)] + self.extra
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                          start_new_session=True)
@@ -141,14 +141,31 @@ def daemon(cordon_bin):
     d.stop()
 
 
+# The daemon's --max-timeout, and the shared sandbox's TTL: the whole module must run within
+# it on a slow machine, so no test may shorten it (test_timeout works on a sandbox of its own;
+# it once set the shared one's to 120 s, and the tests after it found the sandbox gone).
+MAX_TIMEOUT_S = 600
+
+
 @pytest.fixture(scope="module")
 def sandbox(daemon):
-    """One sandbox for the module, made with `cordon create`, destroyed at the end."""
-    p = run(["create", "--meta", "suite=cli", "--meta", "who=test_cli_client", "--timeout", "300"],
-            daemon.sock)
+    """One sandbox for the module, made with `cordon create`, destroyed at the end. Tests
+    that change its life (timeout, kill) or its network use a sandbox of their own."""
+    p = run(["create", "--meta", "suite=cli", "--meta", "who=test_cli_client", "--timeout",
+             str(MAX_TIMEOUT_S)], daemon.sock)
     assert p.returncode == 0, describe(p)
     sid = p.stdout.decode().strip()
     assert ID_RE.match(sid), f"create must print only the id:\n{describe(p)}"
+    yield sid
+    run(["kill", sid], daemon.sock)
+
+
+@pytest.fixture
+def own_sandbox(daemon):
+    """A sandbox for one test, destroyed after it."""
+    p = run(["create", "--meta", "who=own_sandbox"], daemon.sock)
+    assert p.returncode == 0, describe(p)
+    sid = p.stdout.decode().strip()
     yield sid
     run(["kill", sid], daemon.sock)
 
@@ -213,11 +230,17 @@ class TestSandboxes:
         assert sb["id"] == sandbox
         assert sb["metadata"] == {"suite": "cli", "who": "test_cli_client"}
 
-    def test_timeout(self, daemon, sandbox):
-        p = run(["timeout", sandbox, "120"], daemon.sock)
+    def test_timeout(self, daemon, own_sandbox):
+        p = run(["timeout", own_sandbox, "120"], daemon.sock)
         assert p.returncode == 0, describe(p)
-        exp = parse_time(info_json(daemon, sandbox)["expires_at"])
+        exp = parse_time(info_json(daemon, own_sandbox)["expires_at"])
         assert abs(exp - (time.time() + 120)) < 10, exp - time.time()
+
+    def test_shared_sandbox_outlives_the_module(self, daemon, sandbox):
+        """The shared sandbox has the daemon's longest TTL, and nothing shortened it."""
+        sb = info_json(daemon, sandbox)
+        assert sb["timeout_s"] == MAX_TIMEOUT_S, sb
+        assert parse_time(sb["expires_at"]) - time.time() > MAX_TIMEOUT_S / 2, sb
 
     def test_kill_then_info_is_not_found(self, daemon):
         p = run(["create"], daemon.sock)
@@ -231,6 +254,27 @@ class TestSandboxes:
         assert p.stderr.decode().startswith("cordon: not_found: "), describe(p)
         p = run(["kill", sid], daemon.sock)
         assert p.returncode == EXIT_API, describe(p)
+
+    def test_create_sizes(self, daemon):
+        """The one vocabulary of sizes: a bare number is MiB, suffixes are binary."""
+        p = run(["create", "--json", "--memory", "1G", "--disk", "256", "--timeout", "60"], daemon.sock)
+        assert p.returncode == 0, describe(p)
+        sb = json.loads(p.stdout)
+        run(["kill", sb["id"]], daemon.sock)
+        assert sb["limits"]["memory_mb"] == 1024 and sb["limits"]["disk_mb"] == 256, sb
+        for bad in ("1500K", "0", "2.5G", "lots"):
+            p = run(["create", "--memory", bad], daemon.sock)
+            assert p.returncode == EXIT_USAGE, describe(p)
+            assert "--memory" in p.stderr.decode() and "MiB" in p.stderr.decode(), describe(p)
+
+    def test_create_over_the_host_is_refused(self, daemon):
+        n = len(os.sched_getaffinity(0))
+        before = run(["ls", "--json"], daemon.sock).stdout
+        p = run(["create", "--cpus", str(n + 1)], daemon.sock)
+        assert p.returncode == EXIT_API, describe(p)
+        assert re.match(rf"cordon: invalid_field: limits\.cpus: must be at most {n}\b",
+                        p.stderr.decode()), describe(p)
+        assert run(["ls", "--json"], daemon.sock).stdout == before
 
     def test_api_error_is_code_and_message(self, daemon):
         p = run(["create", "--memory", "1"], daemon.sock)
@@ -288,6 +332,24 @@ class TestExec:
         assert p.returncode == 0, describe(p)
         assert p.stdout == b"0 /tmp 42\n", describe(p)
 
+    def test_options_after_the_id(self, daemon, sandbox):
+        """`exec ID --timeout 1 -- sleep 5`: --timeout is exec's, not the command (which ran
+        as `--timeout` and failed with 127)."""
+        t0 = time.monotonic()
+        p = run(["exec", sandbox, "--timeout", "1", "--", "sleep", "5"], daemon.sock)
+        assert p.returncode == 124, describe(p)
+        assert "timed out" in p.stderr.decode(), describe(p)
+        assert time.monotonic() - t0 < 4.5, "the 1 s timeout did not apply"
+        p = run(["exec", sandbox, "--env", "X=42", "--cwd", "/tmp", "sh", "-c", 'echo "$X $(pwd)"'],
+                daemon.sock)
+        assert p.returncode == 0 and p.stdout == b"42 /tmp\n", describe(p)
+
+    def test_options_after_the_command_are_its_own(self, daemon, sandbox):
+        p = run(["exec", sandbox, "echo", "--timeout", "1", "--"], daemon.sock)
+        assert p.returncode == 0 and p.stdout == b"--timeout 1 --\n", describe(p)
+        p = run(["exec", sandbox, "--", "echo", "--env", "X=1"], daemon.sock)
+        assert p.returncode == 0 and p.stdout == b"--env X=1\n", describe(p)
+
     def test_signal_exit_status(self, daemon, sandbox):
         p = run(["exec", sandbox, "--", "sh", "-c", "kill -USR1 $$"], daemon.sock)
         assert p.returncode == 128 + signal.SIGUSR1, describe(p)
@@ -316,6 +378,67 @@ class TestExec:
         p = run(["exec", "nosuchsandbox", "--", "true"], daemon.sock)
         assert p.returncode == EXIT_API, describe(p)
         assert p.stderr.decode().startswith("cordon: not_found: "), describe(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# Network policy
+
+
+def network_json(daemon, sid, *args):
+    p = run(["network", "--json", sid] + list(args), daemon.sock)
+    assert p.returncode == 0, describe(p)
+    return json.loads(p.stdout)
+
+
+class TestNetwork:
+    pytestmark = needs_daemon
+
+    @pytest.fixture
+    def net_sandbox(self, daemon, own_sandbox):
+        p = run(["network", own_sandbox, "--net", "allow"], daemon.sock)
+        if p.returncode != 0 and "cannot give sandboxes a network" in p.stderr.decode():
+            pytest.skip("this cordond cannot give sandboxes a network")
+        assert p.returncode == 0, describe(p)
+        return own_sandbox
+
+    def test_add_and_remove_edit_the_rules(self, daemon, net_sandbox):
+        sid = net_sandbox
+        assert network_json(daemon, sid, "--add", "example.com") == \
+            {"policy": "allow", "allow": ["example.com"]}
+        # Adding what is there already is a no-op; the order of the rules is kept.
+        assert network_json(daemon, sid, "--add", "pypi.org", "--add", "example.com") == \
+            {"policy": "allow", "allow": ["example.com", "pypi.org"]}
+        assert network_json(daemon, sid, "--remove", "example.com") == \
+            {"policy": "allow", "allow": ["pypi.org"]}
+        assert info_json(daemon, sid)["network"] == {"policy": "allow", "allow": ["pypi.org"]}
+        # --allow still replaces the whole list.
+        assert network_json(daemon, sid, "--allow", "a.example.org") == \
+            {"policy": "allow", "allow": ["a.example.org"]}
+
+    def test_add_to_no_network_allows_it(self, daemon, own_sandbox):
+        p = run(["network", own_sandbox, "--add", "example.com"], daemon.sock)
+        if p.returncode != 0 and "cannot give sandboxes a network" in p.stderr.decode():
+            pytest.skip("this cordond cannot give sandboxes a network")
+        assert p.returncode == 0, describe(p)
+        assert p.stdout == b"policy: allow\nallow:  example.com\n", describe(p)
+
+    def test_refusals_change_nothing(self, daemon, net_sandbox):
+        sid = net_sandbox
+        network_json(daemon, sid, "--add", "example.com")
+        before = info_json(daemon, sid)["network"]
+        p = run(["network", sid, "--remove", "not-there.example"], daemon.sock)
+        assert p.returncode == EXIT_API and "not-there.example" in p.stderr.decode(), describe(p)
+        p = run(["network", sid, "--allow", "x.example", "--add", "y.example"], daemon.sock)
+        assert p.returncode == EXIT_USAGE, describe(p)
+        p = run(["network", sid, "--net", "none", "--add", "y.example"], daemon.sock)
+        assert p.returncode == EXIT_API and "takes no rules" in p.stderr.decode(), describe(p)
+        network_json(daemon, sid, "--allow", "example.com")
+        p = run(["network", sid, "--net", "public"], daemon.sock)
+        assert p.returncode == 0, describe(p)
+        p = run(["network", sid, "--add", "y.example"], daemon.sock)
+        assert p.returncode == EXIT_API and "public" in p.stderr.decode(), describe(p)
+        assert info_json(daemon, sid)["network"]["policy"] == "public"
+        assert before == {"policy": "allow", "allow": ["example.com"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -488,6 +611,8 @@ def test_daemon_unreachable(cordon_bin, tmp_path):
     ["exec", "sb1"], ["exec", "--", "sh"], ["cp", "a", "b"], ["cp", "sb:/a", "sb:/b"],
     ["info"], ["kill"], ["timeout", "sb1"], ["timeout", "sb1", "soon"], ["ls", "--bogus"],
     ["create", "--memory", "lots"], ["audit"], ["audit", "check", "f"], ["info", "bad/id"],
+    ["exec", "sb1", "--bogus", "--", "true"], ["exec", "sb1", "--timeout"],
+    ["exec", "sb1", "--timeout", "soon", "--", "true"], ["network", "sb1", "--allow", "a", "--add", "b"],
 ])
 def test_usage_errors(cordon_bin, args):
     p = run(args, "/nonexistent.sock")

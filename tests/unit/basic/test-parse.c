@@ -47,8 +47,9 @@ static void test_size_units(void **state)
 {
 	static const struct ok_case c[] = {
 		{"0", 0},
-		{"1", 1},
-		{"4096", 4096},
+		{"1", 1ULL << 20}, /* a bare number is MiB */
+		{"1024", 1ULL << 30},
+		{"4096b", 4096},
 		{"1b", 1},
 		{"1B", 1},
 		{"1k", 1024},
@@ -75,12 +76,14 @@ static void test_size_units(void **state)
 static void test_size_overflow(void **state)
 {
 	static const struct ok_case ok[] = {
-		{"18446744073709551615", UINT64_MAX},
+		{"18446744073709551615b", UINT64_MAX},
+		{"17592186044415", 17592186044415ULL << 20}, /* (2^64-1)/2^20 MiB */
 		{"18014398509481983k", 18014398509481983ULL << 10}, /* (2^64-1)/1024 */
 		{"16777215t", 16777215ULL << 40},
 	};
 	static const struct bad_case bad[] = {
-		{"18446744073709551616", -ERANGE},
+		{"18446744073709551616b", -ERANGE},
+		{"17592186044416", -ERANGE}, /* 2^44 MiB = 2^64 */
 		{"99999999999999999999999999", -ERANGE},
 		{"18014398509481984k", -ERANGE}, /* 2^54 KiB = 2^64 */
 		{"16777216t", -ERANGE},
