@@ -16,8 +16,10 @@
 #include "daemon/daemon.h"
 #include "lib/frame.h"
 
-#define MAX_PROCS       1024 /* running at once in one sandbox, through the API */
+#define MAX_PROCS       FRAME_MAX_PROCS /* running at once in one sandbox: the agent's limit too */
 #define MAX_EXITED_KEPT 64   /* exited processes remembered for reattach */
+#define STRINGIFY_BACKLOG "8 MiB" /* SUBSCRIBER_BACKLOG, for people */
+_Static_assert(SUBSCRIBER_BACKLOG == 8u << 20, "STRINGIFY_BACKLOG says 8 MiB");
 
 struct sub {
 	struct evhttp_request *req;
@@ -31,7 +33,9 @@ struct proc {
 	uint32_t pid; /* inside the sandbox, once SPAWNED */
 	bool exec;    /* run and wait */
 	bool exited, spawned, stdin_closed;
+	bool base64;  /* exec: stdout and stderr returned as base64 */
 	struct evhttp_request *exec_req;
+	struct evhttp_request *start_req; /* a started process's request until SPAWNED or ERROR */
 	struct evbuffer *out[2];
 	bool trunc[2];
 	uint64_t bytes_out;
@@ -81,6 +85,9 @@ static void sub_drop(struct proc *p, struct sub *sub)
 
 static void proc_free(struct proc *p)
 {
+	if (p->start_req)
+		reply_error(p->start_req, API_ERR_CONFLICT, "the sandbox was destroyed");
+	p->start_req = NULL;
 	while (p->subs) {
 		stream_end(p->subs->req);
 		sub_drop(p, p->subs);
@@ -118,6 +125,12 @@ static void on_exec_close(struct evhttp_connection *evcon, void *arg)
 	p->exec_req = NULL; /* the client left; the process runs on to its end */
 }
 
+static void on_start_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct proc *p = arg;
+	p->start_req = NULL; /* the client left before the process started; it runs on */
+}
+
 static void on_sub_close(struct evhttp_connection *evcon, void *arg)
 {
 	struct sub *sub = arg;
@@ -125,6 +138,25 @@ static void on_sub_close(struct evhttp_connection *evcon, void *arg)
 }
 
 /* ---- events to stream readers ---- */
+
+/* The last line to a reader that fell SUBSCRIBER_BACKLOG behind: said, never silent, so that
+ * a client cannot mistake the end of its stream for the end of the process. It is queued past
+ * the backlog (one line more), and the stream ends after it. */
+static void send_lagged(struct proc *p, struct evhttp_request *req)
+{
+	_cleanup_(json_decrefp) json_t *e = json_pack(
+		"{s:s, s:I, s:s}", "type", "lagged", "pid", (json_int_t)p->pid, "message",
+		"this reader fell more than " STRINGIFY_BACKLOG " behind the process's output; "
+		"its stream ends here and the process runs on");
+	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	struct evbuffer *buf = line ? evbuffer_new() : NULL;
+	if (buf) {
+		evbuffer_add_printf(buf, "%s\n", line);
+		evhttp_send_reply_chunk(req, buf);
+		evbuffer_free(buf);
+	}
+	metric_inc(M_HTTP_ERRORS);
+}
 
 static void broadcast(struct proc *p, json_t *ev)
 {
@@ -137,6 +169,7 @@ static void broadcast(struct proc *p, json_t *ev)
 	for (struct sub *sub = p->subs, *next; sub; sub = next) {
 		next = sub->next;
 		if (!stream_send(sub->req, line, n + 1)) {
+			send_lagged(p, sub->req);
 			stream_end(sub->req);
 			sub_drop(p, sub);
 		}
@@ -187,16 +220,28 @@ static void forget_old_exited(struct sbx *s)
 		proc_free(oldest);
 }
 
+/* An exec's output as the request asked: text (U+FFFD for invalid UTF-8 and NUL) or base64. */
+static json_t *output_json(const struct proc *p, int which)
+{
+	const void *data = evbuffer_pullup(p->out[which], -1);
+	size_t len = evbuffer_get_length(p->out[which]), n;
+	if (!p->base64)
+		return json_from_bytes_utf8(data, len);
+	_cleanup_free_ char *b64 = base64_encode(data, len, &n);
+	return b64 ? json_stringn(b64, n) : NULL;
+}
+
 static void exec_reply(struct proc *p)
 {
 	json_t *r = json_pack("{s:i, s:i, s:o, s:o, s:b, s:b, s:b, s:b, s:I}", "exit_code",
 			      p->ex.signal ? -1 : (int)p->ex.code, "signal", (int)p->ex.signal,
-			      "stdout", json_from_bytes_utf8(evbuffer_pullup(p->out[0], -1), evbuffer_get_length(p->out[0])),
-			      "stderr", json_from_bytes_utf8(evbuffer_pullup(p->out[1], -1), evbuffer_get_length(p->out[1])),
+			      "stdout", output_json(p, 0), "stderr", output_json(p, 1),
 			      "stdout_truncated", p->trunc[0], "stderr_truncated", p->trunc[1],
 			      "timed_out", p->ex.timed_out != 0, "oom", p->oom, "duration_ms",
 			      (json_int_t)(now_ms() - p->started_ms));
 	metric_observe(H_EXEC, (now_ms() - p->t0_ms) / 1000.0);
+	if (r && p->base64)
+		json_object_set_new(r, "encoding", json_string("base64"));
 	reply_json(p->exec_req, 200, r);
 	p->exec_req = NULL;
 }
@@ -267,17 +312,37 @@ static void output(struct proc *p, int which, const struct frame *f)
 				       (json_int_t)p->pid, "data", b64));
 }
 
+/* Whether the agent could not start a process for want of a resource the sandbox is limited
+ * in (its pids limit, open files): that is the quota, answered as such, not an exit code. */
+static bool spawn_quota(uint32_t errnum)
+{
+	return errnum == EAGAIN || errnum == EMFILE || errnum == ENFILE;
+}
+
 static void spawn_failed(struct proc *p, const struct frame *f)
 {
 	struct frame_error e;
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
 		e = (struct frame_error){.errnum = EIO};
 	const char *msg = e.message ? e.message : strerror(e.errnum);
-	evbuffer_add_printf(p->out[1], "cordon: cannot run: %s\n", msg);
+	struct evhttp_request *req = p->exec ? p->exec_req : p->start_req;
+	if (req && spawn_quota(e.errnum)) {
+		reply_error(req, API_ERR_QUOTA_EXCEEDED,
+			    "no room for another process in sandbox %s (%s): at most %u run at once, "
+			    "and limits.pids (%u) counts every process and thread in it",
+			    p->s->id, msg, MAX_PROCS, (unsigned)p->s->spec.pids);
+		p->exec_req = p->start_req = NULL;
+	}
+	evbuffer_add_printf(p->out[1], "cordon: %s\n", msg);
+	if (p->start_req) {
+		struct evhttp_request *r = p->start_req;
+		p->start_req = NULL;
+		subscribe(p, r);
+	}
 	if (!p->exec && p->subs) {
 		size_t n;
-		char line[600];
-		int len = snprintf(line, sizeof(line), "cordon: cannot run: %s\n", msg);
+		char line[FRAME_MAX_MESSAGE + 16];
+		int len = snprintf(line, sizeof(line), "cordon: %s\n", msg);
 		_cleanup_free_ char *b64 = base64_encode(line, len > 0 ? (size_t)len : 0, &n);
 		if (b64)
 			broadcast(p, json_pack("{s:s, s:I, s:s}", "type", "stderr", "pid", (json_int_t)0, "data", b64));
@@ -300,6 +365,11 @@ int proc_frame(struct sbx *s, const struct frame *f)
 			return -EPROTO;
 		p->pid = sp.pid;
 		p->spawned = true;
+		if (p->start_req) { /* only now is the answer 200 and the stream open */
+			struct evhttp_request *r = p->start_req;
+			p->start_req = NULL;
+			subscribe(p, r);
+		}
 		broadcast(p, start_event(p));
 		return 0;
 	}
@@ -497,9 +567,12 @@ static void start(struct ctx *c, bool exec)
 		struct proc *p = proc_start(c->req, s, e, exec);
 		if (p && exec) {
 			p->exec_req = c->req;
+			p->base64 = e->encoding == API_ENCODING_BASE64;
 			req_on_close(c->req, on_exec_close, p);
 		} else if (p) {
-			subscribe(p, c->req);
+			/* answered at SPAWNED (a stream) or ERROR (maybe 429), not before */
+			p->start_req = c->req;
+			req_on_close(c->req, on_start_close, p);
 		}
 	}
 	api_exec_free(e);

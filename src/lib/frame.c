@@ -99,6 +99,7 @@ static const struct field file_stat_fields[] = {FILE_PATH, FILE_USER};
 static const struct field file_list_fields[] = {
 	FILE_PATH, FILE_USER,
 	U32(frame_file, FRAME_TAG_DEPTH, depth, 0),
+	U64(frame_file, FRAME_TAG_OFFSET, offset, 0),
 };
 
 static const struct field file_mkdir_fields[] = {FILE_PATH, FILE_USER, FILE_MODE, FILE_FLAGS};

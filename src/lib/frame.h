@@ -38,6 +38,9 @@
 #define FRAME_MAX_PATH      4096u  /* bytes of a path on the wire, NUL included (PATH_MAX) */
 #define FRAME_MAX_MESSAGE   1024u  /* bytes of an ERROR message, NUL included */
 #define FRAME_MAX_LIST_DEPTH 32u
+/* Processes the agent runs at once; the daemon applies the same limit first (429), so the
+ * agent's EAGAIN is only ever a sandbox's own limit (pids, open files) running out. */
+#define FRAME_MAX_PROCS     1024u
 /* Largest data a single STDIN or FILE_WRITE frame can carry once its other fields are counted. */
 #define FRAME_MAX_DATA      (FRAME_MAX_PAYLOAD - 2u * FRAME_MAX_PATH - 64u)
 
@@ -201,6 +204,7 @@ struct frame_file {
 	uint64_t offset;  /* FILE_WRITE, FILE_READ */
 	uint64_t length;  /* FILE_READ: at most this many bytes, 0 = to the end */
 	uint32_t depth;   /* FILE_LIST: 0 or 1 = entries of path only */
+	/* FILE_LIST uses offset too: entries of the walk to skip (the next page starts there) */
 	const uint8_t *data; /* FILE_WRITE */
 	uint32_t data_len;
 };
@@ -216,7 +220,8 @@ struct frame_file_info {
 	uint32_t gid;
 };
 
-/* OK: size is bytes written (FILE_WRITE), bytes sent (FILE_READ), entries (FILE_LIST). */
+/* OK: size is bytes written (FILE_WRITE), bytes sent (FILE_READ), entries (FILE_LIST: those
+ * the walk passed after OFFSET, listed or not, so that OFFSET + size is where it stopped). */
 struct frame_ok {
 	uint64_t size;
 	uint32_t flags;

@@ -734,6 +734,12 @@ static const struct enumval users[] = {
 };
 static const struct enumdef user_def = {users, ELEMENTSOF(users),
 					"must be one of \"user\", \"root\""};
+static const struct enumval encodings[] = {
+    {"utf-8", API_ENCODING_UTF8},
+    {"base64", API_ENCODING_BASE64},
+};
+static const struct enumdef encoding_def = {encodings, ELEMENTSOF(encodings),
+					    "must be one of \"utf-8\", \"base64\""};
 static const struct range run_timeout_range = {1, API_MAX_EXEC_TIMEOUT};
 static const struct range start_timeout_range = {0, API_MAX_EXEC_TIMEOUT};
 
@@ -768,6 +774,7 @@ static const struct field run_fields[] = {
     {"tag", fld_string, offsetof(struct api_exec, tag), &tag_def},
     {"stdin", fld_stdin, 0, NULL},
     {"timeout_s", fld_u32, offsetof(struct api_exec, timeout_s), &run_timeout_range},
+    {"encoding", fld_enum, offsetof(struct api_exec, encoding), &encoding_def},
 };
 static const struct field start_fields[] = {
     {"argv", fld_argv, 0, NULL},
@@ -1353,6 +1360,12 @@ static const struct {
     [API_ERR_INTERNAL] = {"internal", 500},
     [API_ERR_UNAVAILABLE] = {"unavailable", 503},
     [API_ERR_TIMEOUT] = {"timeout", 504},
+    [API_ERR_READ_ONLY] = {"read_only", 409},
+    [API_ERR_INVALID_PATH] = {"invalid_path", 400},
+    [API_ERR_NO_SPACE] = {"no_space", 409},
+    [API_ERR_NOT_A_DIRECTORY] = {"not_a_directory", 409},
+    [API_ERR_IS_A_DIRECTORY] = {"is_a_directory", 409},
+    [API_ERR_CROSS_DEVICE] = {"cross_device", 409},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */
@@ -1373,8 +1386,16 @@ static const struct {
     {EEXIST, API_ERR_CONFLICT},
     {EBUSY, API_ERR_CONFLICT},
     {ENOTEMPTY, API_ERR_CONFLICT},
-    {EISDIR, API_ERR_CONFLICT},
-    {ENOTDIR, API_ERR_CONFLICT},
+    {ETXTBSY, API_ERR_CONFLICT},
+    {EISDIR, API_ERR_IS_A_DIRECTORY},
+    {ENOTDIR, API_ERR_NOT_A_DIRECTORY},
+    {EROFS, API_ERR_READ_ONLY},
+    {ELOOP, API_ERR_INVALID_PATH},
+    {ENAMETOOLONG, API_ERR_INVALID_PATH},
+    {EXDEV, API_ERR_CROSS_DEVICE},
+    {EFBIG, API_ERR_PAYLOAD_TOO_LARGE},
+    {EMFILE, API_ERR_CAPACITY},
+    {ENFILE, API_ERR_CAPACITY},
     {EDQUOT, API_ERR_QUOTA_EXCEEDED},
     {EUSERS, API_ERR_QUOTA_EXCEEDED},
     {EAGAIN, API_ERR_CAPACITY},
