@@ -101,6 +101,19 @@ static void set_name(json_t *o, const char *key, const char *s)
 		json_object_set_new(o, b64key, json_stringn(b64, n));
 }
 
+/* The audit fields of a file operation on @path (and @to): a path that is not UTF-8 is
+ * recorded too, exactly (set_name()), never refused for want of a record. */
+static json_t *audit_paths(const char *key, const char *path, const char *key2, const char *to)
+{
+	json_t *o = json_object();
+	if (o) {
+		set_name(o, key, path);
+		if (key2)
+			set_name(o, key2, to);
+	}
+	return o;
+}
+
 static json_t *entry_json(const struct fileop *op, const struct frame_file_info *fi)
 {
 	char t[40], path[API_MAX_PATH + FRAME_MAX_PATH + 8];
@@ -433,7 +446,7 @@ void handle_file_delete(struct ctx *c)
 	if (!get_path(c, path, sizeof(path)))
 		return;
 	struct frame_file m = {.path = path, .flags = FRAME_REMOVE_RECURSIVE};
-	run_op(c, F_DELETE, FRAME_FILE_REMOVE, &m, AUDIT_FILE_REMOVE, json_pack("{s:s}", "path", path));
+	run_op(c, F_DELETE, FRAME_FILE_REMOVE, &m, AUDIT_FILE_REMOVE, audit_paths("path", path, NULL, NULL));
 }
 
 void handle_file_mkdir(struct ctx *c)
@@ -446,7 +459,7 @@ void handle_file_mkdir(struct ctx *c)
 		return;
 	}
 	struct frame_file f = {.path = m->path, .flags = m->parents ? FRAME_MKDIR_PARENTS : 0};
-	run_op(c, F_MKDIR, FRAME_FILE_MKDIR, &f, AUDIT_FILE_MKDIR, json_pack("{s:s}", "path", m->path));
+	run_op(c, F_MKDIR, FRAME_FILE_MKDIR, &f, AUDIT_FILE_MKDIR, audit_paths("path", m->path, NULL, NULL));
 	api_mkdir_free(m);
 }
 
@@ -461,7 +474,7 @@ void handle_file_move(struct ctx *c)
 	}
 	struct frame_file f = {.path = m->from, .dst = m->to};
 	run_op(c, F_MOVE, FRAME_FILE_MOVE, &f, AUDIT_FILE_MOVE,
-	       json_pack("{s:s, s:s}", "from", m->from, "to", m->to));
+	       audit_paths("from", m->from, "to", m->to));
 	api_move_free(m);
 }
 
@@ -478,8 +491,10 @@ void handle_file_put(struct ctx *c)
 			    (unsigned long long)D.cfg.max_upload);
 		return;
 	}
-	if (sbx_audit_rc(s, AUDIT_FILE_WRITE,
-			 json_pack("{s:s, s:I}", "path", path, "bytes", (json_int_t)c->body_len)) < 0) {
+	json_t *fields = audit_paths("path", path, NULL, NULL);
+	if (fields)
+		json_object_set_new(fields, "bytes", json_integer((json_int_t)c->body_len));
+	if (sbx_audit_rc(s, AUDIT_FILE_WRITE, fields) < 0) {
 		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
 		return;
 	}

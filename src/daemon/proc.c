@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
@@ -21,9 +22,19 @@
 #define STRINGIFY_BACKLOG "8 MiB" /* SUBSCRIBER_BACKLOG, for people */
 _Static_assert(SUBSCRIBER_BACKLOG == 8u << 20, "STRINGIFY_BACKLOG says 8 MiB");
 
+/* Back-pressure: above PAUSE_AT bytes queued to any reader of a process, the agent is asked
+ * to stop reading that process's output (PAUSE), so the process blocks on its pipe; below
+ * RESUME_AT for every reader it goes on (RESUME). What is in flight when PAUSE is sent (the
+ * agent's 256 KiB queue, socket buffers) stays far below SUBSCRIBER_BACKLOG, past which a
+ * reader is cut off with a "lagged" event. */
+#define PAUSE_AT  (1u << 20)
+#define RESUME_AT (256u << 10)
+
 struct sub {
 	struct evhttp_request *req;
 	struct proc *p;
+	struct evbuffer *out;            /* the connection's output, while watched */
+	struct evbuffer_cb_entry *watch; /* drains of @out may resume the process */
 	struct sub *next;
 };
 
@@ -34,6 +45,7 @@ struct proc {
 	bool exec;    /* run and wait */
 	bool exited, spawned, stdin_closed;
 	bool base64;  /* exec: stdout and stderr returned as base64 */
+	bool paused;  /* PAUSE sent: a reader is behind */
 	struct evhttp_request *exec_req;
 	struct evhttp_request *start_req; /* a started process's request until SPAWNED or ERROR */
 	struct evbuffer *out[2];
@@ -73,14 +85,62 @@ static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
 	return NULL;
 }
 
+static size_t sub_backlog(const struct sub *sub)
+{
+	return sub->out ? evbuffer_get_length(sub->out) : 0;
+}
+
+static void flow_update(struct proc *p);
+
+static void on_sub_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct sub *sub = arg;
+	if (info->n_deleted > 0 && sub->p->paused)
+		flow_update(sub->p);
+}
+
+/* PAUSE or RESUME the process as its readers' backlogs say. */
+static void flow_update(struct proc *p)
+{
+	bool behind = false, caught_up = true;
+	for (struct sub *sub = p->subs; sub; sub = sub->next) {
+		behind |= sub_backlog(sub) > PAUSE_AT;
+		caught_up &= sub_backlog(sub) <= RESUME_AT;
+	}
+	if (p->exited || p->exec || (p->paused ? !caught_up : !behind))
+		return;
+	if (sbx_send(p->s, p->paused ? FRAME_RESUME : FRAME_PAUSE, p->chan, NULL) == 0)
+		p->paused = !p->paused;
+}
+
+/* Called before the request can end: the watch is on its connection's buffer, which may be
+ * freed with the connection. */
+static void sub_unwatch(struct sub *sub)
+{
+	if (sub->watch)
+		evbuffer_remove_cb_entry(sub->out, sub->watch);
+	sub->watch = NULL;
+	sub->out = NULL;
+}
+
 static void sub_drop(struct proc *p, struct sub *sub)
 {
+	sub_unwatch(sub);
 	for (struct sub **q = &p->subs; *q; q = &(*q)->next)
 		if (*q == sub) {
 			*q = sub->next;
 			break;
 		}
 	free(sub);
+	if (p->paused)
+		flow_update(p); /* the one that was behind may be this one */
+}
+
+static void sub_end(struct proc *p, struct sub *sub)
+{
+	sub_unwatch(sub);
+	stream_end(sub->req);
+	sub_drop(p, sub);
 }
 
 static void proc_free(struct proc *p)
@@ -88,10 +148,9 @@ static void proc_free(struct proc *p)
 	if (p->start_req)
 		reply_error(p->start_req, API_ERR_CONFLICT, "the sandbox was destroyed");
 	p->start_req = NULL;
-	while (p->subs) {
-		stream_end(p->subs->req);
-		sub_drop(p, p->subs);
-	}
+	p->exited = true; /* no RESUME from a reader's drop now */
+	while (p->subs)
+		sub_end(p, p->subs);
 	for (struct proc **q = &p->s->procs; *q; q = &(*q)->next)
 		if (*q == p) {
 			*q = p->next;
@@ -169,9 +228,9 @@ static void broadcast(struct proc *p, json_t *ev)
 	for (struct sub *sub = p->subs, *next; sub; sub = next) {
 		next = sub->next;
 		if (!stream_send(sub->req, line, n + 1)) {
+			sub_unwatch(sub);
 			send_lagged(p, sub->req);
-			stream_end(sub->req);
-			sub_drop(p, sub);
+			sub_end(p, sub);
 		}
 	}
 }
@@ -197,8 +256,16 @@ static bool subscribe(struct proc *p, struct evhttp_request *req)
 	struct sub *sub = calloc(1, sizeof(*sub));
 	if (!sub)
 		return false;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
 	*sub = (struct sub){.req = req, .p = p, .next = p->subs};
 	p->subs = sub;
+	if (bev) {
+		sub->out = bufferevent_get_output(bev);
+		sub->watch = evbuffer_add_cb(sub->out, on_sub_drain, sub);
+		if (!sub->watch)
+			sub->out = NULL;
+	}
 	stream_start(req, "application/x-ndjson");
 	req_on_close(req, on_sub_close, sub);
 	return true;
@@ -269,10 +336,8 @@ static void proc_exited(struct proc *p)
 	if (p->exec_req)
 		exec_reply(p);
 	broadcast(p, exit_event(p));
-	while (p->subs) {
-		stream_end(p->subs->req);
-		sub_drop(p, p->subs);
-	}
+	while (p->subs)
+		sub_end(p, p->subs);
 	bool ready_check = p->ready_check, ok = !p->ex.signal && p->ex.code == 0;
 	if (p->exec)
 		proc_free(p);
@@ -310,6 +375,7 @@ static void output(struct proc *p, int which, const struct frame *f)
 	if (b64)
 		broadcast(p, json_pack("{s:s, s:I, s:s}", "type", which ? "stderr" : "stdout", "pid",
 				       (json_int_t)p->pid, "data", b64));
+	flow_update(p);
 }
 
 /* Whether the agent could not start a process for want of a resource the sandbox is limited

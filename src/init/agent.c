@@ -59,6 +59,7 @@ struct proc {
 	bool in_close;      /* STDIN_CLOSE seen: close in_fd once inq is written */
 	bool exited;        /* reaped; status is valid, pid must not be signalled any more */
 	bool timed_out;
+	bool paused;        /* PAUSE: its pipes are not read (while it runs) */
 	int status;
 	uint64_t deadline;  /* CLOCK_MONOTONIC ms, 0 = none */
 };
@@ -548,6 +549,27 @@ static int do_stdin_close(struct agent *a, uint32_t chan, void *m)
 		return -ESRCH;
 	p->in_close = true;
 	stdin_flush(p);
+	return 0;
+}
+
+/* PAUSE and RESUME: per-process flow control for a host whose reader of this process is
+ * behind. A paused process blocks on its full pipe, and nothing else waits: other processes
+ * and file requests share the stream but not the pause. Once the process is reaped its pipes
+ * are drained anyway (at most a pipe's worth), so that EXIT is never held back. A process
+ * that is gone is no error: its EXIT may be on the way. */
+static int do_pause(struct agent *a, uint32_t chan, void *m)
+{
+	struct proc *p = proc_find(a, chan);
+	if (p)
+		p->paused = true;
+	return 0;
+}
+
+static int do_resume(struct agent *a, uint32_t chan, void *m)
+{
+	struct proc *p = proc_find(a, chan);
+	if (p)
+		p->paused = false;
 	return 0;
 }
 
@@ -1189,6 +1211,8 @@ static const struct handler {
 	{FRAME_STDIN, false, do_stdin},
 	{FRAME_STDIN_CLOSE, false, do_stdin_close},
 	{FRAME_SIGNAL, false, do_signal},
+	{FRAME_PAUSE, false, do_pause},
+	{FRAME_RESUME, false, do_resume},
 	{FRAME_FILE_WRITE, true, do_file_write},
 	{FRAME_FILE_READ, true, do_file_read},
 	{FRAME_FILE_STAT, true, do_file_stat},
@@ -1289,7 +1313,8 @@ static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *sl
 	for (struct proc *p = a->procs; p; p = p->next) {
 		int fds[3] = {p->out_fd, p->err_fd, p->in_fd};
 		for (int w = 0; w < 3; w++) {
-			bool want = w < 2 ? out_room(a) : p->inq.len > 0;
+			bool want = w < 2 ? out_room(a) && (!p->paused || p->exited)
+					  : p->inq.len > 0;
 			if (fds[w] < 0 || !want)
 				continue;
 			slots[n] = (struct slot){p, w};

@@ -143,6 +143,8 @@ static const struct msg_desc msgs[] = {
 	TLV(FRAME_SPAWN, FRAME_TO_AGENT, "SPAWN", frame_spawn, spawn_fields),
 	RAW(FRAME_STDIN, FRAME_TO_AGENT, "STDIN"),
 	EMPTY(FRAME_STDIN_CLOSE, FRAME_TO_AGENT, "STDIN_CLOSE"),
+	EMPTY(FRAME_PAUSE, FRAME_TO_AGENT, "PAUSE"),
+	EMPTY(FRAME_RESUME, FRAME_TO_AGENT, "RESUME"),
 	TLV(FRAME_SIGNAL, FRAME_TO_AGENT, "SIGNAL", frame_signal, signal_fields),
 	TLV(FRAME_FILE_WRITE, FRAME_TO_AGENT, "FILE_WRITE", frame_file, file_write_fields),
 	TLV(FRAME_FILE_READ, FRAME_TO_AGENT, "FILE_READ", frame_file, file_read_fields),

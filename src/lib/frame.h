@@ -57,6 +57,8 @@ enum frame_type {
 	FRAME_STDIN = 0x0011,
 	FRAME_STDIN_CLOSE = 0x0012,
 	FRAME_SIGNAL = 0x0013,
+	FRAME_PAUSE = 0x0014,  /* stop reading this process's output (a reader is behind) */
+	FRAME_RESUME = 0x0015, /* read it again */
 	FRAME_FILE_WRITE = 0x0020,
 	FRAME_FILE_READ = 0x0021,
 	FRAME_FILE_STAT = 0x0022,
