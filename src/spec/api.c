@@ -1065,10 +1065,52 @@ int api_query_bool_parse(const char *s, const char *field, bool *ret, struct cor
 	return invalid(err, field, "must be one of 0, 1, false, true");
 }
 
+/* "<field>_b64": a path as the base64 of its exact bytes, for names that are not UTF-8 and so
+ * cannot be a JSON string. Decoded into a NUL-terminated buffer stored at @dst (owned by the
+ * request struct), with the same checks as a path. */
+static int fld_path_b64(json_t *v, void *dst, const struct field *f, const char *path,
+			struct cordon_err *err)
+{
+	const char *s;
+	size_t len, n;
+	_cleanup_free_ uint8_t *raw = NULL;
+	int r = get_string(v, 4 * (API_MAX_PATH / 3 + 1), path, &s, &len, err);
+	if (r < 0)
+		return r;
+	if (api_base64_decode(s, len, &raw, &n) < 0)
+		return invalid(err, path, "must be base64 (RFC 4648, with padding)");
+	r = api_path_check((const char *)raw, n, path, err);
+	if (r < 0)
+		return r;
+	char *out = malloc(n + 1);
+	if (!out)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	memcpy(out, raw, n);
+	out[n] = '\0';
+	free(*(char **)dst);
+	*(char **)dst = out;
+	return 0;
+}
+
+/* One of @name and @name_b64 (@b64 decoded); the path in @ret. */
+static int one_path(const char *text, char *b64, const char *name, const char **ret,
+		    struct cordon_err *err)
+{
+	if (text && b64)
+		return cordon_err_setf(err, -EINVAL, "%s: give %s or %s_b64, not both", name, name,
+				       name);
+	if (!text && !b64)
+		return missing(err, name);
+	*ret = text ? text : b64;
+	return 0;
+}
+
 struct api_move *api_move_free(struct api_move *m)
 {
 	if (m) {
 		json_decref(m->root_);
+		free(m->from_b64_);
+		free(m->to_b64_);
 		free(m);
 	}
 	return NULL;
@@ -1078,6 +1120,8 @@ DEFINE_CLEANUP_FUNC(struct api_move *, api_move_free)
 static const struct field move_fields[] = {
     {"from", fld_path, offsetof(struct api_move, from), NULL},
     {"to", fld_path, offsetof(struct api_move, to), NULL},
+    {"from_b64", fld_path_b64, offsetof(struct api_move, from_b64_), NULL},
+    {"to_b64", fld_path_b64, offsetof(struct api_move, to_b64_), NULL},
 };
 static const struct objdef move_def = {move_fields, ELEMENTSOF(move_fields)};
 
@@ -1092,10 +1136,12 @@ int api_move_parse(const char *body, size_t len, struct api_move **ret_move, str
 	r = parse_object(m->root_, &move_def, m, "", err);
 	if (r < 0)
 		return r;
-	if (!m->from)
-		return missing(err, "from");
-	if (!m->to)
-		return missing(err, "to");
+	r = one_path(m->from, m->from_b64_, "from", &m->from, err);
+	if (r < 0)
+		return r;
+	r = one_path(m->to, m->to_b64_, "to", &m->to, err);
+	if (r < 0)
+		return r;
 	*ret_move = TAKE_PTR(m);
 	return 0;
 }
@@ -1104,6 +1150,7 @@ struct api_mkdir *api_mkdir_free(struct api_mkdir *m)
 {
 	if (m) {
 		json_decref(m->root_);
+		free(m->path_b64_);
 		free(m);
 	}
 	return NULL;
@@ -1113,6 +1160,7 @@ DEFINE_CLEANUP_FUNC(struct api_mkdir *, api_mkdir_free)
 static const struct field mkdir_fields[] = {
     {"path", fld_path, offsetof(struct api_mkdir, path), NULL},
     {"parents", fld_bool, offsetof(struct api_mkdir, parents), NULL},
+    {"path_b64", fld_path_b64, offsetof(struct api_mkdir, path_b64_), NULL},
 };
 static const struct objdef mkdir_def = {mkdir_fields, ELEMENTSOF(mkdir_fields)};
 
@@ -1128,8 +1176,9 @@ int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir,
 	r = parse_object(m->root_, &mkdir_def, m, "", err);
 	if (r < 0)
 		return r;
-	if (!m->path)
-		return missing(err, "path");
+	r = one_path(m->path, m->path_b64_, "path", &m->path, err);
+	if (r < 0)
+		return r;
 	*ret_mkdir = TAKE_PTR(m);
 	return 0;
 }

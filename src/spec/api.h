@@ -248,9 +248,11 @@ struct api_move {
 	const char *from;
 	const char *to;
 	struct json_t *root_;
+	char *from_b64_, *to_b64_; /* decoded from_b64, to_b64 */
 };
 
-/* POST .../files/move {from, to}: both required. */
+/* POST .../files/move {from, to}: both required; instead of either, from_b64 or to_b64 (the
+ * exact bytes of a path that is not UTF-8, base64). */
 int api_move_parse(const char *body, size_t len, struct api_move **ret_move,
 		   struct cordon_err *err);
 struct api_move *api_move_free(struct api_move *m);
@@ -259,9 +261,10 @@ struct api_mkdir {
 	const char *path;
 	bool parents; /* like mkdir -p; default false */
 	struct json_t *root_;
+	char *path_b64_; /* decoded path_b64 */
 };
 
-/* POST .../files/mkdir {path, parents}: path required. */
+/* POST .../files/mkdir {path, parents}: path (or path_b64, its bytes in base64) required. */
 int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir,
 		    struct cordon_err *err);
 struct api_mkdir *api_mkdir_free(struct api_mkdir *m);

@@ -5,6 +5,7 @@ be used again; exec names a missing command, can return its output as base64, an
 refused for want of the sandbox's pids is 429 quota_exceeded."""
 
 import base64
+import json
 import uuid
 from urllib.parse import quote, quote_from_bytes
 
@@ -178,8 +179,24 @@ def test_non_utf8_names_come_back_exact_and_usable(client, sandbox):
     assert base64.b64decode(st["name_b64"]) == raw and st["size"] == 5, st
     assert client.put(fpath(sid, p), b"again").status == 200
     assert client.get(fpath(sid, p)).body == b"again"
-    assert client.delete(fpath(sid, p)).status == 204
-    assert_error(client.get(fpath(sid, p, "/stat")), 404, "not_found")
+    # JSON bodies carry such a path as *_b64
+    raw2 = root.encode() + b"/d\xfe"
+    r = client.post(f"/v1/sandboxes/{sid}/files/mkdir",
+                    {"path_b64": base64.b64encode(raw2).decode()})
+    assert r.status == 200 and base64.b64decode(r.json()["path_b64"]) == raw2, r.describe()
+    r = client.post(f"/v1/sandboxes/{sid}/files/move",
+                    {"from_b64": e["path_b64"], "to_b64": base64.b64encode(raw2 + b"/f").decode()})
+    assert r.status == 204, r.describe()
+    assert client.get(fpath(sid, raw2 + b"/f")).body == b"again"
+    assert_error(client.post(f"/v1/sandboxes/{sid}/files/mkdir",
+                             {"path": "/tmp/x", "path_b64": base64.b64encode(raw2).decode()}),
+                 400, "invalid_field")
+    assert client.delete(fpath(sid, raw2)).status == 204
+    assert_error(client.get(fpath(sid, raw2, "/stat")), 404, "not_found")
+    # the audit log has them too, exactly
+    recs = [json.loads(l) for l in client.get(f"/v1/sandboxes/{sid}/audit").body.splitlines()]
+    moves = [r for r in recs if r.get("event") == "file.move" and "from_b64" in json.dumps(r)]
+    assert moves, [r.get("event") for r in recs][-10:]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import urllib.parse
-from typing import TYPE_CHECKING, Any, BinaryIO, Optional, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Optional, Union
 
 from . import errors
 from .models import FileEntry
@@ -34,14 +35,12 @@ def _check_path(path: PathType) -> bytes:
     return p
 
 
-def _path_text(p: bytes) -> str:
-    """A path for a JSON body, which carries only UTF-8."""
+def _path_field(name: str, p: bytes) -> Dict[str, str]:
+    """A path in a JSON body: ``name`` when it is UTF-8, else ``name_b64``, its exact bytes."""
     try:
-        return p.decode("utf-8")
+        return {name: p.decode("utf-8")}
     except UnicodeDecodeError:
-        raise errors.InvalidPath(
-            "invalid_path", "this operation takes a UTF-8 path (read, write, list, stat and "
-                            "remove take any bytes)") from None
+        return {name + "_b64": base64.b64encode(p).decode("ascii")}
 
 
 def _query(path: bytes, **extra: Any) -> str:
@@ -139,7 +138,7 @@ class Files:
 
     def mkdir(self, path: PathType, parents: bool = False) -> FileEntry:
         """Create directory ``path``; ``parents=True`` is ``mkdir -p`` (no error if it exists)."""
-        body = {"path": _path_text(_check_path(path))}
+        body: Dict[str, Any] = _path_field("path", _check_path(path))
         if parents:
             body["parents"] = True  # type: ignore[assignment]
         return FileEntry.from_json(self._req("POST", "files/mkdir", json_body=body).json())
@@ -147,8 +146,8 @@ class Files:
     def move(self, src: PathType, dst: PathType) -> None:
         """Rename or move ``src`` to ``dst`` (rename(2) semantics; :class:`CrossDevice`
         between two file systems)."""
-        self._req("POST", "files/move", json_body={"from": _path_text(_check_path(src)),
-                                                   "to": _path_text(_check_path(dst))})
+        body = {**_path_field("from", _check_path(src)), **_path_field("to", _check_path(dst))}
+        self._req("POST", "files/move", json_body=body)
 
     rename = move
 

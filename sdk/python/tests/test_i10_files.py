@@ -105,8 +105,12 @@ def test_listing_pages_and_non_utf8(sbx):
     sbx.files.write(odd.path_bytes, b"odd")
     assert sbx.files.read(odd.path_bytes) == b"odd"
     assert sbx.files.stat(odd.path_bytes).name_bytes == b"x\xffy"
-    sbx.files.remove(odd.path_bytes)
-    assert not sbx.files.exists(odd.path_bytes)
+    sbx.files.move(odd.path_bytes, b"/tmp/L/moved-\xfe")
+    assert sbx.files.read(b"/tmp/L/moved-\xfe") == b"odd"
+    sbx.files.mkdir(b"/tmp/L/dir-\xfd")
+    assert sbx.files.stat(b"/tmp/L/dir-\xfd").is_dir
+    sbx.files.remove(b"/tmp/L/moved-\xfe")
+    assert not sbx.files.exists(b"/tmp/L/moved-\xfe")
 
 
 def test_typed_file_errors(sbx):

@@ -569,6 +569,30 @@ static void test_network_files(void **state)
 	assert_true(mk->parents);
 	api_mkdir_free(mk);
 
+	/* a path that is not UTF-8, as base64 of its bytes: "/caf\xe9" */
+	b = "{\"path_b64\":\"L2NhZuk=\"}";
+	assert_int_equal(api_mkdir_parse(b, strlen(b), &mk, &err), 0);
+	assert_string_equal(mk->path, "/caf\xe9");
+	api_mkdir_free(mk);
+	b = "{\"from_b64\":\"L2NhZuk=\",\"to\":\"/c\"}";
+	assert_int_equal(api_move_parse(b, strlen(b), &mv, &err), 0);
+	assert_string_equal(mv->from, "/caf\xe9");
+	assert_string_equal(mv->to, "/c");
+	api_move_free(mv);
+	mv = NULL;
+	b = "{\"from\":\"/a\",\"from_b64\":\"L2NhZuk=\",\"to\":\"/c\"}";
+	assert_int_equal(api_move_parse(b, strlen(b), &mv, &err), -EINVAL);
+	assert_string_equal(err.msg, "from: give from or from_b64, not both");
+	b = "{\"path_b64\":\"Y2Fm\"}"; /* "caf": relative */
+	assert_int_equal(api_mkdir_parse(b, strlen(b), &mk, &err), -EINVAL);
+	b = "{\"path_b64\":\"L2EAYg==\"}"; /* "/a\0b" */
+	assert_int_equal(api_mkdir_parse(b, strlen(b), &mk, &err), -EINVAL);
+	b = "{\"path_b64\":\"not base64\"}";
+	assert_int_equal(api_mkdir_parse(b, strlen(b), &mk, &err), -EINVAL);
+	b = "{\"to\":\"/c\"}";
+	assert_int_equal(api_move_parse(b, strlen(b), &mv, &err), -EINVAL);
+	assert_string_equal(err.msg, "from: required");
+
 	assert_int_equal(api_path_check("/home/user/x", 12, "path", &err), 0);
 	assert_int_equal(api_path_check(NULL, 0, "path", &err), -EINVAL);
 	assert_string_equal(err.msg, "path: required");
