@@ -87,3 +87,21 @@ def test_stalled_reader_holds_back_only_its_process(client, sandbox):
     assert kinds[-1] == "exit" and got == TOTAL, (kinds[-3:], got)
     ev = s.events[-1]
     assert ev["exit_code"] == 0 and ev["duration_ms"] >= stall * 1000 * 0.9, ev
+
+
+def test_reader_that_leaves_releases_its_process(client, sandbox, daemon):
+    """A paused process goes on when its only (slow) reader hangs up: nothing waits for a
+    reader that is gone, and the daemon is fine."""
+    sid = sandbox["id"]
+    s = client.start_process(sid, timeout=120, **WRITER)
+    time.sleep(1.0)  # paused by now, with megabytes queued to us
+    s.next()
+    s.close()  # hang up mid-stream
+    r = client.stream("GET", f"/v1/sandboxes/{sid}/processes/{s.pid}/events", timeout=60)
+    if hasattr(r, "next"):
+        _, _, ex = r.until_exit()  # output from now on, then the end
+        assert ex is not None and ex["exit_code"] == 0, ex
+    else:
+        assert r.status == 200, r.describe()
+    assert daemon.alive()
+    assert client.sh(sid, "echo ok") == "ok\n"
