@@ -271,6 +271,16 @@ static bool subscribe(struct proc *p, struct evhttp_request *req)
 	return true;
 }
 
+/* The answer to POST .../processes, once the agent has said whether the process started: the
+ * event stream (200), which the start event or the failure's stderr and exit then open. */
+static void open_stream(struct proc *p)
+{
+	struct evhttp_request *req = p->start_req;
+	p->start_req = NULL;
+	if (req && !subscribe(p, req))
+		reply_error(req, API_ERR_INTERNAL, "out of memory");
+}
+
 /* ---- the end of a process ---- */
 
 static void forget_old_exited(struct sbx *s)
@@ -400,11 +410,7 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 		p->exec_req = p->start_req = NULL;
 	}
 	evbuffer_add_printf(p->out[1], "cordon: %s\n", msg);
-	if (p->start_req) {
-		struct evhttp_request *r = p->start_req;
-		p->start_req = NULL;
-		subscribe(p, r);
-	}
+	open_stream(p);
 	if (!p->exec && p->subs) {
 		size_t n;
 		char line[FRAME_MAX_MESSAGE + 16];
@@ -431,11 +437,7 @@ int proc_frame(struct sbx *s, const struct frame *f)
 			return -EPROTO;
 		p->pid = sp.pid;
 		p->spawned = true;
-		if (p->start_req) { /* only now is the answer 200 and the stream open */
-			struct evhttp_request *r = p->start_req;
-			p->start_req = NULL;
-			subscribe(p, r);
-		}
+		open_stream(p); /* only now is the answer 200 */
 		broadcast(p, start_event(p));
 		return 0;
 	}
