@@ -33,6 +33,7 @@ struct fileop {
 	uint64_t list_offset; /* F_LIST: where this page starts in the walk (?cursor=) */
 	uint64_t list_passed; /* F_LIST: how far the agent's walk got past it */
 	bool list_truncated;
+	bool list_omitted;    /* F_LIST: entries with paths too long to list were passed */
 	char *path;
 	struct event *watchdog;
 	struct fileop *next;
@@ -159,11 +160,14 @@ static int send_stat(struct fileop *op)
 	return sbx_send(op->s, FRAME_FILE_STAT, op->chan, &st);
 }
 
-/* A page of a listing: {entries, truncated, next_cursor when truncated}. The cursor is opaque
+/* A page of a listing: {entries, truncated, next_cursor when truncated, omitted when some
+ * entries could not be listed}. The cursor is opaque
  * to clients; today it is the number of entries of the walk before the next page. */
 static json_t *list_json(const struct fileop *op)
 {
 	json_t *o = json_pack("{s:O, s:b}", "entries", op->entries, "truncated", op->list_truncated);
+	if (o && op->list_omitted)
+		json_object_set_new(o, "omitted", json_true());
 	if (o && op->list_truncated) {
 		char cur[32];
 		snprintf(cur, sizeof(cur), "%llu", (unsigned long long)(op->list_offset + op->list_passed));
@@ -300,6 +304,7 @@ int fileop_frame(struct sbx *s, const struct frame *f)
 			if (frame_msg_parse(f->type, f->payload, f->len, &ok) < 0)
 				return -EPROTO;
 			op->list_truncated = ok.flags & FRAME_OK_TRUNCATED;
+			op->list_omitted = ok.flags & FRAME_OK_OMITTED;
 			op->list_passed = ok.size;
 		}
 		op->expect--;

@@ -905,6 +905,7 @@ struct list_state {
 	uint32_t count;
 	size_t bytes;
 	bool truncated;
+	bool omitted; /* entries walked but not listed: their relative path is over FRAME_MAX_PATH */
 };
 
 /* Whether entry @e of @d is a directory, from d_type when the file system fills it in. */
@@ -967,7 +968,8 @@ static void list_dir(struct agent *a, uint32_t chan, int dfd, size_t rel_len, ui
 				 rel_len ? "/" : "", e->d_name);
 		ls->walked++;
 		if (n < 0 || (size_t)n >= sizeof(ls->rel) - rel_len) {
-			ls->rel[rel_len] = '\0'; /* a path no frame can carry: not listed */
+			ls->rel[rel_len] = '\0'; /* a path no frame can carry: not listed, but said */
+			ls->omitted |= ls->walked > ls->skip;
 			continue;
 		}
 		if (ls->walked > ls->skip)
@@ -1003,7 +1005,9 @@ static int do_file_list(struct agent *a, uint32_t chan, void *m)
 	list_dir(a, chan, fd, 0, f->depth ? f->depth : 1, ls);
 	/* SIZE: how far past OFFSET the walk got, so OFFSET + SIZE is where the next page starts */
 	uint64_t passed = ls->walked > ls->skip ? ls->walked - ls->skip : 0;
-	struct frame_ok ok = {.size = passed, .flags = ls->truncated ? FRAME_OK_TRUNCATED : 0};
+	struct frame_ok ok = {.size = passed,
+			      .flags = (ls->truncated ? FRAME_OK_TRUNCATED : 0) |
+				       (ls->omitted ? FRAME_OK_OMITTED : 0)};
 	emit(a, FRAME_OK, chan, &ok);
 	free(ls);
 	return 0;

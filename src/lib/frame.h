@@ -135,6 +135,7 @@ enum frame_user {
 #define FRAME_REMOVE_RECURSIVE 0x1u
 /* OK flags */
 #define FRAME_OK_TRUNCATED 0x1u /* a FILE_LIST hit its entry or byte limit */
+#define FRAME_OK_OMITTED   0x2u /* a FILE_LIST passed entries whose path NAME cannot carry */
 
 enum frame_file_type {
 	FRAME_FT_OTHER = 0,

@@ -153,6 +153,21 @@ def test_big_listing_is_truncated_and_pages(client, sandbox):
     assert_error(client.get(fpath(sid, root, "/list") + "&cursor=x1"), 400, "invalid_field")
 
 
+def test_entries_too_deep_to_list_are_said(client, sandbox):
+    """A path below the listed directory longer than a frame's NAME (4095 bytes) cannot be
+    listed; the listing says so (omitted) rather than leave it out silently."""
+    sid = sandbox["id"]
+    root = tmpdir(client, sid)
+    mk = ("import os\nos.chdir(%r)\nfor _ in range(17):\n    os.mkdir('d' * 250)\n"
+          "    os.chdir('d' * 250)\nopen('leaf', 'w').close()\n" % root)
+    client.sh(sid, "python3 -", stdin=mk)
+    doc = listing(client, sid, root, depth=32)
+    assert doc.get("omitted") is True, {k: v for k, v in doc.items() if k != "entries"}
+    assert len(doc["entries"]) == 16, len(doc["entries"])  # the 16 levels that fit
+    small = listing(client, sid, root, depth=2)
+    assert "omitted" not in small and len(small["entries"]) == 2
+
+
 def test_non_utf8_names_come_back_exact_and_usable(client, sandbox):
     sid = sandbox["id"]
     root = tmpdir(client, sid)

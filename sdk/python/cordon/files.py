@@ -58,6 +58,7 @@ class FileList(list):
     at ``max_entries``) and ``next_cursor`` then continues it."""
     truncated: bool = False
     next_cursor: Optional[str] = None
+    omitted: bool = False  # entries with a path over 4095 bytes below ``path`` were not listed
 
 
 class Files:
@@ -117,6 +118,7 @@ class Files:
             doc = self._req("GET", "files/list", p,
                             params={"depth": int(depth), "cursor": cursor}).json() or {}
             out.extend(FileEntry.from_json(e) for e in doc.get("entries", []))
+            out.omitted = out.omitted or bool(doc.get("omitted"))
             cursor = doc.get("next_cursor") if doc.get("truncated") else None
             if not cursor:
                 break
