@@ -11,6 +11,7 @@
 
 #include <event2/buffer.h>
 
+#include "basic/utf8.h"
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
 #include "lib/frame.h"
@@ -29,6 +30,10 @@ struct fileop {
 	bool stat_stage, failed;
 	struct evbuffer *data;
 	json_t *entries;
+	uint64_t list_offset; /* F_LIST: where this page starts in the walk (?cursor=) */
+	uint64_t list_passed; /* F_LIST: how far the agent's walk got past it */
+	bool list_truncated;
+	bool list_omitted;    /* F_LIST: entries with paths too long to list were passed */
 	char *path;
 	struct event *watchdog;
 	struct fileop *next;
@@ -77,20 +82,57 @@ static const char *type_name(uint32_t t)
 	return t < ELEMENTSOF(names) && names[t] ? names[t] : "other";
 }
 
+/* Sets @key of @o to @s. A name in a sandbox is any bytes but NUL and '/', which a JSON string
+ * cannot carry when they are not UTF-8: then @key holds it with U+FFFD for each invalid byte
+ * (for people) and @key + "_b64" the exact bytes, base64 (for programs: percent-encode them in
+ * ?path= to reach the file). */
+static void set_name(json_t *o, const char *key, const char *s)
+{
+	json_t *v = json_string(s);
+	if (v) {
+		json_object_set_new(o, key, v);
+		return;
+	}
+	size_t n;
+	char b64key[40];
+	_cleanup_free_ char *b64 = base64_encode(s, strlen(s), &n);
+	snprintf(b64key, sizeof(b64key), "%s_b64", key);
+	json_object_set_new(o, key, json_from_bytes_utf8(s, strlen(s)));
+	if (b64)
+		json_object_set_new(o, b64key, json_stringn(b64, n));
+}
+
+/* The audit fields of a file operation on @path (and @to): a path that is not UTF-8 is
+ * recorded too, exactly (set_name()), never refused for want of a record. */
+static json_t *audit_paths(const char *key, const char *path, const char *key2, const char *to)
+{
+	json_t *o = json_object();
+	if (o) {
+		set_name(o, key, path);
+		if (key2)
+			set_name(o, key2, to);
+	}
+	return o;
+}
+
 static json_t *entry_json(const struct fileop *op, const struct frame_file_info *fi)
 {
-	char t[40], path[FRAME_MAX_PATH + 8];
+	char t[40], path[API_MAX_PATH + FRAME_MAX_PATH + 8];
 	const char *name = strrchr(fi->name, '/') ? strrchr(fi->name, '/') + 1 : fi->name;
 	if (op->kind == F_LIST)
 		snprintf(path, sizeof(path), "%s%s%s", op->path,
 			 op->path[strlen(op->path) - 1] == '/' ? "" : "/", fi->name);
 	else
 		snprintf(path, sizeof(path), "%s", op->path);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:i, s:s}", "name", name, "path", path, "type",
-			      type_name(fi->type), "size", (json_int_t)fi->size, "mode",
-			      (int)(fi->mode & 07777), "mtime", iso_time(fi->mtime_ns / 1000000, t));
-	if (o && fi->target)
-		json_object_set_new(o, "symlink_target", json_string(fi->target));
+	json_t *o = json_pack("{s:s, s:I, s:i, s:s}", "type", type_name(fi->type), "size",
+			      (json_int_t)fi->size, "mode", (int)(fi->mode & 07777), "mtime",
+			      iso_time(fi->mtime_ns / 1000000, t));
+	if (!o)
+		return NULL;
+	set_name(o, "name", name);
+	set_name(o, "path", path);
+	if (fi->target)
+		set_name(o, "symlink_target", fi->target);
 	return o;
 }
 
@@ -118,6 +160,22 @@ static int send_stat(struct fileop *op)
 	return sbx_send(op->s, FRAME_FILE_STAT, op->chan, &st);
 }
 
+/* A page of a listing: {entries, truncated, next_cursor when truncated, omitted when some
+ * entries could not be listed}. The cursor is opaque
+ * to clients; today it is the number of entries of the walk before the next page. */
+static json_t *list_json(const struct fileop *op)
+{
+	json_t *o = json_pack("{s:O, s:b}", "entries", op->entries, "truncated", op->list_truncated);
+	if (o && op->list_omitted)
+		json_object_set_new(o, "omitted", json_true());
+	if (o && op->list_truncated) {
+		char cur[32];
+		snprintf(cur, sizeof(cur), "%llu", (unsigned long long)(op->list_offset + op->list_passed));
+		json_object_set_new(o, "next_cursor", json_string(cur));
+	}
+	return o;
+}
+
 /* Every expected reply is in: answer, or go on to the stat that some operations end with. */
 static void settle(struct fileop *op)
 {
@@ -130,7 +188,7 @@ static void settle(struct fileop *op)
 	}
 	if (!op->failed) {
 		if (op->kind == F_LIST)
-			answer(op, 200, json_pack("{s:O}", "entries", op->entries));
+			answer(op, 200, list_json(op));
 		else if (op->kind == F_GET)
 			answer(op, 200, NULL);
 		else if (op->kind == F_DELETE || op->kind == F_MOVE)
@@ -142,17 +200,42 @@ static void settle(struct fileop *op)
 	fileop_free(op);
 }
 
+/* What the agent ran into, for the errnos whose meaning inside a sandbox differs from the
+ * host's; every other errno goes through the one table, api_error_from_errno(). A full disk
+ * in a sandbox is the user's to clear (no_space), not the host's capacity (503); EINVAL from
+ * the agent means a path it will not use (not a regular file, ".", ".."). */
+static const struct {
+	int errnum;
+	enum api_error e;
+} sandbox_errors[] = {
+	{ENOSPC, API_ERR_NO_SPACE},
+	{EDQUOT, API_ERR_NO_SPACE},
+	{EINVAL, API_ERR_INVALID_PATH},
+	{EAGAIN, API_ERR_CONFLICT},
+};
+
+static enum api_error sandbox_error(uint32_t errnum)
+{
+	for (size_t i = 0; i < ELEMENTSOF(sandbox_errors); i++)
+		if ((uint32_t)sandbox_errors[i].errnum == errnum)
+			return sandbox_errors[i].e;
+	return errnum > 0 && errnum < 4096 ? api_error_from_errno(-(int)errnum) : API_ERR_INTERNAL;
+}
+
 static int on_error(struct fileop *op, const struct frame *f)
 {
 	struct frame_error e;
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
 		return -EPROTO;
 	if (op->req) {
-		char msg[FRAME_MAX_MESSAGE + 64];
-		snprintf(msg, sizeof(msg), "%s: %s", op->path, e.message ? e.message : strerror(e.errnum));
-		int code = e.errnum > 0 && e.errnum < 4096 ? -(int)e.errnum : -EIO;
-		reply_errno(op->req, code == -EISDIR || code == -ENOTDIR || code == -ENOTEMPTY ||
-					     code == -EEXIST ? -EEXIST : code, msg);
+		/* The path as the client gave it, made printable; the errno's own text (the
+		 * agent's message names only its frame type). */
+		size_t n = strlen(op->path);
+		_cleanup_free_ char *p = malloc(3 * n + 1);
+		if (p)
+			p[utf8_clean((const uint8_t *)op->path, n, p, false, NULL)] = '\0';
+		reply_error(op->req, sandbox_error(e.errnum), "%s: %s", p ? p : "path",
+			    e.errnum > 0 && e.errnum < 4096 ? strerror((int)e.errnum) : "error");
 		op->req = NULL;
 	}
 	op->failed = true;
@@ -216,6 +299,14 @@ int fileop_frame(struct sbx *s, const struct frame *f)
 	case FRAME_OK:
 		if (op->stat_stage)
 			return -EPROTO;
+		if (op->kind == F_LIST) {
+			struct frame_ok ok;
+			if (frame_msg_parse(f->type, f->payload, f->len, &ok) < 0)
+				return -EPROTO;
+			op->list_truncated = ok.flags & FRAME_OK_TRUNCATED;
+			op->list_omitted = ok.flags & FRAME_OK_OMITTED;
+			op->list_passed = ok.size;
+		}
 		op->expect--;
 		settle(op);
 		return 0;
@@ -271,28 +362,30 @@ static struct fileop *op_new(struct ctx *c, struct sbx *s, enum fkind kind, cons
 }
 
 /* Sends @type with @msg for a new operation; answers the request on failure. */
-static void run_op(struct ctx *c, enum fkind kind, uint16_t type, struct frame_file *msg,
-		   const char *audit_event, json_t *audit_fields)
+static struct fileop *run_op(struct ctx *c, enum fkind kind, uint16_t type,
+			     struct frame_file *msg, const char *audit_event, json_t *audit_fields)
 {
 	struct sbx *s = sbx_lookup(c, true);
 	if (!s) {
 		json_decref(audit_fields);
-		return;
+		return NULL;
 	}
 	if (audit_event && sbx_audit_rc(s, audit_event, audit_fields) < 0) {
 		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
-		return;
+		return NULL;
 	}
 	struct fileop *op = op_new(c, s, kind, msg->path);
 	if (!op)
-		return;
+		return NULL;
 	msg->user = FRAME_USER_USER;
 	int r = sbx_send(s, type, op->chan, msg);
 	if (r < 0) {
 		op->req = NULL;
 		reply_errno(c->req, r, "cannot reach the sandbox's agent");
 		fileop_free(op);
+		return NULL;
 	}
+	return op;
 }
 
 void handle_file_get(struct ctx *c)
@@ -313,10 +406,27 @@ void handle_file_stat(struct ctx *c)
 	run_op(c, F_STAT, FRAME_FILE_STAT, &m, NULL, NULL);
 }
 
+/* ?cursor= of files/list: NULL or "" is the first page; else a next_cursor we gave. */
+static int cursor_parse(const char *s, uint64_t *ret)
+{
+	uint64_t v = 0;
+	*ret = 0;
+	if (!s || !*s)
+		return 0;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9' || v > (UINT32_MAX / 10))
+			return -EINVAL; /* a walk of more than 4G entries is no listing we made */
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	*ret = v;
+	return 0;
+}
+
 void handle_file_list(struct ctx *c)
 {
-	char path[API_MAX_PATH + 1], dbuf[16];
+	char path[API_MAX_PATH + 1], dbuf[16], cbuf[24];
 	unsigned depth = 1;
+	uint64_t offset;
 	struct cordon_err err = {};
 	if (!get_path(c, path, sizeof(path)))
 		return;
@@ -325,8 +435,14 @@ void handle_file_list(struct ctx *c)
 		reply_errno(c->req, -EINVAL, err.msg);
 		return;
 	}
-	struct frame_file m = {.path = path, .depth = depth};
-	run_op(c, F_LIST, FRAME_FILE_LIST, &m, NULL, NULL);
+	if (cursor_parse(query_get(c, "cursor", cbuf, sizeof(cbuf)), &offset) < 0) {
+		reply_error(c->req, API_ERR_INVALID_FIELD, "cursor: not a next_cursor of a listing");
+		return;
+	}
+	struct frame_file m = {.path = path, .depth = depth, .offset = offset};
+	struct fileop *op = run_op(c, F_LIST, FRAME_FILE_LIST, &m, NULL, NULL);
+	if (op)
+		op->list_offset = offset;
 }
 
 void handle_file_delete(struct ctx *c)
@@ -335,7 +451,7 @@ void handle_file_delete(struct ctx *c)
 	if (!get_path(c, path, sizeof(path)))
 		return;
 	struct frame_file m = {.path = path, .flags = FRAME_REMOVE_RECURSIVE};
-	run_op(c, F_DELETE, FRAME_FILE_REMOVE, &m, AUDIT_FILE_REMOVE, json_pack("{s:s}", "path", path));
+	run_op(c, F_DELETE, FRAME_FILE_REMOVE, &m, AUDIT_FILE_REMOVE, audit_paths("path", path, NULL, NULL));
 }
 
 void handle_file_mkdir(struct ctx *c)
@@ -348,7 +464,7 @@ void handle_file_mkdir(struct ctx *c)
 		return;
 	}
 	struct frame_file f = {.path = m->path, .flags = m->parents ? FRAME_MKDIR_PARENTS : 0};
-	run_op(c, F_MKDIR, FRAME_FILE_MKDIR, &f, AUDIT_FILE_MKDIR, json_pack("{s:s}", "path", m->path));
+	run_op(c, F_MKDIR, FRAME_FILE_MKDIR, &f, AUDIT_FILE_MKDIR, audit_paths("path", m->path, NULL, NULL));
 	api_mkdir_free(m);
 }
 
@@ -363,7 +479,7 @@ void handle_file_move(struct ctx *c)
 	}
 	struct frame_file f = {.path = m->from, .dst = m->to};
 	run_op(c, F_MOVE, FRAME_FILE_MOVE, &f, AUDIT_FILE_MOVE,
-	       json_pack("{s:s, s:s}", "from", m->from, "to", m->to));
+	       audit_paths("from", m->from, "to", m->to));
 	api_move_free(m);
 }
 
@@ -380,8 +496,10 @@ void handle_file_put(struct ctx *c)
 			    (unsigned long long)D.cfg.max_upload);
 		return;
 	}
-	if (sbx_audit_rc(s, AUDIT_FILE_WRITE,
-			 json_pack("{s:s, s:I}", "path", path, "bytes", (json_int_t)c->body_len)) < 0) {
+	json_t *fields = audit_paths("path", path, NULL, NULL);
+	if (fields)
+		json_object_set_new(fields, "bytes", json_integer((json_int_t)c->body_len));
+	if (sbx_audit_rc(s, AUDIT_FILE_WRITE, fields) < 0) {
 		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
 		return;
 	}

@@ -11,17 +11,30 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
 #include "lib/frame.h"
 
-#define MAX_PROCS       1024 /* running at once in one sandbox, through the API */
+#define MAX_PROCS       FRAME_MAX_PROCS /* running at once in one sandbox: the agent's limit too */
 #define MAX_EXITED_KEPT 64   /* exited processes remembered for reattach */
+#define STRINGIFY_BACKLOG "8 MiB" /* SUBSCRIBER_BACKLOG, for people */
+_Static_assert(SUBSCRIBER_BACKLOG == 8u << 20, "STRINGIFY_BACKLOG says 8 MiB");
+
+/* Back-pressure: above PAUSE_AT bytes queued to any reader of a process, the agent is asked
+ * to stop reading that process's output (PAUSE), so the process blocks on its pipe; below
+ * RESUME_AT for every reader it goes on (RESUME). What is in flight when PAUSE is sent (the
+ * agent's 256 KiB queue, socket buffers) stays far below SUBSCRIBER_BACKLOG, past which a
+ * reader is cut off with a "lagged" event. */
+#define PAUSE_AT  (1u << 20)
+#define RESUME_AT (256u << 10)
 
 struct sub {
 	struct evhttp_request *req;
 	struct proc *p;
+	struct evbuffer *out;            /* the connection's output, while watched */
+	struct evbuffer_cb_entry *watch; /* drains of @out may resume the process */
 	struct sub *next;
 };
 
@@ -31,7 +44,10 @@ struct proc {
 	uint32_t pid; /* inside the sandbox, once SPAWNED */
 	bool exec;    /* run and wait */
 	bool exited, spawned, stdin_closed;
+	bool base64;  /* exec: stdout and stderr returned as base64 */
+	bool paused;  /* PAUSE sent: a reader is behind */
 	struct evhttp_request *exec_req;
+	struct evhttp_request *start_req; /* a started process's request until SPAWNED or ERROR */
 	struct evbuffer *out[2];
 	bool trunc[2];
 	uint64_t bytes_out;
@@ -69,22 +85,72 @@ static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
 	return NULL;
 }
 
+static size_t sub_backlog(const struct sub *sub)
+{
+	return sub->out ? evbuffer_get_length(sub->out) : 0;
+}
+
+static void flow_update(struct proc *p);
+
+static void on_sub_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct sub *sub = arg;
+	if (info->n_deleted > 0 && sub->p->paused)
+		flow_update(sub->p);
+}
+
+/* PAUSE or RESUME the process as its readers' backlogs say. */
+static void flow_update(struct proc *p)
+{
+	bool behind = false, caught_up = true;
+	for (struct sub *sub = p->subs; sub; sub = sub->next) {
+		behind |= sub_backlog(sub) > PAUSE_AT;
+		caught_up &= sub_backlog(sub) <= RESUME_AT;
+	}
+	if (p->exited || p->exec || (p->paused ? !caught_up : !behind))
+		return;
+	if (sbx_send(p->s, p->paused ? FRAME_RESUME : FRAME_PAUSE, p->chan, NULL) == 0)
+		p->paused = !p->paused;
+}
+
+/* Called before the request can end: the watch is on its connection's buffer, which may be
+ * freed with the connection. */
+static void sub_unwatch(struct sub *sub)
+{
+	if (sub->watch)
+		evbuffer_remove_cb_entry(sub->out, sub->watch);
+	sub->watch = NULL;
+	sub->out = NULL;
+}
+
 static void sub_drop(struct proc *p, struct sub *sub)
 {
+	sub_unwatch(sub);
 	for (struct sub **q = &p->subs; *q; q = &(*q)->next)
 		if (*q == sub) {
 			*q = sub->next;
 			break;
 		}
 	free(sub);
+	if (p->paused)
+		flow_update(p); /* the one that was behind may be this one */
+}
+
+static void sub_end(struct proc *p, struct sub *sub)
+{
+	sub_unwatch(sub);
+	stream_end(sub->req);
+	sub_drop(p, sub);
 }
 
 static void proc_free(struct proc *p)
 {
-	while (p->subs) {
-		stream_end(p->subs->req);
-		sub_drop(p, p->subs);
-	}
+	if (p->start_req)
+		reply_error(p->start_req, API_ERR_CONFLICT, "the sandbox was destroyed");
+	p->start_req = NULL;
+	p->exited = true; /* no RESUME from a reader's drop now */
+	while (p->subs)
+		sub_end(p, p->subs);
 	for (struct proc **q = &p->s->procs; *q; q = &(*q)->next)
 		if (*q == p) {
 			*q = p->next;
@@ -118,6 +184,12 @@ static void on_exec_close(struct evhttp_connection *evcon, void *arg)
 	p->exec_req = NULL; /* the client left; the process runs on to its end */
 }
 
+static void on_start_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct proc *p = arg;
+	p->start_req = NULL; /* the client left before the process started; it runs on */
+}
+
 static void on_sub_close(struct evhttp_connection *evcon, void *arg)
 {
 	struct sub *sub = arg;
@@ -125,6 +197,25 @@ static void on_sub_close(struct evhttp_connection *evcon, void *arg)
 }
 
 /* ---- events to stream readers ---- */
+
+/* The last line to a reader that fell SUBSCRIBER_BACKLOG behind: said, never silent, so that
+ * a client cannot mistake the end of its stream for the end of the process. It is queued past
+ * the backlog (one line more), and the stream ends after it. */
+static void send_lagged(struct proc *p, struct evhttp_request *req)
+{
+	_cleanup_(json_decrefp) json_t *e = json_pack(
+		"{s:s, s:I, s:s}", "type", "lagged", "pid", (json_int_t)p->pid, "message",
+		"this reader fell more than " STRINGIFY_BACKLOG " behind the process's output; "
+		"its stream ends here and the process runs on");
+	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	struct evbuffer *buf = line ? evbuffer_new() : NULL;
+	if (buf) {
+		evbuffer_add_printf(buf, "%s\n", line);
+		evhttp_send_reply_chunk(req, buf);
+		evbuffer_free(buf);
+	}
+	metric_inc(M_HTTP_ERRORS);
+}
 
 static void broadcast(struct proc *p, json_t *ev)
 {
@@ -137,8 +228,9 @@ static void broadcast(struct proc *p, json_t *ev)
 	for (struct sub *sub = p->subs, *next; sub; sub = next) {
 		next = sub->next;
 		if (!stream_send(sub->req, line, n + 1)) {
-			stream_end(sub->req);
-			sub_drop(p, sub);
+			sub_unwatch(sub);
+			send_lagged(p, sub->req);
+			sub_end(p, sub);
 		}
 	}
 }
@@ -164,11 +256,29 @@ static bool subscribe(struct proc *p, struct evhttp_request *req)
 	struct sub *sub = calloc(1, sizeof(*sub));
 	if (!sub)
 		return false;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
 	*sub = (struct sub){.req = req, .p = p, .next = p->subs};
 	p->subs = sub;
+	if (bev) {
+		sub->out = bufferevent_get_output(bev);
+		sub->watch = evbuffer_add_cb(sub->out, on_sub_drain, sub);
+		if (!sub->watch)
+			sub->out = NULL;
+	}
 	stream_start(req, "application/x-ndjson");
 	req_on_close(req, on_sub_close, sub);
 	return true;
+}
+
+/* The answer to POST .../processes, once the agent has said whether the process started: the
+ * event stream (200), which the start event or the failure's stderr and exit then open. */
+static void open_stream(struct proc *p)
+{
+	struct evhttp_request *req = p->start_req;
+	p->start_req = NULL;
+	if (req && !subscribe(p, req))
+		reply_error(req, API_ERR_INTERNAL, "out of memory");
 }
 
 /* ---- the end of a process ---- */
@@ -187,16 +297,28 @@ static void forget_old_exited(struct sbx *s)
 		proc_free(oldest);
 }
 
+/* An exec's output as the request asked: text (U+FFFD for invalid UTF-8 and NUL) or base64. */
+static json_t *output_json(const struct proc *p, int which)
+{
+	const void *data = evbuffer_pullup(p->out[which], -1);
+	size_t len = evbuffer_get_length(p->out[which]), n;
+	if (!p->base64)
+		return json_from_bytes_utf8(data, len);
+	_cleanup_free_ char *b64 = base64_encode(data, len, &n);
+	return b64 ? json_stringn(b64, n) : NULL;
+}
+
 static void exec_reply(struct proc *p)
 {
 	json_t *r = json_pack("{s:i, s:i, s:o, s:o, s:b, s:b, s:b, s:b, s:I}", "exit_code",
 			      p->ex.signal ? -1 : (int)p->ex.code, "signal", (int)p->ex.signal,
-			      "stdout", json_from_bytes_utf8(evbuffer_pullup(p->out[0], -1), evbuffer_get_length(p->out[0])),
-			      "stderr", json_from_bytes_utf8(evbuffer_pullup(p->out[1], -1), evbuffer_get_length(p->out[1])),
+			      "stdout", output_json(p, 0), "stderr", output_json(p, 1),
 			      "stdout_truncated", p->trunc[0], "stderr_truncated", p->trunc[1],
 			      "timed_out", p->ex.timed_out != 0, "oom", p->oom, "duration_ms",
 			      (json_int_t)(now_ms() - p->started_ms));
 	metric_observe(H_EXEC, (now_ms() - p->t0_ms) / 1000.0);
+	if (r && p->base64)
+		json_object_set_new(r, "encoding", json_string("base64"));
 	reply_json(p->exec_req, 200, r);
 	p->exec_req = NULL;
 }
@@ -224,10 +346,8 @@ static void proc_exited(struct proc *p)
 	if (p->exec_req)
 		exec_reply(p);
 	broadcast(p, exit_event(p));
-	while (p->subs) {
-		stream_end(p->subs->req);
-		sub_drop(p, p->subs);
-	}
+	while (p->subs)
+		sub_end(p, p->subs);
 	bool ready_check = p->ready_check, ok = !p->ex.signal && p->ex.code == 0;
 	if (p->exec)
 		proc_free(p);
@@ -265,6 +385,14 @@ static void output(struct proc *p, int which, const struct frame *f)
 	if (b64)
 		broadcast(p, json_pack("{s:s, s:I, s:s}", "type", which ? "stderr" : "stdout", "pid",
 				       (json_int_t)p->pid, "data", b64));
+	flow_update(p);
+}
+
+/* Whether the agent could not start a process for want of a resource the sandbox is limited
+ * in (its pids limit, open files): that is the quota, answered as such, not an exit code. */
+static bool spawn_quota(uint32_t errnum)
+{
+	return errnum == EAGAIN || errnum == EMFILE || errnum == ENFILE;
 }
 
 static void spawn_failed(struct proc *p, const struct frame *f)
@@ -273,11 +401,20 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
 		e = (struct frame_error){.errnum = EIO};
 	const char *msg = e.message ? e.message : strerror(e.errnum);
-	evbuffer_add_printf(p->out[1], "cordon: cannot run: %s\n", msg);
+	struct evhttp_request *req = p->exec ? p->exec_req : p->start_req;
+	if (req && spawn_quota(e.errnum)) {
+		reply_error(req, API_ERR_QUOTA_EXCEEDED,
+			    "no room for another process in sandbox %s (%s): at most %u run at once, "
+			    "and limits.pids (%u) counts every process and thread in it",
+			    p->s->id, msg, MAX_PROCS, (unsigned)p->s->spec.pids);
+		p->exec_req = p->start_req = NULL;
+	}
+	evbuffer_add_printf(p->out[1], "cordon: %s\n", msg);
+	open_stream(p);
 	if (!p->exec && p->subs) {
 		size_t n;
-		char line[600];
-		int len = snprintf(line, sizeof(line), "cordon: cannot run: %s\n", msg);
+		char line[FRAME_MAX_MESSAGE + 16];
+		int len = snprintf(line, sizeof(line), "cordon: %s\n", msg);
 		_cleanup_free_ char *b64 = base64_encode(line, len > 0 ? (size_t)len : 0, &n);
 		if (b64)
 			broadcast(p, json_pack("{s:s, s:I, s:s}", "type", "stderr", "pid", (json_int_t)0, "data", b64));
@@ -300,6 +437,7 @@ int proc_frame(struct sbx *s, const struct frame *f)
 			return -EPROTO;
 		p->pid = sp.pid;
 		p->spawned = true;
+		open_stream(p); /* only now is the answer 200 */
 		broadcast(p, start_event(p));
 		return 0;
 	}
@@ -497,9 +635,12 @@ static void start(struct ctx *c, bool exec)
 		struct proc *p = proc_start(c->req, s, e, exec);
 		if (p && exec) {
 			p->exec_req = c->req;
+			p->base64 = e->encoding == API_ENCODING_BASE64;
 			req_on_close(c->req, on_exec_close, p);
 		} else if (p) {
-			subscribe(p, c->req);
+			/* answered at SPAWNED (a stream) or ERROR (maybe 429), not before */
+			p->start_req = c->req;
+			req_on_close(c->req, on_start_close, p);
 		}
 	}
 	api_exec_free(e);

@@ -38,7 +38,7 @@
 #define PIPE_CHUNK       (64u * 1024u)
 #define FILE_CHUNK       (128u * 1024u)
 #define STDIN_QUEUE_MAX  (2u * FRAME_MAX_PAYLOAD) /* per process */
-#define MAX_PROCS        256u
+#define MAX_PROCS        FRAME_MAX_PROCS
 #define MAX_READS        16u
 #define LIST_MAX_ENTRIES 10000u
 #define LIST_MAX_BYTES   FRAME_MAX_PAYLOAD
@@ -59,6 +59,7 @@ struct proc {
 	bool in_close;      /* STDIN_CLOSE seen: close in_fd once inq is written */
 	bool exited;        /* reaped; status is valid, pid must not be signalled any more */
 	bool timed_out;
+	bool paused;        /* PAUSE: its pipes are not read (while it runs) */
 	int status;
 	uint64_t deadline;  /* CLOCK_MONOTONIC ms, 0 = none */
 };
@@ -425,6 +426,29 @@ static int spawn_fork(struct agent *a, const struct frame_spawn *sp, int fds[8],
 	return 0;
 }
 
+/* Says what could not be run, as a shell would ("command not found: foo"): the host shows it
+ * to the person who asked. Names are cut so that the message fits its frame. */
+static void spawn_error(struct agent *a, uint32_t chan, const struct frame_spawn *sp,
+			const struct exec_failure *fail)
+{
+	char msg[FRAME_MAX_MESSAGE - 1];
+	int err = fail->err > 0 ? fail->err : EIO;
+	const char *cmd = sp->argv[0], *cwd = sp->cwd ? sp->cwd : "/";
+
+	if (fail->step == STEP_EXEC && err == ENOENT)
+		snprintf(msg, sizeof(msg), "command not found: %.200s", cmd);
+	else if (fail->step == STEP_EXEC)
+		snprintf(msg, sizeof(msg), "cannot run '%.200s': %s", cmd, strerror(err));
+	else if (fail->step == STEP_CWD)
+		snprintf(msg, sizeof(msg), "cannot change to directory '%.200s': %s", cwd,
+			 strerror(err));
+	else
+		snprintf(msg, sizeof(msg), "SPAWN %s: %s",
+			 fail->step > 0 && fail->step <= STEP_EXEC ? step_names[fail->step] : "?",
+			 strerror(err));
+	emit(a, FRAME_ERROR, chan, &(struct frame_error){.errnum = (uint32_t)err, .message = msg});
+}
+
 static int do_spawn(struct agent *a, uint32_t chan, void *m)
 {
 	const struct frame_spawn *sp = m;
@@ -451,11 +475,7 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 			close_fd(&fds[i]);
 		free(p);
 		if (r == -ECHILD) {
-			char what[64];
-			snprintf(what, sizeof(what), "SPAWN %s",
-				 fail.step > 0 && fail.step <= STEP_EXEC ? step_names[fail.step]
-									 : "?");
-			emit_error(a, chan, fail.err > 0 ? fail.err : EIO, what);
+			spawn_error(a, chan, sp, &fail);
 			return 0;
 		}
 		return r;
@@ -529,6 +549,27 @@ static int do_stdin_close(struct agent *a, uint32_t chan, void *m)
 		return -ESRCH;
 	p->in_close = true;
 	stdin_flush(p);
+	return 0;
+}
+
+/* PAUSE and RESUME: per-process flow control for a host whose reader of this process is
+ * behind. A paused process blocks on its full pipe, and nothing else waits: other processes
+ * and file requests share the stream but not the pause. Once the process is reaped its pipes
+ * are drained anyway (at most a pipe's worth), so that EXIT is never held back. A process
+ * that is gone is no error: its EXIT may be on the way. */
+static int do_pause(struct agent *a, uint32_t chan, void *m)
+{
+	struct proc *p = proc_find(a, chan);
+	if (p)
+		p->paused = true;
+	return 0;
+}
+
+static int do_resume(struct agent *a, uint32_t chan, void *m)
+{
+	struct proc *p = proc_find(a, chan);
+	if (p)
+		p->paused = false;
 	return 0;
 }
 
@@ -859,11 +900,50 @@ static int do_file_stat(struct agent *a, uint32_t chan, void *m)
 
 struct list_state {
 	char rel[FRAME_MAX_PATH];
+	uint64_t skip;   /* entries of the walk before this page (FILE_LIST's OFFSET) */
+	uint64_t walked; /* entries the walk passed, skipped or listed */
 	uint32_t count;
 	size_t bytes;
 	bool truncated;
+	bool omitted; /* entries walked but not listed: their relative path is over FRAME_MAX_PATH */
 };
 
+/* Whether entry @e of @d is a directory, from d_type when the file system fills it in. */
+static bool entry_is_dir(DIR *d, const struct dirent *e, const struct stat *st, bool have_st)
+{
+	struct stat tmp;
+	if (have_st)
+		return S_ISDIR(st->st_mode);
+	if (e->d_type != DT_UNKNOWN)
+		return e->d_type == DT_DIR;
+	return fstatat(dirfd(d), e->d_name, &tmp, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(tmp.st_mode);
+}
+
+/* Emits the FILE_INFO of entry @e (whose path relative to the listed directory is in ls->rel);
+ * false if it vanished. */
+static bool list_emit(struct agent *a, uint32_t chan, DIR *d, const struct dirent *e,
+		      struct list_state *ls, struct stat *st)
+{
+	char target[FRAME_MAX_PATH];
+	const char *tp = NULL;
+
+	if (fstatat(dirfd(d), e->d_name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return false; /* raced with a removal */
+	if (S_ISLNK(st->st_mode)) {
+		ssize_t t = readlinkat(dirfd(d), e->d_name, target, sizeof(target) - 1);
+		if (t >= 0) {
+			target[t] = '\0';
+			tp = target;
+		}
+	}
+	emit_info(a, chan, ls->rel, tp, st);
+	ls->count++;
+	ls->bytes += FRAME_HDR_SIZE + 80 + strlen(ls->rel) + (tp ? strlen(tp) : 0);
+	return true;
+}
+
+/* Walks @dfd depth-first in readdir order, which is stable for a directory nobody changes,
+ * so a page can start where the last one stopped by skipping that many entries. */
 static void list_dir(struct agent *a, uint32_t chan, int dfd, size_t rel_len, uint32_t depth,
 		     struct list_state *ls)
 {
@@ -876,8 +956,7 @@ static void list_dir(struct agent *a, uint32_t chan, int dfd, size_t rel_len, ui
 	}
 	while (!ls->truncated && (e = readdir(d))) {
 		struct stat st;
-		char target[FRAME_MAX_PATH];
-		const char *tp = NULL;
+		bool have_st = false;
 
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
@@ -887,23 +966,15 @@ static void list_dir(struct agent *a, uint32_t chan, int dfd, size_t rel_len, ui
 		}
 		int n = snprintf(ls->rel + rel_len, sizeof(ls->rel) - rel_len, "%s%s",
 				 rel_len ? "/" : "", e->d_name);
+		ls->walked++;
 		if (n < 0 || (size_t)n >= sizeof(ls->rel) - rel_len) {
-			ls->truncated = true;
+			ls->rel[rel_len] = '\0'; /* a path no frame can carry: not listed, but said */
+			ls->omitted |= ls->walked > ls->skip;
 			continue;
 		}
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue; /* raced with a removal */
-		if (S_ISLNK(st.st_mode)) {
-			ssize_t t = readlinkat(dirfd(d), e->d_name, target, sizeof(target) - 1);
-			if (t >= 0) {
-				target[t] = '\0';
-				tp = target;
-			}
-		}
-		emit_info(a, chan, ls->rel, tp, &st);
-		ls->count++;
-		ls->bytes += FRAME_HDR_SIZE + 80 + rel_len + (size_t)n + (tp ? strlen(tp) : 0);
-		if (S_ISDIR(st.st_mode) && depth > 1) {
+		if (ls->walked > ls->skip)
+			have_st = list_emit(a, chan, d, e, ls, &st);
+		if (depth > 1 && entry_is_dir(d, e, &st, have_st)) {
 			int sub = openat(dirfd(d), e->d_name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub >= 0)
@@ -930,8 +1001,13 @@ static int do_file_list(struct agent *a, uint32_t chan, void *m)
 		close(fd);
 		return -ENOMEM;
 	}
+	ls->skip = f->offset;
 	list_dir(a, chan, fd, 0, f->depth ? f->depth : 1, ls);
-	struct frame_ok ok = {.size = ls->count, .flags = ls->truncated ? FRAME_OK_TRUNCATED : 0};
+	/* SIZE: how far past OFFSET the walk got, so OFFSET + SIZE is where the next page starts */
+	uint64_t passed = ls->walked > ls->skip ? ls->walked - ls->skip : 0;
+	struct frame_ok ok = {.size = passed,
+			      .flags = (ls->truncated ? FRAME_OK_TRUNCATED : 0) |
+				       (ls->omitted ? FRAME_OK_OMITTED : 0)};
 	emit(a, FRAME_OK, chan, &ok);
 	free(ls);
 	return 0;
@@ -1139,6 +1215,8 @@ static const struct handler {
 	{FRAME_STDIN, false, do_stdin},
 	{FRAME_STDIN_CLOSE, false, do_stdin_close},
 	{FRAME_SIGNAL, false, do_signal},
+	{FRAME_PAUSE, false, do_pause},
+	{FRAME_RESUME, false, do_resume},
 	{FRAME_FILE_WRITE, true, do_file_write},
 	{FRAME_FILE_READ, true, do_file_read},
 	{FRAME_FILE_STAT, true, do_file_stat},
@@ -1239,7 +1317,8 @@ static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *sl
 	for (struct proc *p = a->procs; p; p = p->next) {
 		int fds[3] = {p->out_fd, p->err_fd, p->in_fd};
 		for (int w = 0; w < 3; w++) {
-			bool want = w < 2 ? out_room(a) : p->inq.len > 0;
+			bool want = w < 2 ? out_room(a) && (!p->paused || p->exited)
+					  : p->inq.len > 0;
 			if (fds[w] < 0 || !want)
 				continue;
 			slots[n] = (struct slot){p, w};

@@ -99,6 +99,7 @@ static const struct field file_stat_fields[] = {FILE_PATH, FILE_USER};
 static const struct field file_list_fields[] = {
 	FILE_PATH, FILE_USER,
 	U32(frame_file, FRAME_TAG_DEPTH, depth, 0),
+	U64(frame_file, FRAME_TAG_OFFSET, offset, 0),
 };
 
 static const struct field file_mkdir_fields[] = {FILE_PATH, FILE_USER, FILE_MODE, FILE_FLAGS};
@@ -142,6 +143,8 @@ static const struct msg_desc msgs[] = {
 	TLV(FRAME_SPAWN, FRAME_TO_AGENT, "SPAWN", frame_spawn, spawn_fields),
 	RAW(FRAME_STDIN, FRAME_TO_AGENT, "STDIN"),
 	EMPTY(FRAME_STDIN_CLOSE, FRAME_TO_AGENT, "STDIN_CLOSE"),
+	EMPTY(FRAME_PAUSE, FRAME_TO_AGENT, "PAUSE"),
+	EMPTY(FRAME_RESUME, FRAME_TO_AGENT, "RESUME"),
 	TLV(FRAME_SIGNAL, FRAME_TO_AGENT, "SIGNAL", frame_signal, signal_fields),
 	TLV(FRAME_FILE_WRITE, FRAME_TO_AGENT, "FILE_WRITE", frame_file, file_write_fields),
 	TLV(FRAME_FILE_READ, FRAME_TO_AGENT, "FILE_READ", frame_file, file_read_fields),

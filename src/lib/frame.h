@@ -38,6 +38,9 @@
 #define FRAME_MAX_PATH      4096u  /* bytes of a path on the wire, NUL included (PATH_MAX) */
 #define FRAME_MAX_MESSAGE   1024u  /* bytes of an ERROR message, NUL included */
 #define FRAME_MAX_LIST_DEPTH 32u
+/* Processes the agent runs at once; the daemon applies the same limit first (429), so the
+ * agent's EAGAIN is only ever a sandbox's own limit (pids, open files) running out. */
+#define FRAME_MAX_PROCS     1024u
 /* Largest data a single STDIN or FILE_WRITE frame can carry once its other fields are counted. */
 #define FRAME_MAX_DATA      (FRAME_MAX_PAYLOAD - 2u * FRAME_MAX_PATH - 64u)
 
@@ -54,6 +57,8 @@ enum frame_type {
 	FRAME_STDIN = 0x0011,
 	FRAME_STDIN_CLOSE = 0x0012,
 	FRAME_SIGNAL = 0x0013,
+	FRAME_PAUSE = 0x0014,  /* stop reading this process's output (a reader is behind) */
+	FRAME_RESUME = 0x0015, /* read it again */
 	FRAME_FILE_WRITE = 0x0020,
 	FRAME_FILE_READ = 0x0021,
 	FRAME_FILE_STAT = 0x0022,
@@ -130,6 +135,7 @@ enum frame_user {
 #define FRAME_REMOVE_RECURSIVE 0x1u
 /* OK flags */
 #define FRAME_OK_TRUNCATED 0x1u /* a FILE_LIST hit its entry or byte limit */
+#define FRAME_OK_OMITTED   0x2u /* a FILE_LIST passed entries whose path NAME cannot carry */
 
 enum frame_file_type {
 	FRAME_FT_OTHER = 0,
@@ -201,6 +207,7 @@ struct frame_file {
 	uint64_t offset;  /* FILE_WRITE, FILE_READ */
 	uint64_t length;  /* FILE_READ: at most this many bytes, 0 = to the end */
 	uint32_t depth;   /* FILE_LIST: 0 or 1 = entries of path only */
+	/* FILE_LIST uses offset too: entries of the walk to skip (the next page starts there) */
 	const uint8_t *data; /* FILE_WRITE */
 	uint32_t data_len;
 };
@@ -216,7 +223,8 @@ struct frame_file_info {
 	uint32_t gid;
 };
 
-/* OK: size is bytes written (FILE_WRITE), bytes sent (FILE_READ), entries (FILE_LIST). */
+/* OK: size is bytes written (FILE_WRITE), bytes sent (FILE_READ), entries (FILE_LIST: those
+ * the walk passed after OFFSET, listed or not, so that OFFSET + size is where it stopped). */
 struct frame_ok {
 	uint64_t size;
 	uint32_t flags;

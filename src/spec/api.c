@@ -747,6 +747,12 @@ static const struct enumval users[] = {
 };
 static const struct enumdef user_def = {users, ELEMENTSOF(users),
 					"must be one of \"user\", \"root\""};
+static const struct enumval encodings[] = {
+    {"utf-8", API_ENCODING_UTF8},
+    {"base64", API_ENCODING_BASE64},
+};
+static const struct enumdef encoding_def = {encodings, ELEMENTSOF(encodings),
+					    "must be one of \"utf-8\", \"base64\""};
 static const struct range run_timeout_range = {1, API_MAX_EXEC_TIMEOUT};
 static const struct range start_timeout_range = {0, API_MAX_EXEC_TIMEOUT};
 
@@ -781,6 +787,7 @@ static const struct field run_fields[] = {
     {"tag", fld_string, offsetof(struct api_exec, tag), &tag_def},
     {"stdin", fld_stdin, 0, NULL},
     {"timeout_s", fld_u32, offsetof(struct api_exec, timeout_s), &run_timeout_range},
+    {"encoding", fld_enum, offsetof(struct api_exec, encoding), &encoding_def},
 };
 static const struct field start_fields[] = {
     {"argv", fld_argv, 0, NULL},
@@ -1071,10 +1078,52 @@ int api_query_bool_parse(const char *s, const char *field, bool *ret, struct cor
 	return invalid(err, field, "must be one of 0, 1, false, true");
 }
 
+/* "<field>_b64": a path as the base64 of its exact bytes, for names that are not UTF-8 and so
+ * cannot be a JSON string. Decoded into a NUL-terminated buffer stored at @dst (owned by the
+ * request struct), with the same checks as a path. */
+static int fld_path_b64(json_t *v, void *dst, const struct field *f, const char *path,
+			struct cordon_err *err)
+{
+	const char *s;
+	size_t len, n;
+	_cleanup_free_ uint8_t *raw = NULL;
+	int r = get_string(v, 4 * (API_MAX_PATH / 3 + 1), path, &s, &len, err);
+	if (r < 0)
+		return r;
+	if (api_base64_decode(s, len, &raw, &n) < 0)
+		return invalid(err, path, "must be base64 (RFC 4648, with padding)");
+	r = api_path_check((const char *)raw, n, path, err);
+	if (r < 0)
+		return r;
+	char *out = malloc(n + 1);
+	if (!out)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	memcpy(out, raw, n);
+	out[n] = '\0';
+	free(*(char **)dst);
+	*(char **)dst = out;
+	return 0;
+}
+
+/* One of @name and @name_b64 (@b64 decoded); the path in @ret. */
+static int one_path(const char *text, char *b64, const char *name, const char **ret,
+		    struct cordon_err *err)
+{
+	if (text && b64)
+		return cordon_err_setf(err, -EINVAL, "%s: give %s or %s_b64, not both", name, name,
+				       name);
+	if (!text && !b64)
+		return missing(err, name);
+	*ret = text ? text : b64;
+	return 0;
+}
+
 struct api_move *api_move_free(struct api_move *m)
 {
 	if (m) {
 		json_decref(m->root_);
+		free(m->from_b64_);
+		free(m->to_b64_);
 		free(m);
 	}
 	return NULL;
@@ -1084,6 +1133,8 @@ DEFINE_CLEANUP_FUNC(struct api_move *, api_move_free)
 static const struct field move_fields[] = {
     {"from", fld_path, offsetof(struct api_move, from), NULL},
     {"to", fld_path, offsetof(struct api_move, to), NULL},
+    {"from_b64", fld_path_b64, offsetof(struct api_move, from_b64_), NULL},
+    {"to_b64", fld_path_b64, offsetof(struct api_move, to_b64_), NULL},
 };
 static const struct objdef move_def = {move_fields, ELEMENTSOF(move_fields)};
 
@@ -1098,10 +1149,12 @@ int api_move_parse(const char *body, size_t len, struct api_move **ret_move, str
 	r = parse_object(m->root_, &move_def, m, "", err);
 	if (r < 0)
 		return r;
-	if (!m->from)
-		return missing(err, "from");
-	if (!m->to)
-		return missing(err, "to");
+	r = one_path(m->from, m->from_b64_, "from", &m->from, err);
+	if (r < 0)
+		return r;
+	r = one_path(m->to, m->to_b64_, "to", &m->to, err);
+	if (r < 0)
+		return r;
 	*ret_move = TAKE_PTR(m);
 	return 0;
 }
@@ -1110,6 +1163,7 @@ struct api_mkdir *api_mkdir_free(struct api_mkdir *m)
 {
 	if (m) {
 		json_decref(m->root_);
+		free(m->path_b64_);
 		free(m);
 	}
 	return NULL;
@@ -1119,6 +1173,7 @@ DEFINE_CLEANUP_FUNC(struct api_mkdir *, api_mkdir_free)
 static const struct field mkdir_fields[] = {
     {"path", fld_path, offsetof(struct api_mkdir, path), NULL},
     {"parents", fld_bool, offsetof(struct api_mkdir, parents), NULL},
+    {"path_b64", fld_path_b64, offsetof(struct api_mkdir, path_b64_), NULL},
 };
 static const struct objdef mkdir_def = {mkdir_fields, ELEMENTSOF(mkdir_fields)};
 
@@ -1134,8 +1189,9 @@ int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir,
 	r = parse_object(m->root_, &mkdir_def, m, "", err);
 	if (r < 0)
 		return r;
-	if (!m->path)
-		return missing(err, "path");
+	r = one_path(m->path, m->path_b64_, "path", &m->path, err);
+	if (r < 0)
+		return r;
 	*ret_mkdir = TAKE_PTR(m);
 	return 0;
 }
@@ -1366,6 +1422,12 @@ static const struct {
     [API_ERR_INTERNAL] = {"internal", 500},
     [API_ERR_UNAVAILABLE] = {"unavailable", 503},
     [API_ERR_TIMEOUT] = {"timeout", 504},
+    [API_ERR_READ_ONLY] = {"read_only", 409},
+    [API_ERR_INVALID_PATH] = {"invalid_path", 400},
+    [API_ERR_NO_SPACE] = {"no_space", 409},
+    [API_ERR_NOT_A_DIRECTORY] = {"not_a_directory", 409},
+    [API_ERR_IS_A_DIRECTORY] = {"is_a_directory", 409},
+    [API_ERR_CROSS_DEVICE] = {"cross_device", 409},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */
@@ -1386,8 +1448,16 @@ static const struct {
     {EEXIST, API_ERR_CONFLICT},
     {EBUSY, API_ERR_CONFLICT},
     {ENOTEMPTY, API_ERR_CONFLICT},
-    {EISDIR, API_ERR_CONFLICT},
-    {ENOTDIR, API_ERR_CONFLICT},
+    {ETXTBSY, API_ERR_CONFLICT},
+    {EISDIR, API_ERR_IS_A_DIRECTORY},
+    {ENOTDIR, API_ERR_NOT_A_DIRECTORY},
+    {EROFS, API_ERR_READ_ONLY},
+    {ELOOP, API_ERR_INVALID_PATH},
+    {ENAMETOOLONG, API_ERR_INVALID_PATH},
+    {EXDEV, API_ERR_CROSS_DEVICE},
+    {EFBIG, API_ERR_PAYLOAD_TOO_LARGE},
+    {EMFILE, API_ERR_CAPACITY},
+    {ENFILE, API_ERR_CAPACITY},
     {EDQUOT, API_ERR_QUOTA_EXCEEDED},
     {EUSERS, API_ERR_QUOTA_EXCEEDED},
     {EAGAIN, API_ERR_CAPACITY},

@@ -153,6 +153,13 @@ enum api_exec_kind {
 	API_EXEC_START,	  /* processes: start and stream; stdin goes through .../stdin */
 };
 
+/* "encoding" of an exec's stdout and stderr: text (invalid UTF-8 and NUL become U+FFFD) or
+ * the exact bytes in base64. */
+enum api_encoding {
+	API_ENCODING_UTF8 = 0,
+	API_ENCODING_BASE64,
+};
+
 struct api_exec {
 	const char **argv; /* argc entries, NULL-terminated; from "cmd": /bin/sh -c cmd */
 	size_t argc;
@@ -166,6 +173,7 @@ struct api_exec {
 	size_t stdin_len;
 	uint32_t timeout_s; /* RUN: 1..86400, default 60; START: 0 (none) ..86400, default 60 */
 	const char *tag;    /* NULL: none */
+	enum api_encoding encoding; /* API_EXEC_RUN: how stdout/stderr are returned */
 
 	struct json_t *root_;
 	char *env_buf_;
@@ -253,9 +261,11 @@ struct api_move {
 	const char *from;
 	const char *to;
 	struct json_t *root_;
+	char *from_b64_, *to_b64_; /* decoded from_b64, to_b64 */
 };
 
-/* POST .../files/move {from, to}: both required. */
+/* POST .../files/move {from, to}: both required; instead of either, from_b64 or to_b64 (the
+ * exact bytes of a path that is not UTF-8, base64). */
 int api_move_parse(const char *body, size_t len, struct api_move **ret_move,
 		   struct cordon_err *err);
 struct api_move *api_move_free(struct api_move *m);
@@ -264,9 +274,10 @@ struct api_mkdir {
 	const char *path;
 	bool parents; /* like mkdir -p; default false */
 	struct json_t *root_;
+	char *path_b64_; /* decoded path_b64 */
 };
 
-/* POST .../files/mkdir {path, parents}: path required. */
+/* POST .../files/mkdir {path, parents}: path (or path_b64, its bytes in base64) required. */
 int api_mkdir_parse(const char *body, size_t len, struct api_mkdir **ret_mkdir,
 		    struct cordon_err *err);
 struct api_mkdir *api_mkdir_free(struct api_mkdir *m);
@@ -305,6 +316,13 @@ enum api_error {
 	API_ERR_INTERNAL,	   /* 500 */
 	API_ERR_UNAVAILABLE,	   /* 503 */
 	API_ERR_TIMEOUT,	   /* 504 */
+	/* What a file operation in the sandbox ran into (the agent's errno, files.c) */
+	API_ERR_READ_ONLY,	   /* 409 EROFS: that part of the sandbox is read-only */
+	API_ERR_INVALID_PATH,	   /* 400 ELOOP, ENAMETOOLONG, EINVAL: the path cannot be used */
+	API_ERR_NO_SPACE,	   /* 409 ENOSPC, EDQUOT inside the sandbox: its disk is full */
+	API_ERR_NOT_A_DIRECTORY,   /* 409 ENOTDIR */
+	API_ERR_IS_A_DIRECTORY,	   /* 409 EISDIR */
+	API_ERR_CROSS_DEVICE,	   /* 409 EXDEV: a move between two file systems */
 	_API_ERR_MAX,
 };
 

@@ -44,12 +44,15 @@ ERROR_STATUS = {
     "bad_request": 400, "invalid_field": 400, "unknown_field": 400, "payload_too_large": 413,
     "not_found": 404, "conflict": 409, "quota_exceeded": 429, "capacity": 503,
     "unauthorized": 401, "forbidden": 403, "internal": 500, "unavailable": 503, "timeout": 504,
+    # what a file operation runs into inside the sandbox
+    "read_only": 409, "invalid_path": 400, "no_space": 409, "not_a_directory": 409,
+    "is_a_directory": 409, "cross_device": 409,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",
                 "limits", "network", "metadata"}
 EXEC_REQUIRED = {"exit_code", "signal", "stdout", "stderr", "timed_out", "oom", "duration_ms"}
-EXEC_KEYS = EXEC_REQUIRED | {"stdout_truncated", "stderr_truncated"}
+EXEC_KEYS = EXEC_REQUIRED | {"stdout_truncated", "stderr_truncated", "encoding"}
 FILE_ENTRY_REQUIRED = {"name", "path", "type", "size", "mode", "mtime"}
 
 

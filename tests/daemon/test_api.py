@@ -480,7 +480,7 @@ def test_files_mkdir_list_stat(client, sandbox):
         assert desc == list(range(i + 1, i + 1 + len(desc))), f"not depth-first at {p}: {order}"
     assert_error(client.get(fpath(sid, root, "/list") + "&depth=0"), 400, "invalid_field")
     assert_error(client.get(fpath(sid, root, "/list") + "&depth=33"), 400, "invalid_field")
-    assert_error(client.get(fpath(sid, f"{root}/f1", "/list")), 409, "conflict")
+    assert_error(client.get(fpath(sid, f"{root}/f1", "/list")), 409, "not_a_directory")
     assert_error(client.get(fpath(sid, f"{root}/nope", "/list")), 404, "not_found")
     # stat: symlinks are not followed.
     st = client.ok("GET", fpath(sid, f"{root}/link", "/stat"))
@@ -505,8 +505,8 @@ def test_files_move_remove(client, sandbox):
     assert client.get(fpath(sid, f"{root}/sub/b")).body == b"A"
     assert_error(client.post(f"/v1/sandboxes/{sid}/files/move", {"from": f"{root}/a", "to": f"{root}/c"}),
                  404, "not_found")
-    # Download of a directory: conflict.
-    assert_error(client.get(fpath(sid, f"{root}/sub")), 409, "conflict")
+    # Download of a directory: is_a_directory (a 409 like conflict).
+    assert_error(client.get(fpath(sid, f"{root}/sub")), 409, "is_a_directory")
     # Remove a file, then a directory with everything in it.
     client.put(fpath(sid, f"{root}/sub/c"), b"C")
     assert client.delete(fpath(sid, f"{root}/sub/c")).status == 204

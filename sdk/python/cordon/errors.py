@@ -166,6 +166,56 @@ _BY_STATUS: Dict[int, Type[CordonError]] = {
 }
 
 
+# -- what file operations and streams run into (issue 10) -----------------------------------
+# Specific codes of the daemon's file operations; each is a subclass of the general class of
+# its status, so ``except Conflict`` still catches ``IsADirectory``.
+
+
+class InvalidPath(BadRequest):
+    """400 ``invalid_path``: the path cannot be used: relative (raised by the SDK itself before
+    any request), a symlink loop, a name too long, not a regular file where one is needed."""
+    code = "invalid_path"
+
+
+class ReadOnly(Conflict):
+    """409 ``read_only``: that part of the sandbox is read-only (the template's image)."""
+    code = "read_only"
+
+
+class NoSpace(Conflict):
+    """409 ``no_space``: the sandbox's disk (``limits.disk_mb``) is full; free space in it."""
+    code = "no_space"
+
+
+class NotADirectory(Conflict):
+    """409 ``not_a_directory``: a component of the path (or the listed path) is not a directory."""
+    code = "not_a_directory"
+
+
+class IsADirectory(Conflict):
+    """409 ``is_a_directory``: the path is a directory where a file is needed."""
+    code = "is_a_directory"
+
+
+class CrossDevice(Conflict):
+    """409 ``cross_device``: a move between two file systems of the sandbox (e.g. /tmp and
+    /dev/shm); copy and remove instead."""
+    code = "cross_device"
+
+
+class StreamLagged(CordonError):
+    """A process's event stream was cut because this client fell too far behind (the daemon's
+    ``lagged`` event). Output after that point was not received, so the result is unknown;
+    the process itself runs on. Raised by :meth:`Process.wait`, never a silent success."""
+    code = "lagged"
+
+
+_BY_CODE.update({cls.code: cls for cls in (InvalidPath, ReadOnly, NoSpace, NotADirectory,
+                                           IsADirectory, CrossDevice, StreamLagged)})
+__all__ += ["InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
+            "CrossDevice", "StreamLagged"]
+
+
 def error_from_response(status: int, body: bytes,
                         headers: Optional[Mapping[str, str]] = None) -> CordonError:
     """Build the typed exception for an error answer (status >= 400)."""

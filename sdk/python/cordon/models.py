@@ -6,6 +6,7 @@ are never lost. Timestamps are kept as the RFC 3339 strings the daemon sent.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -56,11 +57,26 @@ class ExecResult:
     duration_ms: int = 0
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    # exec(..., encoding="base64"): the exact bytes (NUL and invalid UTF-8 included); with
+    # the default text encoding, stdout/stderr encoded as UTF-8.
+    stdout_bytes: bytes = field(default=b"", repr=False)
+    stderr_bytes: bytes = field(default=b"", repr=False)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, doc: Dict[str, Any]) -> "ExecResult":
-        return _pick(cls, doc)
+        orig, doc = doc, dict(doc)
+        out = {}
+        for k in ("stdout", "stderr"):
+            v = doc.get(k) if isinstance(doc.get(k), str) else ""
+            if doc.get("encoding") == "base64":
+                out[k + "_bytes"] = base64.b64decode(v)
+                doc[k] = out[k + "_bytes"].decode("utf-8", "replace")
+            else:
+                out[k + "_bytes"] = v.encode("utf-8")
+        res = _pick(cls, doc, **out)
+        res.raw = orig
+        return res
 
     @property
     def ok(self) -> bool:
@@ -119,11 +135,30 @@ class FileEntry:
     mode: int = 0
     mtime: str = ""
     symlink_target: Optional[str] = None
+    # Set only when the name is not valid UTF-8: then ``name``/``path`` show it with U+FFFD
+    # and these hold the exact bytes in base64 (see ``name_bytes``/``path_bytes``).
+    name_b64: Optional[str] = None
+    path_b64: Optional[str] = None
+    symlink_target_b64: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, doc: Dict[str, Any]) -> "FileEntry":
         return _pick(cls, doc)
+
+    @staticmethod
+    def _exact(text: str, b64: Optional[str]) -> bytes:
+        return base64.b64decode(b64) if b64 else text.encode("utf-8")
+
+    @property
+    def name_bytes(self) -> bytes:
+        """The exact bytes of the name, UTF-8 or not."""
+        return self._exact(self.name, self.name_b64)
+
+    @property
+    def path_bytes(self) -> bytes:
+        """The exact bytes of the path; every ``sbx.files`` method that takes a path takes it."""
+        return self._exact(self.path, self.path_b64)
 
     @property
     def is_dir(self) -> bool:

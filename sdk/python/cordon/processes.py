@@ -41,6 +41,9 @@ def command_fields(cmd: Union[str, Sequence[str]]) -> Dict[str, Any]:
     return {"argv": [str(a) if not isinstance(a, str) else a for a in argv]}
 
 
+_MAX_LINE = 1 << 20  # line mode: a longer line is passed on in pieces of this size
+
+
 class Process:
     """A process running in a sandbox, fed by its event stream on a background thread.
 
@@ -49,6 +52,15 @@ class Process:
     ``on_stdout_bytes``/``on_stderr_bytes`` the raw bytes, ``on_exit`` the
     :class:`ProcessResult`. An exception raised by a callback is logged on the ``cordon``
     logger and the stream goes on.
+
+    Chunk mode (the default): ``on_stdout``/``on_stderr`` get the text of each write as the
+    process made it, so a chunk may hold several lines or part of one, newlines included.
+    Line mode (``lines=True``): they get one line per call, without its ``\n``, and a last
+    line without a newline when the process ends; ``on_stdout=print`` then prints the output
+    as it was. The ``*_bytes`` callbacks always get raw chunks.
+
+    A slow callback holds back the process (the daemon stops reading its output until this
+    client catches up), never the output: every byte arrives, in order.
     """
 
     def __init__(self, sandbox: "Sandbox", stream: Stream, *,
@@ -57,8 +69,11 @@ class Process:
                  on_stdout_bytes: Optional[BytesCallback] = None,
                  on_stderr_bytes: Optional[BytesCallback] = None,
                  on_exit: Optional[Callable[[ProcessResult], Any]] = None,
-                 max_output: int = DEFAULT_MAX_OUTPUT):
+                 max_output: int = DEFAULT_MAX_OUTPUT, lines: bool = False):
         self.sandbox = sandbox
+        self._lines = lines
+        self._partial = {"stdout": "", "stderr": ""}
+        self._gap = False  # a reattach happened: output in between was not received
         self._stream: Optional[Stream] = stream
         self._cb = {"stdout": (on_stdout, on_stdout_bytes), "stderr": (on_stderr, on_stderr_bytes)}
         self._on_exit = on_exit
@@ -139,9 +154,27 @@ class Process:
             if text_cb is not None:
                 text = self._decoders[kind].decode(data)
                 if text:
-                    text_cb(text)
+                    self._text(kind, text_cb, text)
         except Exception:
             log.exception("cordon: the %s callback of process %s raised", kind, self.pid)
+
+    def _text(self, kind: str, cb: TextCallback, text: str, final: bool = False) -> None:
+        """Chunk mode: @text as it came. Line mode: each complete line, without its newline."""
+        if not self._lines:
+            if text:
+                cb(text)
+            return
+        text = self._partial[kind] + text
+        *done, rest = text.split("\n")
+        while len(rest) > _MAX_LINE:
+            done.append(rest[:_MAX_LINE])
+            rest = rest[_MAX_LINE:]
+        if final and rest:
+            done.append(rest)
+            rest = ""
+        self._partial[kind] = rest
+        for line in done:
+            cb(line)
 
     def _handle(self, ev: Dict[str, Any]) -> None:
         t = ev.get("type")
@@ -155,6 +188,14 @@ class Process:
                 self._emit(t, data)
         elif t == "exit":
             self._finish(ev)
+        elif t == "lagged":
+            # the daemon cut this stream: what follows was never received, so there is no
+            # result to give; wait() raises this instead of a partial success
+            msg = ev.get("message") if isinstance(ev.get("message"), str) else "lagged"
+            self._error = errors.StreamLagged(
+                "lagged", f"process {self.pid}: {msg} (received {len(self._buf['stdout'])} "
+                          f"bytes of stdout, {len(self._buf['stderr'])} of stderr)", None)
+            self._done.set()
         elif t == "start":
             pass  # a reattached stream starts again
         else:
@@ -165,9 +206,9 @@ class Process:
         for kind in ("stdout", "stderr"):
             text_cb, _ = self._cb[kind]
             tail = self._decoders[kind].decode(b"", final=True)
-            if tail and text_cb is not None:
+            if text_cb is not None:
                 try:
-                    text_cb(tail)
+                    self._text(kind, text_cb, tail, final=True)
                 except Exception:
                     log.exception("cordon: the %s callback of process %s raised", kind, self.pid)
         out, err = bytes(self._buf["stdout"]), bytes(self._buf["stderr"])
@@ -182,8 +223,8 @@ class Process:
             stderr=err.decode("utf-8", "replace"),
             stdout_bytes=out,
             stderr_bytes=err,
-            stdout_truncated=self._truncated["stdout"],
-            stderr_truncated=self._truncated["stderr"],
+            stdout_truncated=self._truncated["stdout"] or self._gap,
+            stderr_truncated=self._truncated["stderr"] or self._gap,
             raw=ev,
         )
         self._done.set()
@@ -207,6 +248,10 @@ class Process:
             try:
                 self._stream = self.sandbox._client.stream(
                     "GET", self.sandbox._path("processes", self.pid, "events"))
+                # what the process wrote meanwhile is not replayed: say so in the result
+                self._gap = True
+                log.warning("cordon: process %s: its event stream broke; reattached, output "
+                            "in between is lost (the result says truncated)", self.pid)
                 return True
             except errors.NotFound as e:
                 self._error = errors.NotFound(
@@ -355,14 +400,18 @@ class Processes:
               on_stdout_bytes: Optional[BytesCallback] = None,
               on_stderr_bytes: Optional[BytesCallback] = None,
               on_exit: Optional[Callable[[ProcessResult], Any]] = None,
-              max_output: int = DEFAULT_MAX_OUTPUT) -> Process:
+              max_output: int = DEFAULT_MAX_OUTPUT, lines: bool = False) -> Process:
         """Start a process and return at once with its :class:`Process`.
 
         ``cmd``: a str runs through ``/bin/sh -c``; a list is an argv. ``timeout``: seconds
         before it is killed (server default 60; ``0``: as long as the sandbox lives).
         ``user``: ``"user"`` (uid 1000, default) or ``"root"``. Its stdin is a pipe fed by
         :meth:`Process.send_stdin`. The output it prints is kept (up to ``max_output`` bytes
-        per stream) for :meth:`Process.wait`'s result.
+        per stream) for :meth:`Process.wait`'s result. ``lines=True``: ``on_stdout`` and
+        ``on_stderr`` get whole lines without their newline (``on_stdout=print`` works);
+        otherwise each write's text as it came (see :class:`Process`).
+
+        Raises :class:`QuotaExceeded` when the sandbox cannot start another process.
         """
         body = command_fields(cmd)
         for k, v in (("cwd", cwd), ("env", dict(env) if env is not None else None),
@@ -373,7 +422,7 @@ class Processes:
         stream = sbx._client.stream("POST", sbx._path("processes"), json_body=body)
         return Process(sbx, stream, on_stdout=on_stdout, on_stderr=on_stderr,
                        on_stdout_bytes=on_stdout_bytes, on_stderr_bytes=on_stderr_bytes,
-                       on_exit=on_exit, max_output=max_output)
+                       on_exit=on_exit, max_output=max_output, lines=lines)
 
     def run(self, cmd: Union[str, Sequence[str]], **kwargs: Any) -> ProcessResult:
         """``start(cmd, **kwargs).wait()``."""
@@ -390,7 +439,7 @@ class Processes:
                 on_stdout_bytes: Optional[BytesCallback] = None,
                 on_stderr_bytes: Optional[BytesCallback] = None,
                 on_exit: Optional[Callable[[ProcessResult], Any]] = None,
-                max_output: int = DEFAULT_MAX_OUTPUT) -> Process:
+                max_output: int = DEFAULT_MAX_OUTPUT, lines: bool = False) -> Process:
         """Reattach to a process by pid: its output from now on, then its exit.
 
         For a process that has already exited (and that the daemon still remembers) the
@@ -399,7 +448,7 @@ class Processes:
         stream = sbx._client.stream("GET", sbx._path("processes", int(pid), "events"))
         return Process(sbx, stream, on_stdout=on_stdout, on_stderr=on_stderr,
                        on_stdout_bytes=on_stdout_bytes, on_stderr_bytes=on_stderr_bytes,
-                       on_exit=on_exit, max_output=max_output)
+                       on_exit=on_exit, max_output=max_output, lines=lines)
 
     def signal(self, pid: int, sig: Union[str, int] = "TERM") -> None:
         """Send a signal to a process by pid."""

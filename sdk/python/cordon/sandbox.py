@@ -172,14 +172,20 @@ class Sandbox:
     def exec(self, cmd: Union[str, Sequence[str]], cwd: Optional[str] = None,
              env: Optional[Mapping[str, str]] = None, user: Optional[str] = None,
              stdin: Union[str, bytes, None] = None, timeout: Optional[int] = None, *,
-             tag: Optional[str] = None) -> ExecResult:
+             tag: Optional[str] = None, encoding: Optional[str] = None) -> ExecResult:
         """Run a command and wait for it.
 
         ``cmd``: a str runs through ``/bin/sh -c``; a list is an argv (``argv[0]`` looked up
         in PATH). ``stdin``: text written to its stdin, then closed (bytes must be UTF-8;
         use ``processes.start`` for binary input). ``timeout``: seconds (server default 60),
         after which it is killed and ``timed_out`` is true. A command that cannot start
-        returns exit code 127 or 126; it does not raise.
+        returns exit code 127 or 126 (its stderr says why, e.g. ``command not found: foo``);
+        it does not raise. A sandbox that cannot start another process (its ``pids`` limit)
+        raises :class:`QuotaExceeded`.
+
+        Output is text by default: bytes that are not UTF-8, and NUL, come back as U+FFFD.
+        ``encoding="base64"`` has the daemon send the exact bytes; they are in the result's
+        ``stdout_bytes``/``stderr_bytes`` (and, decoded with replacement, ``stdout``/``stderr``).
         """
         body = command_fields(cmd)
         if isinstance(stdin, (bytes, bytearray)):
@@ -189,7 +195,8 @@ class Sandbox:
                 raise ValueError("exec(stdin=) carries text: bytes must be valid UTF-8; "
                                  "use processes.start(...).send_stdin() for binary data") from None
         for k, v in (("cwd", cwd), ("env", dict(env) if env is not None else None),
-                     ("user", user), ("stdin", stdin), ("timeout_s", timeout), ("tag", tag)):
+                     ("user", user), ("stdin", stdin), ("timeout_s", timeout), ("tag", tag),
+                     ("encoding", encoding)):
             if v is not None:
                 body[k] = v
         wait: Optional[float] = None

@@ -401,7 +401,7 @@ def test_files_errors(sbx):
         sbx.files.write("/home/user/missing-dir/x", b"1")
     with pytest.raises(NotFound):
         sbx.files.stat("/nonexistent")
-    with pytest.raises(ValueError):
+    with pytest.raises(cordon.errors.InvalidPath):  # the SDK's own error, no request made
         sbx.files.read("relative/path")
 
 

@@ -513,6 +513,85 @@ static void test_files(void **state)
 	assert_int_equal(host_stop(h), 0);
 }
 
+/* PAUSE holds back one process's output at its source (it blocks on its pipe), RESUME lets
+ * it go on; nothing is lost, and nothing answers a PAUSE, even of a process that is gone. */
+static void test_pause_resume(void **state)
+{
+	struct host *h = host_start();
+	struct output *o = calloc(1, sizeof(*o));
+	uint64_t during = 0;
+
+	host_send(h, FRAME_SPAWN, 1, spawn_msg("head -c 1000000 /dev/zero", 1));
+	host_send(h, FRAME_PAUSE, 1, NULL);
+	for (;;) { /* what was read before PAUSE arrived, then silence */
+		struct rframe r = host_recv(h, 500);
+		if (r.type == 0)
+			break;
+		assert_int_not_equal(r.type, FRAME_EXIT);
+		if (r.type == FRAME_STDOUT)
+			during += r.len;
+		free(r.payload);
+	}
+	assert_true(during < 1000000 / 2);
+	host_send(h, FRAME_RESUME, 1, NULL);
+	collect(h, 1, o);
+	assert_int_equal(during + o->out_total, 1000000);
+	assert_int_equal(o->exit.code, 0);
+	free(o);
+
+	/* a paused process that ends still reports EXIT (its pipe is drained) */
+	o = calloc(1, sizeof(*o));
+	host_send(h, FRAME_SPAWN, 2, spawn_msg("echo x", 1));
+	host_send(h, FRAME_PAUSE, 2, NULL);
+	collect(h, 2, o);
+	assert_int_equal(o->exit.code, 0);
+	free(o);
+
+	host_send(h, FRAME_PAUSE, 99, NULL); /* gone or never was: no reply */
+	host_send(h, FRAME_RESUME, 99, NULL);
+	struct rframe r = request(h, FRAME_PING, 5, NULL);
+	assert_int_equal(r.type, FRAME_PONG);
+	free(r.payload);
+	assert_int_equal(host_stop(h), 0);
+}
+
+/* FILE_LIST's OFFSET skips that many entries of the walk: pages that add up to the whole. */
+static void test_list_offset(void **state)
+{
+	struct host *h = host_start();
+	char dir[128], p[160];
+	snprintf(dir, sizeof(dir), "%s/pages", tmpdir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	for (int i = 0; i < 5; i++) {
+		snprintf(p, sizeof(p), "%s/f%d", dir, i);
+		int fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	unsigned seen = 0;
+	for (uint64_t off = 0; off <= 6; off += 2) {
+		host_send(h, FRAME_FILE_LIST, 1,
+			  &(struct frame_file){.path = dir, .user = 1, .offset = off});
+		uint64_t n = 0;
+		struct rframe r;
+		for (;;) {
+			struct frame_file_info fi;
+			r = host_recv(h, 10000);
+			if (r.type != FRAME_FILE_INFO)
+				break;
+			parse(&r, &fi);
+			if (n < 2)
+				seen |= 1u << (fi.name[1] - '0');
+			n++;
+			free(r.payload);
+		}
+		assert_int_equal(n, off < 5 ? 5 - off : 0);
+		expect_ok(r, n);
+	}
+	assert_int_equal(seen, 0x1f); /* pages of 2 cover every entry once */
+	assert_int_equal(host_stop(h), 0);
+}
+
 static void test_files_as_user(void **state)
 {
 	if (geteuid() != 0)
@@ -637,6 +716,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_user_switch),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_files_as_user),
+		cmocka_unit_test(test_pause_resume),
+		cmocka_unit_test(test_list_offset),
 		cmocka_unit_test(test_special_files_refused),
 		cmocka_unit_test(test_host_eof_kills_children),
 		cmocka_unit_test(test_protocol_error_exits),

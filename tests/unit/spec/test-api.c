@@ -569,6 +569,30 @@ static void test_network_files(void **state)
 	assert_true(mk->parents);
 	api_mkdir_free(mk);
 
+	/* a path that is not UTF-8, as base64 of its bytes: "/caf\xe9" */
+	b = "{\"path_b64\":\"L2NhZuk=\"}";
+	assert_int_equal(api_mkdir_parse(b, strlen(b), &mk, &err), 0);
+	assert_string_equal(mk->path, "/caf\xe9");
+	api_mkdir_free(mk);
+	b = "{\"from_b64\":\"L2NhZuk=\",\"to\":\"/c\"}";
+	assert_int_equal(api_move_parse(b, strlen(b), &mv, &err), 0);
+	assert_string_equal(mv->from, "/caf\xe9");
+	assert_string_equal(mv->to, "/c");
+	api_move_free(mv);
+	mv = NULL;
+	b = "{\"from\":\"/a\",\"from_b64\":\"L2NhZuk=\",\"to\":\"/c\"}";
+	assert_int_equal(api_move_parse(b, strlen(b), &mv, &err), -EINVAL);
+	assert_string_equal(err.msg, "from: give from or from_b64, not both");
+	b = "{\"path_b64\":\"Y2Fm\"}"; /* "caf": relative */
+	assert_int_equal(api_mkdir_parse(b, strlen(b), &mk, &err), -EINVAL);
+	b = "{\"path_b64\":\"L2EAYg==\"}"; /* "/a\0b" */
+	assert_int_equal(api_mkdir_parse(b, strlen(b), &mk, &err), -EINVAL);
+	b = "{\"path_b64\":\"not base64\"}";
+	assert_int_equal(api_mkdir_parse(b, strlen(b), &mk, &err), -EINVAL);
+	b = "{\"to\":\"/c\"}";
+	assert_int_equal(api_move_parse(b, strlen(b), &mv, &err), -EINVAL);
+	assert_string_equal(err.msg, "from: required");
+
 	assert_int_equal(api_path_check("/home/user/x", 12, "path", &err), 0);
 	assert_int_equal(api_path_check(NULL, 0, "path", &err), -EINVAL);
 	assert_string_equal(err.msg, "path: required");
@@ -765,6 +789,12 @@ static void test_errors(void **state)
 	    {API_ERR_INTERNAL, "internal", 500},
 	    {API_ERR_UNAVAILABLE, "unavailable", 503},
 	    {API_ERR_TIMEOUT, "timeout", 504},
+	    {API_ERR_READ_ONLY, "read_only", 409},
+	    {API_ERR_INVALID_PATH, "invalid_path", 400},
+	    {API_ERR_NO_SPACE, "no_space", 409},
+	    {API_ERR_NOT_A_DIRECTORY, "not_a_directory", 409},
+	    {API_ERR_IS_A_DIRECTORY, "is_a_directory", 409},
+	    {API_ERR_CROSS_DEVICE, "cross_device", 409},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -781,6 +811,12 @@ static void test_errors(void **state)
 	assert_int_equal(api_error_from_errno(-EMSGSIZE), API_ERR_PAYLOAD_TOO_LARGE);
 	assert_int_equal(api_error_from_errno(-ENOENT), API_ERR_NOT_FOUND);
 	assert_int_equal(api_error_from_errno(-ETIMEDOUT), API_ERR_TIMEOUT);
+	/* what a file operation in a sandbox runs into */
+	assert_int_equal(api_error_from_errno(-EROFS), API_ERR_READ_ONLY);
+	assert_int_equal(api_error_from_errno(-ELOOP), API_ERR_INVALID_PATH);
+	assert_int_equal(api_error_from_errno(-ENOTDIR), API_ERR_NOT_A_DIRECTORY);
+	assert_int_equal(api_error_from_errno(-EISDIR), API_ERR_IS_A_DIRECTORY);
+	assert_int_equal(api_error_from_errno(-EXDEV), API_ERR_CROSS_DEVICE);
 	assert_int_equal(api_error_from_errno(-ENOMEM), API_ERR_INTERNAL);
 	assert_int_equal(api_error_from_errno(0), API_ERR_INTERNAL);
 
