@@ -135,6 +135,13 @@ bool valid_id(const char *s);
 char *iso_time(uint64_t ms, char buf[40]);
 json_t *json_from_bytes_utf8(const void *data, size_t len);
 char *base64_encode(const void *data, size_t len, size_t *ret_len);
+/* loop.c: events and bufferevents on fds go through these, so that debug builds can check that no
+ * fd is closed while the loop watches it (basic/fdwatch.h); the free functions accept NULL
+ * and return NULL. */
+struct event *loop_event_new(int fd, short what, event_callback_fn cb, void *arg);
+struct event *loop_event_free(struct event *ev);
+struct bufferevent *loop_bev_new(int fd, int options);
+struct bufferevent *loop_bev_free(struct bufferevent *bev);
 
 /* http.c */
 struct ctx {

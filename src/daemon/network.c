@@ -85,7 +85,7 @@ int network_start(void)
 		log_error("networking: %s", err.msg);
 		return err.code ? err.code : -EIO;
 	}
-	D.egress = bufferevent_socket_new(D.base, e.fd, BEV_OPT_CLOSE_ON_FREE);
+	D.egress = loop_bev_new(e.fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!D.egress)
 		return -ENOMEM;
 	D.egress_tcp_port = e.tcp_port;

@@ -219,10 +219,7 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	fileops_free(s);
 	audit_followers_end(s);
 	network_forget(s);
-	if (s->agent) {
-		bufferevent_free(s->agent);
-		s->agent = NULL;
-	}
+	s->agent = loop_bev_free(s->agent);
 	evtimer_del(s->ttl_ev);
 	evtimer_del(s->hello_ev);
 	if (s->ready_ev)
@@ -249,12 +246,12 @@ void sbx_agent_failed(struct sbx *s, const char *why)
 /* PID 1 is gone: reap it, remove its cgroup and slot, free everything. */
 static void sbx_final(struct sbx *s)
 {
-	cordon_sandbox_free(s->jail);
-	s->jail = NULL;
+	/* The events first: the jail closes the fds they watch. */
 	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev};
 	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
-		if (evs[i])
-			event_free(evs[i]);
+		loop_event_free(evs[i]);
+	cordon_sandbox_free(s->jail);
+	s->jail = NULL;
 	free(s->dec);
 	audit_free(s->audit);
 	json_decref(s->limits);
@@ -421,7 +418,7 @@ static int agent_connect(struct sbx *s)
 	int fd = cordon_sandbox_agent_fd(s->jail);
 	evutil_make_socket_nonblocking(fd);
 	s->dec = malloc(sizeof(*s->dec)); /* pages are touched only as frames arrive */
-	s->agent = bufferevent_socket_new(D.base, fd, 0);
+	s->agent = loop_bev_new(fd, 0);
 	if (!s->dec || !s->agent)
 		return -ENOMEM;
 	frame_decoder_init(s->dec, FRAME_TO_HOST);
@@ -441,8 +438,9 @@ static void on_setup(evutil_socket_t fd, short what, void *arg)
 	int r = cordon_sandbox_finish(s->jail, &err);
 	if (r == -EAGAIN)
 		return;
-	event_free(s->setup_ev);
-	s->setup_ev = NULL;
+	/* Unwatched, then closed: never the other way round (basic/fdwatch.h). */
+	s->setup_ev = loop_event_free(s->setup_ev);
+	cordon_sandbox_setup_close(s->jail);
 	if (r < 0 || (r = agent_connect(s)) < 0) {
 		log_error("sandbox %s: setup failed: %s", s->id, err.msg[0] ? err.msg : strerror(-r));
 		metric_inc(M_CREATE_FAILURES);
@@ -481,9 +479,9 @@ static struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes)
 /* Takes a started jail into the event loop: its setup fd and pidfd are watched from now on. */
 static void sbx_adopt(struct sbx *s)
 {
-	s->setup_ev = event_new(D.base, cordon_sandbox_setup_fd(s->jail), EV_READ | EV_PERSIST,
-				on_setup, s);
-	s->exit_ev = event_new(D.base, cordon_sandbox_pidfd(s->jail), EV_READ, on_exit_ev, s);
+	s->setup_ev = loop_event_new(cordon_sandbox_setup_fd(s->jail), EV_READ | EV_PERSIST,
+				     on_setup, s);
+	s->exit_ev = loop_event_new(cordon_sandbox_pidfd(s->jail), EV_READ, on_exit_ev, s);
 	event_add(s->setup_ev, NULL);
 	event_add(s->exit_ev, NULL);
 	list_add(s);
@@ -574,7 +572,7 @@ int pool_start(void)
 	pthread_t t;
 	if (pipe2(creator_req, O_CLOEXEC) < 0 || pipe2(creator_res, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
-	creator_ev = event_new(D.base, creator_res[0], EV_READ | EV_PERSIST, on_started, NULL);
+	creator_ev = loop_event_new(creator_res[0], EV_READ | EV_PERSIST, on_started, NULL);
 	if (!creator_ev || event_add(creator_ev, NULL) < 0)
 		return -ENOMEM;
 	/* What the jail caches per process (the sealed cordon-init, the cgroup mode) is made
