@@ -183,6 +183,8 @@ void pool_fill(void);
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
 void sbx_audit(struct sbx *s, const char *event, json_t *fields); /* steals @fields */
 int sbx_audit_rc(struct sbx *s, const char *event, json_t *fields); /* same, -errno if not written */
+/* 503 audit_unavailable: the action's record could not be written (-@r), so it was refused. */
+void reply_audit_failed(struct evhttp_request *req, int r);
 void audit_followers_push(struct sbx *s);
 void audit_followers_end(struct sbx *s);
 void sbx_agent_failed(struct sbx *s, const char *why);
@@ -242,7 +244,18 @@ void network_forget(struct sbx *s);
 /* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
 
+/* recover.c: audit records that must not be lost (a destroy on a full disk, a dead daemon's
+ * logs) */
+void audit_late(const char *id, const char *reason); /* @id's destroy record, when possible */
+void audit_late_flush(void);
+size_t audit_late_pending(void);
+/* Closes every unsealed log of the audit directory; @left: ids state.db still had. */
+int audit_recover(char *const *left, size_t n_left);
+
 /* state.c */
+/* Takes <state-dir>/cordond.lock for the life of the process; -EBUSY (logged, naming the
+ * holder's pid) when another cordond holds it. Call before anything reads the directory. */
+int state_lock(void);
 int state_open(void);
 int state_put(const struct sbx *s);
 int state_delete(const char *id);

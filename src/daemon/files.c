@@ -280,7 +280,7 @@ static void run_op(struct ctx *c, enum fkind kind, uint16_t type, struct frame_f
 		return;
 	}
 	if (audit_event && sbx_audit_rc(s, audit_event, audit_fields) < 0) {
-		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
+		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
 		return;
 	}
 	struct fileop *op = op_new(c, s, kind, msg->path);
@@ -382,7 +382,7 @@ void handle_file_put(struct ctx *c)
 	}
 	if (sbx_audit_rc(s, AUDIT_FILE_WRITE,
 			 json_pack("{s:s, s:I}", "path", path, "bytes", (json_int_t)c->body_len)) < 0) {
-		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
+		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
 		return;
 	}
 	struct fileop *op = op_new(c, s, F_PUT, path);

@@ -511,7 +511,7 @@ void handle_template_delete(struct ctx *c)
 		return;
 	}
 	if (template_audit(c, "DELETE", name) < 0) {
-		reply_error(c->req, API_ERR_INTERNAL, "cannot write the audit record");
+		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "cannot write the audit record");
 		return;
 	}
 	char *argv[] = {"cordon-template", "rm", (char *)name, NULL};
@@ -619,7 +619,7 @@ void handle_template_build(struct ctx *c)
 		reply_error(c->req, API_ERR_CAPACITY, "at most %u template builds run at once",
 			    BUILD_MAX);
 	} else if (template_audit(c, "POST", b->name) < 0) {
-		reply_error(c->req, API_ERR_INTERNAL, "cannot write the audit record");
+		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "cannot write the audit record");
 	} else {
 		struct job *j = job_new(JOB_BUILD, b->name);
 		r = j ? build_start(c, b, j) : -ENOMEM;

@@ -1353,6 +1353,7 @@ static const struct {
     [API_ERR_INTERNAL] = {"internal", 500},
     [API_ERR_UNAVAILABLE] = {"unavailable", 503},
     [API_ERR_TIMEOUT] = {"timeout", 504},
+    [API_ERR_AUDIT_UNAVAILABLE] = {"audit_unavailable", 503},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */

@@ -292,6 +292,7 @@ enum api_error {
 	API_ERR_INTERNAL,	   /* 500 */
 	API_ERR_UNAVAILABLE,	   /* 503 */
 	API_ERR_TIMEOUT,	   /* 504 */
+	API_ERR_AUDIT_UNAVAILABLE, /* 503: the action's audit record cannot be written */
 	_API_ERR_MAX,
 };
 

@@ -11,8 +11,8 @@ client was still using it.
 After the run every sandbox's audit log must end in `sandbox.destroy` with reason `api`:
 one destroyed by a stale event says `exited`.
 
-CORDON_LIFECYCLES sets N (default 1000: about 10 s on 2 cores); bench/bench_daemon.py
---lifecycles runs the same at 20,000.
+CORDON_LIFECYCLES sets N (default 2000: about 15 s on 2 cores; the unfixed daemon failed 2
+of them); bench/bench_daemon.py --lifecycles runs the same at 20,000.
 """
 
 import json
@@ -26,7 +26,7 @@ from conftest import requires_daemon, start_daemon
 
 pytestmark = requires_daemon
 
-N = int(os.environ.get("CORDON_LIFECYCLES", "1000"))
+N = int(os.environ.get("CORDON_LIFECYCLES", "2000"))
 THREADS = 16
 
 

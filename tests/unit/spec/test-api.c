@@ -765,6 +765,7 @@ static void test_errors(void **state)
 	    {API_ERR_INTERNAL, "internal", 500},
 	    {API_ERR_UNAVAILABLE, "unavailable", 503},
 	    {API_ERR_TIMEOUT, "timeout", 504},
+	    {API_ERR_AUDIT_UNAVAILABLE, "audit_unavailable", 503},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
