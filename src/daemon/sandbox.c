@@ -450,7 +450,8 @@ static void on_agent_event(struct bufferevent *bev, short what, void *arg)
 
 static void on_hello_timeout(evutil_socket_t fd, short what, void *arg)
 {
-	sbx_agent_failed(arg, "no HELLO_OK in time");
+	struct sbx *s = arg;
+	sbx_agent_failed(s, s->agent ? "no HELLO_OK in time" : "the jail's setup did not end in time");
 }
 
 static int agent_connect(struct sbx *s)
@@ -466,9 +467,7 @@ static int agent_connect(struct sbx *s)
 	bufferevent_setwatermark(s->agent, EV_READ, 0, AGENT_READ_HIGH);
 	bufferevent_enable(s->agent, EV_READ | EV_WRITE);
 	struct frame_hello h = {.version = FRAME_PROTOCOL_VERSION};
-	struct timeval tv = {AGENT_HELLO_MS / 1000, 0};
-	evtimer_add(s->hello_ev, &tv);
-	return sbx_send(s, FRAME_HELLO, 0, &h);
+	return sbx_send(s, FRAME_HELLO, 0, &h); /* hello_ev runs since sbx_adopt() */
 }
 
 static void on_setup(evutil_socket_t fd, short what, void *arg)
@@ -524,6 +523,9 @@ static void sbx_adopt(struct sbx *s)
 	s->exit_ev = loop_event_new(cordon_sandbox_pidfd(s->jail), EV_READ, on_exit_ev, s);
 	event_add(s->setup_ev, NULL);
 	event_add(s->exit_ev, NULL);
+	/* One deadline for setup and HELLO_OK: no sandbox stays "creating" for ever. */
+	struct timeval tv = {AGENT_HELLO_MS / 1000, 0};
+	evtimer_add(s->hello_ev, &tv);
 	list_add(s);
 	if (s->pooled)
 		D.n_pool_creating++;
