@@ -160,9 +160,15 @@ static void recover_log(const char *name, char *const *left, size_t n_left)
 	snprintf(id, sizeof(id), "%.*s", (int)(len - 6), name);
 	if (!valid_id(id) || strcmp(id, "cordond") == 0)
 		return;
+	struct stat st;
+	if (fstatat(D.audit_dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    !(st.st_mode & S_IWUSR))
+		return; /* sealed: closed by the daemon that wrote it, one stat to know */
 	int r = audit_tail(D.audit_dirfd, name, &t);
-	if (r < 0 || t.sealed)
+	if (r < 0) {
+		log_error("audit log %s: cannot read its end: %s", name, strerror(-r));
 		return;
+	}
 	bool left_here = in_list(id, left, n_left);
 	if (t.empty) {
 		unlinkat(D.audit_dirfd, name, 0); /* a pooled sandbox: nothing was recorded */
