@@ -47,4 +47,3 @@ struct bufferevent *loop_bev_free(struct bufferevent *bev)
 	fdwatch_del(fd);
 	return NULL;
 }
-

@@ -197,12 +197,13 @@ static void recover_log(const char *name, char *const *left, size_t n_left)
 
 int audit_recover(char *const *left, size_t n_left)
 {
-	int fd = dup(D.audit_dirfd);
+	int fd = fcntl(D.audit_dirfd, F_DUPFD_CLOEXEC, 3);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
+		int r = -errno;
 		if (fd >= 0)
 			close(fd);
-		return -errno;
+		return r;
 	}
 	struct dirent *de;
 	while ((de = readdir(d)))

@@ -130,6 +130,7 @@ class FullDisk:
 
     def close(self):
         self.d.stop()
+        print(self.d.log_tail())  # shown by pytest when the test failed
         subprocess.run(["umount", self.d.state_dir], check=False)
         self.d.cleanup()
 
