@@ -216,6 +216,7 @@ def test_destroy_on_a_full_disk_then_a_crash_is_repaired_at_start(full):
     c = d.client()
     sid = c.create({"timeout_s": 600})["id"]
     live = c.create({"timeout_s": 600})["id"]
+    assert wait_until(lambda: c.get("/healthz").json().get("pool_ready", 0) >= 1, 20)
     full.fill()
     r, _ = burn_until_refused(c, sid)
     assert_error(r, 503, "audit_unavailable")
