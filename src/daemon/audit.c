@@ -225,20 +225,23 @@ static ssize_t build_record(struct audit_log *log, const char *sandbox_id, const
 	return -E2BIG;
 }
 
-/* Writes log->buf[0..len) in one write(2): appended, or with @over at log->size (over a torn
+/* Writes log->buf[0..len) in one write(2) (more only after a short one): appended, or with @over at log->size (over a torn
  * tail; the caller has lifted O_APPEND, which would make pwrite() append). */
 static int write_record(struct audit_log *log, size_t len, bool over)
 {
-	ssize_t n;
-
-	do
-		n = over ? pwrite(log->fd, log->buf, len, log->size)
-			 : write(log->fd, log->buf, len);
-	while (n < 0 && errno == EINTR);
-	if (n < 0 || (size_t)n != len) {
-		/* A short write leaves a torn line; repair it before the next record. */
-		log->need_repair = true;
-		return n < 0 ? -errno : -EIO;
+	/* A short write (the disk filled up mid-record) is followed by one for the rest, which
+	 * either completes the record or says why not (ENOSPC). */
+	for (size_t done = 0; done < len;) {
+		ssize_t n = over ? pwrite(log->fd, log->buf + done, len - done, log->size + (off_t)done)
+				 : write(log->fd, log->buf + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* A torn line if anything was written: repaired before the next record. */
+			log->need_repair = true;
+			return n < 0 ? -errno : -EIO;
+		}
+		done += (size_t)n;
 	}
 	log->seq++;
 	sha256_hex(log->buf, len, log->prev);

@@ -78,7 +78,7 @@ struct audit_log *audit_open(int dirfd, const char *name, struct cordon_err *err
  * points that matter, e.g. sandbox.destroy). */
 void audit_set_sync(struct audit_log *log, bool every_record);
 
-/* Appends one record in one write(2). Borrows @fields (a JSON object, or NULL for {}): the
+/* Appends one record in one write(2) (and one more for the rest after a short write). Borrows @fields (a JSON object, or NULL for {}): the
  * caller keeps its reference; overlong strings/arrays are cut in a copy, which then carries
  * "truncated": true. @sandbox_id may be NULL (daemon-wide events). Returns 0, -EINVAL (unknown
  * event, missing required field, bad UTF-8), -E2BIG (still over AUDIT_RECORD_MAX after
