@@ -80,17 +80,25 @@ static int late_write(const struct late *l)
 	return f ? write_destroy(l->id, f) : -ENOMEM;
 }
 
+static bool transient(int r)
+{
+	static const int codes[] = {ENOSPC, EDQUOT, EIO, EFBIG, ENOMEM, EMFILE, ENFILE, EAGAIN};
+	for (size_t i = 0; i < ELEMENTSOF(codes); i++)
+		if (r == -codes[i])
+			return true;
+	return false;
+}
+
 void audit_late_flush(void)
 {
 	for (struct late **p = &late_head; *p;) {
 		struct late *l = *p;
 		int r = late_write(l);
-		/* Only space comes back by itself; a log that is not ours to write any more (sealed,
-		 * corrupt, held) is left to the restart sweep and to a person. */
-		if (r < 0 && r != -EROFS && r != -EBADMSG && r != -EBUSY) {
-			p = &l->next;
-			continue;
-		}
+		/* Space (and memory, fds) come back by themselves: while they do not, one try a
+		 * round is enough. A log that is not ours to write any more (sealed, corrupt,
+		 * held) is left to the restart sweep and to a person. */
+		if (r < 0 && transient(r))
+			return;
 		if (r < 0)
 			log_error("sandbox %s: its destroy record cannot be written: %s", l->id,
 				  strerror(-r));
