@@ -7,6 +7,7 @@ Usage (as root, from the repository root, after `ninja -C build`):
     /usr/bin/python3 bench/bench_daemon.py --quick    # 20 iterations, 20 idle: a smoke test
     /usr/bin/python3 bench/bench_daemon.py -n 2000 --threads 32 --idle 500 --pool 16
     /usr/bin/python3 bench/bench_daemon.py --cordond /path/to/cordond
+    /usr/bin/python3 bench/bench_daemon.py --lifecycles 20000   # b. alone, at scale: errors
 
 Standard library only. The script starts its own `cordond` (default `$CORDON_BUILD/cordond`,
 `build/cordond`) in a fresh temporary directory with `--pool 8` (warm pool) and a
@@ -27,6 +28,11 @@ d. **Idle sandboxes.** `MemAvailable` from /proc/meminfo before and after creati
    sandboxes (default 1000) and letting them settle, divided by M: host memory per idle
    sandbox, measured, not estimated [<= 2 MiB]. Other activity on the machine moves this
    figure; run it on an idle host.
+
+`--lifecycles N` runs b. alone with N lifecycles (16 threads unless `--threads`) and reports
+the rate and the number of errors, which must be 0 (issue 10: a stale event destroyed 0.1-0.7%
+of sandboxes at 16-way); its JSON line is
+`{"bench": "cordond-lifecycles", "n": .., "threads": .., "per_s": .., "p99_ms": .., "errors": N}`.
 
 Each figure is printed with its target and `ok`/`MISS`; the last line of the output is one
 JSON object with every figure, for CI to keep:
@@ -325,6 +331,35 @@ def report(label, value, unit, target, ok):
     return ok
 
 
+def run_lifecycles(args):
+    """--lifecycles N: many lifecycles at --threads-way, and every error shown."""
+    d = Daemon(args.cordond, args.pool, max(2 * args.pool + args.threads + 8, 64))
+    try:
+        d.start()
+    except RuntimeError as e:
+        print(f"bench_daemon: {e}", file=sys.stderr)
+        d.stop()
+        return 2
+    try:
+        print(f"cordond {d.argv[0]} --pool {args.pool}; {args.lifecycles} lifecycles, "
+              f"{args.threads} threads")
+        t0 = time.monotonic()
+        r, errors = bench_concurrent(d.sock, args.lifecycles, args.threads, args.pool)
+        wall = time.monotonic() - t0
+        if d.proc.poll() is not None:
+            errors.append(f"cordond exited with {d.proc.returncode}: {d.tail()}")
+    finally:
+        d.stop()
+    for e in errors[:20]:
+        print(f"error: {e}", file=sys.stderr)
+    print(f"{r['n']} lifecycles in {wall:.1f} s: {r['per_s']} /s, p50 {r['p50_ms']} ms, "
+          f"p99 {r['p99_ms']} ms, {len(errors)} errors")
+    print(json.dumps({"bench": "cordond-lifecycles", "n": args.lifecycles, "threads": args.threads,
+                      "per_s": r["per_s"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"],
+                      "wall_s": round(wall, 1), "errors": len(errors)}, sort_keys=True))
+    return 1 if errors else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20 iterations, 20 idle sandboxes")
@@ -333,6 +368,8 @@ def main():
     ap.add_argument("--idle", type=int, default=None, help="idle sandboxes for d (default 1000)")
     ap.add_argument("--pool", type=int, default=8, help="cordond --pool (default 8)")
     ap.add_argument("--cordond", default=os.path.join(BUILD, "cordond"))
+    ap.add_argument("--lifecycles", type=int, default=None, metavar="N",
+                    help="only b., with N lifecycles: rate and errors")
     args = ap.parse_args()
     n = args.n or (20 if args.quick else 500)
     idle = args.idle if args.idle is not None else (20 if args.quick else 1000)
@@ -344,6 +381,8 @@ def main():
         print(f"bench_daemon: no cordond at {args.cordond} (ninja -C build)", file=sys.stderr)
         return 2
 
+    if args.lifecycles:
+        return run_lifecycles(args)
     d = Daemon(args.cordond, args.pool, max(idle + 2 * args.pool + args.threads + 8, 64))
     try:
         d.start()

@@ -225,20 +225,23 @@ static ssize_t build_record(struct audit_log *log, const char *sandbox_id, const
 	return -E2BIG;
 }
 
-/* Writes log->buf[0..len) in one write(2): appended, or with @over at log->size (over a torn
+/* Writes log->buf[0..len) in one write(2) (more only after a short one): appended, or with @over at log->size (over a torn
  * tail; the caller has lifted O_APPEND, which would make pwrite() append). */
 static int write_record(struct audit_log *log, size_t len, bool over)
 {
-	ssize_t n;
-
-	do
-		n = over ? pwrite(log->fd, log->buf, len, log->size)
-			 : write(log->fd, log->buf, len);
-	while (n < 0 && errno == EINTR);
-	if (n < 0 || (size_t)n != len) {
-		/* A short write leaves a torn line; repair it before the next record. */
-		log->need_repair = true;
-		return n < 0 ? -errno : -EIO;
+	/* A short write (the disk filled up mid-record) is followed by one for the rest, which
+	 * either completes the record or says why not (ENOSPC). */
+	for (size_t done = 0; done < len;) {
+		ssize_t n = over ? pwrite(log->fd, log->buf + done, len - done, log->size + (off_t)done)
+				 : write(log->fd, log->buf + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* A torn line if anything was written: repaired before the next record. */
+			log->need_repair = true;
+			return n < 0 ? -errno : -EIO;
+		}
+		done += (size_t)n;
 	}
 	log->seq++;
 	sha256_hex(log->buf, len, log->prev);
@@ -304,6 +307,8 @@ static int load_tail(struct audit_log *log, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "fstat audit log");
 	if (!S_ISREG(st.st_mode))
 		return cordon_err_setf(err, -EINVAL, "audit log is not a regular file");
+	if (!(st.st_mode & S_IWUSR))
+		return cordon_err_setf(err, -EROFS, "audit log is sealed (its sandbox ended)");
 	if (st.st_size == 0)
 		return 0;
 
@@ -450,6 +455,65 @@ uint64_t audit_seq(const struct audit_log *log) { return log->seq; }
 const char *audit_head(const struct audit_log *log) { return log->prev; }
 
 off_t audit_size(const struct audit_log *log) { return log->size; }
+
+bool audit_empty(const struct audit_log *log)
+{
+	struct stat st;
+	return fstat(log->fd, &st) == 0 && st.st_size == 0;
+}
+
+int audit_seal(struct audit_log *log)
+{
+	return fchmod(log->fd, 0400) < 0 ? -errno : 0;
+}
+
+/* The event of the last complete line in @w[0..n), which starts at the file's start if
+ * @at_start; -EAGAIN if that line does not fit in @w. */
+static int last_event(const char *w, size_t n, bool at_start, char *ret, size_t size)
+{
+	const char *nl = memrchr(w, '\n', n);
+	if (!nl)
+		return at_start ? 0 : -EAGAIN;
+	const char *b = memrchr(w, '\n', (size_t)(nl - w));
+	if (!b && !at_start)
+		return -EAGAIN;
+	b = b ? b + 1 : w;
+	_cleanup_json_ json_t *rec = json_loadb(b, (size_t)(nl - b), 0, NULL);
+	const char *ev = json_string_value(json_object_get(rec, "event"));
+	snprintf(ret, size, "%s", ev ? ev : "");
+	return 0;
+}
+
+int audit_tail(int dirfd, const char *name, struct audit_tail *ret)
+{
+	*ret = (struct audit_tail){};
+	if (!name_ok(name))
+		return -EINVAL;
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	ret->sealed = !(st.st_mode & S_IWUSR);
+	ret->empty = st.st_size == 0;
+	if (ret->empty)
+		return 0;
+	/* Most last records (sandbox.destroy) are short: one small read, and a big one only
+	 * when the last line is longer. */
+	for (size_t want = 4096;; want = 2 * AUDIT_RECORD_MAX) {
+		size_t n = (size_t)st.st_size < want ? (size_t)st.st_size : want;
+		_cleanup_free_ char *w = malloc(n);
+		if (!w)
+			return -ENOMEM;
+		if (pread(fd, w, n, st.st_size - (off_t)n) != (ssize_t)n)
+			return -EIO;
+		ret->torn = w[n - 1] != '\n';
+		int r = last_event(w, n, n == (size_t)st.st_size, ret->event, sizeof(ret->event));
+		if (r != -EAGAIN || want > 4096)
+			return r == -EAGAIN ? -EBADMSG : r;
+	}
+}
 
 struct audit_log *audit_free(struct audit_log *log)
 {

@@ -78,7 +78,7 @@ struct audit_log *audit_open(int dirfd, const char *name, struct cordon_err *err
  * points that matter, e.g. sandbox.destroy). */
 void audit_set_sync(struct audit_log *log, bool every_record);
 
-/* Appends one record in one write(2). Borrows @fields (a JSON object, or NULL for {}): the
+/* Appends one record in one write(2) (and one more for the rest after a short write). Borrows @fields (a JSON object, or NULL for {}): the
  * caller keeps its reference; overlong strings/arrays are cut in a copy, which then carries
  * "truncated": true. @sandbox_id may be NULL (daemon-wide events). Returns 0, -EINVAL (unknown
  * event, missing required field, bad UTF-8), -E2BIG (still over AUDIT_RECORD_MAX after
@@ -97,9 +97,25 @@ const char *audit_head(const struct audit_log *log);
 /* Byte size of the file (the offset the next record will start at). */
 off_t audit_size(const struct audit_log *log);
 
+/* True if the file holds no byte at all (not even a torn record). */
+bool audit_empty(const struct audit_log *log);
+
+/* Marks the log finished: its mode becomes 0400. A sealed log is never opened for writing
+ * again (audit_open fails with -EROFS), and the daemon's restart sweep skips it without
+ * reading it. Call after the last record (sandbox.destroy). */
+int audit_seal(struct audit_log *log);
+
 /* Closes and frees @log; accepts NULL; returns NULL. audit_close is the same function. */
 struct audit_log *audit_free(struct audit_log *log);
 #define audit_close audit_free
+
+/* The end of a log, read without opening it for writing: whether it is sealed, empty, ends
+ * in a torn record, and the event of its last complete record ("" if none). */
+struct audit_tail {
+	bool sealed, empty, torn;
+	char event[32];
+};
+int audit_tail(int dirfd, const char *name, struct audit_tail *ret);
 
 enum audit_verify_status {
 	AUDIT_VERIFY_OK = 0,

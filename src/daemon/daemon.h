@@ -135,6 +135,13 @@ bool valid_id(const char *s);
 char *iso_time(uint64_t ms, char buf[40]);
 json_t *json_from_bytes_utf8(const void *data, size_t len);
 char *base64_encode(const void *data, size_t len, size_t *ret_len);
+/* loop.c: events and bufferevents on fds go through these, so that debug builds can check that no
+ * fd is closed while the loop watches it (basic/fdwatch.h); the free functions accept NULL
+ * and return NULL. */
+struct event *loop_event_new(int fd, short what, event_callback_fn cb, void *arg);
+struct event *loop_event_free(struct event *ev);
+struct bufferevent *loop_bev_new(int fd, int options);
+struct bufferevent *loop_bev_free(struct bufferevent *bev);
 
 /* http.c */
 struct ctx {
@@ -176,6 +183,8 @@ void pool_fill(void);
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
 void sbx_audit(struct sbx *s, const char *event, json_t *fields); /* steals @fields */
 int sbx_audit_rc(struct sbx *s, const char *event, json_t *fields); /* same, -errno if not written */
+/* 503 audit_unavailable: the action's record could not be written (-@r), so it was refused. */
+void reply_audit_failed(struct evhttp_request *req, int r);
 void audit_followers_push(struct sbx *s);
 void audit_followers_end(struct sbx *s);
 void sbx_agent_failed(struct sbx *s, const char *why);
@@ -235,7 +244,18 @@ void network_forget(struct sbx *s);
 /* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
 
+/* recover.c: audit records that must not be lost (a destroy on a full disk, a dead daemon's
+ * logs) */
+void audit_late(const char *id, const char *reason); /* @id's destroy record, when possible */
+void audit_late_flush(void);
+size_t audit_late_pending(void);
+/* Closes every unsealed log of the audit directory; @left: ids state.db still had. */
+int audit_recover(char *const *left, size_t n_left);
+
 /* state.c */
+/* Takes <state-dir>/cordond.lock for the life of the process; -EBUSY (logged, naming the
+ * holder's pid) when another cordond holds it. Call before anything reads the directory. */
+int state_lock(void);
 int state_open(void);
 int state_put(const struct sbx *s);
 int state_delete(const char *id);

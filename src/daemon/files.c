@@ -371,7 +371,7 @@ static struct fileop *run_op(struct ctx *c, enum fkind kind, uint16_t type,
 		return NULL;
 	}
 	if (audit_event && sbx_audit_rc(s, audit_event, audit_fields) < 0) {
-		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
+		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
 		return NULL;
 	}
 	struct fileop *op = op_new(c, s, kind, msg->path);
@@ -500,7 +500,7 @@ void handle_file_put(struct ctx *c)
 	if (fields)
 		json_object_set_new(fields, "bytes", json_integer((json_int_t)c->body_len));
 	if (sbx_audit_rc(s, AUDIT_FILE_WRITE, fields) < 0) {
-		reply_error(c->req, API_ERR_INTERNAL, "the audit log cannot be written");
+		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
 		return;
 	}
 	struct fileop *op = op_new(c, s, F_PUT, path);

@@ -135,8 +135,15 @@ void handle_timeout(struct ctx *c)
 		reply_errno(c->req, r, err.msg);
 		return;
 	}
+	/* The record first: without it the deadline stays as it is. */
+	r = sbx_audit_rc(s, AUDIT_POLICY_CHANGE,
+			 json_pack("{s:s, s:I, s:I}", "kind", "timeout", "old", (json_int_t)s->timeout_s,
+				   "timeout_s", (json_int_t)t));
+	if (r < 0) {
+		reply_audit_failed(c->req, r);
+		return;
+	}
 	sbx_set_timeout(s, t);
-	sbx_audit(s, AUDIT_POLICY_CHANGE, json_pack("{s:s, s:i}", "kind", "timeout", "timeout_s", (int)t));
 	reply_json(c->req, 200, sbx_json(s));
 }
 
@@ -157,10 +164,14 @@ void handle_network(struct ctx *c)
 		json_t *rules = json_array();
 		for (size_t i = 0; i < n->network.n_allow; i++)
 			json_array_append_new(rules, json_string(n->network.allow[i]));
-		/* The record first, then the change: it applies to new connections at once. */
-		sbx_audit(s, AUDIT_POLICY_CHANGE, json_pack("{s:s, s:s, s:o}", "kind", "network",
-							    "policy", policy, "allow", rules));
-		if (network_set(s, policy, n->network.allow, n->network.n_allow, &err) < 0)
+		/* The record first, then the change: it applies to new connections at once. Without
+		 * the record the policy stays as it is. */
+		r = sbx_audit_rc(s, AUDIT_POLICY_CHANGE,
+				 json_pack("{s:s, s:s, s:o, s:O}", "kind", "network", "policy", policy,
+					   "allow", rules, "old", s->network));
+		if (r < 0)
+			reply_audit_failed(c->req, r);
+		else if (network_set(s, policy, n->network.allow, n->network.n_allow, &err) < 0)
 			reply_error(c->req, API_ERR_INVALID_FIELD, "%s", err.msg);
 		else
 			reply_json(c->req, 200, json_incref(s->network));

@@ -120,7 +120,7 @@ static void reply_error_v(struct evhttp_request *req, enum api_error e, const ch
 	struct evbuffer *buf = evbuffer_new();
 	if (!buf)
 		return;
-	if (e == API_ERR_CAPACITY || e == API_ERR_UNAVAILABLE)
+	if (api_error_status(e) == 503)
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
 	if (s) {
 		evbuffer_add(buf, s, strlen(s));

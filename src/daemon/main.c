@@ -84,7 +84,7 @@ static int setup(int argc, char **argv)
 	if (geteuid() != 0)
 		log_warning("not root: sandboxes get no cgroup limits and share one uid");
 	signal(SIGPIPE, SIG_IGN);
-	if ((r = make_dirs()) < 0 || (r = state_open()) < 0 || (D.cfg.api_keys && (r = load_keys(D.cfg.api_keys)) < 0))
+	if ((r = state_lock()) < 0 || (r = make_dirs()) < 0 || (r = state_open()) < 0 || (D.cfg.api_keys && (r = load_keys(D.cfg.api_keys)) < 0))
 		return r;
 	daemon_recover();
 	D.base = event_base_new();

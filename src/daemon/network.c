@@ -44,7 +44,16 @@ static void on_event(json_t *m)
 			      allowed ? "allow" : "deny", "proto", json_object_get(m, "proto"), "dst",
 			      json_object_get(m, "dst"), "rule", json_object_get(m, "rule"), "reason",
 			      json_object_get(m, "reason"));
-	sbx_audit(s, AUDIT_NET_DECISION, f);
+	/* The proxy decided before the record: one that cannot be written cannot refuse that
+	 * connection, but it can the next ones. The sandbox's network is cut (policy deny, as
+	 * GET .../{id} then shows) until a client sets a policy again, which is recorded. */
+	const char *policy = json_string_value(json_object_get(s->network, "policy"));
+	if (sbx_audit_rc(s, AUDIT_NET_DECISION, f) < 0 && allowed &&
+	    (!policy || strcmp(policy, "deny") != 0)) {
+		log_error("sandbox %s: a network decision cannot be recorded; its network is cut",
+			  s->id);
+		network_set(s, "deny", NULL, 0, NULL);
+	}
 }
 
 static void on_read(struct bufferevent *bev, void *arg)
@@ -85,7 +94,7 @@ int network_start(void)
 		log_error("networking: %s", err.msg);
 		return err.code ? err.code : -EIO;
 	}
-	D.egress = bufferevent_socket_new(D.base, e.fd, BEV_OPT_CLOSE_ON_FREE);
+	D.egress = loop_bev_new(e.fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!D.egress)
 		return -ENOMEM;
 	D.egress_tcp_port = e.tcp_port;

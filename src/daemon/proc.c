@@ -575,8 +575,13 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	if (fields && p->tag)
 		json_object_set_new(fields, "tag", json_string(p->tag));
 	int r = sbx_audit_rc(s, AUDIT_PROCESS_START, fields);
-	if (r >= 0)
-		r = sbx_send(s, FRAME_SPAWN, p->chan, sp);
+	if (r < 0) { /* nothing runs unrecorded */
+		proc_free(p);
+		if (req)
+			reply_audit_failed(req, r);
+		return NULL;
+	}
+	r = sbx_send(s, FRAME_SPAWN, p->chan, sp);
 	if (r >= 0 && exec && e->stdin_data)
 		r = send_stdin(s, p->chan, (const uint8_t *)e->stdin_data, e->stdin_len, true);
 	if (r < 0) {

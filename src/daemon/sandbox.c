@@ -78,9 +78,18 @@ struct sbx *sbx_lookup(struct ctx *c, bool running)
 	return s;
 }
 
+/* For records of outcomes (process.exit, net.decision), which come after the fact and cannot
+ * be refused: a failure is logged by sbx_audit_rc() and the torn tail it may leave is
+ * repaired before the next record. */
 void sbx_audit(struct sbx *s, const char *event, json_t *fields)
 {
 	sbx_audit_rc(s, event, fields);
+}
+
+void reply_audit_failed(struct evhttp_request *req, int r)
+{
+	reply_error(req, API_ERR_AUDIT_UNAVAILABLE,
+		    "the audit log cannot be written (%s): nothing was done", strerror(-r));
 }
 
 static int audit_prepare(struct sbx *s)
@@ -98,14 +107,31 @@ static int audit_prepare(struct sbx *s)
 	return 0;
 }
 
-/* A pooled sandbox nobody claimed leaves no (empty) audit file behind. */
-static void audit_discard(struct sbx *s)
+/* A sandbox that has no record at all (a pooled one nobody claimed, or one whose create was
+ * refused because its record could not be written) leaves no empty audit file behind. */
+static bool audit_discard(struct sbx *s)
 {
 	char name[SBX_ID_LEN + 8];
-	if (!s->audit || audit_seq(s->audit) > 0)
-		return;
+	if (!s->audit || !audit_empty(s->audit))
+		return false;
 	snprintf(name, sizeof(name), "%s.jsonl", s->id);
 	unlinkat(D.audit_dirfd, name, 0);
+	return true;
+}
+
+/* The last record. A destroy cannot be refused, so a record that cannot be written now is
+ * written when there is space (recover.c); a written one seals the log. */
+static void audit_final(struct sbx *s, const char *reason)
+{
+	if (sbx_audit_rc(s, AUDIT_SANDBOX_DESTROY, json_pack("{s:s}", "reason", reason)) == 0) {
+		if (audit_seal(s->audit) < 0)
+			log_warning("audit %s: cannot seal the log: %m", s->id);
+		return;
+	}
+	if (audit_discard(s))
+		return; /* nothing was recorded, so nothing was done */
+	s->audit = audit_free(s->audit); /* the late writer opens it again */
+	audit_late(s->id, reason);
 }
 
 /* Writes one audit record for @s; takes @fields. The host writes before it acts. */
@@ -181,15 +207,25 @@ static void waiters_ready(struct sbx *s)
 	}
 }
 
-/* Ready: the record first, then the create requests answered. */
+/* Ready: the record first, then the create requests answered; without the record the
+ * sandbox is not handed out. */
 static void hand_out(struct sbx *s)
 {
-	sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
+	if (sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL) < 0) {
+		waiters_fail(s, API_ERR_AUDIT_UNAVAILABLE,
+			     "the audit log cannot be written: the sandbox was not made");
+		sbx_destroy(s, "create_failed");
+		return;
+	}
 	waiters_ready(s);
 }
 
+/* libevent counts a timer from the time it cached at the start of the loop's iteration, which
+ * is late by what the iteration did before (36 ms were seen under load): the cache is brought
+ * up to date first, and on_ttl() checks the clock anyway. */
 static void arm_ttl(struct sbx *s)
 {
+	event_base_update_cache_time(D.base);
 	uint64_t now = now_ms();
 	uint64_t left = s->deadline_ms > now ? s->deadline_ms - now : 0;
 	struct timeval tv = {left / 1000, left % 1000 * 1000};
@@ -208,7 +244,7 @@ void sbx_destroy(struct sbx *s, const char *reason)
 		s->owner->live--;
 	s->state = SBX_DESTROYED;
 	if (!s->pooled)
-		sbx_audit(s, AUDIT_SANDBOX_DESTROY, json_pack("{s:s}", "reason", reason));
+		audit_final(s, reason);
 	else
 		audit_discard(s);
 	list_del(s);
@@ -219,10 +255,7 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	fileops_free(s);
 	audit_followers_end(s);
 	network_forget(s);
-	if (s->agent) {
-		bufferevent_free(s->agent);
-		s->agent = NULL;
-	}
+	s->agent = loop_bev_free(s->agent);
 	evtimer_del(s->ttl_ev);
 	evtimer_del(s->hello_ev);
 	if (s->ready_ev)
@@ -249,12 +282,12 @@ void sbx_agent_failed(struct sbx *s, const char *why)
 /* PID 1 is gone: reap it, remove its cgroup and slot, free everything. */
 static void sbx_final(struct sbx *s)
 {
-	cordon_sandbox_free(s->jail);
-	s->jail = NULL;
+	/* The events first: the jail closes the fds they watch. */
 	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev};
 	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
-		if (evs[i])
-			event_free(evs[i]);
+		loop_event_free(evs[i]);
+	cordon_sandbox_free(s->jail);
+	s->jail = NULL;
 	free(s->dec);
 	audit_free(s->audit);
 	json_decref(s->limits);
@@ -281,6 +314,10 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 static void on_ttl(evutil_socket_t fd, short what, void *arg)
 {
 	struct sbx *s = arg;
+	if (now_ms() < s->deadline_ms) { /* early: never before the expires_at it was given */
+		arm_ttl(s);
+		return;
+	}
 	metric_inc(M_TIMEOUTS);
 	sbx_audit(s, AUDIT_SANDBOX_TIMEOUT, json_pack("{s:I}", "timeout_s", (json_int_t)s->timeout_s));
 	sbx_destroy(s, "timeout");
@@ -413,7 +450,8 @@ static void on_agent_event(struct bufferevent *bev, short what, void *arg)
 
 static void on_hello_timeout(evutil_socket_t fd, short what, void *arg)
 {
-	sbx_agent_failed(arg, "no HELLO_OK in time");
+	struct sbx *s = arg;
+	sbx_agent_failed(s, s->agent ? "no HELLO_OK in time" : "the jail's setup did not end in time");
 }
 
 static int agent_connect(struct sbx *s)
@@ -421,7 +459,7 @@ static int agent_connect(struct sbx *s)
 	int fd = cordon_sandbox_agent_fd(s->jail);
 	evutil_make_socket_nonblocking(fd);
 	s->dec = malloc(sizeof(*s->dec)); /* pages are touched only as frames arrive */
-	s->agent = bufferevent_socket_new(D.base, fd, 0);
+	s->agent = loop_bev_new(fd, 0);
 	if (!s->dec || !s->agent)
 		return -ENOMEM;
 	frame_decoder_init(s->dec, FRAME_TO_HOST);
@@ -429,9 +467,7 @@ static int agent_connect(struct sbx *s)
 	bufferevent_setwatermark(s->agent, EV_READ, 0, AGENT_READ_HIGH);
 	bufferevent_enable(s->agent, EV_READ | EV_WRITE);
 	struct frame_hello h = {.version = FRAME_PROTOCOL_VERSION};
-	struct timeval tv = {AGENT_HELLO_MS / 1000, 0};
-	evtimer_add(s->hello_ev, &tv);
-	return sbx_send(s, FRAME_HELLO, 0, &h);
+	return sbx_send(s, FRAME_HELLO, 0, &h); /* hello_ev runs since sbx_adopt() */
 }
 
 static void on_setup(evutil_socket_t fd, short what, void *arg)
@@ -441,8 +477,9 @@ static void on_setup(evutil_socket_t fd, short what, void *arg)
 	int r = cordon_sandbox_finish(s->jail, &err);
 	if (r == -EAGAIN)
 		return;
-	event_free(s->setup_ev);
-	s->setup_ev = NULL;
+	/* Unwatched, then closed: never the other way round (basic/fdwatch.h). */
+	s->setup_ev = loop_event_free(s->setup_ev);
+	cordon_sandbox_setup_close(s->jail);
 	if (r < 0 || (r = agent_connect(s)) < 0) {
 		log_error("sandbox %s: setup failed: %s", s->id, err.msg[0] ? err.msg : strerror(-r));
 		metric_inc(M_CREATE_FAILURES);
@@ -481,11 +518,14 @@ static struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes)
 /* Takes a started jail into the event loop: its setup fd and pidfd are watched from now on. */
 static void sbx_adopt(struct sbx *s)
 {
-	s->setup_ev = event_new(D.base, cordon_sandbox_setup_fd(s->jail), EV_READ | EV_PERSIST,
-				on_setup, s);
-	s->exit_ev = event_new(D.base, cordon_sandbox_pidfd(s->jail), EV_READ, on_exit_ev, s);
+	s->setup_ev = loop_event_new(cordon_sandbox_setup_fd(s->jail), EV_READ | EV_PERSIST,
+				     on_setup, s);
+	s->exit_ev = loop_event_new(cordon_sandbox_pidfd(s->jail), EV_READ, on_exit_ev, s);
 	event_add(s->setup_ev, NULL);
 	event_add(s->exit_ev, NULL);
+	/* One deadline for setup and HELLO_OK: no sandbox stays "creating" for ever. */
+	struct timeval tv = {AGENT_HELLO_MS / 1000, 0};
+	evtimer_add(s->hello_ev, &tv);
 	list_add(s);
 	if (s->pooled)
 		D.n_pool_creating++;
@@ -574,7 +614,7 @@ int pool_start(void)
 	pthread_t t;
 	if (pipe2(creator_req, O_CLOEXEC) < 0 || pipe2(creator_res, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
-	creator_ev = event_new(D.base, creator_res[0], EV_READ | EV_PERSIST, on_started, NULL);
+	creator_ev = loop_event_new(creator_res[0], EV_READ | EV_PERSIST, on_started, NULL);
 	if (!creator_ev || event_add(creator_ev, NULL) < 0)
 		return -ENOMEM;
 	/* What the jail caches per process (the sealed cordon-init, the cgroup mode) is made
@@ -608,6 +648,7 @@ static struct sbx *pool_claim(void)
 			s->pooled = false;
 			D.n_pool_ready--;
 			s->state = SBX_RUNNING;
+			s->created_ms = now_ms(); /* made for the client now, whenever it was built */
 			return s;
 		}
 	return NULL;
@@ -657,10 +698,15 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 	if (s->state == SBX_RUNNING)
 		arm_ttl(s);
 	state_put(s);
+	return 0;
+}
+
+static int audit_create(struct sbx *s, const struct api_create *req)
+{
 	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE,
-			    json_pack("{s:s, s:s, s:O, s:s}", "template", "host", "runtime", "jail",
-				      "limits", s->limits, "principal",
-				      s->owner ? s->owner->name : "local"));
+			    json_pack("{s:s, s:s, s:O, s:O, s:s}", "template", req->template_name,
+				      "runtime", "jail", "limits", s->limits, "network", s->network,
+				      "principal", s->owner ? s->owner->name : "local"));
 }
 
 /* What the template's template.json says about running it: its ENV after the request's
@@ -741,8 +787,15 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 		reply_error(c->req, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
 		return 0;
 	}
+	/* The records before the sandbox is handed out; without them it is not. */
+	if ((r = audit_create(s, req)) < 0 ||
+	    (s->state == SBX_RUNNING && (r = sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL)) < 0)) {
+		metric_inc(M_CREATE_FAILURES);
+		sbx_destroy(s, "create_failed");
+		reply_audit_failed(c->req, r);
+		return 0;
+	}
 	if (s->state == SBX_RUNNING) { /* from the pool: ready already */
-		sbx_audit(s, AUDIT_SANDBOX_READY, NULL);
 		metric_inc(M_CREATES);
 		metric_observe(H_CREATE, (now_ms() - t0) / 1000.0);
 		reply_json(c->req, 201, sbx_json(s));
@@ -771,29 +824,37 @@ int sbx_set_timeout(struct sbx *s, uint64_t timeout_s)
 
 /* ---- start and stop of the daemon ---- */
 
+struct left {
+	char **ids;
+	size_t n;
+};
+
 static void recover_one(const char *id, void *data)
 {
 	/* The sandbox died with the daemon that made it (its PID 1 had a parent-death signal);
-	 * what it left in the kernel (a cgroup) went in the sweep. Say so in its audit log. */
-	struct cordon_err err = {};
-	char name[SBX_ID_LEN + 16];
-	if (!valid_id(id) || strlen(id) > SBX_ID_LEN)
+	 * what it left in the kernel (a cgroup) went in the sweep. Its audit log gets its
+	 * destroy record in audit_recover(), with every other log that lacks one. */
+	struct left *l = data;
+	char **v = realloc(l->ids, (l->n + 1) * sizeof(*v));
+	if (!v || !(v[l->n] = strdup(id))) {
+		l->ids = v ? v : l->ids;
 		return;
-	snprintf(name, sizeof(name), "%s.jsonl", id);
-	struct audit_log *a = audit_open(D.audit_dirfd, name, &err);
-	if (a) {
-		json_t *f = json_pack("{s:s}", "reason", "daemon_restart");
-		audit_append(a, id, AUDIT_SANDBOX_DESTROY, f);
-		json_decref(f);
-		audit_free(a);
 	}
+	l->ids = v;
+	l->n++;
 	log_info("sandbox %s: left by a previous cordond, destroyed", id);
 }
 
 int daemon_recover(void)
 {
+	struct left l = {};
 	cordon_sweep_stale();
-	return state_recover(recover_one, NULL);
+	int r = state_recover(recover_one, &l);
+	int q = audit_recover(l.ids, l.n);
+	for (size_t i = 0; i < l.n; i++)
+		free(l.ids[i]);
+	free(l.ids);
+	return r < 0 ? r : q;
 }
 
 /* True once every destroyed sandbox is reaped and no pooled one is on its way. */
@@ -807,4 +868,8 @@ void daemon_shutdown(void)
 	D.stopping = true;
 	while (D.sandboxes)
 		sbx_destroy(D.sandboxes, "shutdown");
+	audit_late_flush();
+	if (audit_late_pending())
+		log_error("%zu destroy records could not be written; the next start writes them",
+			  audit_late_pending());
 }

@@ -3,8 +3,14 @@
  * WAL, synchronous=NORMAL: a lost last write after a power cut at worst forgets a row whose
  * sandbox died with the machine anyway. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -12,6 +18,75 @@
 #include "daemon/daemon.h"
 
 static sqlite3_stmt *put_stmt, *del_stmt;
+
+/* ---- one cordond per state directory ----
+ *
+ * A second daemon on the same directory would take the first one's sandboxes for a crashed
+ * daemon's leftovers: delete their rows and write their destroy records while they run. So
+ * the directory is locked before anything in it is read: flock() on <state-dir>/cordond.lock,
+ * held for the life of the process (the kernel drops it when we die, SIGKILL included), with
+ * the holder's pid in the file for the message of the one refused. */
+
+static int lock_fd = -1;
+
+static pid_t lock_holder(int fd)
+{
+	char buf[32] = "";
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	long pid = strtol(buf, NULL, 10);
+	return pid > 0 ? (pid_t)pid : 0;
+}
+
+/* A dead holder's lock can outlive it for a moment: a sandbox child between clone() and its
+ * close_range() shares the lock's open file. Wait for those, not for a live daemon. */
+static int take_lock(int fd)
+{
+	for (int i = 0;; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		pid_t holder = lock_holder(fd);
+		bool dead = holder > 0 && kill(holder, 0) < 0 && errno == ESRCH;
+		if (!dead || i == 60)
+			return -EWOULDBLOCK;
+		usleep(50 * 1000);
+	}
+}
+
+int state_lock(void)
+{
+	char path[4096], pid[32];
+	if (mkdir(D.cfg.state_dir, 0700) < 0 && errno != EEXIST) {
+		log_error("mkdir %s: %m", D.cfg.state_dir);
+		return -errno;
+	}
+	snprintf(path, sizeof(path), "%s/cordond.lock", D.cfg.state_dir);
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		log_error("lock %s: %m", path);
+		return -errno;
+	}
+	int r = take_lock(fd);
+	if (r < 0) {
+		pid_t holder = r == -EWOULDBLOCK ? lock_holder(fd) : 0;
+		if (r != -EWOULDBLOCK)
+			log_error("lock %s: %s", path, strerror(-r));
+		else if (holder)
+			log_error("state directory %s is in use by cordond pid %d (%s); not starting",
+				  D.cfg.state_dir, (int)holder, path);
+		else
+			log_error("state directory %s is in use by another cordond (%s); not starting",
+				  D.cfg.state_dir, path);
+		return r == -EWOULDBLOCK ? -EBUSY : r;
+	}
+	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warning("lock %s: cannot record our pid: %m", path);
+	lock_fd = TAKE_FD(fd);
+	return 0;
+}
 
 static int exec_sql(const char *sql)
 {

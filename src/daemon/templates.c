@@ -32,6 +32,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "basic/fdwatch.h"
 #include "basic/fileio.h"
 #include "basic/helper.h"
 #include "basic/log.h"
@@ -89,16 +90,13 @@ static void job_free(struct job *j)
 		return;
 	struct event *evs[] = {j->exit_ev, j->out_ev, j->kill_ev, j->closed_ev};
 	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
-		if (evs[i])
-			event_free(evs[i]);
+		loop_event_free(evs[i]);
 	if (j->pid > 0) { /* only on a failed start: the child has not been watched yet */
 		kill(-j->pid, SIGKILL);
 		(void)waitpid(j->pid, NULL, 0);
 	}
-	if (j->pidfd >= 0)
-		close(j->pidfd);
-	if (j->out >= 0)
-		close(j->out);
+	fd_close(j->pidfd);
+	fd_close(j->out);
 	if (j->in)
 		evbuffer_free(j->in);
 	job_remove_dir(j);
@@ -196,8 +194,7 @@ static void build_abandon(struct job *j)
  * owed it a reply) is ours to free. */
 static void job_detach(struct job *j)
 {
-	if (j->closed_ev)
-		event_del(j->closed_ev);
+	j->closed_ev = loop_event_free(j->closed_ev); /* evhttp closes its fd next */
 	if (j->req && !evhttp_request_get_connection(j->req))
 		evhttp_request_free(j->req);
 	j->req = NULL;
@@ -217,7 +214,7 @@ static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
 {
 	struct job *j = arg;
 	struct evhttp_connection *evcon = j->req ? evhttp_request_get_connection(j->req) : NULL;
-	event_del(j->closed_ev);
+	j->closed_ev = loop_event_free(j->closed_ev);
 	if (!evcon)
 		return;
 	evhttp_connection_set_closecb(evcon, NULL, NULL);
@@ -232,7 +229,7 @@ static void watch_peer(struct job *j)
 	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
 	if (!bev || !(event_base_get_features(D.base) & EV_FEATURE_EARLY_CLOSE))
 		return;
-	j->closed_ev = event_new(D.base, bufferevent_getfd(bev), EV_CLOSED, on_peer_closed, j);
+	j->closed_ev = loop_event_new(bufferevent_getfd(bev), EV_CLOSED, on_peer_closed, j);
 	if (j->closed_ev)
 		event_add(j->closed_ev, NULL);
 }
@@ -416,6 +413,8 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 		return;
 	j->pid = 0;
 	job_drain(j);
+	/* The reply may close the connection's fd at once: stop watching it first. */
+	j->closed_ev = loop_event_free(j->closed_ev);
 	int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	log_debug("template %s: cordon-template %s ended with status %d", j->name,
 		  j->kind == JOB_BUILD ? "build" : "rm", status);
@@ -426,8 +425,8 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 /* Takes the started child into the loop and the request with it. */
 static int job_watch(struct job *j, struct ctx *c)
 {
-	j->exit_ev = event_new(D.base, j->pidfd, EV_READ | EV_PERSIST, on_exit_ev, j);
-	j->out_ev = event_new(D.base, j->out, EV_READ | EV_PERSIST, on_out, j);
+	j->exit_ev = loop_event_new(j->pidfd, EV_READ | EV_PERSIST, on_exit_ev, j);
+	j->out_ev = loop_event_new(j->out, EV_READ | EV_PERSIST, on_out, j);
 	j->kill_ev = evtimer_new(D.base, on_kill_timer, j);
 	if (!j->exit_ev || !j->out_ev || !j->kill_ev || event_add(j->exit_ev, NULL) < 0 ||
 	    event_add(j->out_ev, NULL) < 0)
@@ -512,7 +511,7 @@ void handle_template_delete(struct ctx *c)
 		return;
 	}
 	if (template_audit(c, "DELETE", name) < 0) {
-		reply_error(c->req, API_ERR_INTERNAL, "cannot write the audit record");
+		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "cannot write the audit record");
 		return;
 	}
 	char *argv[] = {"cordon-template", "rm", (char *)name, NULL};
@@ -620,7 +619,7 @@ void handle_template_build(struct ctx *c)
 		reply_error(c->req, API_ERR_CAPACITY, "at most %u template builds run at once",
 			    BUILD_MAX);
 	} else if (template_audit(c, "POST", b->name) < 0) {
-		reply_error(c->req, API_ERR_INTERNAL, "cannot write the audit record");
+		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "cannot write the audit record");
 	} else {
 		struct job *j = job_new(JOB_BUILD, b->name);
 		r = j ? build_start(c, b, j) : -ENOMEM;

@@ -1428,6 +1428,7 @@ static const struct {
     [API_ERR_NOT_A_DIRECTORY] = {"not_a_directory", 409},
     [API_ERR_IS_A_DIRECTORY] = {"is_a_directory", 409},
     [API_ERR_CROSS_DEVICE] = {"cross_device", 409},
+    [API_ERR_AUDIT_UNAVAILABLE] = {"audit_unavailable", 503},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */

@@ -323,6 +323,7 @@ enum api_error {
 	API_ERR_NOT_A_DIRECTORY,   /* 409 ENOTDIR */
 	API_ERR_IS_A_DIRECTORY,	   /* 409 EISDIR */
 	API_ERR_CROSS_DEVICE,	   /* 409 EXDEV: a move between two file systems */
+	API_ERR_AUDIT_UNAVAILABLE, /* 503: the action's audit record cannot be written */
 	_API_ERR_MAX,
 };
 

@@ -47,6 +47,7 @@ ERROR_STATUS = {
     # what a file operation runs into inside the sandbox
     "read_only": 409, "invalid_path": 400, "no_space": 409, "not_a_directory": 409,
     "is_a_directory": 409, "cross_device": 409,
+    "audit_unavailable": 503,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",

@@ -26,6 +26,7 @@
 #include <linux/sched.h>
 
 #include "basic/cleanup.h"
+#include "basic/fdwatch.h"
 #include "basic/fileio.h"
 #include "lib/cgroup.h"
 #include "lib/idmap.h"
@@ -103,11 +104,12 @@ int jail_open_bind_source(const char *path, struct cordon_err *err)
 	return fd;
 }
 
+/* fd_close(): an event loop above may watch these (the pidfd, the setup and agent fds), and
+ * must have let go of them first (fdwatch.h). */
 static void close_fds(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
+		fd_close(fds[i]);
 }
 
 static bool slot_is_stale(const char *name, void *data)
@@ -416,15 +418,21 @@ int cordon_sandbox_setup_fd(const struct cordon_sandbox *sb)
 	return sb->sync_fd;
 }
 
+/* The setup fd is not closed here: the caller's event loop still watches it, and a close
+ * before its unwatch leaves a registration that can fire for the fd number's next owner
+ * (fdwatch.h). The caller closes it with cordon_sandbox_setup_close(), or free does. */
 int cordon_sandbox_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 {
+	if (sb->setup_stage == 2)
+		return 0;
 	if (sb->sync_fd < 0)
-		return sb->setup_stage == 2 ? 0 : -EPROTO;
-	int r = host_sync_step(sb, err);
-	if (r == -EAGAIN)
-		return r;
-	close(TAKE_FD(sb->sync_fd));
-	return r;
+		return -EPROTO;
+	return host_sync_step(sb, err);
+}
+
+void cordon_sandbox_setup_close(struct cordon_sandbox *sb)
+{
+	fd_close(TAKE_FD(sb->sync_fd));
 }
 
 int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
@@ -438,6 +446,7 @@ int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox 
 		struct pollfd p = {sb->sync_fd, POLLIN, 0};
 		poll(&p, 1, -1);
 	}
+	cordon_sandbox_setup_close(sb);
 	if (r < 0) {
 		cordon_sandbox_free(sb);
 		return r;

@@ -558,6 +558,51 @@ static int collect(const char *line, size_t len, off_t offset, void *userdata)
 	return c->n == 3 ? 1 : 0;
 }
 
+/* audit_tail() reads the end without a writer's open; audit_seal() ends the chain. */
+static void test_tail_and_seal(void **state)
+{
+	struct fixture *f = *state;
+	struct audit_tail t;
+	struct cordon_err err = {};
+
+	struct audit_log *log = open_ok(f);
+	assert_true(audit_empty(log));
+	assert_int_equal(audit_tail(f->dirfd, LOG, &t), 0);
+	assert_true(t.empty && !t.sealed && !t.torn && t.event[0] == '\0');
+	append_start(log, 0);
+	json_t *d = json_pack("{s:s}", "reason", "api");
+	assert_int_equal(audit_append(log, "sb-test", AUDIT_SANDBOX_DESTROY, d), 0);
+	json_decref(d);
+	assert_false(audit_empty(log));
+	assert_int_equal(audit_tail(f->dirfd, LOG, &t), 0);
+	assert_false(t.empty || t.sealed || t.torn);
+	assert_string_equal(t.event, AUDIT_SANDBOX_DESTROY);
+	assert_int_equal(audit_seal(log), 0);
+	audit_free(log);
+
+	assert_int_equal(audit_tail(f->dirfd, LOG, &t), 0);
+	assert_true(t.sealed);
+	assert_null(audit_open(f->dirfd, LOG, &err));
+	assert_int_equal(err.code, -EROFS);
+	assert_int_equal(fchmodat(f->dirfd, LOG, 0600, 0), 0);
+
+	/* A torn tail after a long record: the small read does not hold the last line. */
+	log = open_ok(f);
+	char big[3000];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	json_t *fields = json_pack("{s:[s,s], s:s, s:s, s:[]}", "argv", big, big, "cwd", "/", "user",
+				   "user", "env_names");
+	assert_int_equal(audit_append(log, "sb-test", AUDIT_PROCESS_START, fields), 0);
+	assert_int_equal(audit_append(log, "sb-test", AUDIT_PROCESS_START, fields), 0);
+	json_decref(fields);
+	audit_free(log);
+	cut_tail(f, 10);
+	assert_int_equal(audit_tail(f->dirfd, LOG, &t), 0);
+	assert_true(t.torn);
+	assert_string_equal(t.event, AUDIT_PROCESS_START);
+}
+
 static void test_read_from(void **state)
 {
 	struct fixture *f = *state;
@@ -617,6 +662,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_utf8_cut, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_short_write_repair, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_read_from, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tail_and_seal, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

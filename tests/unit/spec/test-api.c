@@ -795,6 +795,7 @@ static void test_errors(void **state)
 	    {API_ERR_NOT_A_DIRECTORY, "not_a_directory", 409},
 	    {API_ERR_IS_A_DIRECTORY, "is_a_directory", 409},
 	    {API_ERR_CROSS_DEVICE, "cross_device", 409},
+	    {API_ERR_AUDIT_UNAVAILABLE, "audit_unavailable", 503},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
