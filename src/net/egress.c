@@ -207,6 +207,10 @@ static void relay_event(struct bufferevent *bev, short what, void *arg)
 
 static void start_relay(struct conn *c)
 {
+	/* The deadline for the first bytes ends here: a read timeout left on a relayed
+	 * connection would stop libevent reading the sandbox's side for good after a quiet
+	 * spell (it disables EV_READ on timeout), and relay_event ignores timeouts. */
+	bufferevent_set_timeouts(c->in, NULL, NULL);
 	bufferevent_setcb(c->in, relay_read, relay_drained, relay_event, c);
 	bufferevent_setcb(c->out, relay_read, relay_drained, relay_event, c);
 	bufferevent_add_to_rate_limit_group(c->in, c->s->group);

@@ -221,6 +221,33 @@ def op_echo(o):
     return r
 
 
+def op_echo_idle(o):
+    """Echo over one connection whose first bytes name the destination (an HTTP head, for the
+    proxy's check), then o["idle"] seconds of silence from the sandbox, then more bytes: the
+    second echo proves the relay still reads what the sandbox sends after a quiet spell."""
+    r = {"reached": False}
+    head = f"GET / HTTP/1.1\r\nHost: {o['host']}\r\n\r\n".encode()
+    data = o["data"].encode()
+    try:
+        with socket.create_connection(target(o), timeout=TIMEOUT) as s:
+            r["connected"] = True
+            for i, chunk in enumerate((head, data)):
+                if i:
+                    time.sleep(o["idle"])
+                s.sendall(chunk)
+                got = b""
+                while len(got) < len(chunk):
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    got += d
+                r["echo%d" % i] = got == chunk
+            r["reached"] = r["echo0"] and r["echo1"]
+    except Exception as e:  # noqa: BLE001
+        r["error"] = err(e)
+    return r
+
+
 def dns_query(name, qtype=1):
     qid = random.randrange(65536)
     q = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0)
@@ -336,7 +363,7 @@ def op_v6host(o):
 
 
 OPS = {"http": op_http, "https": op_https, "urllib": op_urllib, "resolve": op_resolve,
-       "echo": op_echo, "dns": op_dns, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
+       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
        "http_split": op_http_split, "https_split": op_https_split}
 
 
