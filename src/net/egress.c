@@ -524,6 +524,16 @@ static void on_dns_udp(evutil_socket_t fd, short what, void *arg)
 		dns_query(s, buf, (size_t)n, &from, NULL);
 }
 
+/* Every query still waiting for its answer forgets @bev before it is freed: an answer that
+ * arrives later must not be written to freed memory. */
+static void dns_tcp_close(struct bufferevent *bev)
+{
+	for (size_t i = 0; i < MAX_DNS_PENDING; i++)
+		if (pending[i].tcp == bev)
+			pending[i].used = false;
+	bufferevent_free(bev);
+}
+
 static void on_dns_tcp_read(struct bufferevent *bev, void *arg)
 {
 	struct sbx *s = arg;
@@ -537,7 +547,7 @@ static void on_dns_tcp_read(struct bufferevent *bev, void *arg)
 		uint8_t buf[4096];
 		evbuffer_drain(in, 2);
 		if (len > sizeof(buf)) {
-			bufferevent_free(bev);
+			dns_tcp_close(bev);
 			return;
 		}
 		evbuffer_remove(in, buf, len);
@@ -547,12 +557,8 @@ static void on_dns_tcp_read(struct bufferevent *bev, void *arg)
 
 static void on_dns_tcp_event(struct bufferevent *bev, short what, void *arg)
 {
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
-		for (size_t i = 0; i < MAX_DNS_PENDING; i++)
-			if (pending[i].tcp == bev)
-				pending[i].used = false;
-		bufferevent_free(bev);
-	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		dns_tcp_close(bev);
 }
 
 static void on_dns_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,

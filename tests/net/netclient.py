@@ -307,6 +307,23 @@ def op_dns(o):
     return r
 
 
+def op_dns_tcp_oversize(o):
+    """Over one TCP connection to o["server"]:53, in one write: a query for o["name"], then a
+    message of o["size"] bytes (over the filter's 4096); reads until the filter closes."""
+    r = {"closed": False}
+    _qid, q = dns_query(o["name"])
+    junk = bytes(o["size"])
+    try:
+        with socket.create_connection((o["server"], 53), timeout=TIMEOUT) as s:
+            s.sendall(struct.pack("!H", len(q)) + q + struct.pack("!H", len(junk)) + junk)
+            while s.recv(65536):
+                pass
+            r["closed"] = True
+    except Exception as e:  # noqa: BLE001
+        r["error"] = err(e)
+    return r
+
+
 def op_udp(o):
     r = {"sent": False}
     try:
@@ -363,7 +380,7 @@ def op_v6host(o):
 
 
 OPS = {"http": op_http, "https": op_https, "urllib": op_urllib, "resolve": op_resolve,
-       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
+       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns, "dns_tcp_oversize": op_dns_tcp_oversize, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
        "http_split": op_http_split, "https_split": op_https_split}
 
 

@@ -57,3 +57,19 @@ def test_dns_filter_answers_nothing_in_an_address_only_policy(net):
         f"a name was resolved under an address-only policy: {res[0]}"
     assert not res[1]["ok"], res[1]
     assert not [r for r in net.seen(m) if r["kind"] == "dns"], "a query reached the host's resolver"
+
+
+def test_oversized_tcp_message_after_a_query_is_dropped_safely(net):
+    """A TCP DNS client that sends an allowed query and then a message over the filter's
+    buffer is disconnected; the upstream answer to its query, arriving after, must not be
+    written to the closed connection (it was: a use after free in cordon-egress, which ASan
+    shows; run with CORDON_EGRESS=<asan build>/cordon-egress). The filter keeps answering."""
+    _, res = net.probe(["--allow", "api.example.test"], [
+        {"op": "dns_tcp_oversize", "server": DNS_IP, "name": "api.example.test", "size": 8192},
+        {"op": "dns", "server": DNS_IP, "name": "api.example.test"},
+        {"op": "dns", "server": DNS_IP, "name": "api.example.test", "tcp": True},
+    ])
+    assert res[0]["closed"], f"the filter did not close the connection: {res[0]}"
+    for r in res[1:]:
+        assert r.get("answered") and r["rcode"] == 0 and r["addrs"] == [WEB2], \
+            f"the DNS filter stopped answering after the oversized message: {r}"
