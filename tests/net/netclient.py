@@ -324,6 +324,33 @@ def op_dns_tcp_oversize(o):
     return r
 
 
+def op_dns_tcp_hold(o):
+    """Opens o["n"] TCP connections to o["server"]:53 and holds them all, then asks for
+    o["name"] on each: how many were answered (the rest were closed or never answered)."""
+    r = {"answered": 0, "errors": {}}
+    socks = []
+    try:
+        for _ in range(o["n"]):
+            try:
+                socks.append(socket.create_connection((o["server"], 53), timeout=TIMEOUT))
+            except OSError as e:
+                r["errors"][type(e).__name__] = r["errors"].get(type(e).__name__, 0) + 1
+        time.sleep(0.2)
+        for s in socks:
+            qid, q = dns_query(o["name"])
+            try:
+                s.sendall(struct.pack("!H", len(q)) + q)
+                hdr = s.recv(2, socket.MSG_WAITALL)
+                if len(hdr) == 2 and dns_parse(s.recv(struct.unpack("!H", hdr)[0], socket.MSG_WAITALL), qid)["answered"]:
+                    r["answered"] += 1
+            except OSError as e:
+                r["errors"][type(e).__name__] = r["errors"].get(type(e).__name__, 0) + 1
+    finally:
+        for s in socks:
+            s.close()
+    return r
+
+
 def op_udp(o):
     r = {"sent": False}
     try:
@@ -380,7 +407,7 @@ def op_v6host(o):
 
 
 OPS = {"http": op_http, "https": op_https, "urllib": op_urllib, "resolve": op_resolve,
-       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns, "dns_tcp_oversize": op_dns_tcp_oversize, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
+       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns, "dns_tcp_oversize": op_dns_tcp_oversize, "dns_tcp_hold": op_dns_tcp_hold, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
        "http_split": op_http_split, "https_split": op_https_split}
 
 

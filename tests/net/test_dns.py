@@ -73,3 +73,18 @@ def test_oversized_tcp_message_after_a_query_is_dropped_safely(net):
     for r in res[1:]:
         assert r.get("answered") and r["rcode"] == 0 and r["addrs"] == [WEB2], \
             f"the DNS filter stopped answering after the oversized message: {r}"
+
+
+def test_tcp_dns_connections_count_toward_the_connection_limit(net, monkeypatch):
+    """DNS over TCP holds a connection in the proxy like any other: a sandbox cannot open
+    more of them than its connection limit (it could, without bound, and so use up the
+    proxy's file descriptors for every sandbox). Once they close, DNS works again."""
+    monkeypatch.setenv("CORDON_EGRESS_LIMITS", "4,200,16777216")
+    _, res = net.probe(["--allow", "api.example.test"], [
+        {"op": "dns_tcp_hold", "server": DNS_IP, "name": "api.example.test", "n": 12},
+        {"op": "dns", "server": DNS_IP, "name": "api.example.test", "tcp": True},
+    ])
+    assert 1 <= res[0]["answered"] <= 4, \
+        f"{res[0]['answered']} of 12 TCP DNS connections held at once were served under a limit of 4: {res[0]}"
+    assert res[1].get("answered") and res[1]["addrs"] == [WEB2], \
+        f"DNS over TCP did not work again once the held connections closed: {res[1]}"

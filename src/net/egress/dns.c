@@ -153,12 +153,13 @@ static void on_dns_udp(evutil_socket_t fd, short what, void *arg)
 
 /* Every query still waiting for its answer forgets @bev before it is freed: an answer that
  * arrives later must not be written to freed memory. */
-static void dns_tcp_close(struct egress *e, struct bufferevent *bev)
+static void dns_tcp_close(struct sbx *s, struct bufferevent *bev)
 {
 	for (size_t i = 0; i < MAX_DNS_PENDING; i++)
-		if (e->pending[i].tcp == bev)
-			e->pending[i].used = false;
+		if (s->e->pending[i].tcp == bev)
+			s->e->pending[i].used = false;
 	bufferevent_free(bev);
+	s->conns--;
 }
 
 /* Messages after their 2-byte length (RFC 1035 4.2.2); one over our buffer ends the
@@ -176,7 +177,7 @@ static void on_dns_tcp_read(struct bufferevent *bev, void *arg)
 		uint8_t buf[4096];
 		evbuffer_drain(in, 2);
 		if (len > sizeof(buf)) {
-			dns_tcp_close(s->e, bev);
+			dns_tcp_close(s, bev);
 			return;
 		}
 		evbuffer_remove(in, buf, len);
@@ -188,7 +189,22 @@ static void on_dns_tcp_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct sbx *s = arg;
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
-		dns_tcp_close(s->e, bev);
+		dns_tcp_close(s, bev);
+}
+
+/* A TCP connection holds a descriptor and a buffer here like any other: it counts toward
+ * the sandbox's connection limits. */
+static bool dns_tcp_admit(struct sbx *s)
+{
+	if (s->conns >= s->e->limits.max_conns) {
+		decide_report_dns(s, NULL, NULL, "too many connections");
+		return false;
+	}
+	if (!sbx_rate_ok(s)) {
+		decide_report_dns(s, NULL, NULL, "too many new connections per second");
+		return false;
+	}
+	return true;
 }
 
 static void on_dns_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
@@ -196,11 +212,12 @@ static void on_dns_accept(struct evconnlistener *l, evutil_socket_t fd, struct s
 {
 	struct egress *e = arg;
 	struct sbx *s = sbx_by_sockaddr(e, sa);
-	struct bufferevent *bev = s ? bufferevent_socket_new(e->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+	struct bufferevent *bev = s && dns_tcp_admit(s) ? bufferevent_socket_new(e->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
 	if (!bev) {
 		close(fd);
 		return;
 	}
+	s->conns++; /* which also keeps the entry while the connection points at it */
 	struct timeval tv = {DNS_TIMEOUT_S * 2, 0};
 	bufferevent_set_timeouts(bev, &tv, NULL);
 	bufferevent_setcb(bev, on_dns_tcp_read, NULL, on_dns_tcp_event, s);

@@ -68,7 +68,7 @@ struct sbx {
 	char id[72];
 	char ifname[16]; /* set when we own its nftables entries (cordon run) */
 	struct egress_policy *policy;
-	unsigned conns;
+	unsigned conns; /* TCP connections open: relayed, being decided, DNS */
 	double tokens;
 	struct timeval last;
 	struct ev_token_bucket_cfg *rate;

@@ -25,6 +25,10 @@ static void sbx_free(struct sbx *s)
 {
 	if (!s)
 		return;
+	/* A query forwarded before the sandbox went must not report to a freed entry. */
+	for (size_t i = 0; i < MAX_DNS_PENDING; i++)
+		if (s->e->pending[i].s == s)
+			s->e->pending[i].used = false;
 	egress_policy_free(s->policy);
 	if (s->group)
 		bufferevent_rate_limit_group_free(s->group);
