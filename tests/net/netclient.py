@@ -351,6 +351,31 @@ def op_dns_tcp_hold(o):
     return r
 
 
+def op_dns_tcp_noread(o):
+    """One TCP connection to o["server"]:53: o["n"] queries for o["name"] in one write,
+    never reading an answer. "blocked" when the write could not finish within o["wait"]
+    seconds, i.e. the filter stopped reading queries whose answers were not being read."""
+    r = {"blocked": False}
+    _qid, q = dns_query(o["name"])
+    blob = (struct.pack("!H", len(q)) + q) * o["n"]
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(TIMEOUT)
+            s.connect((o["server"], 53))
+            s.settimeout(o["wait"])
+            t0 = time.monotonic()
+            try:
+                s.sendall(blob)
+                r["sent_s"] = round(time.monotonic() - t0, 3)
+            except socket.timeout:
+                r["blocked"] = True
+    except Exception as e:  # noqa: BLE001
+        r["error"] = err(e)
+    return r
+
+
 def op_udp(o):
     r = {"sent": False}
     try:
@@ -407,7 +432,7 @@ def op_v6host(o):
 
 
 OPS = {"http": op_http, "https": op_https, "urllib": op_urllib, "resolve": op_resolve,
-       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns, "dns_tcp_oversize": op_dns_tcp_oversize, "dns_tcp_hold": op_dns_tcp_hold, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
+       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns, "dns_tcp_oversize": op_dns_tcp_oversize, "dns_tcp_hold": op_dns_tcp_hold, "dns_tcp_noread": op_dns_tcp_noread, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
        "http_split": op_http_split, "https_split": op_https_split}
 
 

@@ -88,3 +88,17 @@ def test_tcp_dns_connections_count_toward_the_connection_limit(net, monkeypatch)
         f"{res[0]['answered']} of 12 TCP DNS connections held at once were served under a limit of 4: {res[0]}"
     assert res[1].get("answered") and res[1]["addrs"] == [WEB2], \
         f"DNS over TCP did not work again once the held connections closed: {res[1]}"
+
+
+def test_tcp_client_that_never_reads_its_answers_is_throttled(net, monkeypatch):
+    """Answers queued for a TCP client that does not read them are bounded: the filter stops
+    reading its queries (TCP backpressure) instead of queueing answers without limit (it
+    did: 8 MB of refused queries went into the proxy's memory as 8 MB of answers)."""
+    monkeypatch.setenv("CORDON_EGRESS_LIMITS", "256,10000000,16777216")
+    _, res = net.probe(["--allow", "api.example.test"], [
+        {"op": "dns_tcp_noread", "server": DNS_IP, "name": "x.evil.test", "n": 250000, "wait": 6},
+        {"op": "dns", "server": DNS_IP, "name": "api.example.test", "tcp": True},
+    ])
+    assert res[0]["blocked"], f"8 MB of queries whose answers were never read were all taken in: {res[0]}"
+    assert res[1].get("answered") and res[1]["addrs"] == [WEB2], \
+        f"the filter stopped answering other clients: {res[1]}"

@@ -162,13 +162,32 @@ static void dns_tcp_close(struct sbx *s, struct bufferevent *bev)
 	s->conns--;
 }
 
+#define DNS_TCP_OUT_MAX (64u << 10)
+
+static void on_dns_tcp_read(struct bufferevent *bev, void *arg);
+static void on_dns_tcp_event(struct bufferevent *bev, short what, void *arg);
+static void on_dns_tcp_drained(struct bufferevent *bev, void *arg);
+
+/* A client that does not read its answers must not grow our memory: past
+ * DNS_TCP_OUT_MAX queued, its queries wait in the kernel (TCP backpressure) until half of
+ * the answers have gone. */
+static bool dns_tcp_throttled(struct bufferevent *bev, struct sbx *s)
+{
+	if (evbuffer_get_length(bufferevent_get_output(bev)) < DNS_TCP_OUT_MAX)
+		return false;
+	bufferevent_disable(bev, EV_READ);
+	bufferevent_setwatermark(bev, EV_WRITE, DNS_TCP_OUT_MAX / 2, 0);
+	bufferevent_setcb(bev, on_dns_tcp_read, on_dns_tcp_drained, on_dns_tcp_event, s);
+	return true;
+}
+
 /* Messages after their 2-byte length (RFC 1035 4.2.2); one over our buffer ends the
  * connection. */
 static void on_dns_tcp_read(struct bufferevent *bev, void *arg)
 {
 	struct sbx *s = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	while (evbuffer_get_length(in) >= 2) {
+	while (evbuffer_get_length(in) >= 2 && !dns_tcp_throttled(bev, s)) {
 		uint8_t hdr[2];
 		evbuffer_copyout(in, hdr, 2);
 		size_t len = (size_t)(hdr[0] << 8 | hdr[1]);
@@ -183,6 +202,14 @@ static void on_dns_tcp_read(struct bufferevent *bev, void *arg)
 		evbuffer_remove(in, buf, len);
 		dns_query(s, buf, len, NULL, bev);
 	}
+}
+
+static void on_dns_tcp_drained(struct bufferevent *bev, void *arg)
+{
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	bufferevent_setcb(bev, on_dns_tcp_read, NULL, on_dns_tcp_event, arg);
+	bufferevent_enable(bev, EV_READ);
+	on_dns_tcp_read(bev, arg); /* the queries read before the pause */
 }
 
 static void on_dns_tcp_event(struct bufferevent *bev, short what, void *arg)
