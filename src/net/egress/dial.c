@@ -82,5 +82,10 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
 void dial_name(struct conn *c)
 {
 	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	c->dnsreq = evdns_getaddrinfo(c->s->e->dns, c->name, NULL, &hints, on_resolved, c);
+	struct evdns_getaddrinfo_request *req =
+		evdns_getaddrinfo(c->s->e->dns, c->name, NULL, &hints, on_resolved, c);
+	/* NULL: libevent has called on_resolved already (it does when it cannot start the
+	 * request, out of memory for one), which may have freed @c. */
+	if (req)
+		c->dnsreq = req;
 }
