@@ -432,7 +432,9 @@ def op_v6host(o):
 
 
 OPS = {"http": op_http, "https": op_https, "urllib": op_urllib, "resolve": op_resolve,
-       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns, "dns_tcp_oversize": op_dns_tcp_oversize, "dns_tcp_hold": op_dns_tcp_hold, "dns_tcp_noread": op_dns_tcp_noread, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
+       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns,
+       "dns_tcp_oversize": op_dns_tcp_oversize, "dns_tcp_hold": op_dns_tcp_hold,
+       "dns_tcp_noread": op_dns_tcp_noread, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
        "http_split": op_http_split, "https_split": op_https_split}
 
 

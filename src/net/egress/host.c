@@ -9,6 +9,8 @@
 #include "basic/cleanup.h"
 #include "net/egress/egress.h"
 
+#define ACCEPT_PAUSE_MS 100
+
 int host_read_limits(struct egress_limits *ret)
 {
 	const char *v = getenv("CORDON_EGRESS_LIMITS");
@@ -83,6 +85,24 @@ int host_read_upstream(struct sockaddr_storage *ret, socklen_t *ret_len)
 	return -ENOENT;
 }
 
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	evconnlistener_enable(arg);
+}
+
+/* accept() that fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS) leaves
+ * the connection queued and the listener readable: libevent would call it again at once,
+ * for as long as the shortage lasts, at full CPU. Pause it instead; what is queued waits in
+ * the backlog. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+	struct egress *e = arg;
+	struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+	evconnlistener_disable(l);
+	if (event_base_once(e->base, -1, EV_TIMEOUT, on_accept_resume, l, &tv) < 0)
+		evconnlistener_enable(l);
+}
+
 /* A listener on an ephemeral port of every address; nftables redirects to it. */
 struct evconnlistener *host_listen_tcp(struct egress *e, evconnlistener_cb cb, uint16_t *ret_port)
 {
@@ -92,6 +112,7 @@ struct evconnlistener *host_listen_tcp(struct egress *e, evconnlistener_cb cb, u
 		1024, (struct sockaddr *)&sa, sizeof(sa));
 	if (!l)
 		return NULL;
+	evconnlistener_set_error_cb(l, on_accept_error);
 	socklen_t len = sizeof(sa);
 	getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&sa, &len);
 	*ret_port = ntohs(sa.sin_port);
