@@ -9,7 +9,7 @@
 
 struct egressctl {
 	pid_t pid;
-	int fd; /* JSON lines both ways (egress.c) */
+	int fd; /* JSON lines both ways (egress/ctl.c) */
 	uint16_t tcp_port, dns_port;
 };
 

@@ -221,6 +221,33 @@ def op_echo(o):
     return r
 
 
+def op_echo_idle(o):
+    """Echo over one connection whose first bytes name the destination (an HTTP head, for the
+    proxy's check), then o["idle"] seconds of silence from the sandbox, then more bytes: the
+    second echo proves the relay still reads what the sandbox sends after a quiet spell."""
+    r = {"reached": False}
+    head = f"GET / HTTP/1.1\r\nHost: {o['host']}\r\n\r\n".encode()
+    data = o["data"].encode()
+    try:
+        with socket.create_connection(target(o), timeout=TIMEOUT) as s:
+            r["connected"] = True
+            for i, chunk in enumerate((head, data)):
+                if i:
+                    time.sleep(o["idle"])
+                s.sendall(chunk)
+                got = b""
+                while len(got) < len(chunk):
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    got += d
+                r["echo%d" % i] = got == chunk
+            r["reached"] = r["echo0"] and r["echo1"]
+    except Exception as e:  # noqa: BLE001
+        r["error"] = err(e)
+    return r
+
+
 def dns_query(name, qtype=1):
     qid = random.randrange(65536)
     q = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0)
@@ -275,6 +302,75 @@ def op_dns(o):
                 s.sendto(q, (o["server"], port))
                 msg, _ = s.recvfrom(65535)
         r.update(dns_parse(msg, qid))
+    except Exception as e:  # noqa: BLE001
+        r["error"] = err(e)
+    return r
+
+
+def op_dns_tcp_oversize(o):
+    """Over one TCP connection to o["server"]:53, in one write: a query for o["name"], then a
+    message of o["size"] bytes (over the filter's 4096); reads until the filter closes."""
+    r = {"closed": False}
+    _qid, q = dns_query(o["name"])
+    junk = bytes(o["size"])
+    try:
+        with socket.create_connection((o["server"], 53), timeout=TIMEOUT) as s:
+            s.sendall(struct.pack("!H", len(q)) + q + struct.pack("!H", len(junk)) + junk)
+            while s.recv(65536):
+                pass
+            r["closed"] = True
+    except Exception as e:  # noqa: BLE001
+        r["error"] = err(e)
+    return r
+
+
+def op_dns_tcp_hold(o):
+    """Opens o["n"] TCP connections to o["server"]:53 and holds them all, then asks for
+    o["name"] on each: how many were answered (the rest were closed or never answered)."""
+    r = {"answered": 0, "errors": {}}
+    socks = []
+    try:
+        for _ in range(o["n"]):
+            try:
+                socks.append(socket.create_connection((o["server"], 53), timeout=TIMEOUT))
+            except OSError as e:
+                r["errors"][type(e).__name__] = r["errors"].get(type(e).__name__, 0) + 1
+        time.sleep(0.2)
+        for s in socks:
+            qid, q = dns_query(o["name"])
+            try:
+                s.sendall(struct.pack("!H", len(q)) + q)
+                hdr = s.recv(2, socket.MSG_WAITALL)
+                if len(hdr) == 2 and dns_parse(s.recv(struct.unpack("!H", hdr)[0], socket.MSG_WAITALL), qid)["answered"]:
+                    r["answered"] += 1
+            except OSError as e:
+                r["errors"][type(e).__name__] = r["errors"].get(type(e).__name__, 0) + 1
+    finally:
+        for s in socks:
+            s.close()
+    return r
+
+
+def op_dns_tcp_noread(o):
+    """One TCP connection to o["server"]:53: o["n"] queries for o["name"] in one write,
+    never reading an answer. "blocked" when the write could not finish within o["wait"]
+    seconds, i.e. the filter stopped reading queries whose answers were not being read."""
+    r = {"blocked": False}
+    _qid, q = dns_query(o["name"])
+    blob = (struct.pack("!H", len(q)) + q) * o["n"]
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(TIMEOUT)
+            s.connect((o["server"], 53))
+            s.settimeout(o["wait"])
+            t0 = time.monotonic()
+            try:
+                s.sendall(blob)
+                r["sent_s"] = round(time.monotonic() - t0, 3)
+            except socket.timeout:
+                r["blocked"] = True
     except Exception as e:  # noqa: BLE001
         r["error"] = err(e)
     return r
@@ -336,7 +432,9 @@ def op_v6host(o):
 
 
 OPS = {"http": op_http, "https": op_https, "urllib": op_urllib, "resolve": op_resolve,
-       "echo": op_echo, "dns": op_dns, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
+       "echo": op_echo, "echo_idle": op_echo_idle, "dns": op_dns,
+       "dns_tcp_oversize": op_dns_tcp_oversize, "dns_tcp_hold": op_dns_tcp_hold,
+       "dns_tcp_noread": op_dns_tcp_noread, "udp": op_udp, "myaddr": op_myaddr, "v6host": op_v6host,
        "http_split": op_http_split, "https_split": op_https_split}
 
 

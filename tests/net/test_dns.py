@@ -57,3 +57,48 @@ def test_dns_filter_answers_nothing_in_an_address_only_policy(net):
         f"a name was resolved under an address-only policy: {res[0]}"
     assert not res[1]["ok"], res[1]
     assert not [r for r in net.seen(m) if r["kind"] == "dns"], "a query reached the host's resolver"
+
+
+def test_oversized_tcp_message_after_a_query_is_dropped_safely(net):
+    """A TCP DNS client that sends an allowed query and then a message over the filter's
+    buffer is disconnected; the upstream answer to its query, arriving after, must not be
+    written to the closed connection (it was: a use after free in cordon-egress, which ASan
+    shows; run with CORDON_EGRESS=<asan build>/cordon-egress). The filter keeps answering."""
+    _, res = net.probe(["--allow", "api.example.test"], [
+        {"op": "dns_tcp_oversize", "server": DNS_IP, "name": "api.example.test", "size": 8192},
+        {"op": "dns", "server": DNS_IP, "name": "api.example.test"},
+        {"op": "dns", "server": DNS_IP, "name": "api.example.test", "tcp": True},
+    ])
+    assert res[0]["closed"], f"the filter did not close the connection: {res[0]}"
+    for r in res[1:]:
+        assert r.get("answered") and r["rcode"] == 0 and r["addrs"] == [WEB2], \
+            f"the DNS filter stopped answering after the oversized message: {r}"
+
+
+def test_tcp_dns_connections_count_toward_the_connection_limit(net, monkeypatch):
+    """DNS over TCP holds a connection in the proxy like any other: a sandbox cannot open
+    more of them than its connection limit (it could, without bound, and so use up the
+    proxy's file descriptors for every sandbox). Once they close, DNS works again."""
+    monkeypatch.setenv("CORDON_EGRESS_LIMITS", "4,200,16777216")
+    _, res = net.probe(["--allow", "api.example.test"], [
+        {"op": "dns_tcp_hold", "server": DNS_IP, "name": "api.example.test", "n": 12},
+        {"op": "dns", "server": DNS_IP, "name": "api.example.test", "tcp": True},
+    ])
+    assert 1 <= res[0]["answered"] <= 4, \
+        f"{res[0]['answered']} of 12 TCP DNS connections held at once were served under a limit of 4: {res[0]}"
+    assert res[1].get("answered") and res[1]["addrs"] == [WEB2], \
+        f"DNS over TCP did not work again once the held connections closed: {res[1]}"
+
+
+def test_tcp_client_that_never_reads_its_answers_is_throttled(net, monkeypatch):
+    """Answers queued for a TCP client that does not read them are bounded: the filter stops
+    reading its queries (TCP backpressure) instead of queueing answers without limit (it
+    did: 8 MB of refused queries went into the proxy's memory as 8 MB of answers)."""
+    monkeypatch.setenv("CORDON_EGRESS_LIMITS", "256,10000000,16777216")
+    _, res = net.probe(["--allow", "api.example.test"], [
+        {"op": "dns_tcp_noread", "server": DNS_IP, "name": "x.evil.test", "n": 250000, "wait": 6},
+        {"op": "dns", "server": DNS_IP, "name": "api.example.test", "tcp": True},
+    ])
+    assert res[0]["blocked"], f"8 MB of queries whose answers were never read were all taken in: {res[0]}"
+    assert res[1].get("answered") and res[1]["addrs"] == [WEB2], \
+        f"the filter stopped answering other clients: {res[1]}"

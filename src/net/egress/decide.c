@@ -1,0 +1,64 @@
+/* The proxy's verdicts: what the sandbox's policy (policy/egress.c) says of an address or a
+ * sniffed name, and the report of every decision to the controller, which writes it to the
+ * audit log: {"op":"event","sandbox":..,"proto":..,"dst":..,"port":..,"name":..,
+ * "verdict":"allow"|"block","rule":..,"reason":..}. */
+#include <errno.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "basic/cleanup.h"
+#include "net/egress/egress.h"
+
+static void report(const struct sbx *s, const char *proto, const char *dst, unsigned port,
+		   const char *name, const struct egress_rule *rule, const char *reason)
+{
+	_cleanup_(json_decrefp) json_t *e = json_pack(
+		"{s:s, s:s, s:s, s:s, s:i, s:s?, s:s, s:s?, s:s?}", "op", "event", "sandbox", s->id,
+		"proto", proto, "dst", dst ? dst : "", "port", (int)port, "name", name, "verdict",
+		rule ? "allow" : "block", "rule", rule ? rule->text : NULL, "reason", reason);
+	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	/* A controller that reads slowly (or, like cordon run, not at all) must not make a
+	 * flooding sandbox grow our memory: past a bound, events are dropped. */
+	if (line)
+		ctl_send(s->e, line, true);
+}
+
+void decide_report(const struct conn *c, const struct egress_rule *rule, const char *reason)
+{
+	report(c->s, c->proto, c->dst, ntohs(c->orig.sin_port), c->name[0] ? c->name : NULL, rule,
+	       reason);
+}
+
+void decide_report_dns(const struct sbx *s, const char *name, const struct egress_rule *rule,
+		       const char *reason)
+{
+	report(s, "dns", NULL, 53, name, rule, reason);
+}
+
+const struct egress_rule *decide_addr(struct conn *c)
+{
+	const struct egress_rule *rule = egress_match_addr(
+		c->s->policy, AF_INET, (const uint8_t *)&c->orig.sin_addr, ntohs(c->orig.sin_port));
+	return rule && dial_addr_ok(c->s->e, (struct sockaddr *)&c->orig) ? rule : NULL;
+}
+
+void decide_sniffed(struct conn *c, int r)
+{
+	if (r < 0) {
+		c->name[0] = '\0';
+		/* No name: only a rule on the address itself (or public mode) can allow it. */
+		c->rule = decide_addr(c);
+		if (c->rule)
+			dial_addr(c);
+		else
+			conn_block(c, r == -ENOENT ? "no SNI or Host to check" : "not TLS or HTTP with a name");
+		return;
+	}
+	c->rule = egress_match_name(c->s->policy, c->name, ntohs(c->orig.sin_port));
+	if (!c->rule) {
+		conn_block(c, "name not allowed");
+		return;
+	}
+	dial_name(c);
+}

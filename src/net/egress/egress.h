@@ -1,0 +1,193 @@
+/* cordon-egress's pieces and the one struct they share (internal to the proxy).
+ *
+ * The proxy is one process with one libevent loop. struct egress holds everything that
+ * lives as long as the process (the loop, the resolver, the control channel, the limits,
+ * the sandboxes' table, the DNS filter's state); every callback reaches it through the
+ * struct sbx or struct conn it was given, and nothing else is file-scope. One file per
+ * concern:
+ *
+ *   main.c       the order of setup, seccomp, the "ready" line, the loop
+ *   host.c       what the host gives: limits from the environment, its own addresses
+ *                (always blocked), the upstream resolver, the listening sockets
+ *   sbx.c        the sandboxes' table: lookup by source address, set, del, the
+ *                new-connections-per-second bucket
+ *   conn.c       a TCP connection from a sandbox: accept, admission, the first bytes
+ *                (TLS SNI, HTTP Host via net/sniff.c) and their deadline, teardown
+ *   dial.c       resolving the checked name, dropping always-blocked answers, connecting
+ *   decide.c     the policy verdicts (policy/egress.c) and the reports to the controller
+ *   relay.c      the relay table: which relay carries an allowed connection
+ *   relay-raw.c  the raw relay: bytes both ways, backpressure, close when flushed
+ *   dns.c        the DNS filter (net/dnsmsg.c), UDP and TCP
+ *   ctl.c        the control channel with cordond or cordon run: set, del, replies
+ *
+ * A TCP connection goes conn_accept -> decide_addr: an address rule -> dial_addr; else
+ * the first bytes -> decide_sniffed -> dial_name (or dial_addr when there is no name) ->
+ * connected: decide_report says "allow" and relay_start() hands the connection to the relay
+ * the table picks. Any refusal on the way is conn_block(c, reason). A relay owns the connection from then on and
+ * ends it with conn_close(). To add one (a TLS-terminating relay, for instance), write
+ * relay-NAME.c with a `const struct relay_ops relay_NAME` and list it in relay.c's table
+ * before "raw"; connection and decision code do not change.
+ */
+#pragma once
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "net/dnsmsg.h"
+#include "net/sniff.h"
+#include "policy/egress.h"
+
+#define EGRESS_MAX_SANDBOXES 4096
+#define SNIFF_MAX SNIFF_TLS_WAIT_MAX
+#define SNIFF_TIMEOUT_S 10
+#define DNS_TIMEOUT_S 5
+#define MAX_DNS_PENDING 1024
+#define CTL_BACKLOG_MAX (4u << 20)
+
+/* Per-sandbox ceilings; $CORDON_EGRESS_LIMITS="CONNS,PER_SEC,BYTES" (set by cordond's
+ * --egress-limits, or by hand for cordon run) overrides the defaults (host.c). */
+struct egress_limits {
+	unsigned max_conns, conns_per_sec, bytes_per_sec;
+};
+
+struct egress;
+
+/* One sandbox, known by its source address. An entry that was deleted keeps its memory
+ * (ip 0, a deny policy) while connections still point at it, and is reused once idle. */
+struct sbx {
+	struct egress *e;
+	struct in_addr ip;
+	char id[72];
+	char ifname[16]; /* set when we own its nftables entries (cordon run) */
+	struct egress_policy *policy;
+	unsigned conns; /* TCP connections open: relayed, being decided, DNS */
+	double tokens;
+	struct timeval last;
+	struct ev_token_bucket_cfg *rate;
+	struct bufferevent_rate_limit_group *group;
+};
+
+/* A query forwarded upstream, waiting for its answer. */
+struct dns_pending {
+	uint16_t id, orig_id;
+	struct sockaddr_in client;
+	struct dns_question q;
+	struct sbx *s;
+	struct bufferevent *tcp; /* NULL: the client asked over UDP */
+	time_t when;
+	bool used;
+};
+
+struct egress {
+	struct event_base *base;
+	struct evdns_base *dns;  /* resolves the names the proxy dials */
+	struct bufferevent *ctl; /* JSON lines with the controller */
+	struct egress_limits limits;
+	/* Always blocked: the built-in ranges plus every address of the host itself. Every
+	 * policy points at it (->extra). */
+	struct egress_blocklist blocks;
+	struct sockaddr_storage upstream; /* the host's resolver */
+	socklen_t upstream_len;
+	uint16_t tcp_port, dns_port;
+	int dns_udp_fd, upstream_fd;
+	struct sbx *sbxs[EGRESS_MAX_SANDBOXES];
+	struct dns_pending pending[MAX_DNS_PENDING];
+};
+
+struct relay_ops;
+
+/* A TCP connection from a sandbox. @in is the sandbox's side, @out the upstream's. */
+struct conn {
+	struct sbx *s;
+	struct bufferevent *in, *out;
+	struct sockaddr_in orig; /* where the sandbox was going (SO_ORIGINAL_DST) */
+	char dst[INET_ADDRSTRLEN];
+	char name[256]; /* the sniffed name, "" when the address decided */
+	const char *proto;
+	const struct egress_rule *rule; /* what allowed it */
+	struct evdns_getaddrinfo_request *dnsreq;
+	bool counted; /* in s->conns */
+	const struct relay_ops *relay;
+	void *relay_state; /* the relay's own, freed by its ->free */
+};
+
+/* A way of carrying an allowed connection. ->start runs once both sides are connected and
+ * the decision is reported; from then on the relay owns @c's callbacks and ends it with
+ * conn_close() (which calls ->free, if any, for relay_state). ->wants says whether this
+ * relay is for @c (NULL: any connection); relay.c asks the table in order. */
+struct relay_ops {
+	const char *name;
+	bool (*wants)(const struct conn *c);
+	void (*start)(struct conn *c);
+	void (*free)(struct conn *c);
+};
+
+extern const struct relay_ops relay_raw;
+
+/* host.c */
+int host_read_limits(struct egress_limits *ret);
+int host_blocklist(struct egress_blocklist *ret);
+int host_read_upstream(struct sockaddr_storage *ret, socklen_t *ret_len);
+struct evconnlistener *host_listen_tcp(struct egress *e, evconnlistener_cb cb, uint16_t *ret_port);
+
+/* sbx.c */
+struct sbx *sbx_by_ip(struct egress *e, struct in_addr ip);
+struct sbx *sbx_by_sockaddr(struct egress *e, const struct sockaddr *sa);
+/* Takes ownership of @pol. The entry for @ip, made (or an idle one reused) when missing;
+ * NULL when the table is full or out of memory (then @pol is freed). */
+struct sbx *sbx_set(struct egress *e, struct in_addr ip, const char *id, struct egress_policy *pol);
+/* Points @ifname's traffic at this proxy in nftables; the entry is removed with the
+ * sandbox (sbx_del) or when the controller goes (sbx_del_all_nft). */
+int sbx_own_nft(struct sbx *s, const char *ifname, struct cordon_err *err);
+void sbx_del(struct sbx *s);
+/* One token of the sandbox's new-connections-per-second bucket; false when empty. */
+bool sbx_rate_ok(struct sbx *s);
+void sbx_del_all_nft(struct egress *e);
+
+/* conn.c */
+void conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+		 void *arg);
+/* Frees @c and both its sides. */
+void conn_close(struct conn *c);
+/* Reports @c blocked for @reason, then closes it. */
+void conn_block(struct conn *c, const char *reason);
+
+/* dial.c */
+/* Connects to @c->orig itself. */
+void dial_addr(struct conn *c);
+/* Resolves @c->name and connects to its first address that is not always blocked. */
+void dial_name(struct conn *c);
+bool dial_addr_ok(const struct egress *e, const struct sockaddr *sa);
+
+/* decide.c */
+/* At accept: the address rule that relays @c at once (the server may speak first), or
+ * NULL: wait for the first bytes. */
+const struct egress_rule *decide_addr(struct conn *c);
+/* After the first bytes: @r is the sniffer's result. Dials, or blocks @c. */
+void decide_sniffed(struct conn *c, int r);
+/* The decision for @c, to the controller; @rule NULL means blocked for @reason. */
+void decide_report(const struct conn *c, const struct egress_rule *rule, const char *reason);
+void decide_report_dns(const struct sbx *s, const char *name, const struct egress_rule *rule,
+		       const char *reason);
+
+/* relay.c */
+/* @c is connected and allowed: hands it to its relay. */
+void relay_start(struct conn *c);
+
+/* dns.c */
+int dns_setup(struct egress *e);
+
+/* ctl.c */
+/* Takes ownership of @fd. */
+int ctl_setup(struct egress *e, int fd);
+/* One line to the controller. @bounded: dropped when the controller is CTL_BACKLOG_MAX
+ * behind (reports); replies are never dropped. */
+void ctl_send(struct egress *e, const char *line, bool bounded);

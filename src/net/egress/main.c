@@ -1,0 +1,91 @@
+/* cordon-egress: the only way out of a sandbox's network namespace.
+ *
+ *   cordon-egress CONTROL_FD
+ *
+ * nftables redirects every TCP connection and every DNS packet from a sandbox's host end to
+ * this process (net/nft.c). Here the sandbox is recognised by its source address, its policy
+ * is applied, and each decision is reported to the controller (cordond or cordon run),
+ * which writes it to the audit log:
+ *
+ * - TCP: a CIDR rule (or, in `public` mode, any address that is not always blocked) relays
+ *   to the original destination at once. Otherwise the first bytes must name the
+ *   destination (TLS SNI, HTTP Host); the name is checked against the policy, resolved here,
+ *   every always-blocked address is dropped from the answer (DNS rebinding), and the proxy
+ *   dials the *name*, not the address the sandbox asked for. Then bytes are relayed both
+ *   ways with large buffers and no per-byte work.
+ * - DNS (UDP and TCP): a query for a name the policy allows is forwarded to the host's
+ *   resolver, its answer checked; any other gets REFUSED. No other resolver is reachable.
+ *
+ * The controller speaks JSON lines on CONTROL_FD (ctl.c). The process ends when CONTROL_FD
+ * closes. egress.h maps the other files.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+
+#include <jansson.h>
+
+#include "basic/cleanup.h"
+#include "lib/seccomp.h"
+#include "net/egress/egress.h"
+#include "net/nft.h"
+
+/* The resolver, the listeners and the control channel; 1 with a message on failure. */
+static int setup(struct egress *e, int cfd)
+{
+	struct cordon_err err = {};
+	e->base = event_base_new();
+	e->dns = e->base ? evdns_base_new(e->base, 0) : NULL;
+	if (!e->dns || host_blocklist(&e->blocks) < 0 || host_read_upstream(&e->upstream, &e->upstream_len) < 0 ||
+	    evdns_base_nameserver_sockaddr_add(e->dns, (struct sockaddr *)&e->upstream, e->upstream_len, 0) < 0) {
+		fprintf(stderr, "cordon-egress: no resolver (check /etc/resolv.conf)\n");
+		return 1;
+	}
+	if (!host_listen_tcp(e, conn_accept, &e->tcp_port) || dns_setup(e) < 0) {
+		fprintf(stderr, "cordon-egress: cannot listen: %m\n");
+		return 1;
+	}
+	if (ctl_setup(e, cfd) < 0) {
+		fprintf(stderr, "cordon-egress: control channel: %m\n");
+		return 1;
+	}
+	/* The table, and a libnftables context made now, while files may still be opened. */
+	if (nft_setup(&err) < 0) {
+		fprintf(stderr, "cordon-egress: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: cordon-egress CONTROL_FD (started by cordond or cordon run)\n");
+		return 2;
+	}
+	int cfd = atoi(argv[1]);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	json_object_seed(0); /* jansson reads /dev/urandom once: before seccomp forbids files */
+	signal(SIGPIPE, SIG_IGN);
+	_cleanup_free_ struct egress *e = calloc(1, sizeof(*e));
+	if (!e)
+		return 1;
+	e->limits = (struct egress_limits){.max_conns = 256, .conns_per_sec = 200, .bytes_per_sec = 16u << 20};
+	if (host_read_limits(&e->limits) < 0)
+		return 2;
+	int r = setup(e, cfd);
+	if (r)
+		return r;
+	/* From here on, only what relaying needs (policy/egress.policy). */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply() < 0) {
+		fprintf(stderr, "cordon-egress: seccomp: %m\n");
+		return 1;
+	}
+	char ready[96];
+	snprintf(ready, sizeof(ready), "{\"op\":\"ready\",\"tcp_port\":%u,\"dns_port\":%u}", e->tcp_port,
+		 e->dns_port);
+	ctl_send(e, ready, false);
+	event_base_dispatch(e->base);
+	return 0;
+}
