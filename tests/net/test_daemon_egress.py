@@ -6,6 +6,7 @@ so nothing it lets out can reach anything but the test's own servers.
 
 import http.client
 import json
+import math
 import os
 import shutil
 import signal
@@ -181,10 +182,15 @@ def test_egress_limits_are_configurable(net):
         sb = d.json("POST", "/v1/sandboxes", {"network": {"policy": "allow", "allow": ["api.example.test"]}},
                     status=201)
         put_client(d, net, sb["id"])
+        t0 = time.monotonic()
         res = probe(d, sb["id"], [{"op": "http", "connect": WEB2, "host": "api.example.test", "path": token()}
                                   for _ in range(8)])
+        elapsed = time.monotonic() - t0
         reached = sum(1 for r in res if r.get("reached"))
-        assert 1 <= reached <= 4, f"{reached} of 8 got through a 2-per-second limit: {res}"
+        # 2 a second, and a slow (loaded) machine spreads the burst over more seconds
+        most = 2 * (math.ceil(elapsed) + 1)
+        assert 1 <= reached <= min(most, 7), \
+            f"{reached} of 8 got through a 2-per-second limit in {elapsed:.1f}s: {res}"
         why = [f.get("reason") for f in decisions(d, sb["id"]) if f["action"] == "deny"]
         assert "too many new connections per second" in why, why
     finally:
