@@ -69,6 +69,7 @@ struct sbx {
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */
 	struct cordon_sandbox *jail;
+	const char *runtime;       /* the registry's name of what made it ("jail") */
 	struct cordon_spec spec;   /* as created; pointers owned below */
 	struct bufferevent *agent;
 	struct frame_decoder *dec;

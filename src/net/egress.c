@@ -46,6 +46,7 @@
 #include "basic/cleanup.h"
 #include "net/dnsmsg.h"
 #include "lib/seccomp.h"
+#include "policy/seccomp_filter.h"
 #include "net/nft.h"
 #include "net/sniff.h"
 #include "policy/egress.h"
@@ -834,7 +835,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* From here on, only what relaying needs (policy/egress.policy). */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply() < 0) {
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply(cordon_seccomp_egress.filter, cordon_seccomp_egress.len) < 0) {
 		fprintf(stderr, "cordon-egress: seccomp: %m\n");
 		return 1;
 	}
