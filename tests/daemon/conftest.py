@@ -44,6 +44,7 @@ ERROR_STATUS = {
     "bad_request": 400, "invalid_field": 400, "unknown_field": 400, "payload_too_large": 413,
     "not_found": 404, "conflict": 409, "quota_exceeded": 429, "capacity": 503,
     "unauthorized": 401, "forbidden": 403, "internal": 500, "unavailable": 503, "timeout": 504,
+    "unsupported_runtime": 400,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",
