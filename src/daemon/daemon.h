@@ -219,6 +219,7 @@ void handle_network(struct ctx *c);
 void handle_audit(struct ctx *c);
 void handle_healthz(struct ctx *c);
 void handle_metrics(struct ctx *c);
+void handle_runtimes(struct ctx *c);
 
 /* templates.c: GET, DELETE /v1/templates/{name}; GET, POST /v1/templates (a build, streamed) */
 void handle_template_list(struct ctx *c);

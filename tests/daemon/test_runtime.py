@@ -128,3 +128,31 @@ def test_sdk_runtime(daemon):
     assert "not built yet" in ei.value.message, ei.value
     with pytest.raises(cordon.InvalidField):
         cordon.Sandbox.create(runtime="runc", socket=daemon.sock)
+
+
+def test_runtimes_listing(client):
+    """GET /v1/runtimes: every known runtime, whether this host can run it and why not, what
+    it can do; `auto` names what auto resolves to."""
+    r = client.get("/v1/runtimes")
+    assert r.status == 200, r.describe()
+    body = r.json()
+    assert set(body) == {"runtimes", "default", "auto"}, body
+    assert body["default"] == "jail" and body["auto"] == "jail", body
+    by_name = {x["name"]: x for x in body["runtimes"]}
+    assert list(by_name) == ["microvm", "gvisor", "jail"], body
+    for x in body["runtimes"]:
+        assert set(x) == {"name", "available", "reason", "capabilities"}, x
+    jail = by_name["jail"]
+    assert jail["available"] is True and jail["reason"] is None, jail
+    assert {"oneshot", "agent", "egress", "limits", "stats", "overlay"} == set(jail["capabilities"])
+    for name in ("gvisor", "microvm"):
+        assert by_name[name]["available"] is False, by_name[name]
+        assert by_name[name]["reason"] == "not built yet", by_name[name]
+    # Every runtime the listing says is available is one a create accepts, and none other.
+    for x in body["runtimes"]:
+        r = client.post("/v1/sandboxes", {"runtime": x["name"]})
+        if x["available"]:
+            assert r.status == 201, r.describe()
+            client.destroy(r.json()["id"])
+        else:
+            assert_error(r, 400, "unsupported_runtime")
