@@ -156,3 +156,49 @@ def test_runtimes_listing(client):
             client.destroy(r.json()["id"])
         else:
             assert_error(r, 400, "unsupported_runtime")
+
+
+def test_cordon_init_agent_mode_drops_what_it_inherits(tmp_path):
+    """cordon-init itself (not only the jail) leaves agent mode with /dev/null on 0-2 and its
+    channel on 3: started outside any sandbox with a pipe on 1-2 and a stray file on 7 (what
+    a runtime that hands PID 1 a console or a leaked fd would give it)."""
+    import socket
+    import subprocess
+    import time
+    from conftest import BUILD
+    init = os.path.join(BUILD, "cordon-init")
+    host_end, init_end = socket.socketpair()
+    stray = open(tmp_path / "stray", "w")
+    r, w = os.pipe()
+    # A wrapper puts the channel on 3 and the stray file on 7 and execs cordon-init, leaving
+    # its own copies open too (more strays).
+    wrap = ("import os, sys\n"
+            "os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 7)\n"
+            "os.execv(sys.argv[3], [sys.argv[3], '--agent'])\n")
+    p = subprocess.Popen(["/usr/bin/python3", "-c", wrap, str(init_end.fileno()), str(stray.fileno()), init],
+                         stdin=subprocess.DEVNULL, stdout=w, stderr=w,
+                         pass_fds=(init_end.fileno(), stray.fileno()))
+    os.close(w)
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            fds = {int(n): os.readlink(f"/proc/{p.pid}/fd/{n}") for n in os.listdir(f"/proc/{p.pid}/fd")}
+            if "anon_inode:[signalfd]" in fds.values() or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        for n in (0, 1, 2):
+            st = os.stat(f"/proc/{p.pid}/fd/{n}")
+            assert stat.S_ISCHR(st.st_mode) and st.st_rdev == DEV_NULL, fds
+        assert fds[3].startswith("socket:"), fds
+        extra = {n: t for n, t in fds.items() if n > 3 and t not in OWN}
+        assert not extra, f"cordon-init kept {extra}: {fds}"
+    finally:
+        host_end.close()
+        init_end.close()
+        stray.close()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        os.close(r)
