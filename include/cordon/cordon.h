@@ -175,11 +175,14 @@ int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox 
 
 /* The same in two steps, for event loops: start returns once the child is on its way; the
  * setup fd becomes readable when there is news, and finish returns 0 once cordon-init runs,
- * -EAGAIN while setup goes on, or the failure (then free the sandbox). */
+ * -EAGAIN while setup goes on, or the failure (then free the sandbox). The setup fd stays
+ * open until cordon_sandbox_setup_close() or free: unwatch it first, then close it (a watch
+ * outliving a close can fire for the fd number's next owner; basic/fdwatch.h). */
 int cordon_sandbox_start(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
 			 struct cordon_err *err);
 int cordon_sandbox_setup_fd(const struct cordon_sandbox *sb);
 int cordon_sandbox_finish(struct cordon_sandbox *sb, struct cordon_err *err);
+void cordon_sandbox_setup_close(struct cordon_sandbox *sb);
 
 /* The host end of the byte stream to cordon-init (agent mode), or -1. Owned by the sandbox. */
 int cordon_sandbox_agent_fd(const struct cordon_sandbox *sb);

@@ -443,6 +443,7 @@ static void on_setup(evutil_socket_t fd, short what, void *arg)
 		return;
 	event_free(s->setup_ev);
 	s->setup_ev = NULL;
+	cordon_sandbox_setup_close(s->jail); /* unwatched, then closed */
 	if (r < 0 || (r = agent_connect(s)) < 0) {
 		log_error("sandbox %s: setup failed: %s", s->id, err.msg[0] ? err.msg : strerror(-r));
 		metric_inc(M_CREATE_FAILURES);

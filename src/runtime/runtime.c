@@ -144,6 +144,11 @@ int cordon_sandbox_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 	return sb->ops->finish(sb, err);
 }
 
+void cordon_sandbox_setup_close(struct cordon_sandbox *sb)
+{
+	sb->ops->setup_close(sb);
+}
+
 int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
 			  struct cordon_err *err)
 {
@@ -155,6 +160,7 @@ int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox 
 		struct pollfd p = {cordon_sandbox_setup_fd(sb), POLLIN, 0};
 		poll(&p, 1, -1);
 	}
+	cordon_sandbox_setup_close(sb);
 	if (r < 0) {
 		cordon_sandbox_free(sb);
 		return r;

@@ -36,13 +36,15 @@ struct runtime_ops {
 
 	/* Every runtime has these. start() returns once the sandbox is on its way; the setup fd
 	 * becomes readable with news, and finish() returns 0 once cordon-init runs, -EAGAIN while
-	 * setup goes on, or the failure. The exit fd becomes readable when the sandbox ends;
+	 * setup goes on, or the failure; the setup fd stays open until setup_close() (the
+	 * caller's loop unwatches it first) or free(). The exit fd becomes readable when the sandbox ends;
 	 * reap() then fills the runtime's part of the result. free() releases what start() made
 	 * (the object itself and the host resources are runtime.c's). */
 	int (*start)(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 		     struct cordon_err *err);
 	int (*setup_fd)(const struct cordon_sandbox *sb);
 	int (*finish)(struct cordon_sandbox *sb, struct cordon_err *err);
+	void (*setup_close)(struct cordon_sandbox *sb); /* the caller has unwatched the setup fd */
 	int (*agent_fd)(const struct cordon_sandbox *sb);
 	int (*exit_fd)(const struct cordon_sandbox *sb);
 	int (*signal)(struct cordon_sandbox *sb, int sig);

@@ -291,16 +291,24 @@ static int jail_setup_fd(const struct cordon_sandbox *sb)
 	return jail_of_const(sb)->sync_fd;
 }
 
+/* The setup fd is not closed here: the caller's event loop still watches it, and a close
+ * before its unwatch leaves a registration that can fire for the fd number's next owner.
+ * The caller closes it with cordon_sandbox_setup_close(), or free does. */
 static int jail_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 {
 	struct jail *j = jail_of(sb);
+	if (j->setup_stage == 2)
+		return 0;
 	if (j->sync_fd < 0)
-		return j->setup_stage == 2 ? 0 : -EPROTO;
-	int r = host_sync_step(j, err);
-	if (r == -EAGAIN)
-		return r;
-	close(TAKE_FD(j->sync_fd));
-	return r;
+		return -EPROTO;
+	return host_sync_step(j, err);
+}
+
+static void jail_setup_close(struct cordon_sandbox *sb)
+{
+	struct jail *j = jail_of(sb);
+	if (j->sync_fd >= 0)
+		close(TAKE_FD(j->sync_fd));
 }
 
 static int jail_agent_fd(const struct cordon_sandbox *sb)
@@ -448,6 +456,7 @@ const struct runtime_ops jail_ops = {
     .start = jail_start,
     .setup_fd = jail_setup_fd,
     .finish = jail_finish,
+    .setup_close = jail_setup_close,
     .agent_fd = jail_agent_fd,
     .exit_fd = jail_exit_fd,
     .signal = jail_signal,

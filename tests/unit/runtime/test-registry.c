@@ -102,6 +102,7 @@ static int fake_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 }
 static int fake_fd(const struct cordon_sandbox *sb) { return -1; }
 static int fake_finish(struct cordon_sandbox *sb, struct cordon_err *err) { return 0; }
+static void fake_setup_close(struct cordon_sandbox *sb) {}
 static int fake_signal(struct cordon_sandbox *sb, int sig) { return 0; }
 static int fake_kill(struct cordon_sandbox *sb) { return 0; }
 static int fake_reap(struct cordon_sandbox *sb, struct cordon_result *ret) { return 0; }
@@ -110,7 +111,8 @@ static void fake_free(struct cordon_sandbox *sb) { n_freed++; }
 static const struct runtime_ops fake = {
     .name = "fake", .strength = 1, .caps = CORDON_RUNTIME_CAP_AGENT,
     .size = sizeof(struct cordon_sandbox), .available = yes,
-    .start = fake_start, .setup_fd = fake_fd, .finish = fake_finish, .agent_fd = fake_fd,
+    .start = fake_start, .setup_fd = fake_fd, .finish = fake_finish,
+    .setup_close = fake_setup_close, .agent_fd = fake_fd,
     .exit_fd = fake_fd, .signal = fake_signal, .kill = fake_kill, .reap = fake_reap,
     .free = fake_free,
 };
