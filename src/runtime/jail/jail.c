@@ -5,23 +5,24 @@
  * the boundary in DESIGN.md section 5's order (child.c) and execs cordon-init from a sealed
  * memfd. Any failure in the child comes back as one struct cordon_err on the sync socket, and
  * the host then tears down everything it made: nothing is left half-made.
+ *
+ * This file is the jail's entry of the runtime registry (jail_ops, runtime.h): the verbs
+ * map onto PID 1 (its pidfd is the exit fd) and the sync socket (the setup fd); the slot,
+ * cgroup and link are host.c's, the public API and the deadline runtime.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/sched.h>
 
