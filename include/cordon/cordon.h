@@ -1,11 +1,12 @@
 /* libcordon: disposable sandboxes for untrusted code.
  *
  * A sandbox is described by a struct cordon_spec (what to run it from, its limits, its
- * network) and built by a runtime; today the only runtime is `jail` (namespaces, cgroups,
- * seccomp, Landlock). A runtime does two things: it builds the boundary with cordon-init as
- * PID 1 inside, and it hands the caller one byte stream to that agent, or, in one-shot mode
- * (spec->argv set), lets cordon-init run argv with the caller's stdio and exit with its
- * status.
+ * network, which runtime) and built by a runtime (src/runtime/runtime.h: one ops table each;
+ * today `jail`: namespaces, cgroups, seccomp, Landlock; `gvisor` and `microvm` are known names,
+ * not built yet). A runtime does two things: it builds the boundary with cordon-init as PID 1
+ * inside, and it hands the caller one byte stream to that agent, or, in one-shot mode
+ * (spec->argv set), lets cordon-init run argv on the three fds of spec->stdio and exit with
+ * its status.
  *
  *     struct cordon_spec spec;
  *     cordon_spec_init(&spec);
@@ -51,6 +52,18 @@ enum cordon_net {
  * dead sandbox of the same slot left) and registers the policy. Required. */
 typedef int (*cordon_net_hook)(void *data, const char *sandbox_ip, const char *host_ifname,
 			       struct cordon_err *err);
+
+struct sock_filter;
+
+/* A classic BPF seccomp program (what seccomp-compile makes of a policy file). */
+struct cordon_seccomp {
+	const struct sock_filter *filter;
+	unsigned short len;
+};
+
+/* The filter of sandboxes, compiled at build time from policy/seccomp.policy: the default
+ * of spec->seccomp. */
+extern const struct cordon_seccomp cordon_seccomp_sandbox;
 
 #define CORDON_MAX_BINDS 32
 #define CORDON_MAX_ENV   256
@@ -98,9 +111,49 @@ struct cordon_spec {
 	void *net_hook_data;
 	char *const *argv;    /* one-shot: run this and exit; NULL: agent mode on a channel */
 	int agent_fd;         /* agent mode: filled in by the runtime; -1 otherwise */
+	const char *runtime;  /* a name of cordon_runtime_resolve(); NULL: "auto" */
+	/* One-shot mode: the caller's fds that become the command's 0, 1 and 2 (dup'd, not
+	 * taken); -1 is /dev/null inside. Nothing is inherited: cordon_spec_init() sets all
+	 * three to -1. Agent mode ignores them: PID 1 then has /dev/null on 0-2 and its channel. */
+	int stdio[3];
+	/* Installed last before cordon-init runs; cordon_spec_init(): &cordon_seccomp_sandbox. */
+	const struct cordon_seccomp *seccomp;
 };
 
 void cordon_spec_init(struct cordon_spec *spec);
+
+/* ---- runtimes ----
+ *
+ * "jail" today. "auto" is the strongest runtime this host can run; a runtime that is known
+ * but cannot run here (not built, no KVM) is refused with the reason. */
+
+enum {
+	CORDON_RUNTIME_CAP_ONESHOT = 1 << 0,  /* spec->argv */
+	CORDON_RUNTIME_CAP_AGENT = 1 << 1,    /* an agent channel */
+	CORDON_RUNTIME_CAP_EGRESS = 1 << 2,   /* CORDON_NET_EGRESS and attach_net */
+	CORDON_RUNTIME_CAP_LIMITS = 1 << 3,   /* set_limits on a live sandbox */
+	CORDON_RUNTIME_CAP_STATS = 1 << 4,
+	CORDON_RUNTIME_CAP_OVERLAY = 1 << 5,  /* build mode (spec->overlay) */
+	CORDON_RUNTIME_CAP_PAUSE = 1 << 6,
+	CORDON_RUNTIME_CAP_SNAPSHOT = 1 << 7,
+	_CORDON_RUNTIME_CAP_COUNT = 8,
+};
+
+struct cordon_runtime_info {
+	const char *name;
+	bool available;
+	char reason[256]; /* why not, when not available */
+	uint32_t caps;    /* CORDON_RUNTIME_CAP_* */
+};
+
+/* The @i-th runtime of the registry (strongest first); -ENOENT past the last. */
+int cordon_runtime_get(size_t i, struct cordon_runtime_info *ret);
+/* "oneshot", "agent", ... for the bit @cap, or NULL. */
+const char *cordon_runtime_cap_name(uint32_t cap);
+/* Resolves @name (NULL or "auto": the strongest available) to a runtime this host can run.
+ * *ret_name is the registry's own string. -ENOENT for an unknown name, -EOPNOTSUPP for one
+ * that cannot run here; @err then names the runtimes that can. */
+int cordon_runtime_resolve(const char *name, const char **ret_name, struct cordon_err *err);
 
 struct cordon_sandbox;
 
@@ -144,8 +197,13 @@ uid_t cordon_sandbox_host_uid(const struct cordon_sandbox *sb);
 /* PID (in the caller's namespace) of the sandbox's PID 1. */
 pid_t cordon_sandbox_pid(const struct cordon_sandbox *sb);
 
-/* A pidfd of PID 1 that becomes readable when the sandbox ends; owned by the sandbox. */
+/* An fd that becomes readable when the sandbox ends (the jail: a pidfd of PID 1); owned by
+ * the sandbox. cordon_sandbox_pidfd() is its older name. */
+int cordon_sandbox_exit_fd(const struct cordon_sandbox *sb);
 int cordon_sandbox_pidfd(const struct cordon_sandbox *sb);
+
+/* The name of the runtime that made @sb ("jail"). */
+const char *cordon_sandbox_runtime(const struct cordon_sandbox *sb);
 
 /* Waits for PID 1 to exit, killing the sandbox at its deadline, and fills @ret. If @sigfd is
  * a signalfd, signals read from it are forwarded to the sandbox (cordon-init passes them on to
@@ -154,7 +212,7 @@ int cordon_sandbox_wait(struct cordon_sandbox *sb, int sigfd, struct cordon_resu
 
 
 /* Rewrites the cgroup limits of a live sandbox (a pooled sandbox claimed with other limits).
- * -ENOTSUP when it has no cgroup (unprivileged). */
+ * -ENOTSUP (== -EOPNOTSUPP) when it has no cgroup (unprivileged) or its runtime cannot. */
 int cordon_sandbox_set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes,
 			      uint32_t cpus_milli, uint32_t pids);
 
@@ -173,6 +231,15 @@ uint64_t cordon_sandbox_oom_kills(struct cordon_sandbox *sb);
  * points it at the proxy, then the veth is made and eth0 set up inside. Idempotent. */
 int cordon_sandbox_attach_net(struct cordon_sandbox *sb, cordon_net_hook hook, void *data,
 			      struct cordon_err *err);
+
+/* Freezes and thaws every process of the sandbox; snapshot writes its state to the empty
+ * directory @dir, restore makes a sandbox from one. -EOPNOTSUPP from a runtime without
+ * them (the jail has none of the four yet). */
+int cordon_sandbox_pause(struct cordon_sandbox *sb);
+int cordon_sandbox_resume(struct cordon_sandbox *sb);
+int cordon_sandbox_snapshot(struct cordon_sandbox *sb, const char *dir, struct cordon_err *err);
+int cordon_sandbox_restore(const struct cordon_spec *spec, const char *dir,
+			   struct cordon_sandbox **ret_sb, struct cordon_err *err);
 
 /* Kills every process of the sandbox at once (the pid namespace's init, then the cgroup). */
 int cordon_sandbox_kill(struct cordon_sandbox *sb);

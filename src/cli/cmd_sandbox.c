@@ -89,6 +89,13 @@ static int set_int(json_t *obj, const char *key, long long v)
 	return json_object_set_new(obj, key, json_integer(v)) < 0 ? -ENOMEM : 0;
 }
 
+/* Checked by the server, which knows what it can run. */
+static int opt_runtime(void *ctx, const char *a)
+{
+	struct create_ctx *c = ctx;
+	return json_object_set_new(c->req, "runtime", json_string(a)) < 0 ? -EINVAL : 0;
+}
+
 static int opt_template(void *ctx, const char *a)
 {
 	struct create_ctx *c = ctx;
@@ -148,6 +155,7 @@ static int opt_meta(void *ctx, const char *a)
 
 static const struct cli_option create_options[] = {
 	{"template", "NAME", opt_template, "template to start from [host]"},
+	{"runtime", "NAME", opt_runtime, "jail, or auto: the strongest the server can run [jail]"},
 	{"timeout", "SECONDS", opt_timeout, "destroy the sandbox after this long [server: 300]"},
 	{"memory", "SIZE", opt_memory, "memory limit: MiB, or 256M, 2G [512]"},
 	{"cpus", "N", opt_cpus, "CPU limit, fractions allowed, at most the host's [1]"},

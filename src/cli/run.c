@@ -110,6 +110,17 @@ static int opt_timeout(struct run_ctx *c, const char *a)
 	return 0;
 }
 
+/* Resolved now, so that a runtime this host cannot run is a usage error naming the ones it can. */
+static int opt_runtime(struct run_ctx *c, const char *a)
+{
+	struct cordon_err err = {};
+	if (cordon_runtime_resolve(a, &c->spec.runtime, &err) < 0) {
+		log_error("--runtime: %s", err.msg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static bool valid_env_name(const char *s, size_t len)
 {
 	if (len == 0 || !(s[0] == '_' || ((s[0] | 0x20) >= 'a' && (s[0] | 0x20) <= 'z')))
@@ -370,6 +381,7 @@ static const struct {
 	{"pids", opt_pids, "N", "process limit [256]"},
 	{"disk", opt_disk, "SIZE", "writable space (/tmp, /home/user): MiB, or 2G [1G]"},
 	{"timeout", opt_timeout, "DURATION", "wall-clock limit [300s]"},
+	{"runtime", opt_runtime, "NAME", "jail, or auto: the strongest this host can run [auto]"},
 	{"env", opt_env, "K=V", "set a variable (repeatable)"},
 	{"workdir", opt_workdir, "DIR", "working directory [the user's home]"},
 	{"user", opt_user, "user|root", "who runs inside: uid 1000 or uid 0 [user]"},
@@ -517,6 +529,8 @@ static int run_sandbox(struct run_ctx *c)
 			    "this sandbox, and one uid for all of it");
 	_cleanup_close_ int sigfd = block_signals();
 	cordon_sweep_stale();
+	for (int i = 0; i < 3; i++)
+		c->spec.stdio[i] = i; /* the command's stdio is ours */
 	if (cordon_sandbox_create(&c->spec, &sb, &err) < 0) {
 		log_error("sandbox setup failed: %s", err.msg);
 		status = CORDON_EXIT_SETUP;

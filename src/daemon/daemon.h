@@ -69,6 +69,7 @@ struct sbx {
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */
 	struct cordon_sandbox *jail;
+	const char *runtime;       /* the registry's name of what made it ("jail") */
 	struct cordon_spec spec;   /* as created; pointers owned below */
 	struct bufferevent *agent;
 	struct frame_decoder *dec;
@@ -227,6 +228,7 @@ void handle_network(struct ctx *c);
 void handle_audit(struct ctx *c);
 void handle_healthz(struct ctx *c);
 void handle_metrics(struct ctx *c);
+void handle_runtimes(struct ctx *c);
 
 /* templates.c: GET, DELETE /v1/templates/{name}; GET, POST /v1/templates (a build, streamed) */
 void handle_template_list(struct ctx *c);

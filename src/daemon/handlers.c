@@ -310,3 +310,27 @@ void handle_metrics(struct ctx *c)
 	reply_buf(c->req, 200, "text/plain; version=0.0.4", buf);
 	evbuffer_free(buf);
 }
+
+static json_t *runtime_json(const struct cordon_runtime_info *info)
+{
+	json_t *caps = json_array();
+	for (int b = 0; caps && b < _CORDON_RUNTIME_CAP_COUNT; b++)
+		if (info->caps & (1u << b))
+			json_array_append_new(caps, json_string(cordon_runtime_cap_name(1u << b)));
+	return json_pack("{s:s, s:b, s:s?, s:o*}", "name", info->name, "available", info->available,
+			 "reason", info->available ? NULL : info->reason, "capabilities", caps);
+}
+
+/* GET /v1/runtimes: the registry as this host sees it, for a client to choose before it asks
+ * (a runtime it cannot run is refused at create with unsupported_runtime). */
+void handle_runtimes(struct ctx *c)
+{
+	struct cordon_runtime_info info;
+	const char *best = NULL;
+	json_t *list = json_array();
+	for (size_t i = 0; list && cordon_runtime_get(i, &info) == 0; i++)
+		json_array_append_new(list, runtime_json(&info));
+	cordon_runtime_resolve("auto", &best, NULL);
+	reply_json(c->req, 200, json_pack("{s:o*, s:s, s:s?}", "runtimes", list, "default", "jail",
+					  "auto", best));
+}

@@ -35,6 +35,7 @@ static const struct route {
 } routes[] = {
 	{EVHTTP_REQ_GET, "/healthz", handle_healthz},
 	{EVHTTP_REQ_GET, "/metrics", handle_metrics},
+	{EVHTTP_REQ_GET, "/v1/runtimes", handle_runtimes},
 	{EVHTTP_REQ_POST, "/v1/sandboxes", handle_create},
 	{EVHTTP_REQ_GET, "/v1/sandboxes", handle_list},
 	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}", handle_info},

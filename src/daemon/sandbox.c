@@ -159,7 +159,7 @@ json_t *sbx_json(const struct sbx *s)
 	enum sbx_state st = s->state == SBX_RUNNING && !s->used ? SBX_READY : s->state;
 	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
 			 "id", s->id, "template", s->template_name[0] ? s->template_name : "host",
-			 "runtime", "jail", "state",
+			 "runtime", s->runtime ? s->runtime : "jail", "state",
 			 states[st], "created_at", iso_time(s->created_ms, created),
 			 "expires_at", iso_time(s->deadline_ms, expires), "timeout_s",
 			 (json_int_t)s->timeout_s, "limits", s->limits, "network", s->network,
@@ -532,7 +532,7 @@ static void sbx_adopt(struct sbx *s)
 }
 
 static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
-			   struct cordon_err *err)
+			   const char *runtime, struct cordon_err *err)
 {
 	struct sbx *s = sbx_alloc(pooled, disk_bytes);
 	if (!s) {
@@ -540,10 +540,12 @@ static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 		return NULL;
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
+	s->spec.runtime = runtime;
 	if (cordon_sandbox_start(&s->spec, &s->jail, err) < 0) {
 		sbx_final(s);
 		return NULL;
 	}
+	s->runtime = cordon_sandbox_runtime(s->jail);
 	sbx_adopt(s);
 	return s;
 }
@@ -602,6 +604,7 @@ static void on_started(evutil_socket_t fd, short what, void *arg)
 			cordon_sandbox_free(st->jail);
 		} else {
 			s->jail = st->jail;
+			s->runtime = cordon_sandbox_runtime(s->jail);
 			sbx_adopt(s);
 		}
 		free(st);
@@ -641,10 +644,10 @@ void pool_fill(void)
 	}
 }
 
-static struct sbx *pool_claim(void)
+static struct sbx *pool_claim(const char *runtime)
 {
 	for (struct sbx *s = D.sandboxes; s; s = s->next)
-		if (s->pooled && s->state == SBX_READY) {
+		if (s->pooled && s->state == SBX_READY && strcmp(s->runtime, runtime) == 0) {
 			s->pooled = false;
 			D.n_pool_ready--;
 			s->state = SBX_RUNNING;
@@ -705,7 +708,7 @@ static int audit_create(struct sbx *s, const struct api_create *req)
 {
 	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE,
 			    json_pack("{s:s, s:s, s:O, s:O, s:s}", "template", req->template_name,
-				      "runtime", "jail", "limits", s->limits, "network", s->network,
+				      "runtime", s->runtime, "limits", s->limits, "network", s->network,
 				      "principal", s->owner ? s->owner->name : "local"));
 }
 
@@ -743,13 +746,21 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 	uint64_t t0 = now_ms();
 	bool host = strcmp(req->template_name, "host") == 0;
 	char root[4096] = "";
+	const char *runtime;
+	struct cordon_err rerr = {};
+	int rr = cordon_runtime_resolve(api_runtime_name(req->runtime), &runtime, &rerr);
+	if (rr < 0) { /* known to the API, refused by this host: nothing made */
+		reply_error(c->req, rr == -ENOENT ? API_ERR_INVALID_FIELD : API_ERR_UNSUPPORTED_RUNTIME,
+			    "%s", rerr.msg);
+		return 0;
+	}
 	if (!host && store_path(req->template_name, root, sizeof(root)) < 0) {
 		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", req->template_name);
 		return 0;
 	}
 	/* The pool holds `host` sandboxes with the default disk; anything else is built now. */
 	bool from_pool = host && req->limits.disk_mb == 1024;
-	struct sbx *s = from_pool ? pool_claim() : NULL;
+	struct sbx *s = from_pool ? pool_claim(runtime) : NULL;
 	struct cordon_err err = {};
 
 	if (!s && D.n_live >= D.cfg.max_sandboxes) {
@@ -767,7 +778,7 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 		}
 	}
 	if (!s) {
-		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : root, &err);
+		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : root, runtime, &err);
 		if (!s) {
 			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
 			metric_inc(M_CREATE_FAILURES);

@@ -117,26 +117,6 @@ static int egress_hook(void *data, const char *ip, const char *ifname, struct co
 
 /* Running a command in a build jail, its output as log events. */
 
-static int swap_stdio(int fd0, int fd12, int saved[3])
-{
-	for (int i = 0; i < 3; i++)
-		if ((saved[i] = fcntl(i, F_DUPFD_CLOEXEC, 3)) < 0)
-			return -errno;
-	if (dup2(fd0, 0) < 0 || dup2(fd12, 1) < 0 || dup2(fd12, 2) < 0)
-		return -errno;
-	return 0;
-}
-
-static void restore_stdio(int saved[3])
-{
-	for (int i = 0; i < 3; i++)
-		if (saved[i] >= 0) {
-			dup2(saved[i], i);
-			close(saved[i]);
-			saved[i] = -1;
-		}
-}
-
 /* A step's output as a log event: valid UTF-8 (what JSON carries), a bad byte shown as
  * U+FFFD, a character split between two reads joined again. */
 void bld_emit_log(struct build *b, const char *buf, size_t n)
@@ -241,16 +221,14 @@ int64_t bld_run_in_jail(struct build *b, const struct jail_run *jr)
 		spec.net_hook = egress_hook;
 		spec.net_hook_data = b;
 	}
-	int pipefd[2], saved[3] = {-1, -1, -1};
-	_cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (null < 0 || pipe2(pipefd, O_CLOEXEC) < 0)
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return cordon_err_set(b->err, -errno, "pipe");
 	_cleanup_close_ int rfd = pipefd[0];
 	struct cordon_sandbox *sb = NULL;
-	int r = swap_stdio(null, pipefd[1], saved);
-	if (r >= 0)
-		r = cordon_sandbox_create(&spec, &sb, b->err);
-	restore_stdio(saved);
+	/* stdin /dev/null (the -1 of cordon_spec_init()), stdout and stderr the log pipe. */
+	spec.stdio[1] = spec.stdio[2] = pipefd[1];
+	int r = cordon_sandbox_create(&spec, &sb, b->err);
 	close(pipefd[1]);
 	if (r < 0)
 		return r;

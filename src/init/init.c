@@ -123,12 +123,28 @@ static int run_main(int argc, char **argv)
 	return supervise(child, sfd);
 }
 
+/* Agent mode: PID 1 holds its channel (fd 3) and /dev/null on 0-2, and nothing else,
+ * whatever the runtime left it (the jail does this already; a VM's init is given the
+ * console). It writes nothing to stderr in this mode: what goes wrong goes over the channel. */
+static void agent_fds(void)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; null >= 0 && fd < 3; fd++)
+		if (fd != null)
+			dup2(null, fd);
+	if (null > 2)
+		close(null);
+	close_range(INIT_AGENT_FD + 1, ~0u, 0);
+}
+
 int main(int argc, char **argv)
 {
 	/* Nothing in the sandbox may read our memory or environment through /proc/1. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	if (argc >= 2 && strcmp(argv[1], "--agent") == 0)
+	if (argc >= 2 && strcmp(argv[1], "--agent") == 0) {
+		agent_fds();
 		return agent_main(INIT_AGENT_FD);
+	}
 	if (argc >= 2 && strcmp(argv[1], "--run") == 0)
 		return run_main(argc, argv);
 	dprintf(STDERR_FILENO, "cordon-init: runs only as PID 1 of a Cordon sandbox\n");

@@ -1,19 +1,18 @@
-/* The runtime half of seccomp: hand the BPF baked in at build time to the kernel. */
+/* The runtime half of seccomp: hand a BPF program compiled at build time to the kernel. */
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "lib/seccomp.h"
-#include "policy/seccomp_filter.h"
 
-int seccomp_apply(void)
+int seccomp_apply(const struct sock_filter *filter, unsigned short len)
 {
 	/* The kernel copies the program and never writes to it: the cast drops const only to
 	 * fit struct sock_fprog. */
 	struct sock_fprog prog = {
-	    .len = cordon_seccomp_filter_len,
-	    .filter = (struct sock_filter *)cordon_seccomp_filter,
+	    .len = len,
+	    .filter = (struct sock_filter *)filter,
 	};
 
 	/* seccomp(2) rather than prctl(PR_SET_SECCOMP): it is the interface that takes flags,

@@ -1,12 +1,17 @@
-/* The seccomp filter of a jail, compiled at build time from policy/seccomp.policy.
+/* The seccomp filters, compiled at build time from the policy files (policy/).
  *
- * seccomp-compile (src/policy/seccomp_compile.c) turns the policy into a classic BPF program
- * with libseccomp and writes it out as C; the runtime installs it with seccomp_apply()
- * (src/lib/seccomp.h) and never parses a policy nor links libseccomp. x86_64 only.
+ * seccomp-compile (src/policy/seccomp_compile.c) turns a policy into a classic BPF program
+ * with libseccomp and writes it out as C, one struct cordon_seccomp per program; whoever
+ * starts a process installs the one it needs with seccomp_apply() (src/lib/seccomp.h) and
+ * never parses a policy nor links libseccomp. x86_64 only.
  */
 #pragma once
 
 #include <linux/filter.h>
 
-extern const struct sock_filter cordon_seccomp_filter[];
-extern const unsigned short cordon_seccomp_filter_len;
+#include <cordon/cordon.h>
+
+/* policy/seccomp.policy: every sandbox (declared in cordon.h, the default of spec->seccomp). */
+extern const struct cordon_seccomp cordon_seccomp_sandbox;
+/* policy/egress.policy: the egress proxy, cordon-egress. */
+extern const struct cordon_seccomp cordon_seccomp_egress;

@@ -578,9 +578,19 @@ static const struct strdef template_def = {API_MAX_TEMPLATE, template_ok,
 static const struct enumval runtimes[] = {
     {"jail", API_RUNTIME_JAIL},
     {"auto", API_RUNTIME_AUTO},
+    {"gvisor", API_RUNTIME_GVISOR},
+    {"microvm", API_RUNTIME_MICROVM},
 };
-static const struct enumdef runtime_def = {runtimes, ELEMENTSOF(runtimes),
-					   "must be one of \"jail\", \"auto\""};
+static const struct enumdef runtime_def = {
+    runtimes, ELEMENTSOF(runtimes), "must be one of \"jail\", \"auto\", \"gvisor\", \"microvm\""};
+
+const char *api_runtime_name(enum api_runtime r)
+{
+	for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
+		if (runtimes[i].value == (int)r)
+			return runtimes[i].name;
+	return "jail";
+}
 static const struct kvdef env_def = {env_name_ok, "must match [A-Za-z_][A-Za-z0-9_]*"};
 static const struct kvdef metadata_def = {label_ok,
 					  "must be non-empty and without control characters"};
@@ -1429,6 +1439,7 @@ static const struct {
     [API_ERR_IS_A_DIRECTORY] = {"is_a_directory", 409},
     [API_ERR_CROSS_DEVICE] = {"cross_device", 409},
     [API_ERR_AUDIT_UNAVAILABLE] = {"audit_unavailable", 503},
+    [API_ERR_UNSUPPORTED_RUNTIME] = {"unsupported_runtime", 400},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */

@@ -75,7 +75,12 @@ struct api_kvmap {
 enum api_runtime {
 	API_RUNTIME_JAIL = 0,
 	API_RUNTIME_AUTO, /* the strongest runtime the host offers; today: jail */
+	API_RUNTIME_GVISOR,  /* known names, refused where the host cannot run them */
+	API_RUNTIME_MICROVM,
 };
+
+/* "jail", "auto", ...: the name a request gave, for cordon_runtime_resolve(). */
+const char *api_runtime_name(enum api_runtime r);
 
 enum api_net_policy {
 	API_NET_DENY = 0, /* loopback only */
@@ -324,6 +329,7 @@ enum api_error {
 	API_ERR_IS_A_DIRECTORY,	   /* 409 EISDIR */
 	API_ERR_CROSS_DEVICE,	   /* 409 EXDEV: a move between two file systems */
 	API_ERR_AUDIT_UNAVAILABLE, /* 503: the action's audit record cannot be written */
+	API_ERR_UNSUPPORTED_RUNTIME, /* 400: a runtime this host cannot run */
 	_API_ERR_MAX,
 };
 

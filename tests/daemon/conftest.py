@@ -48,6 +48,7 @@ ERROR_STATUS = {
     "read_only": 409, "invalid_path": 400, "no_space": 409, "not_a_directory": 409,
     "is_a_directory": 409, "cross_device": 409,
     "audit_unavailable": 503,
+    "unsupported_runtime": 400,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",

@@ -141,7 +141,6 @@ def test_unknown_field(client, daemon, body, field):
     ({"template": "Host"}, "template"),
     ({"template": ""}, "template"),
     ({"runtime": "docker"}, "runtime"),
-    ({"runtime": "gvisor"}, "runtime"),
     ({"network": {"policy": "open"}}, "network.policy"),
     ({"network": {"policy": "allow", "allow": ["bad rule!"]}}, "network.allow"),
     ({"env": {"1BAD": "x"}}, "env"),

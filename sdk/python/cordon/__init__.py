@@ -11,7 +11,8 @@ default ``/run/cordon/cordon.sock``) or over TCP (``$CORDON_URL`` + ``$CORDON_AP
 from ._http import DEFAULT_SOCKET, Client
 from .errors import (BadRequest, CapacityError, Conflict, CordonError, CordonUnavailable,
                      Forbidden, InternalError, InvalidField, NotFound, PayloadTooLarge,
-                     QuotaExceeded, Timeout, Unauthorized, Unavailable, UnknownField)
+                     QuotaExceeded, Timeout, Unauthorized, Unavailable, UnknownField,
+                     UnsupportedRuntime)
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
@@ -32,7 +33,7 @@ def health(socket=None, url=None, api_key=None, timeout=5.0):
 __all__ = [
     "Sandbox", "Templates", "BuildFailed", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
     "Processes", "Files", "FileEntry", "Client", "DEFAULT_SOCKET", "health",
-    "CordonError", "BadRequest", "InvalidField", "UnknownField", "PayloadTooLarge", "NotFound",
+    "CordonError", "BadRequest", "InvalidField", "UnknownField", "UnsupportedRuntime", "PayloadTooLarge", "NotFound",
     "Conflict", "QuotaExceeded", "CapacityError", "Unauthorized", "Forbidden", "InternalError",
     "Unavailable", "CordonUnavailable", "Timeout", "__version__",
 ]

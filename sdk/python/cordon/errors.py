@@ -84,6 +84,12 @@ class UnknownField(BadRequest):
     code = "unknown_field"
 
 
+class UnsupportedRuntime(BadRequest):
+    """400: the runtime asked for is one this server cannot run (the message names the ones it
+    can, and why not: ``"not built yet"``, no KVM...)."""
+    code = "unsupported_runtime"
+
+
 class PayloadTooLarge(CordonError):
     """413: the body is over the limit (1 MiB for JSON bodies)."""
     code = "payload_too_large"
@@ -154,7 +160,7 @@ class Timeout(CordonError):
 
 _BY_CODE: Dict[str, Type[CordonError]] = {
     cls.code: cls
-    for cls in (BadRequest, InvalidField, UnknownField, PayloadTooLarge, NotFound, Conflict,
+    for cls in (BadRequest, InvalidField, UnknownField, UnsupportedRuntime, PayloadTooLarge, NotFound, Conflict,
                 QuotaExceeded, CapacityError, Unauthorized, Forbidden, InternalError,
                 Unavailable, Timeout)
 }

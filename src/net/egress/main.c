@@ -28,6 +28,7 @@
 
 #include "basic/cleanup.h"
 #include "lib/seccomp.h"
+#include "policy/seccomp_filter.h"
 #include "net/egress/egress.h"
 #include "net/nft.h"
 
@@ -78,7 +79,7 @@ int main(int argc, char **argv)
 	if (r)
 		return r;
 	/* From here on, only what relaying needs (policy/egress.policy). */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply() < 0) {
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply(cordon_seccomp_egress.filter, cordon_seccomp_egress.len) < 0) {
 		fprintf(stderr, "cordon-egress: seccomp: %m\n");
 		return 1;
 	}

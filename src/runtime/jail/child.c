@@ -80,16 +80,29 @@ static int become_root(const struct jail_child *c, struct cordon_err *err)
 	return 0;
 }
 
-/* Leaves exactly: 0, 1, 2, the agent channel (or status fd) as 3, and CLOEXEC copies of the
- * sync socket and the init memfd for the last steps. */
+/* The command's 0-2 in one-shot mode: the caller's spec->stdio, -1 being /dev/null. In agent
+ * mode PID 1 has /dev/null on all three: nothing of the host (cordond's own stdout and
+ * stderr) stays open in the sandbox, and cordon-init writes nothing there. */
+static int stdio_source(const struct jail_child *c, int i)
+{
+	int src = c->spec->argv ? c->spec->stdio[i] : -1;
+	return src >= 0 ? fcntl(src, F_DUPFD_CLOEXEC, 16) : open("/dev/null", O_RDWR | O_CLOEXEC);
+}
+
+/* Leaves exactly: 0, 1, 2 (stdio_source()), the agent channel (or status fd) as 3, and
+ * CLOEXEC copies of the sync socket and the init memfd for the last steps. */
 static int arrange_fds(struct jail_child *c, struct cordon_err *err)
 {
-	/* Lift all three out of the way first, so that no dup onto 3..5 clobbers another. */
+	/* Lift them all out of the way first, so that no dup onto 0..5 clobbers another. */
 	int sync = fcntl(c->sync_fd, F_DUPFD_CLOEXEC, 16);
 	int init = fcntl(c->init_fd, F_DUPFD_CLOEXEC, 16);
 	int chan = fcntl(c->chan_fd, F_DUPFD_CLOEXEC, 16);
+	int io[3] = {stdio_source(c, 0), stdio_source(c, 1), stdio_source(c, 2)};
+	if (io[0] < 0 || io[1] < 0 || io[2] < 0)
+		return cordon_err_set(err, -errno, "stdio");
 	if (sync < 0 || init < 0 || chan < 0 || dup3(sync, SYNC_FD, O_CLOEXEC) < 0 ||
-	    dup3(init, EXEC_FD, O_CLOEXEC) < 0 || dup2(chan, INIT_STATUS_FD) < 0)
+	    dup3(init, EXEC_FD, O_CLOEXEC) < 0 || dup2(chan, INIT_STATUS_FD) < 0 ||
+	    dup2(io[0], 0) < 0 || dup2(io[1], 1) < 0 || dup2(io[2], 2) < 0)
 		return cordon_err_set(err, -errno, "arrange fds");
 	c->sync_fd = SYNC_FD;
 	c->init_fd = EXEC_FD;
@@ -129,7 +142,7 @@ static int harden(const struct jail_child *c, struct cordon_err *err)
 	/* A build step writes anywhere in its own overlay root. */
 	if (!c->spec->overlay && (r = landlock_apply(writable_dirs, err)) < 0)
 		return r;
-	if ((r = seccomp_apply()) < 0)
+	if ((r = seccomp_apply(c->spec->seccomp->filter, c->spec->seccomp->len)) < 0)
 		return cordon_err_set(err, r, "seccomp: load filter");
 	return 0;
 }

@@ -10,29 +10,28 @@
 #include "lib/idmap.h"
 #include "lib/rootfs.h"
 #include "net/link.h"
+#include "runtime/runtime.h"
 
-struct cgroup;
-
-struct cordon_sandbox {
-	pid_t pid;
-	int pidfd;
+/* A jail: the shared sandbox object (runtime.h) and what only a jail has. */
+struct jail {
+	struct cordon_sandbox sb;
+	int pidfd;     /* of PID 1: the exit fd */
 	int agent_fd;  /* agent mode: the byte stream to cordon-init */
 	int status_fd; /* one-shot mode: cordon-init's struct init_status */
 	int sync_fd;   /* until setup is over */
 	int setup_stage; /* 0: building, 1: child said ok, 2: exec'd */
-	bool privileged;
-	bool reaped;
-	bool timed_out;
 	bool cg_attach_needed;
-	int signals_forwarded;
-	struct idmap_slot slot;
-	struct cgroup *cg;
-	uint64_t start_ms, deadline_ms;
-	struct cordon_result result;
-	bool linked;                /* has an egress link */
-	struct link_addrs link;
-	char ip[16];
 };
+
+static inline struct jail *jail_of(struct cordon_sandbox *sb)
+{
+	return (struct jail *)sb;
+}
+
+static inline const struct jail *jail_of_const(const struct cordon_sandbox *sb)
+{
+	return (const struct jail *)sb;
+}
 
 /* What the child needs, prepared by the host before clone() so that the child allocates
  * nothing. */

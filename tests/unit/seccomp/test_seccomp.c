@@ -1,7 +1,7 @@
 /* Unit tests of the compiled seccomp policy, on the running kernel.
  *
  * Each probe runs twice in a forked child: once without the filter (the control) and once
- * after no_new_privs + seccomp_apply(). The child's exit code is the errno of the call (0
+ * after no_new_privs + seccomp_apply(cordon_seccomp_sandbox). The child's exit code is the errno of the call (0
  * on success). Probes pass bad fds or pointers where they can, so that a call that wrongly
  * gets through fails harmlessly with EBADF/EFAULT/EINVAL and is reported as a failure
  * (bubblewrap's try-syscall trick). When the control already gives the expected errno (no
@@ -46,7 +46,7 @@
 
 enum mode {
 	MODE_NONE,	 /* control: no filter */
-	MODE_FILTER,	 /* no_new_privs + seccomp_apply() */
+	MODE_FILTER,	 /* no_new_privs + seccomp_apply(cordon_seccomp_sandbox) */
 	MODE_PROBED,	 /* a probe filter first, then ours: see probe_install() */
 	MODE_PROBE_ONLY, /* control of MODE_PROBED */
 };
@@ -88,7 +88,7 @@ static int child_setup(enum mode mode)
 		if (r < 0)
 			return r;
 	}
-	return mode == MODE_PROBE_ONLY ? 0 : seccomp_apply();
+	return mode == MODE_PROBE_ONLY ? 0 : seccomp_apply(cordon_seccomp_sandbox.filter, cordon_seccomp_sandbox.len);
 }
 
 /* Runs @fn in a child under @mode. Returns its errno (0 on success), or -signal if it was
@@ -298,8 +298,8 @@ static const struct probe denied[] = {
 
 static void test_filter_size(void **state)
 {
-	assert_true(cordon_seccomp_filter_len > 0);
-	assert_true(cordon_seccomp_filter_len <= BPF_MAXINSNS);
+	assert_true(cordon_seccomp_sandbox.len > 0);
+	assert_true(cordon_seccomp_sandbox.len <= BPF_MAXINSNS);
 }
 
 int main(void)

@@ -1,5 +1,5 @@
 /* Real programs under the jail's seccomp filter, so that an over-tight policy is caught
- * here rather than in an integration test: fork, no_new_privs, seccomp_apply(), execve,
+ * here rather than in an integration test: fork, no_new_privs, seccomp_apply(sandbox filter), execve,
  * and expect exit status 0. A program that is not installed is skipped. */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,6 +18,7 @@
 
 #include "basic/cleanup.h"
 #include "lib/seccomp.h"
+#include "policy/seccomp_filter.h"
 
 #define PY_WORKLOAD                                                                                \
 	"import os, socket, subprocess, sys, tempfile, threading, multiprocessing as mp\n"         \
@@ -65,7 +66,7 @@ static _noreturn_ void child(const struct program *p)
 {
 	extern char **environ;
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply() < 0)
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply(cordon_seccomp_sandbox.filter, cordon_seccomp_sandbox.len) < 0)
 		_exit(126);
 	execve(p->argv[0], (char *const *)p->argv, environ);
 	_exit(127);

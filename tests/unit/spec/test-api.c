@@ -203,7 +203,8 @@ static const struct bad {
     {CREATE, "{\"template\":\"a/b\"}", -EINVAL, "template: must match"},
     {CREATE, "{\"template\":\"a\\u0000b\"}", -EINVAL, "template: must not contain NUL bytes"},
     {CREATE, "{\"template\":[\"host\"]}", -EINVAL, "template: must be a string"},
-    {CREATE, "{\"runtime\":\"gvisor\"}", -EINVAL, "runtime: must be one of"},
+    {CREATE, "{\"runtime\":\"runc\"}", -EINVAL, "runtime: must be one of"},
+    {CREATE, "{\"runtime\":\"Jail\"}", -EINVAL, "runtime: must be one of"},
     {CREATE, "{\"runtime\":\"jail\\u0000x\"}", -EINVAL, "runtime: must be one of"},
     /* network */
     {CREATE, "{\"network\":{\"policy\":\"open\"}}", -EINVAL, "network.policy: must be one of"},
@@ -351,6 +352,22 @@ static void test_build(void **state)
 	free(big);
 }
 
+/* Every runtime name the API knows parses (the daemon, not the parser, refuses one this host
+ * cannot run), and comes back as the same name. */
+static void test_create_runtime_names(void **state)
+{
+	static const char *const names[] = {"jail", "auto", "gvisor", "microvm"};
+	for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+		char body[64];
+		struct api_create *c = NULL;
+		struct cordon_err err = {};
+		snprintf(body, sizeof(body), "{\"runtime\":\"%s\"}", names[i]);
+		assert_int_equal(api_create_parse(body, strlen(body), MAX_TTL, &c, &err), 0);
+		assert_string_equal(api_runtime_name(c->runtime), names[i]);
+		api_create_free(c);
+	}
+}
+
 static void test_create_defaults(void **state)
 {
 	static const char *const bodies[] = {"", "{}", " { } ", "{\"template\":null}"};
@@ -396,6 +413,7 @@ static void test_create_full(void **state)
 	assert_int_equal(api_create_parse(body, strlen(body), MAX_TTL, &c, &err), 0);
 	assert_string_equal(c->template_name, "python-3.11");
 	assert_int_equal(c->runtime, API_RUNTIME_AUTO);
+	assert_string_equal(api_runtime_name(c->runtime), "auto");
 	assert_int_equal(c->timeout_s, 3600);
 	assert_int_equal(c->limits.cpus_milli, 500);
 	assert_int_equal(c->limits.memory_mb, 2048);
@@ -796,6 +814,7 @@ static void test_errors(void **state)
 	    {API_ERR_IS_A_DIRECTORY, "is_a_directory", 409},
 	    {API_ERR_CROSS_DEVICE, "cross_device", 409},
 	    {API_ERR_AUDIT_UNAVAILABLE, "audit_unavailable", 503},
+	    {API_ERR_UNSUPPORTED_RUNTIME, "unsupported_runtime", 400},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -845,6 +864,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_bad_bodies),
 	    cmocka_unit_test(test_create_defaults),
+	    cmocka_unit_test(test_create_runtime_names),
 	    cmocka_unit_test(test_create_full),
 	    cmocka_unit_test(test_exec),
 	    cmocka_unit_test(test_stdin_signal_timeout),

@@ -1,0 +1,144 @@
+/* The host side every runtime shares: uid slot, cgroup, link addresses (host.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "basic/cleanup.h"
+#include "lib/cgroup.h"
+#include "runtime/host.h"
+
+void runtime_host_init(struct runtime_host *h)
+{
+	*h = (struct runtime_host){.privileged = geteuid() == 0, .slot.lock_fd = -1};
+}
+
+int runtime_host_acquire(struct runtime_host *h, const struct cordon_spec *spec,
+			 struct cordon_err *err)
+{
+	int r;
+
+	if (!h->privileged)
+		return 0;
+	char name[32];
+	if ((r = idmap_slot_acquire(&h->slot, err)) < 0)
+		return r;
+	snprintf(name, sizeof(name), "s%u", h->slot.slot);
+	struct cgroup_limits lim = {spec->memory_bytes, spec->cpus_milli, spec->pids};
+	if ((r = cgroup_create(name, &lim, &h->cg, err)) < 0)
+		return r;
+	link_addrs_for_slot(h->slot.slot, &h->link);
+	if (spec->net == CORDON_NET_EGRESS)
+		inet_ntop(AF_INET, &h->link.sandbox, h->ip, sizeof(h->ip));
+	return 0;
+}
+
+void runtime_host_release(struct runtime_host *h)
+{
+	/* The veth pair went with the sandbox's network namespace; its redirect is the
+	 * controller's. */
+	h->cg = cgroup_free(h->cg);
+	idmap_slot_release(&h->slot);
+}
+
+uid_t runtime_host_uid(const struct runtime_host *h)
+{
+	return h->privileged ? idmap_slot_base(&h->slot) : geteuid();
+}
+
+int runtime_host_link(struct runtime_host *h, pid_t pid, cordon_net_hook hook, void *data,
+		      struct cordon_err *err)
+{
+	char ip[16];
+	int r;
+
+	if (!h->privileged || !hook)
+		return cordon_err_setf(err, -EPERM, "network: only root can give a sandbox a network");
+	inet_ntop(AF_INET, &h->link.sandbox, ip, sizeof(ip));
+	if ((r = hook(data, ip, h->link.host_ifname, err)) < 0 ||
+	    (r = link_create(pid, &h->link, err)) < 0)
+		return r;
+	memcpy(h->ip, ip, sizeof(ip));
+	h->linked = true;
+	return 0;
+}
+
+int runtime_host_set_limits(struct runtime_host *h, uint64_t memory_bytes, uint32_t cpus_milli,
+			    uint32_t pids)
+{
+	if (!h->cg)
+		return -ENOTSUP;
+	struct cgroup_limits lim = {memory_bytes, cpus_milli, pids};
+	return cgroup_set_limits(h->cg, &lim, NULL);
+}
+
+int runtime_host_stats(struct runtime_host *h, struct cordon_stats *ret)
+{
+	struct cgroup_stats cs = {};
+	if (h->cg)
+		cgroup_stats(h->cg, &cs);
+	*ret = (struct cordon_stats){cs.oom_kills, cs.cpu_usec / 1000, cs.peak_memory_bytes};
+	return 0;
+}
+
+uint64_t runtime_host_oom_kills(struct runtime_host *h)
+{
+	return h->cg ? cgroup_oom_kills(h->cg) : 0;
+}
+
+void runtime_host_kill(struct runtime_host *h)
+{
+	if (h->cg)
+		cgroup_kill(h->cg);
+}
+
+void runtime_host_result(struct runtime_host *h, struct cordon_result *res)
+{
+	struct cgroup_stats cs;
+	if (h->cg && cgroup_stats(h->cg, &cs) == 0) {
+		res->oom_killed = cs.oom_kills > 0;
+		res->cpu_ms = cs.cpu_usec / 1000;
+		res->peak_memory_bytes = cs.peak_memory_bytes;
+	}
+}
+
+static bool slot_is_stale(const char *name, void *data)
+{
+	char *end;
+	if (name[0] != 's')
+		return false;
+	unsigned long slot = strtoul(name + 1, &end, 10);
+	if (*end || slot >= CORDON_IDMAP_SLOTS)
+		return false;
+	struct idmap_slot s;
+	if (idmap_slot_try(slot, &s) < 0)
+		return false; /* held: a live sandbox */
+	/* A dead sandbox's link, should its namespace linger. */
+	struct link_addrs a;
+	link_addrs_for_slot(slot, &a);
+	link_delete(a.host_ifname);
+	/* Keep holding it while its cgroup goes; released when the sweep is over. */
+	struct idmap_slot *held = data;
+	for (size_t i = 0; i < 16; i++)
+		if (held[i].lock_fd < 0) {
+			held[i] = s;
+			return true;
+		}
+	idmap_slot_release(&s);
+	return false;
+}
+
+int runtime_host_sweep(void)
+{
+	if (geteuid() != 0 || cgroup_detect() == CGROUP_NONE)
+		return 0;
+	struct idmap_slot held[16];
+	for (size_t i = 0; i < ELEMENTSOF(held); i++)
+		held[i].lock_fd = -1;
+	int r = cgroup_sweep(slot_is_stale, held);
+	for (size_t i = 0; i < ELEMENTSOF(held); i++)
+		idmap_slot_release(&held[i]);
+	return r;
+}

@@ -1,0 +1,113 @@
+/* The runtimes this build knows, strongest first, and how a name becomes one of them.
+ *
+ * gvisor and microvm are listed before they exist so that a request naming them gets "not
+ * built yet" rather than "unknown", and so that auto's order is already the final one: a
+ * microVM (its own kernel) over gVisor (a user-space kernel) over the jail (the host's
+ * kernel behind seccomp and Landlock). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "basic/cleanup.h"
+#include "runtime/runtime.h"
+
+static int not_built(struct cordon_err *err)
+{
+	return cordon_err_setf(err, -EOPNOTSUPP, "not built yet");
+}
+
+static const struct runtime_ops microvm_ops = {
+    .name = "microvm", .strength = 30, .available = not_built,
+};
+
+static const struct runtime_ops gvisor_ops = {
+    .name = "gvisor", .strength = 20, .available = not_built,
+};
+
+const struct runtime_ops *const runtime_registry[] = {&microvm_ops, &gvisor_ops, &jail_ops};
+const size_t runtime_registry_len = ELEMENTSOF(runtime_registry);
+
+/* "jail", "jail, gvisor" or "none": the runtimes of @list this host can run. */
+static void list_available(const struct runtime_ops *const *list, size_t n, char *buf,
+			   size_t size)
+{
+	size_t len = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if (list[i]->available(NULL) == 0 && len < size)
+			len += snprintf(buf + len, size - len, "%s%s", len ? ", " : "", list[i]->name);
+	if (!len)
+		snprintf(buf, size, "none");
+}
+
+static int refuse(const struct runtime_ops *const *list, size_t n, const char *name, int code,
+		  const char *why, struct cordon_err *err)
+{
+	char avail[128];
+	list_available(list, n, avail, sizeof(avail));
+	return cordon_err_setf(err, code, "runtime '%s': %s; this host can run: %s", name, why, avail);
+}
+
+static const struct runtime_ops *strongest(const struct runtime_ops *const *list, size_t n)
+{
+	const struct runtime_ops *best = NULL;
+	for (size_t i = 0; i < n; i++)
+		if ((!best || list[i]->strength > best->strength) && list[i]->available(NULL) == 0)
+			best = list[i];
+	return best;
+}
+
+int runtime_pick(const struct runtime_ops *const *list, size_t n, const char *name,
+		 const struct runtime_ops **ret, struct cordon_err *err)
+{
+	if (!name || strcmp(name, "auto") == 0) {
+		if (!(*ret = strongest(list, n)))
+			return refuse(list, n, "auto", -EOPNOTSUPP, "no runtime can run here", err);
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(list[i]->name, name) != 0)
+			continue;
+		struct cordon_err why = {};
+		if (list[i]->available(&why) < 0)
+			return refuse(list, n, name, -EOPNOTSUPP, why.msg[0] ? why.msg : "not available",
+				      err);
+		*ret = list[i];
+		return 0;
+	}
+	return refuse(list, n, name, -ENOENT, "no such runtime", err);
+}
+
+int cordon_runtime_resolve(const char *name, const char **ret_name, struct cordon_err *err)
+{
+	const struct runtime_ops *ops;
+	int r = runtime_pick(runtime_registry, runtime_registry_len, name, &ops, err);
+	if (r < 0)
+		return r;
+	*ret_name = ops->name;
+	return 0;
+}
+
+int cordon_runtime_get(size_t i, struct cordon_runtime_info *ret)
+{
+	if (i >= runtime_registry_len)
+		return -ENOENT;
+	const struct runtime_ops *ops = runtime_registry[i];
+	struct cordon_err why = {};
+	*ret = (struct cordon_runtime_info){.name = ops->name, .caps = ops->caps};
+	ret->available = ops->available(&why) == 0;
+	if (!ret->available)
+		snprintf(ret->reason, sizeof(ret->reason), "%.255s", why.msg[0] ? why.msg : "not available");
+	return 0;
+}
+
+const char *cordon_runtime_cap_name(uint32_t cap)
+{
+	static const char *const names[_CORDON_RUNTIME_CAP_COUNT] = {
+	    "oneshot", "agent", "egress", "limits", "stats", "overlay", "pause", "snapshot",
+	};
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (cap == 1u << i)
+			return names[i];
+	return NULL;
+}
