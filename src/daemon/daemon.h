@@ -13,6 +13,7 @@
 #include <cordon/cordon.h>
 
 #include "basic/cleanup.h"
+#include "image/store.h"
 #include "spec/api.h"
 
 struct audit_log;
@@ -65,6 +66,7 @@ struct follower;
 struct sbx {
 	char id[SBX_ID_LEN + 1];
 	char template_name[65];    /* empty: host */
+	struct store_version *version; /* the template's version, held until the sandbox is reaped */
 	enum sbx_state state;
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */

@@ -246,6 +246,14 @@ void sbx_agent_failed(struct sbx *s, const char *why)
 	sbx_destroy(s, "agent_failed");
 }
 
+/* The sandbox is gone: its template version may go too, if it was the last holder of one
+ * that a rebuild or a removal left behind (deleted off the loop). */
+static void version_free(struct store_version *v)
+{
+	store_version_close(v, true);
+	free(v);
+}
+
 /* PID 1 is gone: reap it, remove its cgroup and slot, free everything. */
 static void sbx_final(struct sbx *s)
 {
@@ -263,6 +271,7 @@ static void sbx_final(struct sbx *s)
 	json_decref(s->start);
 	json_decref(s->ready);
 	free(s->workdir);
+	version_free(s->version);
 	for (size_t i = 0; i < s->n_env; i++)
 		free(s->env[i]);
 	free(s->env);
@@ -669,7 +678,7 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 static int apply_template(struct sbx *s)
 {
 	struct store_config cfg;
-	if (store_config_read(s->template_name, &cfg, NULL) < 0)
+	if (store_config_read(s->version, &cfg, NULL) < 0)
 		return -ENOENT;
 	int r = -ENOMEM;
 	char **v = realloc(s->env, (s->n_env + cfg.n_env + 1) * sizeof(char *));
@@ -696,9 +705,17 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 {
 	uint64_t t0 = now_ms();
 	bool host = strcmp(req->template_name, "host") == 0;
-	char root[4096] = "";
-	if (!host && store_path(req->template_name, root, sizeof(root)) < 0) {
-		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", req->template_name);
+	/* The version the name points to now, held by the sandbox for as long as it lives. */
+	struct store_version *version = host ? NULL : malloc(sizeof(*version));
+	struct cordon_err verr = {};
+	int vr = host ? 0 : version ? store_version_open(req->template_name, version, &verr) : -ENOMEM;
+	if (vr < 0) {
+		free(version);
+		if (vr == -ENOENT || vr == -EINVAL)
+			reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", req->template_name);
+		else
+			reply_error(c->req, API_ERR_INTERNAL, "template '%s': %s", req->template_name,
+				    verr.msg[0] ? verr.msg : strerror(-vr));
 		return 0;
 	}
 	/* The pool holds `host` sandboxes with the default disk; anything else is built now. */
@@ -714,6 +731,7 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 				break;
 			}
 		if (D.n_live >= D.cfg.max_sandboxes) {
+			version_free(version);
 			reply_error(c->req, API_ERR_CAPACITY,
 				    "the server runs its maximum of %llu sandboxes",
 				    (unsigned long long)D.cfg.max_sandboxes);
@@ -721,8 +739,9 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 		}
 	}
 	if (!s) {
-		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : root, &err);
+		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : version->rootfs, &err);
 		if (!s) {
+			version_free(version);
 			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
 			metric_inc(M_CREATE_FAILURES);
 			reply_error(c->req, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
@@ -730,6 +749,7 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 			return 0;
 		}
 	}
+	s->version = version;
 	if (!host)
 		snprintf(s->template_name, sizeof(s->template_name), "%s", req->template_name);
 	int r = apply_request(s, c, req);
