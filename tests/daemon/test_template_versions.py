@@ -1,0 +1,189 @@
+"""Templates are immutable under cordond's live sandboxes.
+
+A template name points to a version; a rebuild (the CLI's or the API's POST /v1/templates)
+publishes a new one, and a sandbox keeps the version it was made from until it is destroyed.
+Before versions, a rebuild or a removal deleted the tree under a live sandbox: its
+directories came back empty (mode 0700) and every exec failed with
+`SPAWN chdir: Permission denied` while the sandbox still said `running`.
+
+One daemon (with a warm pool, so that pooled sandboxes are about) over a temporary store
+($CORDON_TEMPLATES). The templates are the host's static busybox and a marker file, built
+with `cordon template build` (no network). Needs root and /bin/busybox.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BUILD, EventStream, assert_error, requires_daemon, start_daemon, wait_until
+
+CORDON = os.path.join(BUILD, "cordon")
+BUSYBOX = "/bin/busybox"
+
+pytestmark = requires_daemon + [
+    pytest.mark.skipif(not os.path.isfile(BUSYBOX), reason="needs /bin/busybox (busybox-static)"),
+]
+
+RECIPE = """\
+FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+COPY marker /marker
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tplver")
+    store = root / "store"
+    ctx = root / "ctx"
+    ctx.mkdir()
+    shutil.copy(BUSYBOX, ctx / "busybox")
+    (ctx / "Cordonfile").write_text(RECIPE)
+    old = os.environ.get("CORDON_TEMPLATES")
+    os.environ["CORDON_TEMPLATES"] = str(store)  # ours, the daemon's and its builders'
+    yield store
+    if old is None:
+        del os.environ["CORDON_TEMPLATES"]
+    else:
+        os.environ["CORDON_TEMPLATES"] = old
+
+
+@pytest.fixture(scope="module")
+def daemon(store):
+    d = start_daemon(pool=2, max_sandboxes=16, max_timeout=600)
+    yield d
+    alive = d.alive()
+    d.cleanup()
+    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+
+
+@pytest.fixture(scope="module")
+def client(daemon):
+    return daemon.client(timeout=120)
+
+
+def build(store, name, marker):
+    ctx = store.parent / "ctx"
+    (ctx / "marker").write_text(marker + "\n")
+    p = subprocess.run([CORDON, "template", "build", name, "-f", str(ctx / "Cordonfile")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+
+
+def api_build(client, name, recipe):
+    s = client.stream("POST", "/v1/templates", {"name": name, "recipe": recipe}, timeout=300)
+    assert isinstance(s, EventStream), s.describe()
+    events = []
+    while (ev := s.next()) is not None:
+        events.append(ev)
+    s.close()
+    assert events[-1] == {"event": "exit", "status": 0}, events
+
+
+def versions(store):
+    d = store / ".versions"
+    return sorted(os.listdir(d)) if d.exists() else []
+
+
+def current(store, name):
+    """The version @name points to (None for a directory: the layout before versions)."""
+    p = store / name
+    return os.readlink(p).split("/", 1)[1] if os.path.islink(p) else None
+
+
+def sees(client, sid):
+    """What a sandbox sees of its template: the marker and the number of tools in /bin."""
+    r = client.exec(sid, argv=["/bin/sh", "-c", "cat /marker; ls /bin | wc -l"])
+    assert r["exit_code"] == 0, r
+    return r["stdout"]
+
+
+def fd_holders(path):
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == path for fd in os.listdir(f"/proc/{pid}/fd")):
+                out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def test_live_sandboxes_keep_their_versions_through_rebuilds_and_rm(client, daemon, store):
+    name = "ver"
+    build(store, name, "one")
+    v = [current(store, name)]
+    a = client.create(template=name)
+    made = [a["id"]]
+    try:
+        seen_a = sees(client, a["id"])
+        assert seen_a.startswith("one\n"), seen_a
+        proc = client.start_process(a["id"], argv=["/bin/sleep", "600"])  # a long-running process
+        build(store, name, "two")
+        v.append(current(store, name))
+        assert sees(client, a["id"]) == seen_a  # the live sandbox: its own version, whole
+        b = client.create(template=name)
+        made.append(b["id"])
+        assert sees(client, b["id"]).startswith("two\n")
+        # The API's build publishes a new version too (FROM pins the current one).
+        api_build(client, name, f"FROM {name}\nRUN echo three > /marker\n")
+        v.append(current(store, name))
+        c = client.create(template=name)
+        made.append(c["id"])
+        assert sees(client, c["id"]).startswith("three\n")
+
+        r = client.delete(f"/v1/templates/{name}")
+        assert r.status == 204, r.describe()
+        assert_error(client.get(f"/v1/templates/{name}"), 404, "not_found")
+        assert_error(client.post("/v1/sandboxes", {"template": name}), 404, "not_found")
+        for sid, marker in ((a["id"], "one"), (b["id"], "two"), (c["id"], "three")):
+            assert sees(client, sid).startswith(marker + "\n"), sid
+            assert client.info(sid)["state"] == "running"
+        assert None not in v and len(set(v)) == 3, v
+        assert versions(store) == sorted(v)  # all held
+
+        out = subprocess.run([CORDON, "template", "gc"], capture_output=True, text=True,
+                             check=True).stdout
+        assert "removed 0 old versions" in out and "kept 3 in use" in out, out
+        proc.close()
+        client.destroy(a["id"])
+        made.remove(a["id"])
+        # Its last holder is gone: the version goes (off the daemon's loop).
+        assert wait_until(lambda: versions(store) == sorted(v[1:]), 10), versions(store)
+        assert sees(client, b["id"]).startswith("two\n")
+    finally:
+        for sid in made:
+            client.destroy(sid, missing_ok=True)
+    assert wait_until(lambda: versions(store) == [], 10), versions(store)
+    assert [n for n in os.listdir(store) if n.startswith((".tmp-", ".rm-"))] == []
+    assert daemon.alive()
+
+
+def test_the_daemon_holds_the_lock_and_the_sandbox_does_not(client, daemon, store):
+    build(store, "held", "one")
+    sb = client.create(template="held")
+    try:
+        assert current(store, "held"), "the name is not a link to a version"
+        lock = str(store / ".versions" / current(store, "held") / ".lock")
+        assert fd_holders(lock) == [daemon.proc.pid]
+    finally:
+        client.destroy(sb["id"])
+    assert wait_until(lambda: fd_holders(lock) == [], 10), fd_holders(lock)
+    assert versions(store) == [current(store, "held")]  # still named: it stays
+
+
+def test_a_create_after_a_rebuild_gets_the_new_version(client, daemon, store):
+    """With a warm pool: no sandbox of an old version is handed out after a rebuild."""
+    build(store, "pooled", "one")
+    for marker in ("two", "three"):
+        build(store, "pooled", marker)
+        sb = client.create(template="pooled")
+        try:
+            assert sees(client, sb["id"]).startswith(marker + "\n")
+        finally:
+            client.destroy(sb["id"])
+    mine = lambda: [v for v in versions(store) if v.startswith("pooled@")]  # noqa: E731
+    assert wait_until(lambda: mine() == [current(store, "pooled")], 10), mine()
