@@ -421,6 +421,7 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 		  j->kind == JOB_BUILD ? "build" : "rm", status);
 	job_ops[j->kind].exited(j, status);
 	job_free(j);
+	pool_fill(); /* pooled sandboxes of the version a build or removal replaced retire */
 }
 
 /* Takes the started child into the loop and the request with it. */

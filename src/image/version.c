@@ -228,44 +228,56 @@ int store_version_current(const char *name, char vid[STORE_VERSION_MAX])
 	return read_pointer(sfd, name, vid);
 }
 
+#define RELEASE_TRIES 50        /* a detached release tries this often, */
+#define RELEASE_GAP_US 20000    /* this far apart (a second in all) */
+
 struct removal {
 	int sfd;
-	char aside[sizeof(STORE_RM_PREFIX) + STORE_VERSION_MAX];
+	char vid[STORE_VERSION_MAX];
 };
 
-static void *remove_main(void *arg)
+static int try_remove(int sfd, const char *vid, uint64_t *bytes);
+
+/* A daemon that clones sandboxes all the time has, for a moment in each clone, a copy of
+ * every lock fd in a child that has not yet closed it: the lock is busy without a holder.
+ * So the last holder's release tries again for a while before it leaves the version to the
+ * next gc (a real holder left, if any, removes it when it lets go). */
+static void *release_main(void *arg)
 {
 	struct removal *rm = arg;
-	(void)tree_remove_at(rm->sfd, rm->aside, TREE_MAX_DEPTH); /* what is left is the sweep's */
+	for (int i = 0; i < RELEASE_TRIES && try_remove(rm->sfd, rm->vid, NULL) == -EBUSY; i++)
+		usleep(RELEASE_GAP_US);
 	close(rm->sfd);
 	free(rm);
 	return NULL;
 }
 
-/* Deletes the tree @aside on a thread of its own: a daemon's loop does not wait for it. */
-static int remove_detached(int sfd, const char *aside)
+/* try_remove() of @vid on a thread of its own: a daemon's loop neither waits for a big
+ * tree's deletion nor for the retries. */
+static void release_detached(int sfd, const char *vid)
 {
 	pthread_t t;
 	struct removal *rm = calloc(1, sizeof(*rm));
 	if (!rm || (rm->sfd = fcntl(sfd, F_DUPFD_CLOEXEC, 3)) < 0) {
 		free(rm);
-		return tree_remove_at(sfd, aside, TREE_MAX_DEPTH);
+		(void)try_remove(sfd, vid, NULL);
+		return;
 	}
-	snprintf(rm->aside, sizeof(rm->aside), "%s", aside);
-	if (pthread_create(&t, NULL, remove_main, rm) != 0) {
+	snprintf(rm->vid, sizeof(rm->vid), "%s", vid);
+	if (pthread_create(&t, NULL, release_main, rm) != 0) {
 		close(rm->sfd);
 		free(rm);
-		return tree_remove_at(sfd, aside, TREE_MAX_DEPTH);
+		(void)try_remove(sfd, vid, NULL);
+		return;
 	}
 	pthread_detach(t);
-	return 0;
 }
 
 /* Removes version @vid if no name points to it and nobody holds it: its lock taken
  * exclusively without waiting, the name checked again (a publish points the name before it
  * lets go of its new version), the version moved aside, then deleted. 0 when removed (its
- * bytes added to *@bytes), -EBUSY when held, -EEXIST when named. */
-static int try_remove(int sfd, const char *vid, bool detach, uint64_t *bytes)
+ * bytes added to *@bytes) or gone, -EBUSY when held, -EEXIST when named. */
+static int try_remove(int sfd, const char *vid, uint64_t *bytes)
 {
 	char name[STORE_NAME_MAX + 1], rel[LINK_MAX_LEN], aside[sizeof(STORE_RM_PREFIX) + STORE_VERSION_MAX];
 	if (!version_split(vid, name))
@@ -289,7 +301,7 @@ static int try_remove(int sfd, const char *vid, bool detach, uint64_t *bytes)
 	if (renameat2(sfd, rel, sfd, aside, RENAME_NOREPLACE) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	close(TAKE_FD(lock)); /* aside: a holder that opened it before now fails its check */
-	return detach ? remove_detached(sfd, aside) : tree_remove_at(sfd, aside, TREE_MAX_DEPTH);
+	return tree_remove_at(sfd, aside, TREE_MAX_DEPTH);
 }
 
 void store_version_close(struct store_version *v, bool detach)
@@ -298,9 +310,14 @@ void store_version_close(struct store_version *v, bool detach)
 		return;
 	close(v->lock_fd);
 	v->lock_fd = -1;
+	char name[STORE_NAME_MAX + 1];
 	_cleanup_close_ int sfd = store_open_dir(false, NULL);
-	if (sfd >= 0)
-		(void)try_remove(sfd, v->id, detach, NULL); /* the last holder of a version let go */
+	if (sfd < 0 || !version_split(v->id, name) || named(sfd, name, v->id))
+		return; /* the usual case: still the template's version */
+	if (detach)
+		release_detached(sfd, v->id);
+	else
+		(void)try_remove(sfd, v->id, NULL); /* we may have been its last holder */
 }
 
 /* Calls @fn on every entry of .versions whose name starts with @prefix. */
@@ -322,7 +339,7 @@ static int each_version(int sfd, const char *prefix, void (*fn)(int sfd, const c
 
 static void prune_one(int sfd, const char *vid, void *data)
 {
-	(void)try_remove(sfd, vid, false, NULL);
+	(void)try_remove(sfd, vid, NULL);
 }
 
 /* Removes the versions of @name that nothing names or holds. */
@@ -337,7 +354,7 @@ static void gc_one(int sfd, const char *vid, void *data)
 {
 	struct store_gc *g = data;
 	uint64_t bytes = 0;
-	int r = try_remove(sfd, vid, false, &bytes);
+	int r = try_remove(sfd, vid, &bytes);
 	if (r == 0) {
 		g->removed++;
 		g->bytes += bytes;

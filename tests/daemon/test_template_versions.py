@@ -158,7 +158,8 @@ def test_live_sandboxes_keep_their_versions_through_rebuilds_and_rm(client, daem
         for sid in made:
             client.destroy(sid, missing_ok=True)
     assert wait_until(lambda: versions(store) == [], 10), versions(store)
-    assert [n for n in os.listdir(store) if n.startswith((".tmp-", ".rm-"))] == []
+    litter = lambda: [n for n in os.listdir(store) if n.startswith((".tmp-", ".rm-"))]  # noqa: E731
+    assert wait_until(lambda: litter() == [], 10), litter()  # deleted off the daemon's loop
     assert daemon.alive()
 
 
@@ -168,22 +169,94 @@ def test_the_daemon_holds_the_lock_and_the_sandbox_does_not(client, daemon, stor
     try:
         assert current(store, "held"), "the name is not a link to a version"
         lock = str(store / ".versions" / current(store, "held") / ".lock")
-        assert fd_holders(lock) == [daemon.proc.pid]
+        # Once the pool is full (a child being cloned has the daemon's fds for a moment):
+        assert wait_until(lambda: pool_ready(client) >= 4, 20), pool_ready(client)
+        assert fd_holders(lock) == [daemon.proc.pid]  # cordond's fd, not the sandbox's
     finally:
         client.destroy(sb["id"])
+    assert versions(store).count(current(store, "held")) == 1  # still named: it stays
+    assert client.delete("/v1/templates/held").status == 204
+    # The pool's sandboxes of it are retired, and the version goes with the last of them.
     assert wait_until(lambda: fd_holders(lock) == [], 10), fd_holders(lock)
-    assert versions(store) == [current(store, "held")]  # still named: it stays
+    assert wait_until(lambda: not [v for v in versions(store) if v.startswith("held@")], 10)
 
 
-def test_a_create_after_a_rebuild_gets_the_new_version(client, daemon, store):
-    """With a warm pool: no sandbox of an old version is handed out after a rebuild."""
+def pool_ready(client):
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("cordon_pool_ready "):
+            return int(float(line.split()[1]))
+    raise AssertionError("no cordon_pool_ready in /metrics")
+
+
+def holders_of(store, name):
+    """Versions of @name that someone holds (a pooled or live sandbox)."""
+    out = []
+    for v in versions(store):
+        if v.startswith(name + "@") and fd_holders(str(store / ".versions" / v / ".lock")):
+            out.append(v)
+    return out
+
+
+def test_no_pooled_sandbox_of_an_old_version_is_handed_out(client, daemon, store):
+    """The pool keeps sandboxes of a template warm once it was asked for; a rebuild (CLI:
+    seen at the next create; API: at once) retires them and the pool refills from the new
+    version."""
     build(store, "pooled", "one")
-    for marker in ("two", "three"):
-        build(store, "pooled", marker)
+    client.destroy(client.create(template="pooled")["id"])  # from now on kept warm
+    assert wait_until(lambda: pool_ready(client) >= 4, 20), pool_ready(client)  # host's 2 and ours
+    assert holders_of(store, "pooled") == [current(store, "pooled")]
+    build(store, "pooled", "two")
+    sb = client.create(template="pooled")
+    try:
+        assert sees(client, sb["id"]).startswith("two\n")
+    finally:
+        client.destroy(sb["id"])
+    assert wait_until(lambda: holders_of(store, "pooled") == [current(store, "pooled")], 20), \
+        (holders_of(store, "pooled"), current(store, "pooled"))
+    assert wait_until(lambda: pool_ready(client) >= 4, 20), pool_ready(client)
+    # Through the API the retirement does not wait for a create.
+    api_build(client, "pooled", "FROM pooled\nRUN echo three > /marker\n")
+    assert wait_until(lambda: holders_of(store, "pooled") == [current(store, "pooled")], 20), \
+        (holders_of(store, "pooled"), current(store, "pooled"))
+    assert wait_until(lambda: pool_ready(client) >= 4, 20), pool_ready(client)
+    for _ in range(3):  # the pool's two and one made on demand: all of the new version
         sb = client.create(template="pooled")
         try:
-            assert sees(client, sb["id"]).startswith(marker + "\n")
+            assert sees(client, sb["id"]).startswith("three\n")
         finally:
             client.destroy(sb["id"])
     mine = lambda: [v for v in versions(store) if v.startswith("pooled@")]  # noqa: E731
     assert wait_until(lambda: mine() == [current(store, "pooled")], 10), mine()
+    # Removed: its pooled sandboxes go, and with them its last version.
+    assert client.delete("/v1/templates/pooled").status == 204
+    assert wait_until(lambda: mine() == [], 10), mine()
+    assert wait_until(lambda: pool_ready(client) == 2, 20), pool_ready(client)
+
+
+START_READY = """FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+COPY marker /srv/index.html
+START httpd -f -p 8080 -h /srv
+READY wget -q -O /dev/null http://127.0.0.1:8080/index.html
+"""
+
+
+def test_a_pooled_sandbox_runs_its_templates_start_and_ready(client, daemon, store):
+    ctx = store.parent / "ctx"
+    (ctx / "Served").write_text(START_READY)
+    (ctx / "marker").write_text("served\n")
+    p = subprocess.run([CORDON, "template", "build", "served", "-f", str(ctx / "Served")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    client.destroy(client.create(template="served")["id"])
+    assert wait_until(lambda: pool_ready(client) >= 4, 20), pool_ready(client)
+    for _ in range(3):
+        sb = client.create(template="served")
+        try:
+            r = client.exec(sb["id"], argv=["/bin/wget", "-q", "-O", "-", "http://127.0.0.1:8080/index.html"])
+            assert (r["exit_code"], r["stdout"]) == (0, "served\n"), r
+        finally:
+            client.destroy(sb["id"])
+    assert client.delete("/v1/templates/served").status == 204
+    assert wait_until(lambda: pool_ready(client) == 2, 20), pool_ready(client)
