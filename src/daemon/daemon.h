@@ -175,6 +175,7 @@ int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);
 int pool_start(void);
 void pool_fill(void);
+void templates_watch(void); /* templates.c: the pool hears of the store's rebuilds; idempotent */
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
 void sbx_audit(struct sbx *s, const char *event, json_t *fields); /* steals @fields */
 int sbx_audit_rc(struct sbx *s, const char *event, json_t *fields); /* same, -errno if not written */

@@ -182,8 +182,14 @@ static int hold(int sfd, const char *dir, const char *vid, struct store_version 
 	if (vfd < 0)
 		return errno == ENOENT ? -ESTALE : cordon_err_set(err, -errno, "template version %s", vid);
 	_cleanup_close_ int lock = openat(vfd, VLOCK, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (lock < 0 || flock(lock, LOCK_SH) < 0)
+	if (lock < 0)
 		return cordon_err_set(err, -errno, "lock of template version %s", vid);
+	/* Never waiting: an exclusive taker is a removal, done in a moment (or a child cloned in
+	 * that moment, holding a copy of its fd until it closes its fds); then it is gone, or in
+	 * place again. A daemon's loop must not sleep in flock(). */
+	if (flock(lock, LOCK_SH | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -ESTALE
+					    : cordon_err_set(err, -errno, "lock of template version %s", vid);
 	if (fstat(vfd, &a) < 0 || fstatat(sfd, rel, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    a.st_ino != b.st_ino || a.st_dev != b.st_dev)
 		return -ESTALE;
