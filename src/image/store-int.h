@@ -16,6 +16,11 @@ int store_open_dir(bool create, struct cordon_err *err);
 /* The store's lock on @sfd, taken as @how (LOCK_SH, LOCK_EX, LOCK_EX | LOCK_NB); its fd. */
 int store_lock(int sfd, int how, struct cordon_err *err);
 
+/* What @name points to ("<name>@<id>") into @vid (STORE_VERSION_MAX bytes): -ENOENT for no
+ * such name, -EISDIR for a template directory from before versions, -EINVAL for a link that
+ * is not one of ours. */
+int store_read_pointer(int sfd, const char *name, char *vid);
+
 /* A fresh version id "<name>@<16 hex>" into @buf (STORE_VERSION_MAX bytes). */
 int store_new_version_id(const char *name, char *buf);
 

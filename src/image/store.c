@@ -303,11 +303,16 @@ static json_t *read_meta_at(int dirfd, const char *rel, const char *name, struct
 	return j;
 }
 
+/* template.json of @name, through its link; "version" from the link for a template made
+ * before versions. */
 static json_t *read_meta(int sfd, const char *name, struct cordon_err *err)
 {
-	char rel[STORE_NAME_MAX + sizeof("/" META_NAME)];
+	char rel[STORE_NAME_MAX + sizeof("/" META_NAME)], vid[STORE_VERSION_MAX];
 	snprintf(rel, sizeof(rel), "%s/" META_NAME, name);
-	return read_meta_at(sfd, rel, name, err);
+	json_t *j = read_meta_at(sfd, rel, name, err);
+	if (j && !json_object_get(j, "version") && store_read_pointer(sfd, name, vid) == 0)
+		json_object_set_new(j, "version", json_string(strrchr(vid, '@') + 1));
+	return j;
 }
 
 int store_version_meta(const struct store_version *v, json_t **ret, struct cordon_err *err)

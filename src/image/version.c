@@ -66,9 +66,7 @@ int store_new_version_id(const char *name, char *buf)
 	return 0;
 }
 
-/* What @name points to, into @vid: -ENOENT for no such name, -EISDIR for a template
- * directory from before versions, -EINVAL for a link that is not one of ours. */
-static int read_pointer(int sfd, const char *name, char vid[STORE_VERSION_MAX])
+int store_read_pointer(int sfd, const char *name, char *vid)
 {
 	char target[LINK_MAX_LEN + 1], owner[STORE_NAME_MAX + 1];
 	const size_t pre = strlen(STORE_VERSIONS "/");
@@ -90,7 +88,7 @@ static int read_pointer(int sfd, const char *name, char vid[STORE_VERSION_MAX])
 static bool named(int sfd, const char *name, const char *vid)
 {
 	char cur[STORE_VERSION_MAX];
-	return read_pointer(sfd, name, cur) == 0 && strcmp(cur, vid) == 0;
+	return store_read_pointer(sfd, name, cur) == 0 && strcmp(cur, vid) == 0;
 }
 
 /* A symlink to @target at a fresh ".tmp-" name (the sweep's if we die), into @ret. */
@@ -153,7 +151,7 @@ static int migrate(int sfd, const char *name, struct cordon_err *err)
 static int resolve(int sfd, const char *name, char vid[STORE_VERSION_MAX], struct cordon_err *err)
 {
 	for (int i = 0; i < NAME_ATTEMPTS; i++) {
-		int r = read_pointer(sfd, name, vid);
+		int r = store_read_pointer(sfd, name, vid);
 		if (r == -ENOENT)
 			return cordon_err_setf(err, -ENOENT, "no template '%s'", name);
 		if (r == -EINVAL)
@@ -231,7 +229,7 @@ int store_version_current(const char *name, char vid[STORE_VERSION_MAX])
 		return -EINVAL;
 	if (sfd < 0)
 		return sfd;
-	return read_pointer(sfd, name, vid);
+	return store_read_pointer(sfd, name, vid);
 }
 
 #define RELEASE_TRIES 50        /* a detached release tries this often, */
@@ -435,7 +433,7 @@ int store_unname(int sfd, const char *name, struct cordon_err *err)
 	char vid[STORE_VERSION_MAX];
 	int r = -EISDIR;
 	for (int i = 0; i < NAME_ATTEMPTS && r == -EISDIR; i++)
-		if ((r = read_pointer(sfd, name, vid)) == -EISDIR && (r = migrate(sfd, name, err)) >= 0)
+		if ((r = store_read_pointer(sfd, name, vid)) == -EISDIR && (r = migrate(sfd, name, err)) >= 0)
 			r = -EISDIR;
 	if (r == -ENOENT)
 		return cordon_err_setf(err, -ENOENT, "no template '%s'", name);

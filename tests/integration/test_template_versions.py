@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -198,6 +199,7 @@ def test_a_template_from_before_versions_still_works(store, ctx):
         assert os.path.islink(store / "old")
         migrated = current(store, "old")
         assert versions(store) == [migrated]
+        assert migrated == "old@" + json.loads(tpl("inspect", "old").stdout)["version"]
         build(ctx, "old", "two")
         assert run("old", "cat /marker").stdout == "two\n"
         code, out, err = w.finish()
@@ -237,3 +239,43 @@ def test_the_lock_never_reaches_the_sandbox(store, ctx):
         assert holders() == [w.p.pid]
     finally:
         w.kill()
+
+
+def test_runs_racing_rebuilds_always_get_a_whole_version(store, ctx, tmp_path):
+    """Runs started while the template is rebuilt over and over: each one starts from one
+    whole version (never a half-replaced or deleted one), and nothing is left behind."""
+    build(ctx, "tv", "v0")
+    stop = threading.Event()
+    errors = []
+
+    def rebuild():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            c = tmp_path / f"ctx{i % 2}"
+            if not c.exists():
+                shutil.copytree(ctx, c)
+            try:
+                build(c, "tv", f"v{i}")
+            except AssertionError as e:  # reported below, not lost in the thread
+                errors.append(e)
+                return
+
+    t = threading.Thread(target=rebuild)
+    t.start()
+    seen = set()
+    try:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            r = run("tv", "cat /marker; ls /bin | wc -l")
+            assert r.returncode == 0, r
+            marker, tools = r.stdout.split()
+            assert marker.startswith("v") and int(tools) > 100, r.stdout
+            seen.add(marker)
+    finally:
+        stop.set()
+        t.join(60)
+    assert not errors, errors
+    assert len(seen) > 1, seen  # the race did happen
+    assert versions(store) == [current(store, "tv")]
+    assert [n for n in os.listdir(store) if n.startswith((".tmp-", ".rm-"))] == []
