@@ -279,3 +279,21 @@ def test_runs_racing_rebuilds_always_get_a_whole_version(store, ctx, tmp_path):
     assert len(seen) > 1, seen  # the race did happen
     assert versions(store) == [current(store, "tv")]
     assert [n for n in os.listdir(store) if n.startswith((".tmp-", ".rm-"))] == []
+
+
+def test_a_name_that_is_not_a_link_to_its_own_version_is_refused(store, ctx, tmp_path):
+    """Only ".versions/<name>@<16 hex>" is followed: a link elsewhere (planted, or another
+    template's version) is not run, and rm takes the link away without touching its target."""
+    build(ctx, "tv", "one")
+    outside = tmp_path / "outside"
+    (outside / "rootfs" / "bin").mkdir(parents=True)
+    (outside / "template.json").write_text('{"name": "evil"}')
+    for name, target in (("evil", str(outside)), ("other", ".versions/" + current(store, "tv")),
+                         ("dots", "../outside")):
+        os.symlink(target, store / name)
+        r = run(name, "true")
+        assert r.returncode == 2 and "not a link to one of its versions" in r.stderr, r
+        tpl("rm", name)
+        assert not os.path.lexists(store / name)
+    assert sorted(os.listdir(outside)) == ["rootfs", "template.json"]
+    assert run("tv", "cat /marker").stdout == "one\n"
