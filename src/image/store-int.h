@@ -6,8 +6,8 @@
 
 #include <cordon/err.h>
 
-#define STORE_VERSIONS  ".versions" /* <store>/.versions/<name>@<id>/ */
-#define STORE_RM_PREFIX ".rm-"      /* set aside for removal; the sweep's if we die */
+#define STORE_VERSIONS	".versions" /* <store>/.versions/<name>@<id>/ */
+#define STORE_RM_PREFIX ".rm-"	    /* set aside for removal; the sweep's if we die */
 
 /* The store's directory fd; with @create, made 0700 if missing. A store others can write to
  * is refused. */

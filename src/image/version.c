@@ -30,10 +30,10 @@
 #include "image/store-int.h"
 #include "image/store.h"
 
-#define VLOCK         ".lock"
+#define VLOCK	      ".lock"
 #define LINK_MAX_LEN  (sizeof(STORE_VERSIONS "/") + STORE_VERSION_MAX)
 #define HOLD_ATTEMPTS 200 /* retries (1 ms apart) while a publish or removal races a holder */
-#define NAME_ATTEMPTS 4   /* migrations of one name a caller sits through */
+#define NAME_ATTEMPTS 4	  /* migrations of one name a caller sits through */
 
 static bool hex_id(const char *s)
 {
@@ -73,7 +73,8 @@ int store_read_pointer(int sfd, const char *name, char *vid)
 	struct stat st;
 	ssize_t n = readlinkat(sfd, name, target, sizeof(target) - 1);
 	if (n < 0) {
-		if (errno == EINVAL && fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+		if (errno == EINVAL && fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISDIR(st.st_mode))
 			return -EISDIR;
 		return -errno;
 	}
@@ -116,14 +117,16 @@ static int migrate(int sfd, const char *name, struct cordon_err *err)
 {
 	char vid[STORE_VERSION_MAX], target[LINK_MAX_LEN], tmp[64];
 	struct stat a, b;
-	_cleanup_close_ int dfd = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int dfd =
+	    openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return errno == ENOTDIR || errno == ELOOP || errno == ENOENT
-			       ? 0 /* migrated (or removed) meanwhile */
-			       : cordon_err_set(err, -errno, "template '%s'", name);
+			   ? 0 /* migrated (or removed) meanwhile */
+			   : cordon_err_set(err, -errno, "template '%s'", name);
 	if (flock(dfd, LOCK_EX) < 0 || fstat(dfd, &a) < 0)
 		return cordon_err_set(err, -errno, "template '%s'", name);
-	if (fstatat(sfd, name, &b, AT_SYMLINK_NOFOLLOW) < 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+	if (fstatat(sfd, name, &b, AT_SYMLINK_NOFOLLOW) < 0 || a.st_ino != b.st_ino ||
+	    a.st_dev != b.st_dev)
 		return 0; /* another migrator was first */
 	int r = store_new_version_id(name, vid);
 	if (r < 0)
@@ -155,8 +158,10 @@ static int resolve(int sfd, const char *name, char vid[STORE_VERSION_MAX], struc
 		if (r == -ENOENT)
 			return cordon_err_setf(err, -ENOENT, "no template '%s'", name);
 		if (r == -EINVAL)
-			return cordon_err_setf(err, -EINVAL, "template '%s' is not a link to one of its "
-					       "versions (" STORE_VERSIONS "/%s@...)", name, name);
+			return cordon_err_setf(err, -EINVAL,
+					       "template '%s' is not a link to one of its "
+					       "versions (" STORE_VERSIONS "/%s@...)",
+					       name, name);
 		if (r != -EISDIR)
 			return r < 0 ? cordon_err_set(err, r, "template '%s'", name) : 0;
 		_cleanup_close_ int lock = store_lock(sfd, LOCK_SH, err);
@@ -178,21 +183,26 @@ static int hold(int sfd, const char *dir, const char *vid, struct store_version 
 	snprintf(rel, sizeof(rel), STORE_VERSIONS "/%s", vid);
 	_cleanup_close_ int vfd = openat(sfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (vfd < 0)
-		return errno == ENOENT ? -ESTALE : cordon_err_set(err, -errno, "template version %s", vid);
-	_cleanup_close_ int lock = openat(vfd, VLOCK, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		return errno == ENOENT ? -ESTALE
+				       : cordon_err_set(err, -errno, "template version %s", vid);
+	_cleanup_close_ int lock =
+	    openat(vfd, VLOCK, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (lock < 0)
 		return cordon_err_set(err, -errno, "lock of template version %s", vid);
 	/* Never waiting: an exclusive taker is a removal, done in a moment (or a child cloned in
 	 * that moment, holding a copy of its fd until it closes its fds); then it is gone, or in
 	 * place again. A daemon's loop must not sleep in flock(). */
 	if (flock(lock, LOCK_SH | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK ? -ESTALE
-					    : cordon_err_set(err, -errno, "lock of template version %s", vid);
+		return errno == EWOULDBLOCK
+			   ? -ESTALE
+			   : cordon_err_set(err, -errno, "lock of template version %s", vid);
 	if (fstat(vfd, &a) < 0 || fstatat(sfd, rel, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    a.st_ino != b.st_ino || a.st_dev != b.st_dev)
 		return -ESTALE;
-	if ((size_t)snprintf(ret->path, sizeof(ret->path), "%s/%s", dir, rel) >= sizeof(ret->path) ||
-	    (size_t)snprintf(ret->rootfs, sizeof(ret->rootfs), "%s/rootfs", ret->path) >= sizeof(ret->rootfs))
+	if ((size_t)snprintf(ret->path, sizeof(ret->path), "%s/%s", dir, rel) >=
+		sizeof(ret->path) ||
+	    (size_t)snprintf(ret->rootfs, sizeof(ret->rootfs), "%s/rootfs", ret->path) >=
+		sizeof(ret->rootfs))
 		return cordon_err_setf(err, -ENAMETOOLONG, "store path too long");
 	snprintf(ret->id, sizeof(ret->id), "%s", vid);
 	ret->lock_fd = TAKE_FD(lock);
@@ -209,7 +219,8 @@ int store_version_open(const char *name, struct store_version *ret, struct cordo
 		return cordon_err_setf(err, -ENAMETOOLONG, "$%s is too long", STORE_ENV);
 	_cleanup_close_ int sfd = store_open_dir(false, err);
 	if (sfd < 0)
-		return sfd == -ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name) : sfd;
+		return sfd == -ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name)
+				      : sfd;
 	for (int i = 0; i < HOLD_ATTEMPTS; i++) {
 		int r = resolve(sfd, name, vid, err);
 		if (r < 0)
@@ -232,8 +243,8 @@ int store_version_current(const char *name, char vid[STORE_VERSION_MAX])
 	return store_read_pointer(sfd, name, vid);
 }
 
-#define RELEASE_TRIES 50        /* a detached release tries this often, */
-#define RELEASE_GAP_US 20000    /* this far apart (a second in all) */
+#define RELEASE_TRIES  50    /* a detached release tries this often, */
+#define RELEASE_GAP_US 20000 /* this far apart (a second in all) */
 
 struct removal {
 	int sfd;
@@ -283,7 +294,8 @@ static void release_detached(int sfd, const char *vid)
  * bytes added to *@bytes) or gone, -EBUSY when held, -EEXIST when named. */
 static int try_remove(int sfd, const char *vid, uint64_t *bytes)
 {
-	char name[STORE_NAME_MAX + 1], rel[LINK_MAX_LEN], aside[sizeof(STORE_RM_PREFIX) + STORE_VERSION_MAX];
+	char name[STORE_NAME_MAX + 1], rel[LINK_MAX_LEN],
+	    aside[sizeof(STORE_RM_PREFIX) + STORE_VERSION_MAX];
 	if (!version_split(vid, name))
 		return -EINVAL;
 	if (named(sfd, name, vid))
@@ -292,7 +304,8 @@ static int try_remove(int sfd, const char *vid, uint64_t *bytes)
 	_cleanup_close_ int vfd = openat(sfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (vfd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	_cleanup_close_ int lock = openat(vfd, VLOCK, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int lock =
+	    openat(vfd, VLOCK, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (lock < 0)
 		return -errno;
 	if (flock(lock, LOCK_EX | LOCK_NB) < 0)
@@ -325,10 +338,11 @@ void store_version_close(struct store_version *v, bool detach)
 }
 
 /* Calls @fn on every entry of .versions whose name starts with @prefix. */
-static int each_version(int sfd, const char *prefix, void (*fn)(int sfd, const char *vid, void *data),
-			void *data)
+static int each_version(int sfd, const char *prefix,
+			void (*fn)(int sfd, const char *vid, void *data), void *data)
 {
-	_cleanup_close_ int vfd = openat(sfd, STORE_VERSIONS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int vfd =
+	    openat(sfd, STORE_VERSIONS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (vfd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	_cleanup_closedir_ DIR *d = tree_opendir_dup(vfd);
@@ -341,10 +355,7 @@ static int each_version(int sfd, const char *prefix, void (*fn)(int sfd, const c
 	return 0;
 }
 
-static void prune_one(int sfd, const char *vid, void *data)
-{
-	(void)try_remove(sfd, vid, NULL);
-}
+static void prune_one(int sfd, const char *vid, void *data) { (void)try_remove(sfd, vid, NULL); }
 
 /* Removes the versions of @name that nothing names or holds. */
 static void prune(int sfd, const char *name)
@@ -384,14 +395,17 @@ int store_gc_versions(struct store_gc *ret, struct cordon_err *err)
 
 /* Points @name at @target: a new link only if the name is free, or, with @replace, a link
  * renamed over it (a template directory from before versions is migrated first). */
-static int point(int sfd, const char *name, const char *target, bool replace, struct cordon_err *err)
+static int point(int sfd, const char *name, const char *target, bool replace,
+		 struct cordon_err *err)
 {
 	char tmp[64];
 	if (!replace) {
 		if (symlinkat(target, sfd, name) == 0)
 			return 0;
-		return errno == EEXIST ? cordon_err_setf(err, -EEXIST, "template '%s' exists "
-							 "(--replace replaces it)", name)
+		return errno == EEXIST ? cordon_err_setf(err, -EEXIST,
+							 "template '%s' exists "
+							 "(--replace replaces it)",
+							 name)
 				       : cordon_err_set(err, -errno, "name template '%s'", name);
 	}
 	int r = make_link(sfd, target, tmp);
@@ -415,7 +429,8 @@ int store_publish(int sfd, const char *tmp, const char *name, const char *vid, b
 	snprintf(lockrel, sizeof(lockrel), "%s/" VLOCK, tmp);
 	snprintf(rel, sizeof(rel), STORE_VERSIONS "/%s", vid);
 	/* Held until the name points to it: a gc between the two renames sees it in use. */
-	_cleanup_close_ int hold = openat(sfd, lockrel, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	_cleanup_close_ int hold =
+	    openat(sfd, lockrel, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (hold < 0 || flock(hold, LOCK_SH) < 0)
 		return cordon_err_set(err, -errno, "lock of the new version");
 	if (mkdirat(sfd, STORE_VERSIONS, 0700) < 0 && errno != EEXIST)
@@ -433,7 +448,8 @@ int store_unname(int sfd, const char *name, struct cordon_err *err)
 	char vid[STORE_VERSION_MAX];
 	int r = -EISDIR;
 	for (int i = 0; i < NAME_ATTEMPTS && r == -EISDIR; i++)
-		if ((r = store_read_pointer(sfd, name, vid)) == -EISDIR && (r = migrate(sfd, name, err)) >= 0)
+		if ((r = store_read_pointer(sfd, name, vid)) == -EISDIR &&
+		    (r = migrate(sfd, name, err)) >= 0)
 			r = -EISDIR;
 	if (r == -ENOENT)
 		return cordon_err_setf(err, -ENOENT, "no template '%s'", name);
