@@ -79,14 +79,36 @@ int store_dir(char *buf, size_t size)
 	return (size_t)snprintf(buf, size, "%s", dir) < size ? 0 : -ENAMETOOLONG;
 }
 
+/* Where @name's files are, relative to the store: its version's directory, or the template's
+ * own for one from before versions; -ENOENT for none, -EINVAL for a link not to its own
+ * version (never followed). */
+static int name_dir(int sfd, const char *name, char *rel, size_t size)
+{
+	char vid[STORE_VERSION_MAX];
+	int r = store_read_pointer(sfd, name, vid);
+	if (r == 0)
+		snprintf(rel, size, STORE_VERSIONS "/%s", vid);
+	else if (r == -EISDIR)
+		snprintf(rel, size, "%s", name);
+	else
+		return r;
+	return 0;
+}
+
 int store_path(const char *name, char *buf, size_t size)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], rel[sizeof(STORE_VERSIONS) + STORE_VERSION_MAX];
 	struct stat st;
 	if (!store_name_valid(name))
 		return -EINVAL;
+	_cleanup_close_ int sfd = store_open_dir(false, NULL);
+	if (sfd < 0)
+		return sfd == -ENOENT ? -ENOENT : sfd;
+	int r = name_dir(sfd, name, rel, sizeof(rel));
+	if (r < 0)
+		return r == -EINVAL ? -ENOENT : r;
 	if (store_dir(dir, sizeof(dir)) < 0 ||
-	    (size_t)snprintf(buf, size, "%s/%s/" ROOTFS, dir, name) >= size)
+	    (size_t)snprintf(buf, size, "%s/%s/" ROOTFS, dir, rel) >= size)
 		return -ENAMETOOLONG;
 	if (lstat(buf, &st) < 0)
 		return -errno;
@@ -307,11 +329,24 @@ static json_t *read_meta_at(int dirfd, const char *rel, const char *name, struct
  * before versions. */
 static json_t *read_meta(int sfd, const char *name, struct cordon_err *err)
 {
-	char rel[STORE_NAME_MAX + sizeof("/" META_NAME)], vid[STORE_VERSION_MAX];
-	snprintf(rel, sizeof(rel), "%s/" META_NAME, name);
+	char rel[sizeof(STORE_VERSIONS) + STORE_VERSION_MAX + sizeof("/" META_NAME)];
+	char id[STORE_VERSION_ID_LEN + 1] = "";
+	int r = name_dir(sfd, name, rel, sizeof(rel));
+	if (r == -ENOENT)
+		cordon_err_setf(err, -ENOENT, "no template '%s'", name);
+	else if (r == -EINVAL)
+		cordon_err_setf(err, -EINVAL, "template '%s' is not a link to one of its versions", name);
+	else if (r < 0)
+		cordon_err_set(err, r, "template '%s'", name);
+	if (r < 0)
+		return NULL;
+	if (strchr(rel, '@'))
+		snprintf(id, sizeof(id), "%s", strrchr(rel, '@') + 1);
+	strcat(rel, "/" META_NAME);
 	json_t *j = read_meta_at(sfd, rel, name, err);
-	if (j && !json_object_get(j, "version") && store_read_pointer(sfd, name, vid) == 0)
-		json_object_set_new(j, "version", json_string(strrchr(vid, '@') + 1));
+	/* Converted from before versions: the link names the version template.json does not. */
+	if (j && id[0] && !json_object_get(j, "version"))
+		json_object_set_new(j, "version", json_string(id));
 	return j;
 }
 
