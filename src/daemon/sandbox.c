@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -550,27 +551,44 @@ struct started {
 	struct cordon_err err;
 };
 
-static int creator_req[2] = {-1, -1}, creator_res[2] = {-1, -1};
+static int creator_req[2] = {-1, -1}, creator_res[2] = {-1, -1}, release_fd = -1;
 static size_t creator_pending;
 static struct event *creator_ev;
 
+/* Starts one pooled sandbox for the loop. */
+static void creator_start(struct started *st)
+{
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	spec.timeout_ms = 0;
+	spec.rootfs = st->version ? st->version->rootfs : NULL;
+	if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
+		st->jail = NULL;
+	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
+		cordon_sandbox_free(st->jail);
+		version_free(st->version);
+		free(st);
+	}
+}
+
+/* The pool's thread: sandboxes to start, and the deletion of template versions that the
+ * sandboxes' ends let go (store_release_step), off the loop. No other thread may exist:
+ * glibc's set*id() in a jail child would wait for it. */
 static void *creator_main(void *arg)
 {
-	struct started *st;
-	while (read(creator_req[0], &st, sizeof(st)) == sizeof(st)) {
-		struct cordon_spec spec;
-		cordon_spec_init(&spec);
-		spec.timeout_ms = 0;
-		spec.rootfs = st->version ? st->version->rootfs : NULL;
-		if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
-			st->jail = NULL;
-		if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
-			cordon_sandbox_free(st->jail);
-			version_free(st->version);
-			free(st);
-		}
+	int timeout = -1;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = creator_req[0], .events = POLLIN},
+				      {.fd = release_fd, .events = POLLIN}};
+		if (poll(p, 2, timeout) < 0 && errno != EINTR)
+			return NULL;
+		struct started *st;
+		if ((p[0].revents & POLLIN) && read(creator_req[0], &st, sizeof(st)) == sizeof(st))
+			creator_start(st);
+		else if (p[0].revents & (POLLHUP | POLLERR))
+			return NULL;
+		timeout = store_release_step();
 	}
-	return NULL;
 }
 
 static struct warm *warm_find(const char *name)
@@ -695,6 +713,8 @@ int pool_start(void)
 		log_error("%s", err.msg);
 		return err.code;
 	}
+	if ((release_fd = store_release_start()) < 0)
+		return release_fd;
 	int r = pthread_create(&t, NULL, creator_main, NULL);
 	if (r != 0)
 		return -r;

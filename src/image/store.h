@@ -80,9 +80,16 @@ struct store_version {
 int store_version_open(const char *name, struct store_version *ret, struct cordon_err *err);
 
 /* Lets go of @v (NULL or closed is a no-op) and removes the version if it was the last holder
- * and no name points to it any more; with @detach the tree is deleted on a thread of its own
- * (cordond's loop does not wait for it). */
+ * and no name points to it any more; with @detach that is left to the thread that runs
+ * store_release_step() (cordond's loop does not wait for a tree's deletion). */
 void store_version_close(struct store_version *v, bool detach);
+
+/* A daemon's releases (store_version_close(v, true)) are finished by one thread of its own:
+ * store_release_start() makes the channel and returns the fd that thread polls; the thread
+ * calls store_release_step() when it is readable or the timeout the last step returned (in
+ * ms, -1 for none) has passed. Without it, a detached close is done at once. */
+int store_release_start(void);
+int store_release_step(void);
 
 /* The version @name points to now ("<name>@<id>") into @vid, without holding it: -ENOENT for
  * none, -EISDIR for a template from before versions (not opened yet). */

@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,49 +242,82 @@ int store_version_current(const char *name, char vid[STORE_VERSION_MAX])
 	return store_read_pointer(sfd, name, vid);
 }
 
-#define RELEASE_TRIES  50    /* a detached release tries this often, */
-#define RELEASE_GAP_US 20000 /* this far apart (a second in all) */
+/* A daemon's releases are finished by a thread it already has (cordond's pool thread), which
+ * calls store_release_step() whenever store_release_start()'s fd is readable or the step's
+ * timeout has passed: deleting a big tree must not stall the loop, and no thread may be added
+ * to cordond (glibc's setresgid() in a jail cloned from a process with a third thread waits
+ * for that thread forever). A daemon that clones sandboxes all the time also has, for a
+ * moment in each clone, a copy of every lock fd in a child that has not closed it yet: a lock
+ * busy without a holder. So a busy version is tried again for a while before it is left to
+ * the next gc (a real holder left, if any, removes it when it lets go). */
+#define RELEASE_FOR_MS	1000 /* a busy version is tried for this long, */
+#define RELEASE_GAP_MS	20   /* this far apart */
+#define RELEASE_PENDING 256u /* busy versions kept at once; more are gc's */
 
-struct removal {
-	int sfd;
-	char vid[STORE_VERSION_MAX];
-};
+static int release_pipe[2] = {-1, -1};
 
 static int try_remove(int sfd, const char *vid, uint64_t *bytes);
 
-/* A daemon that clones sandboxes all the time has, for a moment in each clone, a copy of
- * every lock fd in a child that has not yet closed it: the lock is busy without a holder.
- * So the last holder's release tries again for a while before it leaves the version to the
- * next gc (a real holder left, if any, removes it when it lets go). */
-static void *release_main(void *arg)
+struct retry {
+	char vid[STORE_VERSION_MAX];
+	uint64_t until_ms;
+};
+
+static struct retry busy[RELEASE_PENDING]; /* the stepping thread's alone */
+static size_t n_busy;
+
+static uint64_t mono_ms(void)
 {
-	struct removal *rm = arg;
-	for (int i = 0; i < RELEASE_TRIES && try_remove(rm->sfd, rm->vid, NULL) == -EBUSY; i++)
-		usleep(RELEASE_GAP_US);
-	close(rm->sfd);
-	free(rm);
-	return NULL;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* try_remove() of @vid on a thread of its own: a daemon's loop neither waits for a big
- * tree's deletion nor for the retries. */
+/* One attempt at @vid: true while it is busy (try again). */
+static bool busy_once(const char *vid)
+{
+	_cleanup_close_ int sfd = store_open_dir(false, NULL);
+	return sfd >= 0 && try_remove(sfd, vid, NULL) == -EBUSY;
+}
+
+int store_release_start(void)
+{
+	if (pipe2(release_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	return release_pipe[0];
+}
+
+int store_release_step(void)
+{
+	char vid[STORE_VERSION_MAX];
+	uint64_t now = mono_ms();
+	while (read(release_pipe[0], vid, sizeof(vid)) == sizeof(vid)) {
+		vid[sizeof(vid) - 1] = '\0';
+		size_t i = 0;
+		while (i < n_busy && strcmp(busy[i].vid, vid) != 0)
+			i++;
+		if (i == n_busy && busy_once(vid) && n_busy < RELEASE_PENDING) {
+			snprintf(busy[n_busy].vid, sizeof(busy[n_busy].vid), "%s", vid);
+			busy[n_busy++].until_ms = now + RELEASE_FOR_MS;
+		}
+	}
+	for (size_t i = 0; i < n_busy;)
+		if (now < busy[i].until_ms && busy_once(busy[i].vid))
+			i++;
+		else
+			busy[i] = busy[--n_busy];
+	return n_busy ? RELEASE_GAP_MS : -1;
+}
+
+/* @vid to the stepping thread, if there is one; else tried here once. */
 static void release_detached(int sfd, const char *vid)
 {
-	pthread_t t;
-	struct removal *rm = calloc(1, sizeof(*rm));
-	if (!rm || (rm->sfd = fcntl(sfd, F_DUPFD_CLOEXEC, 3)) < 0) {
-		free(rm);
+	char msg[STORE_VERSION_MAX] = "";
+	snprintf(msg, sizeof(msg), "%s", vid);
+	if (release_pipe[1] < 0)
 		(void)try_remove(sfd, vid, NULL);
-		return;
-	}
-	snprintf(rm->vid, sizeof(rm->vid), "%s", vid);
-	if (pthread_create(&t, NULL, release_main, rm) != 0) {
-		close(rm->sfd);
-		free(rm);
-		(void)try_remove(sfd, vid, NULL);
-		return;
-	}
-	pthread_detach(t);
+	else if (write(release_pipe[1], msg, sizeof(msg)) != sizeof(msg))
+		return; /* the stepping thread is that far behind: gc's */
 }
 
 /* Removes version @vid if no name points to it and nobody holds it: its lock taken
