@@ -229,6 +229,11 @@ int store_version_open(const char *name, struct store_version *ret, struct cordo
 			return r;
 		usleep(1000);
 	}
+	char rel[LINK_MAX_LEN];
+	snprintf(rel, sizeof(rel), STORE_VERSIONS "/%s", vid);
+	if (faccessat(sfd, rel, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+		return cordon_err_setf(err, -ENOENT, "template '%s': its version %s is missing",
+				       name, vid);
 	return cordon_err_setf(err, -EBUSY, "template '%s' keeps changing", name);
 }
 
