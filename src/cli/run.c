@@ -33,7 +33,7 @@ struct run_ctx {
 	const char *allow[EGRESS_RULES_MAX];
 	size_t n_allow;
 	struct egressctl egress;
-	char template_root[4096];
+	struct store_version version; /* the template's, held until the sandbox is gone */
 	const char *template_name;
 	bool user_set, workdir_set;
 	struct store_config template; /* what its template.json says */
@@ -224,19 +224,25 @@ static int opt_allow(struct run_ctx *c, const char *a)
 	return 0;
 }
 
+/* The version the template's name points to now is held until we exit: a rebuild or a
+ * removal meanwhile does not touch the sandbox's tree. */
 static int opt_template(struct run_ctx *c, const char *a)
 {
-	if (strcmp(a, "host") == 0) {
-		c->spec.rootfs = NULL;
+	struct cordon_err err = {};
+	store_version_close(&c->version, false); /* a second --template */
+	c->spec.rootfs = NULL;
+	c->template_name = NULL;
+	if (strcmp(a, "host") == 0)
 		return 0;
-	}
-	int r = store_path(a, c->template_root, sizeof(c->template_root));
+	int r = store_version_open(a, &c->version, &err);
 	if (r == -ENOENT)
 		log_error("--template '%s': no such template (cordon template ls)", a);
-	else if (r < 0)
+	else if (r == -EINVAL && !store_name_valid(a))
 		log_error("--template '%s': not a template name ([a-z0-9][a-z0-9._-]*)", a);
+	else if (r < 0)
+		log_error("--template '%s': %s", a, err.msg);
 	else {
-		c->spec.rootfs = c->template_root;
+		c->spec.rootfs = c->version.rootfs;
 		c->template_name = a;
 	}
 	return r;
@@ -330,7 +336,7 @@ static int apply_template(struct run_ctx *c, char **argv)
 	struct cordon_err err = {};
 	if (!c->template_name)
 		return 0;
-	if (store_config_read(c->template_name, &c->template, &err) < 0) {
+	if (store_config_read(&c->version, &c->template, &err) < 0) {
 		log_error("--template '%s': %s", c->template_name, err.msg);
 		return CORDON_EXIT_USAGE;
 	}
@@ -548,7 +554,7 @@ static int run_sandbox(struct run_ctx *c)
 
 int cmd_run(int argc, char **argv)
 {
-	struct run_ctx c = {.json_fd = -1, .egress = {.fd = -1}};
+	struct run_ctx c = {.json_fd = -1, .egress = {.fd = -1}, .version = STORE_VERSION_INIT};
 	int status;
 
 	cordon_spec_init(&c.spec);
@@ -575,6 +581,7 @@ int cmd_run(int argc, char **argv)
 		free(c.wrapped[2]);
 	free(c.wrapped);
 	store_config_done(&c.template);
+	store_version_close(&c.version, false); /* the sandbox is gone: a replaced version may go */
 	for (size_t i = 0; i < c.spec.n_binds; i++)
 		free(c.bind_buf[i]);
 	return status;

@@ -427,20 +427,25 @@ static int do_build(int argc, char **argv)
 	return 0;
 }
 
+/* Versions first (an old version no longer names layers, so its layers go in the same run),
+ * then layers. */
 static int do_gc(int argc, char **argv)
 {
 	static const char *const flags[] = {NULL};
 	struct cordon_err err = {};
+	struct store_gc g;
 	unsigned layers;
 	uint64_t bytes;
-	char size[32];
+	char size[32], vsize[32];
 
 	if (parse(argc, argv, flags, NULL, NULL, 0) != 0)
 		return -EINVAL;
-	if (build_gc(&layers, &bytes, &err) < 0)
+	if (store_gc_versions(&g, &err) < 0 || build_gc(&layers, &bytes, &err) < 0)
 		return fail(&err);
 	format_size(size, bytes);
+	format_size(vsize, g.bytes);
 	printf("removed %u layers (%s)\n", layers, size);
+	printf("removed %u old versions (%s), kept %u in use\n", g.removed, vsize, g.in_use);
 	return 0;
 }
 
@@ -469,7 +474,9 @@ static int usage(FILE *f)
 		   "whose network reaches only the host's apt sources. Needs root.\n"
 		   "FILE.tar is an OCI image layout archive or a `docker save` archive (optionally\n"
 		   "gzipped). Templates live in $%s or %s.\n"
-		   "A template in use by a sandbox may be removed: the sandbox keeps its tree.\n"
+		   "A name points to an immutable version: a rebuild, import --replace or rm while a\n"
+		   "sandbox runs changes only the name; the sandbox keeps its version until it ends,\n"
+		   "then the version goes (gc removes versions that nothing names or uses).\n"
 		   "exit status: 0 ok, 1 failure, 2 usage.\n", STORE_ENV, STORE_DEFAULT_DIR);
 	return f == stderr ? CORDON_EXIT_USAGE : 0;
 }

@@ -13,6 +13,7 @@
 #include <cordon/cordon.h>
 
 #include "basic/cleanup.h"
+#include "image/store.h"
 #include "spec/api.h"
 
 struct audit_log;
@@ -65,6 +66,7 @@ struct follower;
 struct sbx {
 	char id[SBX_ID_LEN + 1];
 	char template_name[65];    /* empty: host */
+	struct store_version *version; /* the template's version, held until the sandbox is reaped */
 	enum sbx_state state;
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */
@@ -181,6 +183,7 @@ int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);
 int pool_start(void);
 void pool_fill(void);
+void templates_watch(void); /* templates.c: the pool hears of the store's rebuilds; idempotent */
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
 void sbx_audit(struct sbx *s, const char *event, json_t *fields); /* steals @fields */
 int sbx_audit_rc(struct sbx *s, const char *event, json_t *fields); /* same, -errno if not written */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -279,6 +280,14 @@ void sbx_agent_failed(struct sbx *s, const char *why)
 	sbx_destroy(s, "agent_failed");
 }
 
+/* The sandbox is gone: its template version may go too, if it was the last holder of one
+ * that a rebuild or a removal left behind (deleted off the loop). */
+static void version_free(struct store_version *v)
+{
+	store_version_close(v, true);
+	free(v);
+}
+
 /* PID 1 is gone: reap it, remove its cgroup and slot, free everything. */
 static void sbx_final(struct sbx *s)
 {
@@ -296,6 +305,7 @@ static void sbx_final(struct sbx *s)
 	json_decref(s->start);
 	json_decref(s->ready);
 	free(s->workdir);
+	version_free(s->version);
 	for (size_t i = 0; i < s->n_env; i++)
 		free(s->env[i]);
 	free(s->env);
@@ -556,55 +566,174 @@ static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
  * new namespaces, id maps). Pooled sandboxes are started on a thread of their own, so that
  * refilling the pool never delays a request; the thread hands each started jail back
  * through a pipe and the loop takes it from there. The jail's child is async-signal-safe
- * between clone() and exec(), so cloning from a threaded process is sound. */
+ * between clone() and exec(), so cloning from a threaded process is sound.
+ *
+ * The pool keeps --pool sandboxes ready for `host` and for each template a create asked for
+ * (the POOL_TEMPLATES most recently asked for). A pooled sandbox of a template holds the
+ * version it was made from, opened on the loop before the thread starts it. One whose
+ * template has since been rebuilt or removed is retired (destroyed, and the pool refilled
+ * from the new version) whenever the pool is looked at: every create and destroy, and the
+ * end of a build or removal through the API. It is never handed out. */
+
+#define POOL_TEMPLATES 8
+
+struct warm {
+	char name[65];     /* "" for host */
+	size_t pending;    /* asked of the creator thread, not back yet */
+	uint64_t used_ms;  /* the last create that asked for it */
+};
+
+static struct warm warm[1 + POOL_TEMPLATES] = {{.name = ""}}; /* [0]: host, always */
+static size_t n_warm = 1;
 
 struct started {
+	char name[65];                 /* its warm entry's */
+	struct store_version *version; /* NULL for host; the sandbox's once adopted */
 	struct cordon_sandbox *jail;
 	struct cordon_err err;
 };
 
-static int creator_req[2] = {-1, -1}, creator_res[2] = {-1, -1};
+static int creator_req[2] = {-1, -1}, creator_res[2] = {-1, -1}, release_fd = -1;
 static size_t creator_pending;
 static struct event *creator_ev;
 
+/* Starts one pooled sandbox for the loop. */
+static void creator_start(struct started *st)
+{
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	spec.timeout_ms = 0;
+	spec.rootfs = st->version ? st->version->rootfs : NULL;
+	if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
+		st->jail = NULL;
+	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
+		cordon_sandbox_free(st->jail);
+		version_free(st->version);
+		free(st);
+	}
+}
+
+/* The pool's thread: sandboxes to start, and the deletion of template versions that the
+ * sandboxes' ends let go (store_release_step), off the loop. No other thread may exist:
+ * glibc's set*id() in a jail child would wait for it. */
 static void *creator_main(void *arg)
 {
-	char c;
-	while (read(creator_req[0], &c, 1) == 1) {
-		struct started *st = calloc(1, sizeof(*st));
-		struct cordon_spec spec;
-		if (!st)
-			continue;
-		cordon_spec_init(&spec);
-		spec.timeout_ms = 0;
-		if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
-			st->jail = NULL;
-		if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
-			cordon_sandbox_free(st->jail);
-			free(st);
-		}
+	int timeout = -1;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = creator_req[0], .events = POLLIN},
+				      {.fd = release_fd, .events = POLLIN}};
+		if (poll(p, 2, timeout) < 0 && errno != EINTR)
+			return NULL;
+		struct started *st;
+		if ((p[0].revents & POLLIN) && read(creator_req[0], &st, sizeof(st)) == sizeof(st))
+			creator_start(st);
+		else if (p[0].revents & (POLLHUP | POLLERR))
+			return NULL;
+		timeout = store_release_step();
 	}
+}
+
+static struct warm *warm_find(const char *name)
+{
+	for (size_t i = 0; i < n_warm; i++)
+		if (strcmp(warm[i].name, name) == 0)
+			return &warm[i];
 	return NULL;
+}
+
+/* @name ("" for host) is kept warm from now on, in place of the template least recently
+ * asked for if there are POOL_TEMPLATES already (its pooled sandboxes are retired). */
+static void warm_touch(const char *name)
+{
+	struct warm *w = warm_find(name);
+	if (!w && n_warm < ELEMENTSOF(warm))
+		w = &warm[n_warm++];
+	if (!w) {
+		w = &warm[1];
+		for (size_t i = 2; i < n_warm; i++)
+			if (warm[i].used_ms < w->used_ms)
+				w = &warm[i];
+	}
+	if (strcmp(w->name, name) != 0)
+		*w = (struct warm){0};
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	w->used_ms = now_ms();
+}
+
+static void warm_drop(struct warm *w)
+{
+	if (w == warm)
+		return;
+	*w = warm[--n_warm];
+	warm[n_warm] = (struct warm){0};
+}
+
+/* Whether pooled @s is of the version its template's name points to now (@cur, read once
+ * per pass; NULL when the name is gone). */
+static bool pooled_current(const struct sbx *s, const char *cur)
+{
+	if (!s->template_name[0])
+		return true;
+	return cur && s->version && strcmp(s->version->id, cur) == 0;
+}
+
+static bool pool_busy; /* retiring or filling: a destroy's pool_fill() waits for us */
+
+/* The pooled sandboxes of template @name that are not current, one at a time (a destroy
+ * changes the list); a template whose name is gone stops being warm. */
+static void pool_retire(const char *name)
+{
+	char cur[STORE_VERSION_MAX], n[sizeof(warm[0].name)];
+	snprintf(n, sizeof(n), "%s", name); /* @name may be a warm entry's, which moves */
+	bool named = !n[0] || store_version_current(n, cur) == 0;
+	for (struct sbx *s = D.sandboxes; s;) {
+		if (s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, n) == 0 &&
+		    !pooled_current(s, named ? cur : NULL)) {
+			sbx_destroy(s, "pool_retired");
+			s = D.sandboxes;
+			continue;
+		}
+		s = s->next;
+	}
+	struct warm *w = named ? NULL : warm_find(n);
+	if (w)
+		warm_drop(w);
+}
+
+/* Pooled sandboxes of a template no longer kept warm. */
+static void pool_retire_cold(void)
+{
+	for (struct sbx *s = D.sandboxes; s;) {
+		if (s->pooled && s->state != SBX_DESTROYED && !warm_find(s->template_name)) {
+			sbx_destroy(s, "pool_retired");
+			s = D.sandboxes;
+			continue;
+		}
+		s = s->next;
+	}
 }
 
 static void on_started(evutil_socket_t fd, short what, void *arg)
 {
 	struct started *st;
 	while (read(creator_res[0], &st, sizeof(st)) == sizeof(st)) {
+		struct warm *w = warm_find(st->name);
 		creator_pending--;
-		if (D.stopping) { /* started while we were stopping: it goes at once */
-			cordon_sandbox_free(st->jail);
-			free(st);
-			continue;
-		}
-		struct sbx *s = st->jail ? sbx_alloc(true, 1ULL << 30) : NULL;
+		if (w && w->pending)
+			w->pending--;
+		struct sbx *s = st->jail && !D.stopping ? sbx_alloc(true, 1ULL << 30) : NULL;
 		if (!s) {
-			log_error("warm pool: %s", st->err.msg[0] ? st->err.msg : "out of memory");
-			metric_inc(M_CREATE_FAILURES);
+			if (!D.stopping) { /* started while we were stopping: it goes at once */
+				log_error("warm pool: %s", st->err.msg[0] ? st->err.msg : "out of memory");
+				metric_inc(M_CREATE_FAILURES);
+			}
 			cordon_sandbox_free(st->jail);
+			version_free(st->version);
 		} else {
 			s->jail = st->jail;
 			s->runtime = cordon_sandbox_runtime(s->jail);
+			s->version = st->version;
+			snprintf(s->template_name, sizeof(s->template_name), "%s", st->name);
 			sbx_adopt(s);
 		}
 		free(st);
@@ -627,27 +756,84 @@ int pool_start(void)
 		log_error("%s", err.msg);
 		return err.code;
 	}
+	if ((release_fd = store_release_start()) < 0)
+		return release_fd;
 	int r = pthread_create(&t, NULL, creator_main, NULL);
 	if (r != 0)
 		return -r;
 	pthread_detach(t);
+	templates_watch();
+	return 0;
+}
+
+static size_t pooled_of(const struct warm *w)
+{
+	size_t n = w->pending;
+	for (struct sbx *s = D.sandboxes; s; s = s->next)
+		n += s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, w->name) == 0;
+	return n;
+}
+
+/* One more pooled sandbox of @w asked of the thread; -errno if none can be (a template
+ * whose name is gone stops being warm). */
+static int pool_request(struct warm *w)
+{
+	struct cordon_err err = {};
+	struct started *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	snprintf(st->name, sizeof(st->name), "%s", w->name);
+	int r = 0;
+	if (w->name[0] && ((st->version = malloc(sizeof(*st->version))) == NULL ||
+			   (r = store_version_open(w->name, st->version, &err)) < 0)) {
+		free(st->version);
+		free(st);
+		if (r == -ENOENT)
+			warm_drop(w);
+		else
+			log_warning("warm pool: template '%s': %s", w->name, err.msg[0] ? err.msg : "out of memory");
+		return r < 0 ? r : -ENOMEM;
+	}
+	if (write(creator_req[1], &st, sizeof(st)) != sizeof(st)) {
+		version_free(st->version);
+		free(st);
+		return -EIO;
+	}
+	w->pending++;
+	creator_pending++;
 	return 0;
 }
 
 void pool_fill(void)
 {
-	while (!D.stopping && D.n_pool_ready + D.n_pool_creating + creator_pending < D.cfg.pool &&
-	       D.n_live + creator_pending < D.cfg.max_sandboxes) {
-		if (write(creator_req[1], "c", 1) != 1)
-			return;
-		creator_pending++;
+	if (D.stopping || pool_busy)
+		return;
+	pool_busy = true;
+	templates_watch(); /* if the store was not there before */
+	pool_retire_cold();
+	for (size_t i = n_warm; i-- > 0;) /* from the end: a dropped entry takes the last's place */
+		pool_retire(warm[i].name);
+	for (size_t i = 0; i < n_warm; i++) {
+		struct warm *w = &warm[i];
+		while (pooled_of(w) < D.cfg.pool && D.n_live + creator_pending < D.cfg.max_sandboxes)
+			if (pool_request(w) < 0)
+				break;
 	}
+	pool_busy = false;
 }
 
-static struct sbx *pool_claim(const char *runtime)
+/* A ready pooled sandbox of @name ("" for host) of its current version on @runtime, or
+ * NULL. */
+static struct sbx *pool_claim(const char *name, const char *runtime)
 {
+	if (!warm_find(name))
+		return NULL;
+	pool_busy = true; /* the caller fills once it has its sandbox */
+	pool_retire(name); /* a rebuild by the CLI is seen here first */
+	pool_busy = false;
 	for (struct sbx *s = D.sandboxes; s; s = s->next)
-		if (s->pooled && s->state == SBX_READY && strcmp(s->runtime, runtime) == 0) {
+		if (s->pooled && s->state == SBX_READY && strcmp(s->template_name, name) == 0 &&
+		    strcmp(s->runtime, runtime) == 0) {
 			s->pooled = false;
 			D.n_pool_ready--;
 			s->state = SBX_RUNNING;
@@ -718,7 +904,7 @@ static int audit_create(struct sbx *s, const struct api_create *req)
 static int apply_template(struct sbx *s)
 {
 	struct store_config cfg;
-	if (store_config_read(s->template_name, &cfg, NULL) < 0)
+	if (store_config_read(s->version, &cfg, NULL) < 0)
 		return -ENOENT;
 	int r = -ENOMEM;
 	char **v = realloc(s->env, (s->n_env + cfg.n_env + 1) * sizeof(char *));
@@ -741,11 +927,38 @@ out:
 	return r;
 }
 
+/* The version template @name points to now, held by the sandbox for as long as it lives;
+ * NULL with the reply sent if there is none. */
+static struct store_version *template_open(struct ctx *c, const char *name)
+{
+	struct cordon_err err = {};
+	struct store_version *v = malloc(sizeof(*v));
+	int r = v ? store_version_open(name, v, &err) : -ENOMEM;
+	if (r >= 0)
+		return v;
+	free(v);
+	if (r == -ENOENT || r == -EINVAL)
+		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", name);
+	else
+		reply_error(c->req, API_ERR_INTERNAL, "template '%s': %s", name,
+			    err.msg[0] ? err.msg : strerror(-r));
+	return NULL;
+}
+
+static int add_waiter(struct sbx *s, struct ctx *c, uint64_t t0)
+{
+	struct waiter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct waiter){.req = c->req, .started_ms = t0, .next = s->waiters};
+	s->waiters = w;
+	return 0;
+}
+
 int sbx_create(struct ctx *c, const struct api_create *req)
 {
 	uint64_t t0 = now_ms();
 	bool host = strcmp(req->template_name, "host") == 0;
-	char root[4096] = "";
 	const char *runtime;
 	struct cordon_err rerr = {};
 	int rr = cordon_runtime_resolve(api_runtime_name(req->runtime), &runtime, &rerr);
@@ -754,15 +967,17 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 			    "%s", rerr.msg);
 		return 0;
 	}
-	if (!host && store_path(req->template_name, root, sizeof(root)) < 0) {
-		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", req->template_name);
-		return 0;
-	}
-	/* The pool holds `host` sandboxes with the default disk; anything else is built now. */
-	bool from_pool = host && req->limits.disk_mb == 1024;
-	struct sbx *s = from_pool ? pool_claim(runtime) : NULL;
+	const char *warm_name = host ? "" : req->template_name;
+	/* The pool holds sandboxes with the default disk; anything else is built now. */
+	bool from_pool = req->limits.disk_mb == 1024;
+	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
+	struct store_version *version = NULL;
 	struct cordon_err err = {};
 
+	if (!s && !host && !(version = template_open(c, req->template_name)))
+		return 0;
+	if (from_pool)
+		warm_touch(warm_name); /* kept warm from now on */
 	if (!s && D.n_live >= D.cfg.max_sandboxes) {
 		/* Make room from the pool: a pooled sandbox gives its place to a real request. */
 		for (struct sbx *p = D.sandboxes; p; p = p->next)
@@ -771,6 +986,7 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 				break;
 			}
 		if (D.n_live >= D.cfg.max_sandboxes) {
+			version_free(version);
 			reply_error(c->req, API_ERR_CAPACITY,
 				    "the server runs its maximum of %llu sandboxes",
 				    (unsigned long long)D.cfg.max_sandboxes);
@@ -778,49 +994,53 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 		}
 	}
 	if (!s) {
-		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : root, runtime, &err);
+		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : version->rootfs,
+			    runtime, &err);
 		if (!s) {
+			version_free(version);
 			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
 			metric_inc(M_CREATE_FAILURES);
 			reply_error(c->req, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
 				    "could not make the sandbox: %s", err.msg);
 			return 0;
 		}
+		s->version = version;
+		snprintf(s->template_name, sizeof(s->template_name), "%s", warm_name);
 	}
-	if (!host)
-		snprintf(s->template_name, sizeof(s->template_name), "%s", req->template_name);
 	int r = apply_request(s, c, req);
 	if (r >= 0 && !host)
 		r = apply_template(s);
+	bool pooled = s->state == SBX_RUNNING; /* from the pool: ready already */
+	bool starts = pooled && (s->start || s->ready); /* its template's START and READY run now */
+	if (r >= 0 && (!pooled || starts))
+		r = add_waiter(s, c, t0);
+	if (r >= 0 && starts && template_start(s) < 0)
+		r = -EIO;
 	if (r < 0) {
+		bool waiting = s->waiters != NULL;
 		metric_inc(M_CREATE_FAILURES);
-		sbx_destroy(s, "create_failed");
-		reply_error(c->req, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
+		sbx_destroy(s, "create_failed"); /* answers a waiter */
+		if (!waiting)
+			reply_error(c->req, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
 		return 0;
 	}
 	/* The records before the sandbox is handed out; without them it is not. */
 	if ((r = audit_create(s, req)) < 0 ||
-	    (s->state == SBX_RUNNING && (r = sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL)) < 0)) {
+	    (pooled && !starts && (r = sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL)) < 0)) {
+		bool waiting = s->waiters != NULL;
 		metric_inc(M_CREATE_FAILURES);
-		sbx_destroy(s, "create_failed");
-		reply_audit_failed(c->req, r);
+		sbx_destroy(s, "create_failed"); /* answers a waiter */
+		if (!waiting)
+			reply_audit_failed(c->req, r);
 		return 0;
 	}
-	if (s->state == SBX_RUNNING) { /* from the pool: ready already */
+	if (pooled && !starts) {
 		metric_inc(M_CREATES);
 		metric_observe(H_CREATE, (now_ms() - t0) / 1000.0);
 		reply_json(c->req, 201, sbx_json(s));
-		pool_fill();
-		return 0;
 	}
-	struct waiter *w = calloc(1, sizeof(*w));
-	if (!w) {
-		sbx_destroy(s, "create_failed");
-		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
-		return 0;
-	}
-	*w = (struct waiter){.req = c->req, .started_ms = t0, .next = s->waiters};
-	s->waiters = w;
+	if (from_pool)
+		pool_fill(); /* what the claim took or retired, or a template warm from now on */
 	return 0;
 }
 

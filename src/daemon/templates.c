@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -420,6 +421,7 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 		  j->kind == JOB_BUILD ? "build" : "rm", status);
 	job_ops[j->kind].exited(j, status);
 	job_free(j);
+	pool_fill(); /* pooled sandboxes of the version a build or removal replaced retire */
 }
 
 /* Takes the started child into the loop and the request with it. */
@@ -633,4 +635,45 @@ void handle_template_build(struct ctx *c)
 		}
 	}
 	api_build_free(b);
+}
+
+/* ---- the store's names, watched ----
+ *
+ * A rebuild or removal by the CLI (not through us) changes where a name points: the pool's
+ * sandboxes of the old version are retired as soon as the store's top directory says so
+ * (inotify), not only at the next create. A store that does not exist yet is looked for
+ * again each time the pool is filled (one failing inotify_add_watch()). */
+
+static void on_store_change(evutil_socket_t fd, short what, void *arg)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool names = false;
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= n;) {
+			const struct inotify_event *e = (const void *)(buf + off);
+			names |= (e->mask & IN_Q_OVERFLOW) || (e->len && store_name_valid(e->name));
+			off += sizeof(*e) + e->len;
+		}
+	if (names)
+		pool_fill();
+}
+
+void templates_watch(void)
+{
+	static int fd = -1; /* both for the daemon's life */
+	static struct event *ev;
+	char dir[PATH_MAX];
+	if (ev)
+		return;
+	if (fd < 0 && (fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
+		return;
+	if (store_dir(dir, sizeof(dir)) < 0 ||
+	    inotify_add_watch(fd, dir, IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_ONLYDIR) < 0)
+		return; /* no store yet */
+	ev = event_new(D.base, fd, EV_READ | EV_PERSIST, on_store_change, NULL);
+	if (ev && event_add(ev, NULL) < 0) {
+		event_free(ev);
+		ev = NULL;
+	}
 }

@@ -32,21 +32,26 @@ static int from_scratch(struct build *b)
 	return bld_push_lower(b, empty);
 }
 
-/* The base template is pinned: its directory is opened once, template.json read through
- * it, and the layer named by its fd (/proc/self/fd/N) for every step and the flatten, so
- * that a template replaced meanwhile cannot change a build half-way. */
+/* The base template is pinned: the version its name points to now is held (so that no
+ * removal or gc deletes it under the build), its directory opened once, template.json read
+ * through it, and the layer named by its fd (/proc/self/fd/N) for every step and the
+ * flatten, so that a template replaced meanwhile cannot change a build half-way. */
 static int from_template(struct build *b, const char *name)
 {
-	char root[PATH_MAX], lower[64];
-	int r = store_path(name, root, sizeof(root));
-	if (r < 0)
+	char lower[64];
+	struct cordon_err verr = {};
+	store_version_close(&b->base, false); /* a second FROM */
+	int r = store_version_open(name, &b->base, &verr);
+	if (r == -ENOENT || r == -EINVAL)
 		return cordon_err_setf(b->err, r, "'%s' is not a template (cordon template ls), nor "
 				       "scratch, debian:SUITE[-slim] or oci-archive:PATH", name);
+	if (r < 0)
+		return cordon_err_setf(b->err, r, "FROM %s: %s", name, verr.msg);
+	if (b->base_fd >= 0)
+		close(b->base_fd);
 	/* By path: the store's fd was opened before our mount namespace, and open_tree()
 	 * clones only mounts of our own. */
-	char tdir[PATH_MAX];
-	snprintf(tdir, sizeof(tdir), "%s/%s", b->store, name);
-	_cleanup_close_ int dir = open(tdir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int dir = open(b->base.path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	_cleanup_close_ int mfd = dir < 0 ? -1 : openat(dir, "template.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	b->base_fd = dir < 0 ? -1 : openat(dir, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (mfd < 0 || b->base_fd < 0)

@@ -19,6 +19,7 @@
 #include "image/build.h"
 #include "image/layer.h"
 #include "image/recipe.h"
+#include "image/store.h"
 #include "lib/overlay.h"
 #include "net/egressctl.h"
 
@@ -33,6 +34,7 @@ struct build {
 	struct recipe *recipe;
 	int sfd, lock_fd, ctx_fd;
 	int base_fd;                 /* FROM <template>: its rootfs, pinned */
+	struct store_version base;   /* ... and its version, held until the build ends */
 	char store[2048];            /* short enough that every path under it fits PATH_MAX */
 	char work[2304];             /* <store>/.tmp-build-XXXXXX: tmpfs mounts and scratch */
 	char key[LAYER_KEY_LEN + 1]; /* of everything so far */

@@ -493,7 +493,8 @@ static int build_steps(struct build *b)
 
 int build_template(const struct build_opts *o, json_t **ret_meta, struct cordon_err *err)
 {
-	struct build b = {.o = o, .sfd = -1, .lock_fd = -1, .ctx_fd = -1, .base_fd = -1, .egress = {.fd = -1},
+	struct build b = {.o = o, .sfd = -1, .lock_fd = -1, .ctx_fd = -1, .base_fd = -1, .base = STORE_VERSION_INIT,
+			  .egress = {.fd = -1},
 			  .err = err};
 	double t0 = bld_now();
 	int r;
@@ -553,6 +554,7 @@ out:
 		close(b.ctx_fd);
 	if (b.base_fd >= 0)
 		close(b.base_fd);
+	store_version_close(&b.base, false);
 	if (b.sfd >= 0)
 		close(b.sfd);
 	if (b.lock_fd >= 0) {

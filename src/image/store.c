@@ -1,6 +1,7 @@
-/* The template store (store.h). Concurrency: every import and removal holds a shared flock on
- * <store>/.lock while its temporary directory exists; whoever gets it exclusively knows no
- * one is working and removes what a killed process left behind (.tmp-*, .rm-*). */
+/* The template store (store.h): names, template.json, imports; versions are version.c's.
+ * Concurrency: every import and removal holds a shared flock on <store>/.lock while its
+ * temporary directory exists; whoever gets it exclusively knows no one is working and
+ * removes what a killed process left behind (.tmp-*, .rm-*). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,10 +16,11 @@
 
 #include "basic/cleanup.h"
 #include "basic/tree.h"
+#include "image/store-int.h"
 #include "image/store.h"
 
 #define TMP_PREFIX ".tmp-"
-#define RM_PREFIX  ".rm-"
+#define RM_PREFIX  STORE_RM_PREFIX
 #define LOCK_NAME  ".lock"
 #define META_NAME  "template.json"
 #define ROOTFS     "rootfs"
@@ -77,14 +79,36 @@ int store_dir(char *buf, size_t size)
 	return (size_t)snprintf(buf, size, "%s", dir) < size ? 0 : -ENAMETOOLONG;
 }
 
+/* Where @name's files are, relative to the store: its version's directory, or the template's
+ * own for one from before versions; -ENOENT for none, -EINVAL for a link not to its own
+ * version (never followed). */
+static int name_dir(int sfd, const char *name, char *rel, size_t size)
+{
+	char vid[STORE_VERSION_MAX];
+	int r = store_read_pointer(sfd, name, vid);
+	if (r == 0)
+		snprintf(rel, size, STORE_VERSIONS "/%s", vid);
+	else if (r == -EISDIR)
+		snprintf(rel, size, "%s", name);
+	else
+		return r;
+	return 0;
+}
+
 int store_path(const char *name, char *buf, size_t size)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], rel[sizeof(STORE_VERSIONS) + STORE_VERSION_MAX];
 	struct stat st;
 	if (!store_name_valid(name))
 		return -EINVAL;
+	_cleanup_close_ int sfd = store_open_dir(false, NULL);
+	if (sfd < 0)
+		return sfd == -ENOENT ? -ENOENT : sfd;
+	int r = name_dir(sfd, name, rel, sizeof(rel));
+	if (r < 0)
+		return r == -EINVAL ? -ENOENT : r;
 	if (store_dir(dir, sizeof(dir)) < 0 ||
-	    (size_t)snprintf(buf, size, "%s/%s/" ROOTFS, dir, name) >= size)
+	    (size_t)snprintf(buf, size, "%s/%s/" ROOTFS, dir, rel) >= size)
 		return -ENAMETOOLONG;
 	if (lstat(buf, &st) < 0)
 		return -errno;
@@ -94,7 +118,7 @@ int store_path(const char *name, char *buf, size_t size)
 /* The store's directory fd; with @create, made 0700 if missing (and its parent, 0755, for
  * the default location). A store others can write to is refused: they could plant a
  * template or swap one under a sandbox. */
-static int open_store(bool create, struct cordon_err *err)
+int store_open_dir(bool create, struct cordon_err *err)
 {
 	char dir[PATH_MAX];
 	struct stat st;
@@ -131,7 +155,7 @@ static void sweep(int sfd)
 /* The store's lock, taken as @how: LOCK_SH, LOCK_EX, or LOCK_EX | LOCK_NB (-EWOULDBLOCK when
  * someone holds it). Whoever gets it exclusively, and a shared taker who could have had it
  * so, first removes what killed imports, builds and removals left behind. */
-static int lock_store(int sfd, int how, struct cordon_err *err)
+int store_lock(int sfd, int how, struct cordon_err *err)
 {
 	_cleanup_close_ int fd = openat(sfd, LOCK_NAME, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -148,18 +172,18 @@ static int lock_store(int sfd, int how, struct cordon_err *err)
 
 void store_sweep(void)
 {
-	_cleanup_close_ int sfd = open_store(false, NULL);
-	int lock = sfd < 0 ? -1 : lock_store(sfd, LOCK_EX | LOCK_NB, NULL);
+	_cleanup_close_ int sfd = store_open_dir(false, NULL);
+	int lock = sfd < 0 ? -1 : store_lock(sfd, LOCK_EX | LOCK_NB, NULL);
 	if (lock >= 0)
 		close(lock); /* swept; let others in */
 }
 
 int store_open_locked(bool exclusive, int *ret_lock, struct cordon_err *err)
 {
-	_cleanup_close_ int sfd = open_store(true, err);
+	_cleanup_close_ int sfd = store_open_dir(true, err);
 	if (sfd < 0)
 		return sfd;
-	int lock = lock_store(sfd, exclusive ? LOCK_EX : LOCK_SH, err);
+	int lock = store_lock(sfd, exclusive ? LOCK_EX : LOCK_SH, err);
 	if (lock < 0)
 		return lock;
 	*ret_lock = lock;
@@ -185,7 +209,7 @@ static void now_rfc3339(char buf[32])
 }
 
 /* Fills the temporary directory @tmp: rootfs/ through @fill, then template.json. */
-static int fill_tmp(int sfd, const char *tmp, const char *name, store_fill_fn fill,
+static int fill_tmp(int sfd, const char *tmp, const char *name, const char *vid, store_fill_fn fill,
 		    void *userdata, json_t *meta, struct cordon_err *err)
 {
 	char created[32];
@@ -200,6 +224,7 @@ static int fill_tmp(int sfd, const char *tmp, const char *name, store_fill_fn fi
 		return cordon_err_set(err, -errno, "open " ROOTFS);
 	now_rfc3339(created);
 	json_object_set_new(meta, "name", json_string(name));
+	json_object_set_new(meta, "version", json_string(strrchr(vid, '@') + 1));
 	json_object_set_new(meta, "created", json_string(created));
 	int r = fill(rfd, meta, userdata, err);
 	if (r < 0)
@@ -211,99 +236,74 @@ static int fill_tmp(int sfd, const char *tmp, const char *name, store_fill_fn fi
 	return write_meta(tfd, meta, err);
 }
 
-/* Moves @tmp to @name. With @replace the old template is swapped out (RENAME_EXCHANGE: the
- * name is never missing) and left at @tmp for the caller to delete; *@swapped says so. */
-static int commit(int sfd, const char *tmp, const char *name, bool replace, bool *swapped,
-		  struct cordon_err *err)
+/* Publishes the filled @tmp as version @vid of @name; on success the meta moves from *@meta
+ * to *@ret_meta (both NULL when the caller does not want it). */
+static int publish(int sfd, const char *tmp, const char *name, const char *vid, bool replace,
+		   json_t **meta, json_t **ret_meta, struct cordon_err *err)
 {
-	for (int attempt = 0; attempt < 5; attempt++) {
-		if (replace && renameat2(sfd, tmp, sfd, name, RENAME_EXCHANGE) == 0) {
-			*swapped = true;
-			return 0;
-		}
-		if (replace && errno != ENOENT)
-			return cordon_err_set(err, -errno, "replace template '%s'", name);
-		if (renameat2(sfd, tmp, sfd, name, RENAME_NOREPLACE) == 0)
-			return 0;
-		if (errno != EEXIST)
-			return cordon_err_set(err, -errno, "rename into '%s'", name);
-		if (!replace)
-			return cordon_err_setf(err, -EEXIST, "template '%s' exists "
-					       "(--replace replaces it)", name);
-		/* Another import created it between our two renames: exchange with it. */
+	int r = store_publish(sfd, tmp, name, vid, replace, err);
+	if (r < 0) {
+		(void)tree_remove_at(sfd, tmp, TREE_MAX_DEPTH); /* if it never left */
+		return r;
 	}
-	return cordon_err_setf(err, -EBUSY, "template '%s' keeps changing under us", name);
+	if (ret_meta)
+		*ret_meta = TAKE_PTR(*meta);
+	return 0;
 }
 
 int store_import(const char *name, bool replace, store_fill_fn fill, void *userdata,
 		 json_t **ret_meta, struct cordon_err *err)
 {
-	char dir[PATH_MAX], path[PATH_MAX];
-	bool swapped = false;
+	char dir[PATH_MAX], path[PATH_MAX], vid[STORE_VERSION_MAX];
 
 	if (!store_name_valid(name))
 		return bad_name(err, name);
-	_cleanup_close_ int sfd = open_store(true, err);
+	_cleanup_close_ int sfd = store_open_dir(true, err);
 	if (sfd < 0)
 		return sfd;
-	_cleanup_close_ int lock = lock_store(sfd, LOCK_SH, err);
+	_cleanup_close_ int lock = store_lock(sfd, LOCK_SH, err);
 	if (lock < 0)
 		return lock;
 	if (store_dir(dir, sizeof(dir)) < 0 ||
 	    (size_t)snprintf(path, sizeof(path), "%s/" TMP_PREFIX "XXXXXX", dir) >= sizeof(path))
 		return cordon_err_setf(err, -ENAMETOOLONG, "store path too long");
+	int r = store_new_version_id(name, vid);
+	if (r < 0)
+		return cordon_err_set(err, r, "version id");
 	if (!mkdtemp(path))
 		return cordon_err_set(err, -errno, "mkdtemp '%s'", path);
 	const char *tmp = strrchr(path, '/') + 1;
 
 	_cleanup_(json_decrefp) json_t *meta = json_object();
-	int r = meta ? fill_tmp(sfd, tmp, name, fill, userdata, meta, err)
-		     : cordon_err_setf(err, -ENOMEM, "out of memory");
+	r = meta ? fill_tmp(sfd, tmp, name, vid, fill, userdata, meta, err)
+		 : cordon_err_setf(err, -ENOMEM, "out of memory");
 	if (r >= 0)
-		r = commit(sfd, tmp, name, replace, &swapped, err);
-	if (r < 0 || swapped) {
-		/* Our failed import, or the template we replaced. */
-		int q = tree_remove_at(sfd, tmp, TREE_MAX_DEPTH);
-		if (q < 0 && r >= 0)
-			return cordon_err_set(err, q, "remove the replaced template (%s)", path);
-	}
-	if (r >= 0 && ret_meta)
-		*ret_meta = TAKE_PTR(meta);
+		return publish(sfd, tmp, name, vid, replace, ret_meta ? &meta : NULL, ret_meta, err);
+	(void)tree_remove_at(sfd, tmp, TREE_MAX_DEPTH); /* our failed import */
 	return r;
 }
 
 int store_remove(const char *name, struct cordon_err *err)
 {
-	static unsigned counter;
-	char aside[64];
-
 	if (!store_name_valid(name))
 		return bad_name(err, name);
-	_cleanup_close_ int sfd = open_store(false, err);
+	_cleanup_close_ int sfd = store_open_dir(false, err);
 	if (sfd < 0)
 		return sfd == -ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name) : sfd;
-	_cleanup_close_ int lock = lock_store(sfd, LOCK_SH, err);
+	_cleanup_close_ int lock = store_lock(sfd, LOCK_SH, err);
 	if (lock < 0)
 		return lock;
-	/* Out of the store's name space first: the template disappears at once and whole. */
-	snprintf(aside, sizeof(aside), RM_PREFIX "%d-%u", (int)getpid(), counter++);
-	if (renameat2(sfd, name, sfd, aside, RENAME_NOREPLACE) < 0)
-		return errno == ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name)
-				       : cordon_err_set(err, -errno, "remove template '%s'", name);
-	int r = tree_remove_at(sfd, aside, TREE_MAX_DEPTH);
-	if (r < 0)
-		return cordon_err_set(err, r, "remove template '%s' (left as %s in the store)", name, aside);
-	return 0;
+	return store_unname(sfd, name, err);
 }
 
-static json_t *read_meta(int sfd, const char *name, struct cordon_err *err)
+/* template.json at @rel under @dirfd (through the name's link, if @rel starts with one), of
+ * template @name for messages. */
+static json_t *read_meta_at(int dirfd, const char *rel, const char *name, struct cordon_err *err)
 {
-	char rel[STORE_NAME_MAX + sizeof("/" META_NAME)];
 	struct stat st;
 	json_error_t je;
 
-	snprintf(rel, sizeof(rel), "%s/" META_NAME, name);
-	_cleanup_close_ int fd = openat(sfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int fd = openat(dirfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			cordon_err_setf(err, -ENOENT, "no template '%s'", name);
@@ -325,10 +325,45 @@ static json_t *read_meta(int sfd, const char *name, struct cordon_err *err)
 	return j;
 }
 
-int store_config_read(const char *name, struct store_config *ret, struct cordon_err *err)
+/* template.json of @name, through its link; "version" from the link for a template made
+ * before versions. */
+static json_t *read_meta(int sfd, const char *name, struct cordon_err *err)
+{
+	char rel[sizeof(STORE_VERSIONS) + STORE_VERSION_MAX + sizeof("/" META_NAME)];
+	char id[STORE_VERSION_ID_LEN + 1] = "";
+	int r = name_dir(sfd, name, rel, sizeof(rel));
+	if (r == -ENOENT)
+		cordon_err_setf(err, -ENOENT, "no template '%s'", name);
+	else if (r == -EINVAL)
+		cordon_err_setf(err, -EINVAL, "template '%s' is not a link to one of its versions", name);
+	else if (r < 0)
+		cordon_err_set(err, r, "template '%s'", name);
+	if (r < 0)
+		return NULL;
+	if (strchr(rel, '@'))
+		snprintf(id, sizeof(id), "%s", strrchr(rel, '@') + 1);
+	strcat(rel, "/" META_NAME);
+	json_t *j = read_meta_at(sfd, rel, name, err);
+	/* Converted from before versions: the link names the version template.json does not. */
+	if (j && id[0] && !json_object_get(j, "version"))
+		json_object_set_new(j, "version", json_string(id));
+	return j;
+}
+
+int store_version_meta(const struct store_version *v, json_t **ret, struct cordon_err *err)
+{
+	_cleanup_close_ int dfd = open(v->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return cordon_err_set(err, -errno, "template version %s", v->id);
+	*ret = read_meta_at(dfd, META_NAME, v->id, err);
+	return *ret ? 0 : (err && err->code ? err->code : -EINVAL);
+}
+
+int store_config_read(const struct store_version *v, struct store_config *ret,
+		      struct cordon_err *err)
 {
 	*ret = (struct store_config){0};
-	int r = store_read(name, &ret->meta, err);
+	int r = store_version_meta(v, &ret->meta, err);
 	if (r < 0)
 		return r;
 	size_t i;
@@ -360,7 +395,7 @@ int store_read(const char *name, json_t **ret, struct cordon_err *err)
 {
 	if (!store_name_valid(name))
 		return bad_name(err, name);
-	_cleanup_close_ int sfd = open_store(false, err);
+	_cleanup_close_ int sfd = store_open_dir(false, err);
 	if (sfd < 0)
 		return sfd == -ENOENT ? cordon_err_setf(err, -ENOENT, "no template '%s'", name) : sfd;
 	*ret = read_meta(sfd, name, err);
@@ -377,7 +412,7 @@ int store_list(json_t **ret, struct cordon_err *err)
 	_cleanup_(json_decrefp) json_t *list = json_array();
 	if (!list)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
-	_cleanup_close_ int sfd = open_store(false, err);
+	_cleanup_close_ int sfd = store_open_dir(false, err);
 	if (sfd == -ENOENT) {
 		*ret = TAKE_PTR(list);
 		return 0;

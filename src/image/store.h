@@ -1,25 +1,37 @@
-/* The template store: one directory per template under $CORDON_TEMPLATES or
- * /var/lib/cordon/templates (0700, root):
+/* The template store under $CORDON_TEMPLATES or /var/lib/cordon/templates (0700, root).
+ * A template name points to an immutable version; a build or an import makes a new version
+ * and swaps the name to it in one rename(2):
  *
- *     <store>/<name>/rootfs/         the tree a sandbox runs on (bound read-only)
- *     <store>/<name>/template.json   {"name", "created", "source", "digest", "env", "workdir",
- *                                     "user", "cmd", "size_bytes"}
+ *     <store>/<name>                          symlink to .versions/<name>@<id>
+ *     <store>/.versions/<name>@<id>/rootfs/   the tree a sandbox runs on (bound read-only)
+ *     <store>/.versions/<name>@<id>/template.json
+ *                                             {"name", "version", "created", "source",
+ *                                              "digest", "env", "workdir", "user", "cmd",
+ *                                              "size_bytes", ...}
+ *     <store>/.versions/<name>@<id>/.lock     held shared by whoever runs on the version
  *
- * A template appears whole or not at all: store_import() fills <store>/.tmp-XXXXXX/rootfs
- * through a caller's callback (an OCI import, later a build), writes template.json and
- * renames the directory into place with RENAME_NOREPLACE (or RENAME_EXCHANGE to replace),
- * so concurrent imports of one name leave exactly one good template. Removal renames the
- * template aside first, then deletes the tree. The store knows nothing of image formats and
- * needs only jansson, so `cordon run --template NAME` can call store_path() without
- * libcrypto or libarchive.
+ * A sandbox (or a build FROM the template) opens a version with store_version_open() and
+ * keeps it, by a shared flock, until it ends: a rebuild, an import --replace or a removal
+ * meanwhile changes only where the name points. A version goes when no name points to it
+ * and nobody holds it: at once if unused, else when its last holder closes it, or at the
+ * next `template gc` if that holder died (version.c). A template directory from before
+ * versions (<store>/<name>/ itself) becomes a version the first time it is opened, replaced
+ * or removed. A template appears whole or not at all: store_import() fills
+ * <store>/.tmp-XXXXXX through a caller's callback (an OCI import, a build), writes
+ * template.json, and publishes it. The store knows nothing of image formats and needs only
+ * jansson, so `cordon run --template NAME` can open a version without libcrypto or
+ * libarchive.
  *
- *     char root[PATH_MAX];
- *     int r = store_path("python", root, sizeof(root));   // -EINVAL bad name, -ENOENT none
+ *     struct store_version v;
+ *     int r = store_version_open("python", &v, &err);   // -EINVAL bad name, -ENOENT none
+ *     spec.rootfs = v.rootfs;  ...  store_version_close(&v, false);
  */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -46,9 +58,54 @@ int store_user(const char *user, enum cordon_user *ret);
  * Returns 0 or -ENAMETOOLONG. */
 int store_dir(char *buf, size_t size);
 
-/* "<store>/<name>/rootfs" into @buf. -EINVAL if @name is not valid (or is "host": the caller
- * handles the built-in template first), -ENOENT if there is no such template. */
+/* "<store>/<name>/rootfs" into @buf, to check that a template exists: a sandbox runs on a
+ * version it holds (store_version_open), never on this path, which a rebuild moves on.
+ * -EINVAL if @name is not valid (or is "host": the caller handles the built-in template
+ * first), -ENOENT if there is no such template. */
 int store_path(const char *name, char *buf, size_t size);
+
+#define STORE_VERSION_ID_LEN 16u /* hex: 8 of the creation time, 8 random */
+#define STORE_VERSION_MAX    (STORE_NAME_MAX + 1 + STORE_VERSION_ID_LEN + 1)
+
+/* One version of a template, held: its tree stays whole and in place until closed. */
+struct store_version {
+	int lock_fd;                /* shared flock on its .lock; O_CLOEXEC, never in a sandbox */
+	char id[STORE_VERSION_MAX]; /* "<name>@<id>" */
+	char path[PATH_MAX];        /* its directory */
+	char rootfs[PATH_MAX];      /* path/rootfs: what a sandbox runs on */
+};
+#define STORE_VERSION_INIT {.lock_fd = -1}
+
+/* Opens and holds the version @name points to now. *@ret is the caller's to close. */
+int store_version_open(const char *name, struct store_version *ret, struct cordon_err *err);
+
+/* Lets go of @v (NULL or closed is a no-op) and removes the version if it was the last holder
+ * and no name points to it any more; with @detach that is left to the thread that runs
+ * store_release_step() (cordond's loop does not wait for a tree's deletion). */
+void store_version_close(struct store_version *v, bool detach);
+
+/* A daemon's releases (store_version_close(v, true)) are finished by one thread of its own:
+ * store_release_start() makes the channel and returns the fd that thread polls; the thread
+ * calls store_release_step() when it is readable or the timeout the last step returned (in
+ * ms, -1 for none) has passed. Without it, a detached close is done at once. */
+int store_release_start(void);
+int store_release_step(void);
+
+/* The version @name points to now ("<name>@<id>") into @vid, without holding it: -ENOENT for
+ * none, -EISDIR for a template from before versions (not opened yet). */
+int store_version_current(const char *name, char vid[STORE_VERSION_MAX]);
+
+/* template.json of the held version @v into *@ret (the caller's). */
+int store_version_meta(const struct store_version *v, json_t **ret, struct cordon_err *err);
+
+/* What `template gc` did to versions: removed (no name, no holder), kept as in use. */
+struct store_gc {
+	unsigned removed, in_use;
+	uint64_t bytes;
+};
+
+/* Removes every version that no name points to and nobody holds. */
+int store_gc_versions(struct store_gc *ret, struct cordon_err *err);
 
 /* Opens the store (making it) and takes its lock: shared for what adds to it (imports and
  * builds, which may run side by side), exclusive for what removes unreferenced parts (gc).
@@ -67,16 +124,17 @@ void store_sweep(void);
  * "source", "digest", "env", "workdir", "user", "cmd"). Returns 0 or -errno with @err set. */
 typedef int (*store_fill_fn)(int rootfd, json_t *meta, void *userdata, struct cordon_err *err);
 
-/* Creates template @name: makes a private temporary directory in the store, calls @fill,
- * adds "name", "created" and "size_bytes", writes template.json and moves it into place.
- * An existing @name is an error (-EEXIST) unless @replace, in which case the old one is
- * swapped out atomically and deleted. On any failure nothing of it is left in the store.
+/* Creates a version of template @name: makes a private temporary directory in the store,
+ * calls @fill, adds "name", "version", "created" and "size_bytes", writes template.json,
+ * moves it into .versions and points @name at it. An existing @name is an error (-EEXIST)
+ * unless @replace, in which case the name is swapped to the new version atomically and the
+ * old version goes when nothing holds it. On any failure nothing of it is left in the store.
  * On success *@ret_meta (may be NULL) is the new template.json, owned by the caller. */
 int store_import(const char *name, bool replace, store_fill_fn fill, void *userdata,
 		 json_t **ret_meta, struct cordon_err *err);
 
-/* Removes template @name. A running sandbox that uses it keeps its bind mount of the old
- * tree (an open directory): removal only takes it out of the store. */
+/* Removes the name @name at once; its versions go when nothing holds them (a running
+ * sandbox keeps the version it started from, whole). */
 int store_remove(const char *name, struct cordon_err *err);
 
 /* What template.json says about running a template, for cordon run and cordond alike. */
@@ -90,8 +148,9 @@ struct store_config {
 	json_t *start, *ready;    /* START and READY as non-empty arrays, or NULL (borrowed) */
 };
 
-/* Reads template @name's config into @ret (store_config_done() frees it). */
-int store_config_read(const char *name, struct store_config *ret, struct cordon_err *err);
+/* Reads the config of the held version @v into @ret (store_config_done() frees it). */
+int store_config_read(const struct store_version *v, struct store_config *ret,
+		      struct cordon_err *err);
 void store_config_done(struct store_config *c);
 
 /* template.json of @name into *@ret (owned by the caller). */

@@ -194,7 +194,8 @@ def test_replace(store, archives):
     tpl("import", "bb", str(archives / "oci.tar.gz"), "--replace", check=0)
     check_template(store, "bb", archives / "oci.tar.gz")
     assert leftovers(store) == []
-    assert sorted(os.listdir(store)) == [".lock", "bb"]
+    assert sorted(os.listdir(store)) == [".lock", ".versions", "bb"]
+    assert os.listdir(store / ".versions") == [os.readlink(store / "bb").split("/")[1]]  # the old one went
 
 
 def test_usage_and_names(store, archives):
@@ -262,7 +263,8 @@ def test_concurrent_imports(store, archives, replace):
         assert all("exists" in e for r, e in results if r == 1), results
     meta = json.loads(tpl("inspect", "race", check=0).stdout)
     check_template(store, "race", meta["source"][len("oci-archive:"):])
-    assert sorted(os.listdir(store)) == [".lock", "race"]
+    assert sorted(os.listdir(store)) == [".lock", ".versions", "race"]
+    assert os.listdir(store / ".versions") == [os.readlink(store / "race").split("/")[1]]
 
 
 def _run_wired():
