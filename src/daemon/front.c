@@ -1,0 +1,866 @@
+/* The front door of cordond's HTTP listeners: who may connect, and which requests evhttp may
+ * read.
+ *
+ * libevent 2.1's evhttp reads a request's headers and its whole body before any of our code
+ * runs, and answers its own errors in HTML. So each connection gets a gate that reads the
+ * request head itself while evhttp is held off (a read rate limit with no tokens: evhttp's own
+ * enable calls cannot lift it), checks the head (route, API key, framing, size, bytes in
+ * flight), and only then hands the head to evhttp and lets it read the body. A refused request
+ * is answered here in JSON and the connection closed gracefully (shutdown, then the rest of
+ * the upload is read and dropped for a moment, so that the client can read the answer). After
+ * each reply (evhttp's on_complete) the gate holds evhttp off again for the next head.
+ *
+ * Admission: each listener has a connection cap (TCP's also per peer address, and lowered to
+ * fit RLIMIT_NOFILE so that the unix socket keeps fds of its own); at the cap the listener is
+ * paused, not spun. A connection must send a complete head within --header-timeout seconds.
+ * accept() failures (EMFILE) pause the listener briefly and are logged once a second.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+
+#include "basic/log.h"
+#include "daemon/daemon.h"
+
+#define HEAD_MAX	   (16u << 10)	/* bytes of a request line and headers */
+#define CHUNK_SLICE	   (256u << 10) /* bytes of a chunked body evhttp may read per grant */
+#define LINGER_MS	   2000		/* a refused upload is read and dropped this long */
+#define LINGER_BYTES	   (16u << 20)
+#define ACCEPT_PAUSE_MS	   200		/* after EMFILE/ENFILE */
+#define UNIX_MAX_CONNS	   256
+#define KEEPALIVE_IDLE_S   120		/* between requests on a kept-alive connection */
+
+enum gate_state { G_NEW, G_HEAD, G_BODY, G_DISPATCHED, G_REFUSED };
+
+struct front;
+
+struct gate {
+	struct front *f;
+	struct bufferevent *bev; /* evhttp's, made by us in bevcb */
+	struct evhttp_connection *evcon;
+	enum gate_state state;
+	int fd;
+	ino_t ino; /* the socket's inode: a stale gate is told by it (see front_sweep) */
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	struct evbuffer *buf; /* bytes read by the gate, not yet given to evhttp */
+	struct event *work, *deadline;
+	bool first, chunked;
+	uint64_t charged;     /* body bytes of the current request counted in f->inflight */
+	uint64_t body_seen;   /* bytes evhttp has read past the current head */
+	uint64_t granted;     /* chunked: bytes past the head evhttp may read */
+	uint64_t max_body;    /* bytes on the wire past the head */
+	size_t route_max;     /* the route's limit on the (decoded) body */
+	void (*close_cb)(struct evhttp_connection *, void *); /* a handler's */
+	void *close_arg;
+	struct gate *next, *prev;
+};
+
+struct front {
+	bool tcp;
+	struct evhttp *http;
+	struct evconnlistener *lev;
+	size_t conns, max_conns, max_peer; /* conns counts lingering refusals too */
+	uint64_t inflight, max_inflight;
+	bool paused_cap, paused_err;
+	struct event *resume_ev;
+	uint64_t warn_ms;
+	unsigned warn_count;
+	struct gate *gates;
+};
+
+static struct front *fronts[2];
+static struct ev_token_bucket_cfg *hold_cfg; /* read: no refill to speak of; write: unlimited */
+static struct event *sweep_ev;
+
+static void gate_free(struct gate *g);
+static void gate_process(struct gate *g);
+
+/* ---- admission ---- */
+
+static void listener_update(struct front *f)
+{
+	bool full = f->conns >= f->max_conns;
+	if (f->paused_err) /* on_resume() decides */
+		return;
+	if (full && !f->paused_cap) {
+		f->paused_cap = true;
+		evconnlistener_disable(f->lev);
+	} else if (!full && f->paused_cap) {
+		f->paused_cap = false;
+		evconnlistener_enable(f->lev);
+	}
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct front *f = arg;
+	f->paused_err = false;
+	f->paused_cap = true; /* it is disabled: enabled again unless full */
+	listener_update(f);
+}
+
+/* accept() failed with something other than EAGAIN: usually EMFILE, when the listener would
+ * be woken again at once by the same pending connection. Pause it instead of spinning. */
+static void on_accept_error(struct evconnlistener *lev, void *arg)
+{
+	int e = EVUTIL_SOCKET_ERROR();
+	struct front *f = fronts[0] && fronts[0]->lev == lev ? fronts[0] : fronts[1];
+	if (!f || f->lev != lev)
+		return;
+	uint64_t now = now_ms();
+	f->warn_count++;
+	if (now - f->warn_ms >= 1000) {
+		log_warning("accept on the %s socket: %s (%u times in the last second); pausing it %d ms",
+			    f->tcp ? "TCP" : "unix", strerror(e), f->warn_count, ACCEPT_PAUSE_MS);
+		f->warn_ms = now;
+		f->warn_count = 0;
+	}
+	evconnlistener_disable(lev);
+	f->paused_err = true;
+	struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+	event_add(f->resume_ev, &tv);
+}
+
+static bool same_peer(const struct gate *a, const struct gate *b)
+{
+	if (a->peer_len != b->peer_len || a->peer.ss_family != b->peer.ss_family)
+		return false;
+	if (a->peer.ss_family == AF_INET)
+		return ((const struct sockaddr_in *)&a->peer)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)&b->peer)->sin_addr.s_addr;
+	if (a->peer.ss_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)&a->peer)->sin6_addr,
+			      &((const struct sockaddr_in6 *)&b->peer)->sin6_addr, 16) == 0;
+	return false;
+}
+
+static size_t peer_conns(const struct gate *g)
+{
+	size_t n = 0;
+	for (const struct gate *o = g->f->gates; o; o = o->next)
+		if (o != g && o->state != G_NEW && same_peer(o, g))
+			n++;
+	return n;
+}
+
+/* ---- holding evhttp off ---- */
+
+static void hold(struct gate *g)
+{
+	bufferevent_set_rate_limit(g->bev, hold_cfg);
+	ev_ssize_t have = bufferevent_get_read_limit(g->bev);
+	bufferevent_decrement_read_limit(g->bev, have);
+}
+
+static void grant(struct gate *g, uint64_t n)
+{
+	ev_ssize_t have = bufferevent_get_read_limit(g->bev);
+	bufferevent_decrement_read_limit(g->bev, have - (ev_ssize_t)n);
+}
+
+static void release(struct gate *g)
+{
+	bufferevent_set_rate_limit(g->bev, NULL);
+}
+
+static void uncharge(struct gate *g)
+{
+	g->f->inflight -= g->charged;
+	g->charged = 0;
+}
+
+/* ---- refusing: JSON, then a graceful close ---- */
+
+struct lingerer {
+	int fd;
+	struct front *f;
+	struct event *ev;
+	uint64_t until_ms, dropped;
+};
+
+static void linger_end(struct lingerer *l)
+{
+	event_free(l->ev);
+	close(l->fd);
+	l->f->conns--;
+	listener_update(l->f);
+	free(l);
+}
+
+static void on_linger(evutil_socket_t fd, short what, void *arg)
+{
+	struct lingerer *l = arg;
+	char buf[16384];
+	ssize_t n = (what & EV_READ) ? read(fd, buf, sizeof(buf)) : 0;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0)
+		l->dropped += n;
+	if (n <= 0 || l->dropped > LINGER_BYTES || now_ms() >= l->until_ms)
+		linger_end(l);
+}
+
+/* Keeps the socket (a dup of evhttp's fd) open after evhttp lets go of it, reading what the
+ * client still sends: a close with unread input would reset the connection and the client
+ * could lose the answer. */
+static void linger_start(struct front *f, int fd)
+{
+	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	struct lingerer *l = dfd >= 0 ? calloc(1, sizeof(*l)) : NULL;
+	if (!l) {
+		if (dfd >= 0)
+			close(dfd);
+		shutdown(fd, SHUT_WR);
+		return;
+	}
+	shutdown(dfd, SHUT_WR);
+	*l = (struct lingerer){.fd = dfd, .f = f, .until_ms = now_ms() + LINGER_MS};
+	l->ev = event_new(D.base, dfd, EV_READ | EV_PERSIST, on_linger, l);
+	struct timeval tv = {LINGER_MS / 1000, (LINGER_MS % 1000) * 1000};
+	if (!l->ev || event_add(l->ev, &tv) < 0) {
+		if (l->ev)
+			event_free(l->ev);
+		close(dfd);
+		free(l);
+		return;
+	}
+	f->conns++;
+}
+
+static const char *status_text(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 411: return "Length Required";
+	case 413: return "Payload Too Large";
+	case 429: return "Too Many Requests";
+	default: return "Service Unavailable";
+	}
+}
+
+/* Answers @status {"error": {"code": @code, ...}} on the socket and ends the connection.
+ * evhttp has not been given this request, so its side of the socket is idle. */
+static void gate_refuse(struct gate *g, int status, const char *code, const char *extra_header,
+			const char *fmt, ...)
+{
+	char msg[300], head[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	_cleanup_free_ char *body = http_error_json(code, msg);
+	size_t blen = body ? strlen(body) : 0;
+	int n = snprintf(head, sizeof(head),
+			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+			 "Connection: close\r\n%s\r\n",
+			 status, status_text(status), blen + 1, extra_header ? extra_header : "");
+	struct iovec iov[3] = {{head, (size_t)n}, {body, blen}, {"\n", 1}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
+	(void)!sendmsg(g->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	metric_inc(M_HTTP_ERRORS);
+	if (D.cfg.verbose)
+		log_info("%s: refused %d %s: %s", g->f->tcp ? "tcp" : "unix", status, code, msg);
+	linger_start(g->f, g->fd);
+	g->state = G_REFUSED;
+	event_del(g->deadline);
+	uncharge(g);
+	evbuffer_drain(g->buf, evbuffer_get_length(g->buf));
+	/* evhttp frees the connection on EOF; deferred, so that no caller is inside it. */
+	bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING, BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/* ---- reading and checking a head ---- */
+
+struct head {
+	enum evhttp_cmd_type method;
+	bool method_known;
+	char path[520];
+	const char *auth;
+	size_t auth_len;
+	bool has_cl, chunked, bad;
+	uint64_t cl;
+	const char *why;
+};
+
+static const struct {
+	const char *name;
+	enum evhttp_cmd_type m;
+} methods[] = {
+	{"GET", EVHTTP_REQ_GET}, {"POST", EVHTTP_REQ_POST}, {"PUT", EVHTTP_REQ_PUT},
+	{"DELETE", EVHTTP_REQ_DELETE}, {"HEAD", EVHTTP_REQ_HEAD}, {"OPTIONS", EVHTTP_REQ_OPTIONS},
+	{"TRACE", EVHTTP_REQ_TRACE}, {"CONNECT", EVHTTP_REQ_CONNECT}, {"PATCH", EVHTTP_REQ_PATCH},
+};
+
+static bool parse_request_line(const char *l, size_t len, struct head *h)
+{
+	const char *sp = memchr(l, ' ', len);
+	if (!sp)
+		return false;
+	for (size_t i = 0; i < ELEMENTSOF(methods); i++)
+		if (strlen(methods[i].name) == (size_t)(sp - l) && memcmp(methods[i].name, l, sp - l) == 0) {
+			h->method = methods[i].m;
+			h->method_known = true;
+		}
+	const char *t = sp + 1, *end = l + len;
+	const char *te = memchr(t, ' ', end - t);
+	if (!te)
+		return false;
+	size_t plen = strcspn(t, "?# ");
+	if (plen > (size_t)(te - t))
+		plen = te - t;
+	if (plen >= sizeof(h->path))
+		plen = sizeof(h->path) - 1; /* too long a path: dispatch refuses it */
+	memcpy(h->path, t, plen);
+	h->path[plen] = '\0';
+	return true;
+}
+
+static bool header_is(const char *l, size_t len, const char *name, const char **ret_v, size_t *ret_len)
+{
+	size_t n = strlen(name);
+	if (len <= n || l[n] != ':' || strncasecmp(l, name, n) != 0)
+		return false;
+	const char *v = l + n + 1, *e = l + len;
+	while (v < e && (*v == ' ' || *v == '\t'))
+		v++;
+	while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	*ret_v = v;
+	*ret_len = e - v;
+	return true;
+}
+
+static void parse_header(const char *l, size_t len, struct head *h)
+{
+	const char *v;
+	size_t vl;
+	if (len && (l[0] == ' ' || l[0] == '\t')) {
+		h->bad = true, h->why = "folded header lines are not accepted";
+	} else if (header_is(l, len, "Content-Length", &v, &vl)) {
+		uint64_t n = 0;
+		if (h->has_cl || vl == 0 || vl > 18)
+			h->bad = true, h->why = "bad or repeated Content-Length";
+		for (size_t i = 0; i < vl && !h->bad; i++)
+			if (v[i] < '0' || v[i] > '9')
+				h->bad = true, h->why = "bad Content-Length";
+			else
+				n = n * 10 + (v[i] - '0');
+		h->has_cl = true, h->cl = n;
+	} else if (header_is(l, len, "Transfer-Encoding", &v, &vl)) {
+		if (h->chunked || vl != 7 || strncasecmp(v, "chunked", 7) != 0)
+			h->bad = true, h->why = "Transfer-Encoding other than one 'chunked'";
+		h->chunked = true;
+	} else if (header_is(l, len, "Authorization", &v, &vl)) {
+		h->auth = v, h->auth_len = vl;
+	}
+}
+
+/* Length of the head at the start of @p (through its empty line), or 0 if incomplete. Lines end
+ * in LF or CRLF, as evhttp reads them. */
+static size_t head_end(const char *p, size_t len)
+{
+	for (const char *nl = p; (nl = memchr(nl, '\n', p + len - nl)); nl++) {
+		const char *q = nl + 1;
+		if (q < p + len && *q == '\r')
+			q++;
+		if (q < p + len && *q == '\n')
+			return q + 1 - p;
+	}
+	return 0;
+}
+
+static void parse_head(const char *p, size_t len, struct head *h)
+{
+	const char *end = p + len;
+	bool first = true;
+	for (const char *l = p; l < end;) {
+		const char *nl = memchr(l, '\n', end - l);
+		size_t ll = (nl ? nl : end) - l;
+		if (ll && l[ll - 1] == '\r')
+			ll--;
+		if (ll == 0)
+			break;
+		if (first && !parse_request_line(l, ll, h))
+			h->bad = true, h->why = "malformed request line";
+		else if (!first)
+			parse_header(l, ll, h);
+		first = false;
+		l = nl ? nl + 1 : end;
+	}
+	if (h->chunked && h->has_cl)
+		h->bad = true, h->why = "both Content-Length and Transfer-Encoding";
+}
+
+static bool takes_body(enum evhttp_cmd_type m)
+{
+	return m == EVHTTP_REQ_POST || m == EVHTTP_REQ_PUT || m == EVHTTP_REQ_PATCH;
+}
+
+/* evhttp reads a body of GET, DELETE, OPTIONS and CONNECT only if one is announced, and none
+ * of HEAD or TRACE: one announced there would be parsed as the next request. */
+static bool may_have_body(enum evhttp_cmd_type m)
+{
+	return m != EVHTTP_REQ_HEAD && m != EVHTTP_REQ_TRACE;
+}
+
+/* The verdict on a complete head; true if evhttp may have the request. */
+static bool check_head(struct gate *g, const struct head *h)
+{
+	struct front *f = g->f;
+	char allow[96] = "";
+	size_t max_body = 0;
+	if (h->bad) {
+		gate_refuse(g, 400, "bad_request", NULL, "%s", h->why);
+		return false;
+	}
+	if (f->tcp && strcmp(h->path, "/healthz") != 0 && !http_key_ok(h->auth, h->auth_len)) {
+		gate_refuse(g, 401, "unauthorized", NULL, "a valid API key is needed (Authorization: Bearer KEY)");
+		return false;
+	}
+	int r = h->method_known ? http_route_body_limit(h->method, h->path, &max_body, allow, sizeof(allow))
+				: http_route_body_limit(-1, h->path, &max_body, allow, sizeof(allow));
+	if (r == -EOPNOTSUPP) {
+		char hdr[128];
+		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
+		gate_refuse(g, 405, "method_not_allowed", hdr, "%s takes %s", h->path, allow);
+		return false;
+	}
+	if (r == -ENOENT || !h->method_known) {
+		gate_refuse(g, 404, "not_found", NULL, "no such route: %.300s", h->path);
+		return false;
+	}
+	if (!may_have_body(h->method) && (h->chunked || h->cl > 0)) {
+		gate_refuse(g, 400, "bad_request", NULL, "a HEAD or TRACE request has no body");
+		return false;
+	}
+	if (takes_body(h->method) && !h->has_cl && !h->chunked) {
+		gate_refuse(g, 411, "length_required", NULL,
+			    "a body needs Content-Length or Transfer-Encoding: chunked");
+		return false;
+	}
+	if (h->cl > max_body) {
+		gate_refuse(g, 413, "payload_too_large", NULL, "the body is %llu bytes; %s takes at most %zu",
+			    (unsigned long long)h->cl, h->path, max_body);
+		return false;
+	}
+	uint64_t want = h->chunked ? (CHUNK_SLICE < max_body ? CHUNK_SLICE : max_body) + 64 : h->cl;
+	if (f->inflight + want > f->max_inflight) {
+		gate_refuse(g, 503, "capacity", "Retry-After: 1\r\n",
+			    "too many request bodies in flight; retry shortly");
+		return false;
+	}
+	f->inflight += want;
+	g->charged = want;
+	g->chunked = h->chunked;
+	g->granted = want;
+	/* A chunked body is measured on the wire, framing included: allow for it here; dispatch
+	 * checks the decoded length exactly. */
+	g->max_body = max_body + max_body / 16 + 4096;
+	g->route_max = max_body;
+	return true;
+}
+
+/* Gives evhttp the head (and what followed it) and lets it read the body. */
+static void hand_over(struct gate *g, size_t head_len)
+{
+	size_t have = evbuffer_get_length(g->buf);
+	event_del(g->deadline);
+	event_del(g->work);
+	evbuffer_add_buffer(bufferevent_get_input(g->bev), g->buf); /* not counted: G_HEAD */
+	g->state = G_BODY;
+	g->body_seen = have - head_len;
+	if (g->chunked)
+		grant(g, g->granted > g->body_seen ? g->granted - g->body_seen : 0);
+	else
+		release(g);
+	bufferevent_trigger(g->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+static void gate_process(struct gate *g)
+{
+	size_t len;
+	/* RFC 9112: a server ignores empty lines before a request line. */
+	while ((len = evbuffer_get_length(g->buf))) {
+		char c;
+		evbuffer_copyout(g->buf, &c, 1);
+		if (c != '\r' && c != '\n')
+			break;
+		evbuffer_drain(g->buf, 1);
+	}
+	if (len == 0)
+		return;
+	size_t look = len < HEAD_MAX + 1 ? len : HEAD_MAX + 1;
+	const char *p = (const char *)evbuffer_pullup(g->buf, look);
+	size_t n = p ? head_end(p, look) : 0;
+	if (n == 0) {
+		if (len > HEAD_MAX)
+			gate_refuse(g, 400, "bad_request", NULL, "request headers over %u bytes", HEAD_MAX);
+		return;
+	}
+	struct head h = {0};
+	parse_head(p, n, &h);
+	if (check_head(g, &h))
+		hand_over(g, n);
+}
+
+static void arm_deadline(struct gate *g, unsigned seconds)
+{
+	struct timeval tv = {seconds, 0};
+	event_add(g->deadline, &tv);
+}
+
+/* The socket is readable (EV_READ), or the gate holds bytes to look at (EV_TIMEOUT). */
+static void on_gate_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct gate *g = arg;
+	if (g->state != G_HEAD)
+		return;
+	if (what & EV_READ) {
+		size_t had = evbuffer_get_length(g->buf);
+		size_t room = had <= HEAD_MAX ? HEAD_MAX + 1 - had : 1;
+		int n = evbuffer_read(g->buf, fd, (int)room);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			/* Gone, or half-closed without a complete request: evhttp drops it. */
+			g->state = G_REFUSED;
+			event_del(g->work);
+			event_del(g->deadline);
+			bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING,
+						  BEV_TRIG_DEFER_CALLBACKS);
+			return;
+		}
+		if (had == 0 && !g->first)
+			arm_deadline(g, (unsigned)D.cfg.header_timeout_s);
+	}
+	gate_process(g);
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct gate *g = arg;
+	if (g->state != G_HEAD)
+		return;
+	if (D.cfg.verbose)
+		log_info("%s: no complete request headers in time; closing", g->f->tcp ? "tcp" : "unix");
+	g->state = G_REFUSED;
+	event_del(g->work);
+	bufferevent_trigger_event(g->bev, BEV_EVENT_READING | BEV_EVENT_TIMEOUT, BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/* Waits for the next head: evhttp is held off, and what it read past the last request is the
+ * gate's again. */
+static void start_head(struct gate *g)
+{
+	struct evbuffer *in = bufferevent_get_input(g->bev);
+	g->state = G_HEAD;
+	g->chunked = false;
+	g->body_seen = g->granted = 0;
+	hold(g);
+	evbuffer_add_buffer(g->buf, in);
+	arm_deadline(g, g->first || evbuffer_get_length(g->buf) ? (unsigned)D.cfg.header_timeout_s
+								 : KEEPALIVE_IDLE_S);
+	event_add(g->work, NULL);
+	if (evbuffer_get_length(g->buf))
+		event_active(g->work, EV_TIMEOUT, 0);
+}
+
+static void on_gate_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct gate *g = arg;
+	if (g->close_cb)
+		g->close_cb(evcon, g->close_arg);
+	gate_free(g);
+}
+
+/* Runs once the connection is made (evhttp has given the bufferevent its fd). */
+static void attach(struct gate *g)
+{
+	bufferevent_data_cb rcb, wcb;
+	bufferevent_event_cb ecb;
+	void *arg = NULL;
+	struct stat st;
+	bufferevent_getcb(g->bev, &rcb, &wcb, &ecb, &arg);
+	g->fd = bufferevent_getfd(g->bev);
+	if (!ecb || g->fd < 0 || fstat(g->fd, &st) < 0) { /* evhttp gave up on it already */
+		bufferevent_decref(g->bev);
+		g->bev = NULL;
+		gate_free(g);
+		return;
+	}
+	bufferevent_decref(g->bev);
+	g->ino = st.st_ino;
+	g->evcon = arg;
+	evhttp_connection_set_closecb(g->evcon, on_gate_closed, g);
+	g->peer_len = sizeof(g->peer);
+	if (g->f->tcp && getpeername(g->fd, (struct sockaddr *)&g->peer, &g->peer_len) < 0)
+		g->peer_len = 0;
+	event_free(g->work);
+	g->work = event_new(D.base, g->fd, EV_READ | EV_PERSIST, on_gate_read, g);
+	if (!g->work) {
+		g->state = G_REFUSED;
+		bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING, BEV_TRIG_DEFER_CALLBACKS);
+		return;
+	}
+	g->state = G_HEAD;
+	if (g->f->tcp && peer_conns(g) >= g->f->max_peer) {
+		gate_refuse(g, 429, "quota_exceeded", "Retry-After: 1\r\n",
+			    "too many connections from this address (at most %zu)", g->f->max_peer);
+		return;
+	}
+	start_head(g);
+}
+
+static void on_attach(evutil_socket_t fd, short what, void *arg)
+{
+	attach(arg);
+}
+
+/* Counts what evhttp reads of a chunked body; at the end of a grant, the gate decides on the
+ * next one (in its own callback: this one runs inside the bufferevent's read). */
+static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct gate *g = arg;
+	if (g->state != G_BODY || !g->chunked || !info->n_added)
+		return;
+	g->body_seen += info->n_added;
+	if (g->body_seen >= g->granted)
+		event_active(g->deadline, EV_READ, 0);
+}
+
+static void on_chunk_grant(struct gate *g)
+{
+	struct front *f = g->f;
+	if (g->body_seen > g->max_body) {
+		gate_refuse(g, 413, "payload_too_large", NULL, "the body is over %zu bytes",
+			    g->route_max);
+		return;
+	}
+	if (f->inflight + CHUNK_SLICE > f->max_inflight) {
+		gate_refuse(g, 503, "capacity", "Retry-After: 1\r\n",
+			    "too many request bodies in flight; retry shortly");
+		return;
+	}
+	f->inflight += CHUNK_SLICE;
+	g->charged += CHUNK_SLICE;
+	g->granted += CHUNK_SLICE;
+	grant(g, g->granted - g->body_seen);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct gate *g = arg;
+	if (g->state == G_BODY && (what & EV_READ))
+		on_chunk_grant(g);
+	else if (g->state == G_HEAD && (what & EV_TIMEOUT))
+		on_deadline(fd, what, g);
+}
+
+/* evhttp's bevcb: every connection's bufferevent is made here, with evhttp held off. */
+static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
+{
+	struct front *f = arg;
+	struct gate *g = calloc(1, sizeof(*g));
+	struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+	if (g)
+		g->buf = evbuffer_new();
+	if (g && bev && g->buf) {
+		g->work = event_new(base, -1, 0, on_attach, g);
+		g->deadline = event_new(base, -1, 0, on_timer, g);
+	}
+	if (!g || !bev || !g->buf || !g->work || !g->deadline) {
+		if (g) {
+			if (g->buf)
+				evbuffer_free(g->buf);
+			if (g->work)
+				event_free(g->work);
+			if (g->deadline)
+				event_free(g->deadline);
+			free(g);
+		}
+		return bev; /* evhttp serves it unguarded: better than a crash; memory is short */
+	}
+	*g = (struct gate){.f = f, .bev = bev, .fd = -1, .first = true, .buf = g->buf,
+			   .work = g->work, .deadline = g->deadline, .next = f->gates};
+	if (f->gates)
+		f->gates->prev = g;
+	f->gates = g;
+	f->conns++;
+	listener_update(f);
+	bufferevent_set_rate_limit(bev, hold_cfg);
+	bufferevent_decrement_read_limit(bev, bufferevent_get_read_limit(bev));
+	evbuffer_add_cb(bufferevent_get_input(bev), on_input, g);
+	bufferevent_incref(bev); /* until attach() has looked at it */
+	event_active(g->work, EV_TIMEOUT, 0);
+	return bev;
+}
+
+static void gate_free(struct gate *g)
+{
+	struct front *f = g->f;
+	if (g->bev && g->state != G_NEW)
+		evbuffer_remove_cb(bufferevent_get_input(g->bev), on_input, g);
+	uncharge(g);
+	event_free(g->work);
+	event_free(g->deadline);
+	evbuffer_free(g->buf);
+	if (g->prev)
+		g->prev->next = g->next;
+	else
+		f->gates = g->next;
+	if (g->next)
+		g->next->prev = g->prev;
+	f->conns--;
+	free(g);
+	listener_update(f);
+}
+
+/* A gate whose connection evhttp freed without its close callback (a handler may clear it
+ * before evhttp_connection_free) is found by its socket: gone, or another socket. */
+static void front_sweep(evutil_socket_t fd, short what, void *arg)
+{
+	for (int i = 0; i < 2; i++)
+		for (struct gate *g = fronts[i] ? fronts[i]->gates : NULL, *next; g; g = next) {
+			struct stat st;
+			next = g->next;
+			if (g->state == G_NEW || (fstat(g->fd, &st) == 0 && st.st_ino == g->ino))
+				continue;
+			g->bev = NULL; /* freed with its connection */
+			gate_free(g);
+		}
+}
+
+static struct gate *gate_of(struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = req ? evhttp_request_get_connection(req) : NULL;
+	if (!evcon)
+		return NULL;
+	for (int i = 0; i < 2; i++)
+		for (struct gate *g = fronts[i] ? fronts[i]->gates : NULL; g; g = g->next)
+			if (g->evcon == evcon)
+				return g;
+	return NULL;
+}
+
+/* ---- what http.c calls ---- */
+
+static void on_request_done(struct evhttp_request *req, void *arg)
+{
+	struct gate *g = arg;
+	uncharge(g);
+	g->first = false;
+	start_head(g);
+}
+
+/* dispatch() has @req with its whole body: the gate waits for its reply, then the next head. */
+void front_request(struct evhttp_request *req)
+{
+	struct gate *g = gate_of(req);
+	if (!g || g->state != G_BODY)
+		return;
+	g->state = G_DISPATCHED;
+	release(g);
+	evhttp_request_set_on_complete_cb(req, on_request_done, g);
+}
+
+void front_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
+		    void *arg)
+{
+	struct gate *g = gate_of(req);
+	if (g) {
+		g->close_cb = cb;
+		g->close_arg = arg;
+	} else if (evhttp_request_get_connection(req)) {
+		evhttp_connection_set_closecb(evhttp_request_get_connection(req), cb, arg);
+	}
+}
+
+static size_t fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 65536;
+	return rl.rlim_cur;
+}
+
+/* Half of the process's fds at most go to clients, so that sandboxes, the state database and
+ * the audit logs keep theirs; the unix socket's share is its own, so that it answers when TCP
+ * is at its cap. */
+static void set_caps(struct front *f)
+{
+	size_t clients = fd_limit() / 2;
+	size_t unix_cap = clients / 4 < UNIX_MAX_CONNS ? clients / 4 : UNIX_MAX_CONNS;
+	if (!f->tcp) {
+		f->max_conns = unix_cap;
+		return;
+	}
+	size_t tcp_cap = clients - unix_cap;
+	f->max_conns = D.cfg.max_connections < tcp_cap ? D.cfg.max_connections : tcp_cap;
+	if (f->max_conns < D.cfg.max_connections)
+		log_warning("TCP connections capped at %zu to fit RLIMIT_NOFILE (%zu)", f->max_conns,
+			    fd_limit());
+	f->max_peer = D.cfg.max_peer_connections ? D.cfg.max_peer_connections : f->max_conns;
+}
+
+int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tcp)
+{
+	if (!hold_cfg) {
+		struct timeval tick = {30 * 86400, 0}; /* one byte of refill a month: none */
+		hold_cfg = ev_token_bucket_cfg_new(1, (size_t)1 << 40, (size_t)1 << 40, (size_t)1 << 40, &tick);
+		struct timeval sweep = {1, 0};
+		sweep_ev = event_new(D.base, -1, EV_PERSIST, front_sweep, NULL);
+		if (!hold_cfg || !sweep_ev || event_add(sweep_ev, &sweep) < 0)
+			return -ENOMEM;
+	}
+	struct front *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	*f = (struct front){.tcp = tcp, .http = http, .lev = evhttp_bound_socket_get_listener(bound),
+			    .max_inflight = D.cfg.max_inflight};
+	f->resume_ev = event_new(D.base, -1, 0, on_resume, f);
+	if (!f->resume_ev) {
+		free(f);
+		return -ENOMEM;
+	}
+	set_caps(f);
+	fronts[tcp] = f;
+	evhttp_set_bevcb(http, on_new_connection, f);
+	evconnlistener_set_error_cb(f->lev, on_accept_error);
+	return 0;
+}
+
+/* After evhttp_free() (which freed every connection, and so every gate). */
+void front_stop(void)
+{
+	for (int i = 0; i < 2; i++) {
+		struct front *f = fronts[i];
+		if (!f)
+			continue;
+		while (f->gates) /* none left normally; a stale one holds nothing but memory */
+			gate_free(f->gates);
+		event_free(f->resume_ev);
+		free(f);
+		fronts[i] = NULL;
+	}
+	if (sweep_ev)
+		event_free(sweep_ev);
+	sweep_ev = NULL;
+}
