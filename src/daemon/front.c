@@ -484,7 +484,16 @@ static void hand_over(struct gate *g, size_t head_len)
 	size_t have = evbuffer_get_length(g->buf);
 	event_del(g->deadline);
 	event_del(g->work);
-	evbuffer_add_buffer(bufferevent_get_input(g->bev), g->buf); /* not counted: G_HEAD */
+	struct evbuffer *in = bufferevent_get_input(g->bev);
+	/* A socket bufferevent freezes its input's end between its own reads. */
+	evbuffer_unfreeze(in, 0);
+	int r = evbuffer_add_buffer(in, g->buf); /* not counted by on_input: still G_HEAD */
+	evbuffer_freeze(in, 0);
+	if (r < 0) {
+		g->state = G_REFUSED;
+		bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING, BEV_TRIG_DEFER_CALLBACKS);
+		return;
+	}
 	g->state = G_BODY;
 	g->body_seen = have - head_len;
 	if (g->chunked)

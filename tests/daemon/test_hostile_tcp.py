@@ -397,3 +397,57 @@ def test_socket_group(daemons):
     p = subprocess.run(Daemon(listen=None).argv() + ["--socket-group", "no-such-group-x"],
                        capture_output=True, text=True, timeout=10)
     assert p.returncode != 0 and "no-such-group-x" in p.stderr, p
+
+
+def test_meson_install_has_the_unit_and_its_config(tmp_path):
+    """`meson install` puts the systemd unit (pointing at the installed cordond and config)
+    and the config itself in place."""
+    from conftest import BUILD
+    import shutil
+    if not shutil.which("meson") or not os.path.isfile(os.path.join(BUILD, "build.ninja")):
+        pytest.skip("no meson or no meson build directory at $CORDON_BUILD")
+    env = dict(os.environ, DESTDIR=str(tmp_path))
+    p = subprocess.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p
+    found = {}
+    for root, _, files in os.walk(tmp_path):
+        for f in files:
+            found[f] = os.path.join(root, f)
+    assert "cordond.service" in found and "cordond.conf" in found, sorted(found)
+    assert "/lib/systemd/system/" in found["cordond.service"], found["cordond.service"]
+    assert found["cordond.conf"].endswith("/etc/cordon/cordond.conf"), found["cordond.conf"]
+    unit = open(found["cordond.service"]).read()
+    exec_line = next(ln for ln in unit.splitlines() if ln.startswith("ExecStart="))
+    binary, _, conf = exec_line[len("ExecStart="):].split()
+    assert os.path.isfile(str(tmp_path) + binary), (exec_line, sorted(found))
+    assert os.path.isfile(str(tmp_path) + conf), (exec_line, sorted(found))
+
+
+def test_keepalive_requests_with_bodies_sent_apart(daemons):
+    """Many requests on one kept-alive connection, each head and body in separate writes (the
+    front hands the head to evhttp, which then reads the body itself), over both sockets."""
+    d = daemons()
+    for addr, fam, auth in ((d.sock, socket.AF_UNIX, b""),
+                            (tcp_addr(d), socket.AF_INET, b"Authorization: Bearer " + KEY.encode() + b"\r\n")):
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(addr)
+        f = s.makefile("rb")
+        for i in range(40):
+            body = json.dumps({"timeout_s": 10 + i}).encode()
+            s.sendall(b"POST /v1/sandboxes/sb-aaaaaaaaaaaaaaaaaaaa/timeout HTTP/1.1\r\nHost: x\r\n" + auth +
+                      b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+            time.sleep(0.005)
+            s.sendall(body)
+            status = f.readline()
+            assert status.startswith(b"HTTP/1.1 404"), (i, status)
+            length = 0
+            while True:
+                ln = f.readline()
+                if ln in (b"\r\n", b""):
+                    break
+                if ln.lower().startswith(b"content-length:"):
+                    length = int(ln.split(b":")[1])
+            assert json.loads(f.read(length))["error"]["code"] == "not_found"
+        s.close()
