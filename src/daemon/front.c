@@ -54,7 +54,8 @@ struct gate {
 	struct evhttp_connection *evcon;
 	enum gate_state state;
 	int fd;
-	ino_t ino; /* the socket's inode: a stale gate is told by it (see front_sweep) */
+	dev_t dev; /* with ino, the socket: a stale gate is told by it (see front_sweep) */
+	ino_t ino;
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
 	struct evbuffer *buf; /* bytes read by the gate, not yet given to evhttp */
@@ -125,8 +126,8 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	uint64_t now = now_ms();
 	f->warn_count++;
 	if (now - f->warn_ms >= 1000) {
-		log_warning("accept on the %s socket: %s (%u times in the last second); pausing it %d ms",
-			    f->tcp ? "TCP" : "unix", strerror(e), f->warn_count, ACCEPT_PAUSE_MS);
+		log_warning("accept on the %s socket: %s; paused %d ms (%u failures since the last warning)",
+			    f->tcp ? "TCP" : "unix", strerror(e), ACCEPT_PAUSE_MS, f->warn_count);
 		f->warn_ms = now;
 		f->warn_count = 0;
 	}
@@ -616,6 +617,7 @@ static void attach(struct gate *g)
 		return;
 	}
 	bufferevent_decref(g->bev);
+	g->dev = st.st_dev;
 	g->ino = st.st_ino;
 	g->evcon = arg;
 	evhttp_connection_set_closecb(g->evcon, on_gate_closed, g);
@@ -750,7 +752,8 @@ static void front_sweep(evutil_socket_t fd, short what, void *arg)
 		for (struct gate *g = fronts[i] ? fronts[i]->gates : NULL, *next; g; g = next) {
 			struct stat st;
 			next = g->next;
-			if (g->state == G_NEW || (fstat(g->fd, &st) == 0 && st.st_ino == g->ino))
+			if (g->state == G_NEW ||
+			    (fstat(g->fd, &st) == 0 && st.st_ino == g->ino && st.st_dev == g->dev))
 				continue;
 			g->bev = NULL; /* freed with its connection */
 			gate_free(g);

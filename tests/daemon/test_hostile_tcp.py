@@ -451,3 +451,39 @@ def test_keepalive_requests_with_bodies_sent_apart(daemons):
                     length = int(ln.split(b":")[1])
             assert json.loads(f.read(length))["error"]["code"] == "not_found"
         s.close()
+
+
+def test_accept_failures_do_not_spin(daemons):
+    """With no fd left (its RLIMIT_NOFILE lowered under it), accept() fails with EMFILE: the
+    daemon pauses the listener instead of spinning, warns about once a second, and recovers."""
+    d = daemons(["--max-peer-connections", "0", "--header-timeout", "2"])
+    pid = d.proc.pid
+    base = len(os.listdir(f"/proc/{pid}/fd"))
+    old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (base + 20, old[1]))
+    log0 = os.path.getsize(d.log_path)
+    socks = []
+    try:
+        cpu0, t0 = cpu_ticks(pid), time.monotonic()
+        for _ in range(300):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            s.connect_ex(tcp_addr(d))
+            socks.append(s)
+        time.sleep(4)
+        cpu = (cpu_ticks(pid) - cpu0) / os.sysconf("SC_CLK_TCK")
+        wall = time.monotonic() - t0
+        log = open(d.log_path, "rb").read()[log0:].decode(errors="replace")
+        warnings = [ln for ln in log.splitlines() if "Too many open files" in ln]
+        print(f"\ncordond cpu {cpu:.2f} s in {wall:.1f} s with accept() failing; "
+              f"{len(warnings)} warnings: {warnings[:2]}")
+        assert d.alive(), d.log_tail()
+        assert cpu < 0.5 * wall, f"cordond spins on accept(): {cpu:.2f} s of CPU in {wall:.1f} s"
+        assert 1 <= len(warnings) <= wall + 2, log[-2000:]
+        assert len(log) < 16 * 1024, f"the log grew {len(log)} bytes"
+    finally:
+        for s in socks:
+            s.close()
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+    assert wait_until(lambda: unix_healthz_ms(d) < 1000, 10)
+    assert wait_until(lambda: d.tcp_client(KEY, timeout=5).get("/v1/sandboxes").status == 200, 10)
