@@ -182,7 +182,8 @@ int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tc
 void front_request(struct evhttp_request *req);
 void front_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		    void *arg);
-void front_stop(void);
+void front_quiesce(void); /* before evhttp_free() */
+void front_stop(void);     /* after it */
 
 /* sandbox.c */
 struct sbx *sbx_find(const struct ctx *c, const char *id);

@@ -85,6 +85,7 @@ struct front {
 };
 
 static struct front *fronts[2];
+static bool stopping; /* the listeners are gone (front_quiesce) */
 static struct ev_token_bucket_cfg *hold_cfg; /* read: no refill to speak of; write: unlimited */
 static struct event *sweep_ev;
 
@@ -96,7 +97,7 @@ static void gate_process(struct gate *g);
 static void listener_update(struct front *f)
 {
 	bool full = f->conns >= f->max_conns;
-	if (f->paused_err) /* on_resume() decides */
+	if (f->paused_err || stopping) /* on_resume() decides; or there is no listener */
 		return;
 	if (full && !f->paused_cap) {
 		f->paused_cap = true;
@@ -192,10 +193,19 @@ struct lingerer {
 	struct front *f;
 	struct event *ev;
 	uint64_t until_ms, dropped;
+	struct lingerer *next, *prev;
 };
+
+static struct lingerer *lingerers;
 
 static void linger_end(struct lingerer *l)
 {
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		lingerers = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
 	event_free(l->ev);
 	close(l->fd);
 	l->f->conns--;
@@ -240,6 +250,10 @@ static void linger_start(struct front *f, int fd)
 		free(l);
 		return;
 	}
+	l->next = lingerers;
+	if (lingerers)
+		lingerers->prev = l;
+	lingerers = l;
 	f->conns++;
 }
 
@@ -609,29 +623,28 @@ static void attach(struct gate *g)
 	void *arg = NULL;
 	struct stat st;
 	bufferevent_getcb(g->bev, &rcb, &wcb, &ecb, &arg);
-	g->fd = bufferevent_getfd(g->bev);
-	if (!ecb || g->fd < 0 || fstat(g->fd, &st) < 0) { /* evhttp gave up on it already */
-		bufferevent_decref(g->bev);
+	bufferevent_decref(g->bev); /* ours, from on_new_connection() */
+	if (!ecb) { /* evhttp gave up on the connection already: that was the last reference */
 		g->bev = NULL;
 		gate_free(g);
 		return;
 	}
-	bufferevent_decref(g->bev);
-	g->dev = st.st_dev;
-	g->ino = st.st_ino;
 	g->evcon = arg;
 	evhttp_connection_set_closecb(g->evcon, on_gate_closed, g);
-	g->peer_len = sizeof(g->peer);
-	if (g->f->tcp && getpeername(g->fd, (struct sockaddr *)&g->peer, &g->peer_len) < 0)
-		g->peer_len = 0;
+	g->state = G_HEAD;
+	g->fd = bufferevent_getfd(g->bev);
 	event_free(g->work);
-	g->work = event_new(D.base, g->fd, EV_READ | EV_PERSIST, on_gate_read, g);
-	if (!g->work) {
-		g->state = G_REFUSED;
+	g->work = g->fd >= 0 ? event_new(D.base, g->fd, EV_READ | EV_PERSIST, on_gate_read, g) : NULL;
+	if (!g->work || fstat(g->fd, &st) < 0) {
+		g->state = G_REFUSED; /* evhttp drops it, and the close callback frees the gate */
 		bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING, BEV_TRIG_DEFER_CALLBACKS);
 		return;
 	}
-	g->state = G_HEAD;
+	g->dev = st.st_dev;
+	g->ino = st.st_ino;
+	g->peer_len = sizeof(g->peer);
+	if (g->f->tcp && getpeername(g->fd, (struct sockaddr *)&g->peer, &g->peer_len) < 0)
+		g->peer_len = 0;
 	if (g->f->tcp && peer_conns(g) >= g->f->max_peer) {
 		gate_refuse(g, 429, "quota_exceeded", "Retry-After: 1\r\n",
 			    "too many connections from this address (at most %zu)", g->f->max_peer);
@@ -859,15 +872,32 @@ int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tc
 	return 0;
 }
 
-/* After evhttp_free() (which freed every connection, and so every gate). */
+/* Before evhttp_free(), which frees the listeners and then every connection (and so every
+ * gate, through its close callback). */
+void front_quiesce(void)
+{
+	stopping = true;
+	for (int i = 0; i < 2; i++)
+		if (fronts[i])
+			event_del(fronts[i]->resume_ev);
+}
+
+/* After evhttp_free(). */
 void front_stop(void)
 {
+	while (lingerers)
+		linger_end(lingerers);
 	for (int i = 0; i < 2; i++) {
 		struct front *f = fronts[i];
 		if (!f)
 			continue;
-		while (f->gates) /* none left normally; a stale one holds nothing but memory */
-			gate_free(f->gates);
+		while (f->gates) { /* stale ones, not swept yet: their bufferevents are gone */
+			struct gate *g = f->gates;
+			if (g->state == G_NEW && g->bev)
+				bufferevent_decref(g->bev);
+			g->bev = NULL;
+			gate_free(g);
+		}
 		event_free(f->resume_ev);
 		free(f);
 		fronts[i] = NULL;

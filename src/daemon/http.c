@@ -497,6 +497,7 @@ int http_start(void)
 
 void http_stop(void)
 {
+	front_quiesce();
 	if (D.http_unix)
 		evhttp_free(D.http_unix);
 	if (D.http_tcp)
