@@ -38,8 +38,13 @@
 
 #define HEAD_MAX	   (16u << 10)	/* bytes of a request line and headers */
 #define CHUNK_SLICE	   (256u << 10) /* bytes of a chunked body evhttp may read per grant */
-#define LINGER_MS	   2000		/* a refused upload is read and dropped this long */
+/* The rest of a refused upload is read and dropped, so that a client still sending can read
+ * the answer: from a stranger 2 s or 16 MiB at most; from a local or authenticated client the
+ * body it announced, up to 10 s or 128 MiB. */
+#define LINGER_MS	   2000
 #define LINGER_BYTES	   (16u << 20)
+#define LINGER_TRUSTED_MS  10000
+#define LINGER_TRUSTED_MAX (128u << 20)
 #define ACCEPT_PAUSE_MS	   200		/* after EMFILE/ENFILE */
 #define UNIX_MAX_CONNS	   256
 #define KEEPALIVE_IDLE_S   120		/* between requests on a kept-alive connection */
@@ -61,6 +66,8 @@ struct gate {
 	struct evbuffer *buf; /* bytes read by the gate, not yet given to evhttp */
 	struct event *work, *deadline;
 	bool first, chunked;
+	bool trusted;         /* the current head came on the unix socket or with a valid key */
+	uint64_t announced;   /* its Content-Length, at most LINGER_TRUSTED_MAX */
 	uint64_t charged;     /* body bytes of the current request counted in f->inflight */
 	uint64_t body_seen;   /* bytes evhttp has read past the current head */
 	uint64_t granted;     /* chunked: bytes past the head evhttp may read */
@@ -192,7 +199,7 @@ struct lingerer {
 	int fd;
 	struct front *f;
 	struct event *ev;
-	uint64_t until_ms, dropped;
+	uint64_t until_ms, dropped, max_bytes;
 	struct lingerer *next, *prev;
 };
 
@@ -222,14 +229,14 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (n > 0)
 		l->dropped += n;
-	if (n <= 0 || l->dropped > LINGER_BYTES || now_ms() >= l->until_ms)
+	if (n <= 0 || l->dropped > l->max_bytes || now_ms() >= l->until_ms)
 		linger_end(l);
 }
 
 /* Keeps the socket (a dup of evhttp's fd) open after evhttp lets go of it, reading what the
  * client still sends: a close with unread input would reset the connection and the client
  * could lose the answer. */
-static void linger_start(struct front *f, int fd)
+static void linger_start(struct front *f, int fd, uint64_t max_bytes, unsigned ms)
 {
 	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	struct lingerer *l = dfd >= 0 ? calloc(1, sizeof(*l)) : NULL;
@@ -240,9 +247,9 @@ static void linger_start(struct front *f, int fd)
 		return;
 	}
 	shutdown(dfd, SHUT_WR);
-	*l = (struct lingerer){.fd = dfd, .f = f, .until_ms = now_ms() + LINGER_MS};
+	*l = (struct lingerer){.fd = dfd, .f = f, .until_ms = now_ms() + ms, .max_bytes = max_bytes};
 	l->ev = event_new(D.base, dfd, EV_READ | EV_PERSIST, on_linger, l);
-	struct timeval tv = {LINGER_MS / 1000, (LINGER_MS % 1000) * 1000};
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 	if (!l->ev || event_add(l->ev, &tv) < 0) {
 		if (l->ev)
 			event_free(l->ev);
@@ -293,7 +300,11 @@ static void gate_refuse(struct gate *g, int status, const char *code, const char
 	metric_inc(M_HTTP_ERRORS);
 	if (D.cfg.verbose)
 		log_info("%s: refused %d %s: %s", g->f->tcp ? "tcp" : "unix", status, code, msg);
-	linger_start(g->f, g->fd);
+	if (g->trusted)
+		linger_start(g->f, g->fd, g->announced > LINGER_BYTES ? g->announced : LINGER_BYTES,
+			     LINGER_TRUSTED_MS);
+	else
+		linger_start(g->f, g->fd, LINGER_BYTES, LINGER_MS);
 	g->state = G_REFUSED;
 	event_del(g->deadline);
 	uncharge(g);
@@ -442,11 +453,13 @@ static bool check_head(struct gate *g, const struct head *h)
 	struct front *f = g->f;
 	char allow[96] = "";
 	size_t max_body = 0;
+	g->trusted = !f->tcp || http_key_ok(h->auth, h->auth_len);
+	g->announced = h->chunked || h->cl > LINGER_TRUSTED_MAX ? LINGER_TRUSTED_MAX : h->cl;
 	if (h->bad) {
 		gate_refuse(g, 400, "bad_request", NULL, "%s", h->why);
 		return false;
 	}
-	if (f->tcp && strcmp(h->path, "/healthz") != 0 && !http_key_ok(h->auth, h->auth_len)) {
+	if (!g->trusted && strcmp(h->path, "/healthz") != 0) {
 		gate_refuse(g, 401, "unauthorized", NULL, "a valid API key is needed (Authorization: Bearer KEY)");
 		return false;
 	}
