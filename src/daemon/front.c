@@ -306,6 +306,7 @@ static void gate_refuse(struct gate *g, int status, const char *code, const char
 	else
 		linger_start(g->f, g->fd, LINGER_BYTES, LINGER_MS);
 	g->state = G_REFUSED;
+	event_del(g->work);
 	event_del(g->deadline);
 	uncharge(g);
 	evbuffer_drain(g->buf, evbuffer_get_length(g->buf));
@@ -524,8 +525,10 @@ static void hand_over(struct gate *g, size_t head_len)
 	}
 	g->state = G_BODY;
 	g->body_seen = have - head_len;
-	if (g->chunked)
-		grant(g, g->granted > g->body_seen ? g->granted - g->body_seen : 0);
+	if (g->chunked && g->body_seen >= g->granted)
+		event_active(g->deadline, EV_READ, 0); /* decide on the next grant at once */
+	else if (g->chunked)
+		grant(g, g->granted - g->body_seen);
 	else
 		release(g);
 	bufferevent_trigger(g->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
@@ -756,7 +759,8 @@ static void gate_free(struct gate *g)
 	if (g->bev && g->state != G_NEW)
 		evbuffer_remove_cb(bufferevent_get_input(g->bev), on_input, g);
 	uncharge(g);
-	event_free(g->work);
+	if (g->work)
+		event_free(g->work);
 	event_free(g->deadline);
 	evbuffer_free(g->buf);
 	if (g->prev)

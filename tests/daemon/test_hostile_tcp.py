@@ -70,8 +70,10 @@ def daemons():
         made.append(d)
         return d
     yield make
+    dead = [d.log_tail() for d in made if not d.alive()]
     for d in made:
-        d.stop()
+        d.cleanup()
+    assert not dead, f"cordond died during the test:\n{dead[0]}"
 
 
 def tcp_addr(d):
@@ -394,8 +396,12 @@ def test_socket_group(daemons):
     d = daemons(["--socket-group", g.gr_name])
     st = os.stat(d.sock)
     assert st.st_gid == g.gr_gid and (st.st_mode & 0o777) == 0o660, (st.st_gid, oct(st.st_mode))
-    p = subprocess.run(Daemon(listen=None).argv() + ["--socket-group", "no-such-group-x"],
-                       capture_output=True, text=True, timeout=10)
+    other = Daemon(listen=None)
+    try:
+        p = subprocess.run(other.argv() + ["--socket-group", "no-such-group-x"],
+                           capture_output=True, text=True, timeout=10)
+    finally:
+        other.cleanup()
     assert p.returncode != 0 and "no-such-group-x" in p.stderr, p
 
 
