@@ -67,6 +67,7 @@ struct gate {
 	struct event *work, *deadline;
 	bool first, chunked;
 	bool trusted;         /* the current head came on the unix socket or with a valid key */
+	bool no_linger;       /* refused for want of fds: no dup to linger on */
 	uint64_t announced;   /* its Content-Length, at most LINGER_TRUSTED_MAX */
 	uint64_t charged;     /* body bytes of the current request counted in f->inflight */
 	uint64_t body_seen;   /* bytes evhttp has read past the current head */
@@ -101,6 +102,43 @@ static void gate_process(struct gate *g);
 
 /* ---- admission ---- */
 
+static size_t fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 65536;
+	return rl.rlim_cur;
+}
+
+/* Whether a new connection got an fd close to the limit. The kernel hands out the lowest free
+ * number, so every fd below @fd is in use: whatever holds them (sandboxes, files, clients),
+ * TCP stops taking more while the rest is the unix socket's and the daemon's own. */
+static bool fds_short(int fd)
+{
+	size_t lim = fd_limit(), reserve = lim / 8 > 32 ? lim / 8 : 32;
+	return (size_t)fd + reserve >= lim;
+}
+
+static void pause_listener(struct front *f)
+{
+	struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+	evconnlistener_disable(f->lev);
+	f->paused_err = true;
+	event_add(f->resume_ev, &tv);
+}
+
+static void warn_limited(struct front *f, const char *what)
+{
+	uint64_t now = now_ms();
+	f->warn_count++;
+	if (now - f->warn_ms < 1000)
+		return;
+	log_warning("%s socket: %s; paused %d ms (%u times since the last warning)",
+		    f->tcp ? "TCP" : "unix", what, ACCEPT_PAUSE_MS, f->warn_count);
+	f->warn_ms = now;
+	f->warn_count = 0;
+}
+
 static void listener_update(struct front *f)
 {
 	bool full = f->conns >= f->max_conns;
@@ -131,18 +169,10 @@ static void on_accept_error(struct evconnlistener *lev, void *arg)
 	struct front *f = fronts[0] && fronts[0]->lev == lev ? fronts[0] : fronts[1];
 	if (!f || f->lev != lev)
 		return;
-	uint64_t now = now_ms();
-	f->warn_count++;
-	if (now - f->warn_ms >= 1000) {
-		log_warning("accept on the %s socket: %s; paused %d ms (%u failures since the last warning)",
-			    f->tcp ? "TCP" : "unix", strerror(e), ACCEPT_PAUSE_MS, f->warn_count);
-		f->warn_ms = now;
-		f->warn_count = 0;
-	}
-	evconnlistener_disable(lev);
-	f->paused_err = true;
-	struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
-	event_add(f->resume_ev, &tv);
+	char what[160];
+	snprintf(what, sizeof(what), "accept: %s", strerror(e));
+	warn_limited(f, what);
+	pause_listener(f);
 }
 
 static bool same_peer(const struct gate *a, const struct gate *b)
@@ -300,7 +330,9 @@ static void gate_refuse(struct gate *g, int status, const char *code, const char
 	metric_inc(M_HTTP_ERRORS);
 	if (D.cfg.verbose)
 		log_info("%s: refused %d %s: %s", g->f->tcp ? "tcp" : "unix", status, code, msg);
-	if (g->trusted)
+	if (g->no_linger)
+		shutdown(g->fd, SHUT_WR);
+	else if (g->trusted)
 		linger_start(g->f, g->fd, g->announced > LINGER_BYTES ? g->announced : LINGER_BYTES,
 			     LINGER_TRUSTED_MS);
 	else
@@ -661,6 +693,14 @@ static void attach(struct gate *g)
 	g->peer_len = sizeof(g->peer);
 	if (g->f->tcp && getpeername(g->fd, (struct sockaddr *)&g->peer, &g->peer_len) < 0)
 		g->peer_len = 0;
+	if (g->f->tcp && fds_short(g->fd) && !stopping) {
+		g->no_linger = true;
+		warn_limited(g->f, "too few file descriptors left for TCP clients");
+		pause_listener(g->f);
+		gate_refuse(g, 503, "capacity", "Retry-After: 1\r\n",
+			    "the server is short of file descriptors; retry shortly");
+		return;
+	}
 	if (g->f->tcp && peer_conns(g) >= g->f->max_peer) {
 		gate_refuse(g, 429, "quota_exceeded", "Retry-After: 1\r\n",
 			    "too many connections from this address (at most %zu)", g->f->max_peer);
@@ -833,14 +873,6 @@ void front_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connect
 	} else if (evhttp_request_get_connection(req)) {
 		evhttp_connection_set_closecb(evhttp_request_get_connection(req), cb, arg);
 	}
-}
-
-static size_t fd_limit(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return 65536;
-	return rl.rlim_cur;
 }
 
 /* Half of the process's fds at most go to clients, so that sandboxes, the state database and

@@ -460,9 +460,10 @@ def test_keepalive_requests_with_bodies_sent_apart(daemons):
 
 
 def test_accept_failures_do_not_spin(daemons):
-    """With no fd left (its RLIMIT_NOFILE lowered under it), accept() fails with EMFILE: the
-    daemon pauses the listener instead of spinning, warns about once a second, and recovers."""
-    d = daemons(["--max-peer-connections", "0", "--header-timeout", "2"])
+    """With no fd left (its RLIMIT_NOFILE lowered under it, and idle unix clients holding the
+    rest), accept() fails with EMFILE: the daemon pauses the listener instead of spinning,
+    warns about once a second, and recovers once the idle clients are dropped."""
+    d = daemons(["--header-timeout", "2"])
     pid = d.proc.pid
     base = len(os.listdir(f"/proc/{pid}/fd"))
     old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
@@ -471,10 +472,13 @@ def test_accept_failures_do_not_spin(daemons):
     socks = []
     try:
         cpu0, t0 = cpu_ticks(pid), time.monotonic()
-        for _ in range(300):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        for _ in range(200):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.setblocking(False)
-            s.connect_ex(tcp_addr(d))
+            try:
+                s.connect(d.sock)
+            except (BlockingIOError, OSError):
+                pass
             socks.append(s)
         time.sleep(4)
         cpu = (cpu_ticks(pid) - cpu0) / os.sysconf("SC_CLK_TCK")
@@ -492,4 +496,34 @@ def test_accept_failures_do_not_spin(daemons):
             s.close()
         resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
     assert wait_until(lambda: unix_healthz_ms(d) < 1000, 10)
+
+
+def test_tcp_leaves_fds_for_the_unix_socket(daemons):
+    """Fds are scarce (RLIMIT_NOFILE lowered under the running daemon, below what its caps
+    assumed): TCP stops taking connections while the unix socket still has fds to answer."""
+    d = daemons(["--max-peer-connections", "0", "--header-timeout", "2"])
+    pid = d.proc.pid
+    base = len(os.listdir(f"/proc/{pid}/fd"))
+    old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (base + 64, old[1]))
+    socks = []
+    try:
+        for _ in range(300):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            s.connect_ex(tcp_addr(d))
+            socks.append(s)
+        times = []
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            times.append(unix_healthz_ms(d))
+            time.sleep(0.05)
+        times.sort()
+        print(f"\nunix /healthz with fds scarce: median {statistics.median(times):.1f} ms, "
+              f"max {times[-1]:.1f} ms over {len(times)}")
+        assert times[-1] < 500, f"the unix socket waited for fds: {times}"
+    finally:
+        for s in socks:
+            s.close()
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
     assert wait_until(lambda: d.tcp_client(KEY, timeout=5).get("/v1/sandboxes").status == 200, 10)
