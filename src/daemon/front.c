@@ -35,8 +35,9 @@
 
 #include "basic/log.h"
 #include "daemon/daemon.h"
+#include "daemon/reqhead.h"
 
-#define HEAD_MAX	   (16u << 10)	/* bytes of a request line and headers */
+#define HEAD_MAX	   (16u << 10)	/* bytes of a request line and headers (evhttp's too) */
 #define CHUNK_SLICE	   (256u << 10) /* bytes of a chunked body evhttp may read per grant */
 /* The rest of a refused upload is read and dropped, so that a client still sending can read
  * the answer: from a stranger 2 s or 16 MiB at most; from a local or authenticated client the
@@ -348,126 +349,6 @@ static void gate_refuse(struct gate *g, int status, const char *code, const char
 
 /* ---- reading and checking a head ---- */
 
-struct head {
-	enum evhttp_cmd_type method;
-	bool method_known;
-	char path[520];
-	const char *auth;
-	size_t auth_len;
-	bool has_cl, chunked, bad;
-	uint64_t cl;
-	const char *why;
-};
-
-static const struct {
-	const char *name;
-	enum evhttp_cmd_type m;
-} methods[] = {
-	{"GET", EVHTTP_REQ_GET}, {"POST", EVHTTP_REQ_POST}, {"PUT", EVHTTP_REQ_PUT},
-	{"DELETE", EVHTTP_REQ_DELETE}, {"HEAD", EVHTTP_REQ_HEAD}, {"OPTIONS", EVHTTP_REQ_OPTIONS},
-	{"TRACE", EVHTTP_REQ_TRACE}, {"CONNECT", EVHTTP_REQ_CONNECT}, {"PATCH", EVHTTP_REQ_PATCH},
-};
-
-static bool parse_request_line(const char *l, size_t len, struct head *h)
-{
-	const char *sp = memchr(l, ' ', len);
-	if (!sp)
-		return false;
-	for (size_t i = 0; i < ELEMENTSOF(methods); i++)
-		if (strlen(methods[i].name) == (size_t)(sp - l) && memcmp(methods[i].name, l, sp - l) == 0) {
-			h->method = methods[i].m;
-			h->method_known = true;
-		}
-	const char *t = sp + 1, *end = l + len;
-	const char *te = memchr(t, ' ', end - t);
-	if (!te)
-		return false;
-	size_t plen = strcspn(t, "?# ");
-	if (plen > (size_t)(te - t))
-		plen = te - t;
-	if (plen >= sizeof(h->path))
-		plen = sizeof(h->path) - 1; /* too long a path: dispatch refuses it */
-	memcpy(h->path, t, plen);
-	h->path[plen] = '\0';
-	return true;
-}
-
-static bool header_is(const char *l, size_t len, const char *name, const char **ret_v, size_t *ret_len)
-{
-	size_t n = strlen(name);
-	if (len <= n || l[n] != ':' || strncasecmp(l, name, n) != 0)
-		return false;
-	const char *v = l + n + 1, *e = l + len;
-	while (v < e && (*v == ' ' || *v == '\t'))
-		v++;
-	while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-		e--;
-	*ret_v = v;
-	*ret_len = e - v;
-	return true;
-}
-
-static void parse_header(const char *l, size_t len, struct head *h)
-{
-	const char *v;
-	size_t vl;
-	if (len && (l[0] == ' ' || l[0] == '\t')) {
-		h->bad = true, h->why = "folded header lines are not accepted";
-	} else if (header_is(l, len, "Content-Length", &v, &vl)) {
-		uint64_t n = 0;
-		if (h->has_cl || vl == 0 || vl > 18)
-			h->bad = true, h->why = "bad or repeated Content-Length";
-		for (size_t i = 0; i < vl && !h->bad; i++)
-			if (v[i] < '0' || v[i] > '9')
-				h->bad = true, h->why = "bad Content-Length";
-			else
-				n = n * 10 + (v[i] - '0');
-		h->has_cl = true, h->cl = n;
-	} else if (header_is(l, len, "Transfer-Encoding", &v, &vl)) {
-		if (h->chunked || vl != 7 || strncasecmp(v, "chunked", 7) != 0)
-			h->bad = true, h->why = "Transfer-Encoding other than one 'chunked'";
-		h->chunked = true;
-	} else if (header_is(l, len, "Authorization", &v, &vl)) {
-		h->auth = v, h->auth_len = vl;
-	}
-}
-
-/* Length of the head at the start of @p (through its empty line), or 0 if incomplete. Lines end
- * in LF or CRLF, as evhttp reads them. */
-static size_t head_end(const char *p, size_t len)
-{
-	for (const char *nl = p; (nl = memchr(nl, '\n', p + len - nl)); nl++) {
-		const char *q = nl + 1;
-		if (q < p + len && *q == '\r')
-			q++;
-		if (q < p + len && *q == '\n')
-			return q + 1 - p;
-	}
-	return 0;
-}
-
-static void parse_head(const char *p, size_t len, struct head *h)
-{
-	const char *end = p + len;
-	bool first = true;
-	for (const char *l = p; l < end;) {
-		const char *nl = memchr(l, '\n', end - l);
-		size_t ll = (nl ? nl : end) - l;
-		if (ll && l[ll - 1] == '\r')
-			ll--;
-		if (ll == 0)
-			break;
-		if (first && !parse_request_line(l, ll, h))
-			h->bad = true, h->why = "malformed request line";
-		else if (!first)
-			parse_header(l, ll, h);
-		first = false;
-		l = nl ? nl + 1 : end;
-	}
-	if (h->chunked && h->has_cl)
-		h->bad = true, h->why = "both Content-Length and Transfer-Encoding";
-}
-
 static bool takes_body(enum evhttp_cmd_type m)
 {
 	return m == EVHTTP_REQ_POST || m == EVHTTP_REQ_PUT || m == EVHTTP_REQ_PATCH;
@@ -481,7 +362,7 @@ static bool may_have_body(enum evhttp_cmd_type m)
 }
 
 /* The verdict on a complete head; true if evhttp may have the request. */
-static bool check_head(struct gate *g, const struct head *h)
+static bool check_head(struct gate *g, const struct reqhead *h)
 {
 	struct front *f = g->f;
 	char allow[96] = "";
@@ -489,22 +370,21 @@ static bool check_head(struct gate *g, const struct head *h)
 	g->trusted = !f->tcp || http_key_ok(h->auth, h->auth_len);
 	g->announced = h->chunked || h->cl > LINGER_TRUSTED_MAX ? LINGER_TRUSTED_MAX : h->cl;
 	if (h->bad) {
-		gate_refuse(g, 400, "bad_request", NULL, "%s", h->why);
+		gate_refuse(g, 400, "bad_request", NULL, "%s", h->bad);
 		return false;
 	}
 	if (!g->trusted && strcmp(h->path, "/healthz") != 0) {
 		gate_refuse(g, 401, "unauthorized", NULL, "a valid API key is needed (Authorization: Bearer KEY)");
 		return false;
 	}
-	int r = h->method_known ? http_route_body_limit(h->method, h->path, &max_body, allow, sizeof(allow))
-				: http_route_body_limit(-1, h->path, &max_body, allow, sizeof(allow));
+	int r = http_route_body_limit(h->method, h->path, &max_body, allow, sizeof(allow));
 	if (r == -EOPNOTSUPP) {
 		char hdr[128];
 		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
 		gate_refuse(g, 405, "method_not_allowed", hdr, "%s takes %s", h->path, allow);
 		return false;
 	}
-	if (r == -ENOENT || !h->method_known) {
+	if (r == -ENOENT || h->method < 0) {
 		gate_refuse(g, 404, "not_found", NULL, "no such route: %.300s", h->path);
 		return false;
 	}
@@ -581,14 +461,14 @@ static void gate_process(struct gate *g)
 		return;
 	size_t look = len < HEAD_MAX + 1 ? len : HEAD_MAX + 1;
 	const char *p = (const char *)evbuffer_pullup(g->buf, look);
-	size_t n = p ? head_end(p, look) : 0;
+	size_t n = p ? reqhead_end(p, look) : 0;
 	if (n == 0) {
 		if (len > HEAD_MAX)
 			gate_refuse(g, 400, "bad_request", NULL, "request headers over %u bytes", HEAD_MAX);
 		return;
 	}
-	struct head h = {0};
-	parse_head(p, n, &h);
+	struct reqhead h;
+	reqhead_parse(p, n, &h);
 	if (check_head(g, &h))
 		hand_over(g, n);
 }
