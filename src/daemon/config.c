@@ -18,6 +18,7 @@ static const struct option_def {
 	const char *def, *help;
 } options[] = {
 	{"socket", OPT_STR, offsetof(struct config, socket_path), "/run/cordon/cordon.sock", "unix socket of the API (mode 0660)"},
+	{"socket-group", OPT_STR, offsetof(struct config, socket_group), NULL, "group owning the unix socket (whose members may use the API)"},
 	{"state-dir", OPT_STR, offsetof(struct config, state_dir), "/var/lib/cordon", "state.db and audit/"},
 	{"runtime-dir", OPT_STR, offsetof(struct config, runtime_dir), "/run/cordon", "runtime files (uid slot locks are host-wide in /run/cordon/slots)"},
 	{"listen", OPT_STR, offsetof(struct config, listen), NULL, "also serve HOST:PORT over TCP (needs --api-keys)"},
@@ -28,6 +29,10 @@ static const struct option_def {
 	{"max-timeout", OPT_UINT, offsetof(struct config, max_timeout_s), "86400", "longest sandbox TTL a client may ask for, seconds"},
 	{"max-output", OPT_SIZE, offsetof(struct config, max_output), "1M", "stdout (and stderr) bytes an exec returns"},
 	{"max-upload", OPT_SIZE, offsetof(struct config, max_upload), "64M", "largest file upload"},
+	{"max-connections", OPT_UINT, offsetof(struct config, max_connections), "1024", "TCP connections at once (lowered to fit RLIMIT_NOFILE)"},
+	{"max-peer-connections", OPT_UINT, offsetof(struct config, max_peer_connections), "64", "TCP connections at once from one address (0: no limit)"},
+	{"header-timeout", OPT_UINT, offsetof(struct config, header_timeout_s), "5", "seconds a connection has to send its request headers"},
+	{"max-inflight", OPT_SIZE, offsetof(struct config, max_inflight), "256M", "request body bytes held at once, per listener"},
 	{"egress-limits", OPT_STR, offsetof(struct config, egress_limits), "256,200,16777216", "per sandbox: connections, new connections/s, bytes/s"},
 	{"verbose", OPT_FLAG, offsetof(struct config, verbose), "0", "log every request"},
 };
@@ -103,11 +108,11 @@ static int load_file(struct config *cfg, const char *path)
 	return 0;
 }
 
-void config_usage(void)
+void config_usage(FILE *out)
 {
-	fprintf(stderr, "usage: cordond [OPTIONS]\n\noptions (each also a config file key):\n");
+	fprintf(out, "usage: cordond [OPTIONS]\n\noptions (each also a config file key):\n");
 	for (size_t i = 0; i < ELEMENTSOF(options); i++)
-		fprintf(stderr, "  --%-15s %s%s%s%s\n", options[i].name, options[i].help,
+		fprintf(out, "  --%-20s %s%s%s%s\n", options[i].name, options[i].help,
 			options[i].def ? " [" : "", options[i].def ? options[i].def : "",
 			options[i].def ? "]" : "");
 }
@@ -147,8 +152,9 @@ int config_parse(struct config *cfg, int argc, char **argv)
 		log_error("--listen needs --api-keys: TCP clients are always authenticated");
 		return -EINVAL;
 	}
-	if (cfg->max_sandboxes == 0 || cfg->max_timeout_s == 0) {
-		log_error("--max-sandboxes and --max-timeout must be at least 1");
+	if (cfg->max_sandboxes == 0 || cfg->max_timeout_s == 0 || cfg->max_connections == 0 ||
+	    cfg->header_timeout_s == 0 || cfg->max_inflight == 0) {
+		log_error("--max-sandboxes, --max-timeout, --max-connections, --header-timeout and --max-inflight must be at least 1");
 		return -EINVAL;
 	}
 	return 0;

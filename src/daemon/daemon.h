@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <event2/event.h>
 #include <event2/http.h>
@@ -38,16 +39,21 @@ struct config {
 	char *api_keys;
 	char *config_file;
 	char *egress_limits;
+	char *socket_group;
 	uint64_t pool;
 	uint64_t max_sandboxes;
 	uint64_t max_timeout_s;
 	uint64_t max_output;
 	uint64_t max_upload;
+	uint64_t max_connections;      /* TCP, at once */
+	uint64_t max_peer_connections; /* TCP, at once from one address; 0: no per-address cap */
+	uint64_t header_timeout_s;     /* to send a complete request head */
+	uint64_t max_inflight;         /* request body bytes held at once, per listener */
 	uint64_t verbose;
 };
 
 int config_parse(struct config *cfg, int argc, char **argv);
-void config_usage(void);
+void config_usage(FILE *out);
 
 struct api_key {
 	char key[128];
@@ -172,6 +178,22 @@ bool stream_send(struct evhttp_request *req, const char *line, size_t len);
 void stream_end(struct evhttp_request *req);
 void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		  void *arg);
+/* For front.c: {"error": {...}} (the caller frees it); whether an Authorization header value
+ * names a key; the body limit of a route (-ENOENT: no such path; -EOPNOTSUPP: not with
+ * @method, which may be -1, and @allow lists the methods that are). */
+char *http_error_json(const char *code, const char *message);
+bool http_key_ok(const char *authorization, size_t len);
+int http_route_body_limit(int method, const char *path, size_t *ret_max, char *allow,
+			  size_t allow_size);
+
+/* front.c: admission of connections and the check of each request head before its body */
+struct evhttp_bound_socket;
+int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tcp);
+void front_request(struct evhttp_request *req);
+void front_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
+		    void *arg);
+void front_quiesce(void); /* before evhttp_free() */
+void front_stop(void);     /* after it */
 
 /* sandbox.c */
 struct sbx *sbx_find(const struct ctx *c, const char *id);

@@ -1,14 +1,16 @@
 /* The HTTP face of cordond: listeners, the route table, authentication and replies.
  *
- * libevent's evhttp reads and bounds each request (headers 16 KiB, body the upload limit),
- * then dispatch() matches the route table, checks the principal and calls the handler. Every
- * error a handler or the router gives is JSON {"error": {"code", "message"}}.
+ * front.c admits each connection and checks each request head (API key, route, framing, the
+ * route's body limit, bytes in flight) before evhttp may read the body; evhttp then reads the
+ * request, and dispatch() matches the route table, checks the principal again and calls the
+ * handler. Every error, the front's included, is JSON {"error": {"code", "message"}}.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -28,10 +30,14 @@
 
 typedef void (*handler_fn)(struct ctx *c);
 
+/* The body a route takes at most: the front refuses a longer one before it is read. */
+enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
+
 static const struct route {
 	enum evhttp_cmd_type method;
 	const char *pattern;
 	handler_fn fn;
+	enum body_kind body;
 } routes[] = {
 	{EVHTTP_REQ_GET, "/healthz", handle_healthz},
 	{EVHTTP_REQ_GET, "/metrics", handle_metrics},
@@ -49,7 +55,7 @@ static const struct route {
 	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/signal", handle_proc_signal},
 	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/events", handle_proc_events},
 	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files", handle_file_get},
-	{EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files", handle_file_put},
+	{EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files", handle_file_put, BODY_UPLOAD},
 	{EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/files", handle_file_delete},
 	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/list", handle_file_list},
 	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/stat", handle_file_stat},
@@ -57,7 +63,7 @@ static const struct route {
 	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/move", handle_file_move},
 	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/audit", handle_audit},
 	{EVHTTP_REQ_GET, "/v1/templates", handle_template_list},
-	{EVHTTP_REQ_POST, "/v1/templates", handle_template_build},
+	{EVHTTP_REQ_POST, "/v1/templates", handle_template_build, BODY_BUILD},
 	{EVHTTP_REQ_GET, "/v1/templates/{name}", handle_template_get},
 	{EVHTTP_REQ_DELETE, "/v1/templates/{name}", handle_template_delete},
 };
@@ -69,7 +75,8 @@ static const char *reason(int status)
 		const char *text;
 	} t[] = {{200, "OK"}, {201, "Created"}, {204, "No Content"}, {400, "Bad Request"},
 		 {401, "Unauthorized"}, {403, "Forbidden"}, {404, "Not Found"},
-		 {405, "Method Not Allowed"}, {409, "Conflict"}, {413, "Payload Too Large"},
+		 {405, "Method Not Allowed"}, {409, "Conflict"}, {411, "Length Required"},
+		 {413, "Payload Too Large"},
 		 {429, "Too Many Requests"}, {500, "Internal Server Error"},
 		 {503, "Service Unavailable"}, {504, "Gateway Timeout"}};
 	for (size_t i = 0; i < ELEMENTSOF(t); i++)
@@ -80,9 +87,7 @@ static const char *reason(int status)
 
 static void forget_close(struct evhttp_request *req)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	if (evcon)
-		evhttp_connection_set_closecb(evcon, NULL, NULL);
+	front_on_close(req, NULL, NULL);
 }
 
 void reply_buf(struct evhttp_request *req, int status, const char *type, struct evbuffer *buf)
@@ -182,9 +187,30 @@ void stream_end(struct evhttp_request *req)
 void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		  void *arg)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	if (evcon)
-		evhttp_connection_set_closecb(evcon, cb, arg);
+	front_on_close(req, cb, arg);
+}
+
+char *http_error_json(const char *code, const char *message)
+{
+	_cleanup_(json_decrefp) json_t *j = json_pack("{s:{s:s, s:s?}}", "error", "code", code,
+						      "message", message);
+	return j ? json_dumps(j, JSON_COMPACT) : NULL;
+}
+
+/* An error of the HTTP layer itself, whose code the domain's table does not have. */
+static void reply_http_error(struct evhttp_request *req, int status, const char *code,
+			     const char *msg)
+{
+	_cleanup_free_ char *s = http_error_json(code, msg);
+	struct evbuffer *buf = evbuffer_new();
+	if (!buf)
+		return;
+	if (s) {
+		evbuffer_add(buf, s, strlen(s));
+		evbuffer_add(buf, "\n", 1);
+	}
+	reply_buf(req, status, "application/json", buf);
+	evbuffer_free(buf);
 }
 
 const char *query_get(const struct ctx *c, const char *key, char *buf, size_t size)
@@ -232,17 +258,89 @@ static bool match(const char *pattern, char *path, const char *params[2])
 	return true;
 }
 
-static struct api_key *authenticate(struct evhttp_request *req)
+static struct api_key *key_find(const char *h, size_t hlen)
 {
-	const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+	if (!h || hlen < 7 || strncasecmp(h, "Bearer ", 7) != 0)
 		return NULL;
 	const char *key = h + 7;
-	size_t len = strlen(key);
+	size_t len = hlen - 7;
 	for (size_t i = 0; i < D.n_keys; i++)
 		if (strlen(D.keys[i].key) == len && CRYPTO_memcmp(D.keys[i].key, key, len) == 0)
 			return &D.keys[i];
 	return NULL;
+}
+
+bool http_key_ok(const char *authorization, size_t len)
+{
+	return key_find(authorization, len) != NULL;
+}
+
+static struct api_key *authenticate(struct evhttp_request *req)
+{
+	const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+	return h ? key_find(h, strlen(h)) : NULL;
+}
+
+static size_t body_max(enum body_kind k)
+{
+	size_t t[] = {[BODY_API] = API_MAX_BODY, [BODY_UPLOAD] = D.cfg.max_upload,
+		      [BODY_BUILD] = API_MAX_BUILD_BODY};
+	return t[k];
+}
+
+static const char *method_name(enum evhttp_cmd_type m)
+{
+	static const struct {
+		enum evhttp_cmd_type m;
+		const char *name;
+	} t[] = {{EVHTTP_REQ_GET, "GET"}, {EVHTTP_REQ_POST, "POST"}, {EVHTTP_REQ_PUT, "PUT"},
+		 {EVHTTP_REQ_DELETE, "DELETE"}, {EVHTTP_REQ_PATCH, "PATCH"}};
+	for (size_t i = 0; i < ELEMENTSOF(t); i++)
+		if (t[i].m == m)
+			return t[i].name;
+	return "?";
+}
+
+/* The route of @method and @raw (a path, a trailing slash allowed), its parameters cut out of
+ * @path; NULL with -ENOENT (no such path) or -EOPNOTSUPP (not with @method; @allow lists the
+ * methods that are) in @ret_r. */
+static const struct route *route_find(int method, const char *raw, char path[520],
+				      const char *params[2], char *allow, size_t allow_size, int *ret_r)
+{
+	bool path_known = false;
+	if (allow_size)
+		allow[0] = '\0';
+	for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+		snprintf(path, 520, "%s", raw);
+		size_t n = strlen(path);
+		if (n > 1 && path[n - 1] == '/')
+			path[n - 1] = '\0';
+		params[0] = params[1] = NULL;
+		if (!match(routes[i].pattern, path, params))
+			continue;
+		if ((int)routes[i].method == method)
+			return &routes[i];
+		if (allow_size && !strstr(allow, method_name(routes[i].method))) {
+			size_t l = strlen(allow);
+			snprintf(allow + l, allow_size - l, "%s%s", l ? ", " : "", method_name(routes[i].method));
+		}
+		path_known = true;
+	}
+	*ret_r = path_known ? -EOPNOTSUPP : -ENOENT;
+	return NULL;
+}
+
+int http_route_body_limit(int method, const char *raw, size_t *ret_max, char *allow,
+			  size_t allow_size)
+{
+	char path[520];
+	const char *params[2];
+	int r = 0;
+	if (strlen(raw) > 512)
+		raw = "/"; /* dispatch refuses it; the smallest limit meanwhile */
+	const struct route *rt = route_find(method, raw, path, params, allow, allow_size, &r);
+	*ret_max = rt ? body_max(rt->body) : API_MAX_BODY;
+	return rt ? 0 : r;
 }
 
 static void dispatch(struct evhttp_request *req, void *arg)
@@ -252,6 +350,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
 	struct ctx c = {.req = req, .query = uri ? evhttp_uri_get_query(uri) : NULL};
 
+	front_request(req);
 	if (D.cfg.verbose)
 		log_info("%s %s", tcp ? "tcp" : "unix", evhttp_request_get_uri(req));
 	if (!raw || strlen(raw) > 512) {
@@ -263,32 +362,34 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		reply_error(req, API_ERR_UNAUTHORIZED, "a valid API key is needed (Authorization: Bearer KEY)");
 		return;
 	}
-	char path[520];
-	bool path_known = false;
-	for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
-		snprintf(path, sizeof(path), "%s", raw);
-		size_t n = strlen(path);
-		if (n > 1 && path[n - 1] == '/')
-			path[n - 1] = '\0';
-		const char *params[2] = {NULL, NULL};
-		if (!match(routes[i].pattern, path, params))
-			continue;
-		path_known = true;
-		if (routes[i].method != evhttp_request_get_command(req))
-			continue;
-		struct evbuffer *in = evhttp_request_get_input_buffer(req);
-		c.body_len = evbuffer_get_length(in);
-		c.body = c.body_len ? (const char *)evbuffer_pullup(in, -1) : "";
-		c.path = path;
-		c.params[0] = params[0];
-		c.params[1] = params[1];
-		routes[i].fn(&c);
+	char path[520], allow[96];
+	const char *params[2];
+	int r = 0;
+	const struct route *rt = route_find(evhttp_request_get_command(req), raw, path, params,
+					    allow, sizeof(allow), &r);
+	if (!rt && r == -EOPNOTSUPP) {
+		char msg[600];
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+		snprintf(msg, sizeof(msg), "%s takes %s", raw, allow);
+		reply_http_error(req, 405, "method_not_allowed", msg);
 		return;
 	}
-	if (path_known)
-		reply_error(req, API_ERR_BAD_REQUEST, "method not allowed on %s", raw);
-	else
+	if (!rt) {
 		reply_error(req, API_ERR_NOT_FOUND, "no such route: %s", raw);
+		return;
+	}
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	c.body_len = evbuffer_get_length(in);
+	if (c.body_len > body_max(rt->body)) { /* a chunked body, whose length only shows now */
+		reply_error(req, API_ERR_PAYLOAD_TOO_LARGE, "the body is over %zu bytes",
+			    body_max(rt->body));
+		return;
+	}
+	c.body = c.body_len ? (const char *)evbuffer_pullup(in, -1) : "";
+	c.path = path;
+	c.params[0] = params[0];
+	c.params[1] = params[1];
+	rt->fn(&c);
 }
 
 static struct evhttp *new_http(bool tcp)
@@ -297,8 +398,10 @@ static struct evhttp *new_http(bool tcp)
 	if (!http)
 		return NULL;
 	evhttp_set_max_headers_size(http, MAX_HEADERS);
-	size_t body = D.cfg.max_upload > API_MAX_BODY ? D.cfg.max_upload : API_MAX_BODY;
-	evhttp_set_max_body_size(http, body);
+	/* The front enforces each route's limit first, in JSON; this is evhttp's backstop, above
+	 * anything the front lets through (a chunked body's framing included). */
+	size_t body = D.cfg.max_upload > API_MAX_BUILD_BODY ? D.cfg.max_upload : API_MAX_BUILD_BODY;
+	evhttp_set_max_body_size(http, body + body / 8 + 65536);
 	evhttp_set_timeout(http, HTTP_TIMEOUT_S);
 	/* Every method reaches dispatch(), so that an unsupported one gets a JSON error rather
 	 * than libevent's HTML page. */
@@ -311,7 +414,7 @@ static struct evhttp *new_http(bool tcp)
 }
 
 /* A socket file left by a dead daemon is replaced; one that answers belongs to a live daemon. */
-static int unix_listen(const char *path)
+static int unix_listen(const char *path, gid_t gid)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sa.sun_path))
@@ -329,6 +432,8 @@ static int unix_listen(const char *path)
 	mode_t old = umask(0117);
 	int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
+	if (r == 0 && gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0)
+		r = -1;
 	if (r < 0 || chmod(path, 0660) < 0 || listen(fd, 512) < 0) {
 		r = -errno;
 		close(fd);
@@ -337,21 +442,42 @@ static int unix_listen(const char *path)
 	return fd;
 }
 
+static int socket_gid(gid_t *ret)
+{
+	*ret = (gid_t)-1;
+	if (!D.cfg.socket_group)
+		return 0;
+	struct group *g = getgrnam(D.cfg.socket_group);
+	if (!g) {
+		log_error("--socket-group '%s': no such group", D.cfg.socket_group);
+		return -ENOENT;
+	}
+	*ret = g->gr_gid;
+	return 0;
+}
+
 int http_start(void)
 {
+	gid_t gid;
+	int r = socket_gid(&gid);
+	if (r < 0)
+		return r;
 	D.http_unix = new_http(false);
 	if (!D.http_unix)
 		return -ENOMEM;
-	int fd = unix_listen(D.cfg.socket_path);
+	int fd = unix_listen(D.cfg.socket_path, gid);
 	if (fd < 0) {
 		log_error("listen on %s: %s", D.cfg.socket_path,
 			  fd == -EADDRINUSE ? "another cordond answers there" : strerror(-fd));
 		return fd;
 	}
-	if (!evhttp_accept_socket_with_handle(D.http_unix, fd)) {
+	struct evhttp_bound_socket *b = evhttp_accept_socket_with_handle(D.http_unix, fd);
+	if (!b) {
 		close(fd);
 		return -EIO;
 	}
+	if ((r = front_attach(D.http_unix, b, false)) < 0)
+		return r;
 	if (!D.cfg.listen)
 		return 0;
 	char host[256];
@@ -362,19 +488,22 @@ int http_start(void)
 	}
 	snprintf(host, sizeof(host), "%.*s", (int)(colon - D.cfg.listen), D.cfg.listen);
 	D.http_tcp = new_http(true);
-	if (!D.http_tcp || !evhttp_bind_socket_with_handle(D.http_tcp, host, atoi(colon + 1))) {
+	b = D.http_tcp ? evhttp_bind_socket_with_handle(D.http_tcp, host, atoi(colon + 1)) : NULL;
+	if (!b) {
 		log_error("listen on %s: %m", D.cfg.listen);
 		return -EADDRINUSE;
 	}
-	return 0;
+	return front_attach(D.http_tcp, b, true);
 }
 
 void http_stop(void)
 {
+	front_quiesce();
 	if (D.http_unix)
 		evhttp_free(D.http_unix);
 	if (D.http_tcp)
 		evhttp_free(D.http_tcp);
 	D.http_unix = D.http_tcp = NULL;
+	front_stop();
 	unlink(D.cfg.socket_path);
 }

@@ -76,7 +76,7 @@ static int setup(int argc, char **argv)
 {
 	int r = config_parse(&D.cfg, argc, argv);
 	if (r != 0) {
-		config_usage();
+		config_usage(r > 0 ? stdout : stderr); /* --help is an answer, not an error */
 		return r < 0 ? r : -ECANCELED;
 	}
 	log_prefix = "cordond";
@@ -106,8 +106,10 @@ static int setup(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	int r = setup(argc, argv);
+	if (r == -ECANCELED) /* --help */
+		return 0;
 	if (r < 0)
-		return r == -ECANCELED ? 2 : 1;
+		return 1;
 	log_info("serving on %s%s%s (pool %llu, at most %llu sandboxes)", D.cfg.socket_path,
 		 D.cfg.listen ? " and " : "", D.cfg.listen ? D.cfg.listen : "",
 		 (unsigned long long)D.cfg.pool, (unsigned long long)D.cfg.max_sandboxes);

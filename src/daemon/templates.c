@@ -218,7 +218,7 @@ static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
 	j->closed_ev = loop_event_free(j->closed_ev);
 	if (!evcon)
 		return;
-	evhttp_connection_set_closecb(evcon, NULL, NULL);
+	req_on_close(j->req, NULL, NULL); /* the front's own close handler stays and frees its gate */
 	j->req = NULL;
 	evhttp_connection_free(evcon); /* frees the request with it */
 	build_abandon(j);

@@ -42,6 +42,7 @@ requires_daemon = [
 # Error codes of the contract (components.schemas.Error) and their HTTP statuses.
 ERROR_STATUS = {
     "bad_request": 400, "invalid_field": 400, "unknown_field": 400, "payload_too_large": 413,
+    "method_not_allowed": 405, "length_required": 411,
     "not_found": 404, "conflict": 409, "quota_exceeded": 429, "capacity": 503,
     "unauthorized": 401, "forbidden": 403, "internal": 500, "unavailable": 503, "timeout": 504,
     # what a file operation runs into inside the sandbox

@@ -319,6 +319,18 @@ class Client:
         return errors.CordonUnavailable("unavailable", msg, None)
 
     @staticmethod
+    def _answered_early(conn: http.client.HTTPConnection) -> bool:
+        """Whether the server's answer arrived on @conn although sending the body failed."""
+        sock = conn.sock
+        if sock is None:
+            return False
+        try:
+            r, _, _ = select.select([sock], [], [], 2.0)
+            return bool(r) and sock.recv(1, socket.MSG_PEEK) != b""
+        except OSError:
+            return False
+
+    @staticmethod
     def _encode(body: Any, json_body: Any) -> Tuple[Optional[bytes], Optional[str]]:
         if json_body is not None:
             return (json.dumps(json_body, ensure_ascii=False, separators=(",", ":"),
@@ -353,7 +365,14 @@ class Client:
                 conn.sock.settimeout(tmo)
             sent = False
             try:
-                conn.request(method, target, body=data, headers=hdrs)
+                try:
+                    conn.request(method, target, body=data, headers=hdrs)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The daemon may refuse a body (413 over --max-upload, 401, 503) as soon
+                    # as it has the headers, and close while we are still sending: its answer
+                    # is waiting to be read. Without one, the error stands.
+                    if not data or not self._answered_early(conn):
+                        raise
                 sent = True
                 resp = conn.getresponse()
                 payload = resp.read()

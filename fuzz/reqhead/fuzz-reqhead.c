@@ -1,0 +1,30 @@
+/* libFuzzer target for the HTTP front's request head reader: bytes from any client, TCP
+ * strangers included, read before the API key is checked.
+ *
+ * Checks beyond "no crash": the head's end lies inside the input and after a newline; the path
+ * is NUL-terminated, begins the target and holds no '?'; a head that is accepted has at most
+ * one framing, and its Authorization value lies inside the head. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/reqhead.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const char *p = (const char *)data;
+	size_t n = reqhead_end(p, size);
+	if (n > size || (n && p[n - 1] != '\n'))
+		abort();
+	struct reqhead h;
+	reqhead_parse(p, n ? n : size, &h);
+	if (memchr(h.path, '\0', sizeof(h.path)) == NULL || strchr(h.path, '?'))
+		abort();
+	if (!h.bad && h.has_cl && h.chunked)
+		abort();
+	if (h.auth && (h.auth < p || h.auth + h.auth_len > p + (n ? n : size)))
+		abort();
+	return 0;
+}

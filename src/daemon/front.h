@@ -1,0 +1,88 @@
+/* Internal to the HTTP front (front.c: admission of connections; gate.c: the check of each
+ * request head before evhttp may read the body). See front.c's opening comment. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+
+#include "daemon/reqhead.h"
+
+#define HEAD_MAX	   (16u << 10)	/* bytes of a request line and headers (evhttp's too) */
+#define CHUNK_SLICE	   (256u << 10) /* bytes of a chunked body evhttp may read per grant */
+/* The rest of a refused upload is read and dropped, so that a client still sending can read
+ * the answer: from a stranger 2 s or 16 MiB at most; from a local or authenticated client the
+ * body it announced, up to 10 s or 128 MiB. */
+#define LINGER_MS	   2000
+#define LINGER_BYTES	   (16u << 20)
+#define LINGER_TRUSTED_MS  10000
+#define LINGER_TRUSTED_MAX (128u << 20)
+#define ACCEPT_PAUSE_MS	   200		/* after EMFILE/ENFILE */
+#define UNIX_MAX_CONNS	   256
+#define KEEPALIVE_IDLE_S   120		/* between requests on a kept-alive connection */
+
+enum gate_state { G_NEW, G_HEAD, G_BODY, G_DISPATCHED, G_REFUSED };
+
+struct front;
+
+struct gate {
+	struct front *f;
+	struct bufferevent *bev; /* evhttp's, made by us in bevcb */
+	struct evhttp_connection *evcon;
+	enum gate_state state;
+	int fd;
+	dev_t dev; /* with ino, the socket: a stale gate is told by it (see front_sweep) */
+	ino_t ino;
+	struct sockaddr_storage peer;
+	socklen_t peer_len;
+	struct evbuffer *buf; /* bytes read by the gate, not yet given to evhttp */
+	struct event *work, *deadline;
+	bool first, chunked;
+	bool trusted;         /* the current head came on the unix socket or with a valid key */
+	bool no_linger;       /* refused for want of fds: no dup to linger on */
+	uint64_t announced;   /* its Content-Length, at most LINGER_TRUSTED_MAX */
+	uint64_t charged;     /* body bytes of the current request counted in f->inflight */
+	uint64_t body_seen;   /* bytes evhttp has read past the current head */
+	uint64_t granted;     /* chunked: bytes past the head evhttp may read */
+	uint64_t max_body;    /* bytes on the wire past the head */
+	size_t route_max;     /* the route's limit on the (decoded) body */
+	void (*close_cb)(struct evhttp_connection *, void *); /* a handler's */
+	void *close_arg;
+	struct gate *next, *prev;
+};
+
+struct front {
+	bool tcp;
+	struct evhttp *http;
+	struct evconnlistener *lev;
+	size_t conns, max_conns, max_peer; /* conns counts lingering refusals too */
+	uint64_t inflight, max_inflight;
+	bool paused_cap, paused_err;
+	struct event *resume_ev;
+	uint64_t warn_ms;
+	unsigned warn_count;
+	struct gate *gates;
+};
+
+/* front.c */
+extern struct ev_token_bucket_cfg *front_hold_cfg; /* read: no refill to speak of */
+void front_listener_update(struct front *f);
+void gate_free(struct gate *g);
+
+/* gate.c */
+void gate_start_head(struct gate *g);   /* holds evhttp off and waits for the next head */
+void gate_release(struct gate *g);      /* lets evhttp read */
+void gate_uncharge(struct gate *g);
+void gate_refuse(struct gate *g, int status, const char *code, const char *extra_header,
+		 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void gate_on_read(evutil_socket_t fd, short what, void *arg);
+void gate_on_timer(evutil_socket_t fd, short what, void *arg);
+void gate_on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
+void gate_on_closed(struct evhttp_connection *evcon, void *arg);
+void gate_request_done(struct evhttp_request *req, void *arg);
+void lingerers_end(void);
