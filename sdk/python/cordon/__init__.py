@@ -9,9 +9,11 @@ default ``/run/cordon/cordon.sock``) or over TCP (``$CORDON_URL`` + ``$CORDON_AP
 """
 
 from ._http import DEFAULT_SOCKET, Client
-from .errors import (BadRequest, CapacityError, Conflict, CordonError, CordonUnavailable,
-                     Forbidden, InternalError, InvalidField, NotFound, PayloadTooLarge,
-                     QuotaExceeded, Timeout, Unauthorized, Unavailable, UnknownField,
+from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, CordonError,
+                     CordonUnavailable, CrossDevice, Forbidden, InternalError, InvalidField,
+                     InvalidPath, IsADirectory, LengthRequired, MethodNotAllowed, NoSpace,
+                     NotADirectory, NotFound, PayloadTooLarge, QuotaExceeded, ReadOnly,
+                     StreamLagged, Timeout, Unauthorized, Unavailable, UnknownField,
                      UnsupportedRuntime)
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
@@ -35,5 +37,7 @@ __all__ = [
     "Processes", "Files", "FileEntry", "Client", "DEFAULT_SOCKET", "health",
     "CordonError", "BadRequest", "InvalidField", "UnknownField", "UnsupportedRuntime", "PayloadTooLarge", "NotFound",
     "Conflict", "QuotaExceeded", "CapacityError", "Unauthorized", "Forbidden", "InternalError",
-    "Unavailable", "CordonUnavailable", "Timeout", "__version__",
+    "Unavailable", "CordonUnavailable", "Timeout", "MethodNotAllowed", "LengthRequired",
+    "AuditUnavailable", "InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
+    "CrossDevice", "StreamLagged", "__version__",
 ]

@@ -158,20 +158,6 @@ class Timeout(CordonError):
     default_status = 504
 
 
-_BY_CODE: Dict[str, Type[CordonError]] = {
-    cls.code: cls
-    for cls in (BadRequest, InvalidField, UnknownField, UnsupportedRuntime, PayloadTooLarge, NotFound, Conflict,
-                QuotaExceeded, CapacityError, Unauthorized, Forbidden, InternalError,
-                Unavailable, Timeout)
-}
-
-_BY_STATUS: Dict[int, Type[CordonError]] = {
-    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-    413: PayloadTooLarge, 429: QuotaExceeded, 500: InternalError, 503: Unavailable,
-    504: Timeout,
-}
-
-
 # -- what file operations and streams run into (issue 10) -----------------------------------
 # Specific codes of the daemon's file operations; each is a subclass of the general class of
 # its status, so ``except Conflict`` still catches ``IsADirectory``.
@@ -216,10 +202,42 @@ class StreamLagged(CordonError):
     code = "lagged"
 
 
-_BY_CODE.update({cls.code: cls for cls in (InvalidPath, ReadOnly, NoSpace, NotADirectory,
-                                           IsADirectory, CrossDevice, StreamLagged)})
+class MethodNotAllowed(CordonError):
+    """405 ``method_not_allowed``: the path exists but does not take this method (the answer's
+    ``Allow`` header says which it takes)."""
+    code = "method_not_allowed"
+    default_status = 405
+
+
+class LengthRequired(CordonError):
+    """411 ``length_required``: a body with neither Content-Length nor chunked encoding."""
+    code = "length_required"
+    default_status = 411
+
+
+class AuditUnavailable(Unavailable):
+    """503 ``audit_unavailable``: the action's audit record could not be written (the
+    daemon's disk is full, say), so the action was refused and nothing was done. Retry later."""
+    code = "audit_unavailable"
+
+
+_BY_CODE: Dict[str, Type[CordonError]] = {
+    cls.code: cls
+    for cls in (BadRequest, InvalidField, UnknownField, UnsupportedRuntime, PayloadTooLarge, NotFound, Conflict,
+                QuotaExceeded, CapacityError, Unauthorized, Forbidden, InternalError,
+                Unavailable, Timeout, MethodNotAllowed, LengthRequired, AuditUnavailable,
+                InvalidPath, ReadOnly, NoSpace, NotADirectory, IsADirectory, CrossDevice,
+                StreamLagged)
+}
+
+_BY_STATUS: Dict[int, Type[CordonError]] = {
+    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed,
+    409: Conflict, 411: LengthRequired, 413: PayloadTooLarge, 429: QuotaExceeded,
+    500: InternalError, 503: Unavailable, 504: Timeout,
+}
+
 __all__ += ["InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
-            "CrossDevice", "StreamLagged"]
+            "CrossDevice", "StreamLagged", "MethodNotAllowed", "LengthRequired", "AuditUnavailable"]
 
 
 def error_from_response(status: int, body: bytes,

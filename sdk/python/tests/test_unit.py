@@ -96,6 +96,16 @@ def test_command_fields():
     (500, "internal", errors.InternalError),
     (503, "unavailable", errors.Unavailable),
     (504, "timeout", errors.Timeout),
+    (405, "method_not_allowed", errors.MethodNotAllowed),
+    (411, "length_required", errors.LengthRequired),
+    (400, "unsupported_runtime", errors.UnsupportedRuntime),
+    (503, "audit_unavailable", errors.AuditUnavailable),
+    (400, "invalid_path", errors.InvalidPath),
+    (409, "read_only", errors.ReadOnly),
+    (409, "no_space", errors.NoSpace),
+    (409, "not_a_directory", errors.NotADirectory),
+    (409, "is_a_directory", errors.IsADirectory),
+    (409, "cross_device", errors.CrossDevice),
 ])
 def test_error_mapping(status, code, cls):
     body = ('{"error": {"code": "%s", "message": "limits.memory_mb: must be an integer"}}'
@@ -307,3 +317,20 @@ def test_context_manager_does_not_mask_errors(fake):
             raise RuntimeError("user error")
     with cordon.Sandbox.create(socket=fake.socket_path) as s:
         s.kill()  # killing twice is fine
+
+
+def test_every_documented_error_code_has_its_class():
+    """Each code of the OpenAPI document's Error schema maps to a class of that name's code,
+    so a new code on the server is not silently a generic error in the SDK."""
+    import os
+    import re
+    spec = open(os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "api",
+                             "openapi.yaml")).read()
+    block = spec[spec.index("Error:"):]
+    block = block[block.index("enum:"):]
+    codes = re.findall(r"^\s+- ([a-z_]+)$", block[:block.index("\n\n") if "\n\n" in block else None],
+                       re.M)
+    assert len(codes) > 10, codes
+    missing = [c for c in codes if errors._BY_CODE.get(c) is None or errors._BY_CODE[c].code != c]
+    assert not missing, f"codes without an SDK class: {missing}"
+
