@@ -40,8 +40,9 @@ ALLOWED = {
     "snprintf", "vsnprintf",
     # fortify (-D_FORTIFY_SOURCE) and stack-protector variants of the above
     "__snprintf_chk", "__vsnprintf_chk", "__memcpy_chk", "__memmove_chk", "__memset_chk",
-    "__strcat_chk", "__strcpy_chk", "__read_chk", "__readlinkat_chk", "__stack_chk_fail",
-    "__errno_location",
+    "__strcat_chk", "__strcpy_chk", "__strncpy_chk", "__stpcpy_chk", "__read_chk",
+    "__readlinkat_chk", "__open64_2", "__openat64_2", "__open_2", "__openat_2",
+    "__stack_chk_fail", "__errno_location",
     # glibc's table of English messages: no locale, no gettext, no lock (unlike strerror)
     "strerrordesc_np",
 }
