@@ -9,10 +9,13 @@
  * SCHED_FIFO main thread pinned to one CPU creates a SCHED_OTHER thread, which cannot run
  * before the main thread blocks, and clones the sandbox at once.
  *
- * A second thread holding a lock of glibc's (malloc's) at clone() time is the other half of
- * the class; check-child-calls.py proves the child never takes one. Needs root (the child
- * takes its user namespace's root with setresgid): skips otherwise. */
+ * The other half of the class is a lock another thread holds at clone() time: a thread
+ * allocating without pause in the only arena (M_ARENA_MAX 1) while --rootfs sandboxes are
+ * cloned; the child's opendir() (32 KiB of malloc) hung within a few rounds. That test can
+ * only catch what it runs; check-child-calls.py checks every path of the child's code.
+ * Needs root (the child takes its user namespace's root with setresgid): skips otherwise. */
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -21,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -29,6 +33,7 @@
 #include <cordon/cordon.h>
 
 #define SETUP_TIMEOUT_MS 10000
+#define ROUNDS_IN_MALLOC 200
 
 static int wake[2] = {-1, -1};
 
@@ -136,10 +141,73 @@ static void test_clone_beside_an_unstarted_thread(void **state)
 	close(wake[1]);
 }
 
+/* ---- a lock of malloc's held by another thread at clone() time ---- */
+
+static volatile int hammering;
+
+/* Allocations too large for the per-thread cache, so each takes the arena's lock. */
+static void *hammer_thread(void *arg)
+{
+	while (hammering) {
+		void *p = malloc(40000);
+		if (p)
+			*(volatile char *)p = 1;
+		free(p);
+	}
+	return arg;
+}
+
+/* One arena for every thread, so that the hammer's lock is the one the child would take: a
+ * --rootfs child that called opendir() (which allocates 32 KiB) hung here when cloned while
+ * the hammer held it. Many rounds: each clone lands in the lock's hold with some chance. */
+static void test_clone_beside_a_thread_in_malloc(void **state)
+{
+	struct cordon_err err = {};
+	char *argv[] = {"/bin/true", NULL};
+	pthread_t t;
+
+	if (geteuid() != 0) {
+		print_message("skip: needs root\n");
+		skip();
+	}
+	if (cordon_prepare(&err) < 0)
+		fail_msg("prepare: %s", err.msg);
+	if (mallopt(M_ARENA_MAX, 1) != 1) {
+		print_message("skip: malloc is not glibc's here (a sanitizer's allocator)\n");
+		skip();
+	}
+	hammering = 1;
+	assert_int_equal(pthread_create(&t, NULL, hammer_thread, NULL), 0);
+	for (int i = 0; i < ROUNDS_IN_MALLOC; i++) {
+		struct cordon_spec spec;
+		struct cordon_sandbox *sb = NULL;
+		cordon_spec_init(&spec);
+		spec.argv = argv;
+		spec.rootfs = "/";
+		int r = cordon_sandbox_start(&spec, &sb, &err);
+		if (r < 0)
+			fail_msg("start: %s", err.msg);
+		r = finish_within(sb, SETUP_TIMEOUT_MS, &err);
+		if (r == -ETIMEDOUT)
+			fail_msg("round %d: the jail child did not finish its setup in %d ms: it hangs",
+				 i, SETUP_TIMEOUT_MS);
+		if (r < 0)
+			fail_msg("setup: %s", err.msg);
+		cordon_sandbox_setup_close(sb);
+		struct cordon_result res;
+		assert_int_equal(cordon_sandbox_wait(sb, -1, &res), 0);
+		assert_int_equal(res.exit_code, 0);
+		cordon_sandbox_free(sb);
+	}
+	hammering = 0;
+	pthread_join(t, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_clone_beside_an_unstarted_thread),
+		cmocka_unit_test(test_clone_beside_a_thread_in_malloc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
