@@ -1,7 +1,7 @@
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -275,30 +275,48 @@ static bool skipped(const char *name)
 	return false;
 }
 
-/* A --rootfs image: every top-level entry but those the sandbox gets fresh, read-only. */
+/* One getdents64() record; glibc declares no type for it. */
+struct dirent64_rec {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+static bool dot_or_dotdot(const char *n)
+{
+	return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
+}
+
+/* A --rootfs image: every top-level entry but those the sandbox gets fresh, read-only. Read
+ * with getdents64() into a buffer on the stack: opendir() allocates, and this runs in the
+ * jail child, where a malloc lock held by another thread of the host at clone() time is
+ * held for ever. */
 static int setup_image_dir(int image_fd, struct cordon_err *err)
 {
-	int fd = openat(image_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int fd = openat(image_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return cordon_err_set(err, -errno, "open rootfs");
-	_cleanup_closedir_ DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return cordon_err_set(err, -errno, "read rootfs");
+	for (;;) {
+		char buf[4096] __attribute__((aligned(8)));
+		long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+		if (n < 0)
+			return cordon_err_set(err, -errno, "read rootfs");
+		if (n == 0)
+			return 0;
+		for (long off = 0; off < n;) {
+			const struct dirent64_rec *de = (const struct dirent64_rec *)(buf + off);
+			char dst[PATH_MAX];
+			off += de->d_reclen;
+			if (dot_or_dotdot(de->d_name) || skipped(de->d_name))
+				continue;
+			snprintf(dst, sizeof(dst), NEWROOT "/%s", de->d_name);
+			int r = expose_entry(fd, de->d_name, dst, err);
+			if (r < 0)
+				return r;
+		}
 	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		char dst[PATH_MAX];
-		if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
-			continue;
-		if (skipped(de->d_name))
-			continue;
-		snprintf(dst, sizeof(dst), NEWROOT "/%s", de->d_name);
-		int r = expose_entry(dirfd(d), de->d_name, dst, err);
-		if (r < 0)
-			return r;
-	}
-	return 0;
 }
 
 /* An idmapped image tree: attached at a staging point, its entries bound from there like a

@@ -3,11 +3,16 @@
  * Everything here runs in the forked copy of the host process, allocates nothing and fails
  * closed: the first error is sent to the host as a struct jail_msg and the child exits. It
  * never reaches exec half-jailed.
+ *
+ * The host may have threads (cordond does): up to exec, the child calls only what is safe in
+ * a clone of a threaded process, system calls and functions over its own memory, never one
+ * that takes a lock of libc's (malloc, stdio, opendir, strerror) or relies on glibc's idea
+ * of the process's threads (setuid and friends). tests/unit/runtime/check-child-calls.py
+ * checks the machine code against a list; add to that list only what is safe so.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -63,15 +68,27 @@ static _noreturn_ void fail(int sync_fd, const struct cordon_err *err)
 	_exit(CORDON_EXIT_SETUP);
 }
 
+/* The kernel's setresgid/setresuid, not glibc's: in a process with threads glibc's wrappers
+ * first make every thread it knows of change ids too, and wait for each thread that has not
+ * started yet (setxid_mark_thread). We are a clone of a threaded cordond with none of those
+ * threads: a thread that pthread_create() had made but not run when we were cloned is waited
+ * for in futex_wait for ever (issue 10). We are one thread; the kernel call is what we mean. */
+static int set_ids(uid_t id)
+{
+	if (syscall(SYS_setresgid, id, id, id) < 0 || syscall(SYS_setresuid, id, id, id) < 0)
+		return -errno;
+	return 0;
+}
+
 static int become_root(const struct jail_child *c, struct cordon_err *err)
 {
 	/* After the id map, become the sandbox's root so that what we create is owned by ids that
 	 * exist inside. With a single-uid mapping we already are the only id there is. */
 	if (!c->privileged)
 		return 0;
-	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+	if (set_ids(0) < 0)
 		return cordon_err_set(err, -errno, "become root of the user namespace");
-	if (setgroups(0, NULL) < 0)
+	if (syscall(SYS_setgroups, 0, NULL) < 0) /* the kernel's, as above */
 		return cordon_err_set(err, -errno, "setgroups");
 	/* The uid change made us non-dumpable, which hands /proc/self to the host's (unmapped)
 	 * root; nothing else runs in this pid namespace yet, and exec resets it. */
@@ -120,7 +137,7 @@ static int switch_user(const struct jail_child *c, struct cordon_err *err)
 	uid_t id = user ? 1000 : 0;
 	if (!c->privileged)
 		return 0; /* the single mapped id is already the one asked for */
-	if (setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0)
+	if (set_ids(id) < 0)
 		return cordon_err_set(err, -errno, "switch to uid %u", id);
 	return 0;
 }

@@ -1,0 +1,86 @@
+"""A sandbox whose setup never ends does not hold its create for ever (issue 10).
+
+The jail child of a create hung in its setup (cordond's threads and glibc's setresgid, fixed
+in src/runtime/jail/child.c); the client then waited until its own timeout. Whatever makes a
+child hang, the daemon's deadline for setup and HELLO_OK (AGENT_HELLO_MS, 10 s) kills it and
+the create answers 500 internal. The hang is made here with SIGSTOP on the child between
+clone() and exec() (it is still named cordond then), which nothing in the child can undo.
+"""
+
+import os
+import signal
+import threading
+import time
+
+from conftest import assert_error, requires_daemon, start_daemon, wait_until
+
+pytestmark = requires_daemon
+
+DEADLINE_S = 10
+
+
+def children(pid):
+    out = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out += f.read().split()
+    except OSError:
+        pass
+    return out
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def stop_a_child_in_setup(daemon_pid, until):
+    """SIGSTOPs the first child of cordond that has not exec'd cordon-init yet."""
+    while time.monotonic() < until:
+        for k in children(daemon_pid):
+            if comm(k) == "cordond":
+                os.kill(int(k), signal.SIGSTOP)
+                if comm(k) == "cordond":  # stopped before its exec
+                    return int(k)
+                os.kill(int(k), signal.SIGCONT)
+    return None
+
+
+def test_a_setup_that_hangs_is_killed_and_the_create_answers():
+    d = start_daemon(pool=0, max_sandboxes=4)
+    try:
+        c = d.client(timeout=60)
+        for _ in range(50):
+            res = {}
+
+            def create():
+                t0 = time.monotonic()
+                # Not from the pool (there is none) and not the default disk: built now.
+                res["r"] = c.post("/v1/sandboxes", {"limits": {"disk_mb": 512}})
+                res["s"] = time.monotonic() - t0
+
+            th = threading.Thread(target=create)
+            th.start()
+            child = stop_a_child_in_setup(d.proc.pid, time.monotonic() + 5)
+            th.join(60)
+            assert not th.is_alive(), "the create did not answer in 60 s"
+            if child is None:  # it exec'd before we caught it: another try
+                assert res["r"].status == 201, res["r"].text
+                c.destroy(res["r"].json()["id"])
+                continue
+            assert_error(res["r"], 500, "internal")
+            assert DEADLINE_S - 1 <= res["s"] < DEADLINE_S + 5, res["s"]
+            # Killed (SIGKILL reaches a stopped process) and reaped, not left behind.
+            assert wait_until(lambda: not os.path.exists(f"/proc/{child}"), 10), \
+                f"the stuck child {child} is still there ({comm(child)})"
+            assert d.alive()
+            sb = c.create({})
+            c.destroy(sb["id"])
+            return
+        raise AssertionError("no create's child could be caught before its exec in 50 tries")
+    finally:
+        d.cleanup()
