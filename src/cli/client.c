@@ -721,60 +721,6 @@ int client_urlencode(char *buf, size_t size, const char *s)
 	return 0;
 }
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-size_t client_base64_encode(const void *in, size_t len, char *out)
-{
-	const unsigned char *p = in;
-	size_t o = 0;
-
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		if (i + 1 < len)
-			v |= (uint32_t)p[i + 1] << 8;
-		if (i + 2 < len)
-			v |= p[i + 2];
-		out[o++] = b64[v >> 18];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < len ? b64[v & 63] : '=';
-	}
-	out[o] = 0;
-	return o;
-}
-
-static int b64_value(char ch)
-{
-	const char *p = ch ? strchr(b64, ch) : NULL;
-	return p ? (int)(p - b64) : -1;
-}
-
-ssize_t client_base64_decode(const char *in, size_t len, void *out)
-{
-	unsigned char *o = out;
-	size_t n = 0;
-
-	if (len % 4)
-		return -EINVAL;
-	for (size_t i = 0; i < len; i += 4) {
-		bool last = i + 4 == len;
-		int pad = last ? (in[i + 3] == '=') + (in[i + 2] == '=' && in[i + 3] == '=') : 0;
-		uint32_t v = 0;
-		for (int k = 0; k < 4 - pad; k++) {
-			int d = b64_value(in[i + k]);
-			if (d < 0)
-				return -EINVAL;
-			v |= (uint32_t)d << (18 - 6 * k);
-		}
-		o[n++] = (unsigned char)(v >> 16);
-		if (pad < 2)
-			o[n++] = (unsigned char)(v >> 8);
-		if (pad < 1)
-			o[n++] = (unsigned char)v;
-	}
-	return (ssize_t)n;
-}
-
 bool client_valid_id(const char *s, size_t len)
 {
 	if (len == 0 || len > 64)

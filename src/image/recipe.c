@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "basic/cleanup.h"
+#include "basic/parse.h"
 #include "image/recipe.h"
 
 #define MAX_NESTING 32u /* of ${X:-word} inside word */
@@ -144,16 +145,6 @@ static bool is_name_start(char c)
 }
 
 static bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
-
-static bool valid_name(const char *s, size_t n)
-{
-	if (n == 0 || !is_name_start(s[0]))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!is_name_char(s[i]))
-			return false;
-	return true;
-}
 
 static const char *skip_space(const char *s)
 {
@@ -586,7 +577,7 @@ static int lex_name(struct parser *p, const char **s, const char *kw, size_t *re
 	while (w[n] && w[n] != '=' && !is_space(w[n]))
 		n++;
 	*s += n;
-	if (!valid_name(w, n))
+	if (!env_name_valid(w, n))
 		return perr(p, -EINVAL, "%s: '%.*s' is not a valid variable name", kw, CLIP(n), w);
 	*ret_n = n;
 	return 0;

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/clock.h"
 #include "lib/frame.h"
 
 #define OUT_SOFT         (256u * 1024u) /* stop producing output above this */
@@ -100,13 +101,6 @@ struct slot {
 };
 
 /* ---- small helpers ---- */
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void close_fd(int *fd)
 {
@@ -490,7 +484,7 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 	if (p->in_fd >= 0)
 		(void)set_nonblock(p->in_fd);
 	if (sp->timeout_ms > 0)
-		p->deadline = now_ms() + (sp->timeout_ms > UINT32_MAX * 1000ull
+		p->deadline = mono_ms() + (sp->timeout_ms > UINT32_MAX * 1000ull
 						   ? UINT32_MAX * 1000ull : sp->timeout_ms);
 	p->next = a->procs;
 	a->procs = p;
@@ -652,7 +646,7 @@ static void finish_procs(struct agent *a)
 
 static void check_timeouts(struct agent *a)
 {
-	uint64_t now = now_ms();
+	uint64_t now = mono_ms();
 
 	for (struct proc *p = a->procs; p; p = p->next)
 		if (!p->exited && p->deadline && now >= p->deadline) {
@@ -1291,7 +1285,7 @@ static void read_host(struct agent *a)
 
 static int poll_timeout(const struct agent *a)
 {
-	uint64_t now = now_ms(), next = UINT64_MAX;
+	uint64_t now = mono_ms(), next = UINT64_MAX;
 
 	if (a->n_reads > 0 && out_room(a))
 		return 0;
