@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/buf.h"
 #include "basic/clock.h"
 #include "lib/frame.h"
 
@@ -45,11 +46,6 @@
 #define LIST_MAX_BYTES   FRAME_MAX_PAYLOAD
 #define REMOVE_MAX_DEPTH 256
 #define DEFAULT_PATH     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-struct buf {
-	uint8_t *p;
-	size_t head, len, cap;
-};
 
 struct proc {
 	struct proc *next;
@@ -115,46 +111,6 @@ static int set_nonblock(int fd)
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
 	return 0;
-}
-
-static int buf_reserve(struct buf *b, size_t n)
-{
-	if (b->cap - b->head - b->len >= n)
-		return 0;
-	if (b->head > 0) {
-		memmove(b->p, b->p + b->head, b->len);
-		b->head = 0;
-		if (b->cap - b->len >= n)
-			return 0;
-	}
-	size_t cap = b->cap ? b->cap : 64 * 1024;
-	while (cap - b->len < n)
-		cap *= 2;
-	uint8_t *p = realloc(b->p, cap);
-	if (!p)
-		return -ENOMEM;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-static uint8_t *buf_tail(struct buf *b)
-{
-	return b->p + b->head + b->len;
-}
-
-static void buf_consume(struct buf *b, size_t n)
-{
-	b->head += n;
-	b->len -= n;
-	if (b->len == 0)
-		b->head = 0;
-}
-
-static void buf_free(struct buf *b)
-{
-	free(b->p);
-	*b = (struct buf){0};
 }
 
 /* ---- output towards the host ---- */
@@ -251,7 +207,7 @@ static void proc_free(struct agent *a, struct proc *p)
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
 	close_fd(&p->in_fd);
-	buf_free(&p->inq);
+	buf_done(&p->inq);
 	free(p);
 	a->n_procs--;
 }
@@ -508,7 +464,7 @@ static void stdin_flush(struct proc *p)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		/* EPIPE: the process closed its stdin; what was queued can go nowhere */
-		buf_free(&p->inq);
+		buf_done(&p->inq);
 		close_fd(&p->in_fd);
 	}
 	if (p->in_close && p->inq.len == 0)
@@ -1443,7 +1399,7 @@ int agent_main(int fd)
 	shutdown_all(a);
 	close(fd);
 	close_fd(&a->sigfd);
-	buf_free(&a->out);
+	buf_done(&a->out);
 	free(a->dec);
 	free(a->spawn);
 	free(a);
