@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 struct buf {
-	char *p;		/* the data is p[head, head + len), NUL-terminated once appended to */
+	char *p; /* the data is p[head, head + len), NUL-terminated once appended to */
 	size_t head, len, cap;
 };
 

@@ -53,7 +53,10 @@ int cordon_parse_duration_ms(const char *s, uint64_t *ret)
 	return parse_with_units(s, duration_units, ELEMENTSOF(duration_units), ret);
 }
 
-static bool is_name_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
+static bool is_name_start(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
 
 bool env_name_valid(const char *s, size_t len)
 {
