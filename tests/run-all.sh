@@ -45,6 +45,7 @@ fuzz_corpus() {
 	return $ok
 }
 
+stage "layers (include matrix)" $PY tests/layers/check-includes.py
 stage "unit" unit build unit
 # One pytest run per directory: each has its own conftest.py, imported as "conftest".
 stage "integration" pytests build pytest-integration tests/integration

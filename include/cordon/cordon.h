@@ -257,9 +257,6 @@ int cordon_prepare(struct cordon_err *err);
  * (cordon run does before each, cordond at start). */
 int cordon_sweep_stale(void);
 
-/* Sizes: "512" (a bare number is MiB), "512M", "1G", "2T", "64K", "4096b" (bytes); suffixes
- * are binary (K = 1024) and case-blind, KB and KiB alike. Durations: "300s", "5m", "1500ms",
- * "2" (seconds). The one vocabulary of every size the CLI, cordond's settings and the
- * template builder take. -EINVAL for anything else, -ERANGE past UINT64_MAX bytes. */
-int cordon_parse_size(const char *s, uint64_t *ret);
-int cordon_parse_duration_ms(const char *s, uint64_t *ret);
+/* The size and duration parsers (cordon_parse_size(), cordon_parse_duration_ms()) live in
+ * basic/parse.h and are re-exported here for the CLI and cordond. */
+#include "basic/parse.h"

@@ -4,9 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cordon/cordon.h>
-
 #include "basic/cleanup.h"
+#include "basic/parse.h"
 
 struct unit {
 	const char *suffix;
@@ -52,4 +51,19 @@ int cordon_parse_size(const char *s, uint64_t *ret)
 int cordon_parse_duration_ms(const char *s, uint64_t *ret)
 {
 	return parse_with_units(s, duration_units, ELEMENTSOF(duration_units), ret);
+}
+
+static bool is_name_start(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
+
+bool env_name_valid(const char *s, size_t len)
+{
+	if (len == 0 || !is_name_start(s[0]))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!is_name_start(s[i]) && !(s[i] >= '0' && s[i] <= '9'))
+			return false;
+	return true;
 }

@@ -8,7 +8,7 @@
 #include <cordon/cordon.h>
 
 #include "basic/log.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 
 static int audit_verify_file(const char *file)
 {

@@ -17,6 +17,7 @@
 
 #include <cordon/cordon.h>
 
+#include "basic/buf.h"
 #include "basic/cleanup.h"
 #include "basic/log.h"
 #include "cli/client.h"
@@ -38,9 +39,10 @@ struct client_conn {
 	char buf[CONN_BUF];
 };
 
+/* A body or a line, bounded by @max. */
 struct growbuf {
-	char *p;
-	size_t len, cap, max;
+	struct buf b;
+	size_t max;
 };
 
 /* ---- setup ---- */
@@ -551,22 +553,9 @@ int client_drain(struct client *c, struct client_conn *conn, client_sink sink, v
 static int growbuf_sink(const char *data, size_t len, void *userdata)
 {
 	struct growbuf *g = userdata;
-	if (len > g->max - g->len)
+	if (len > g->max - g->b.len)
 		return -E2BIG;
-	if (g->len + len + 1 > g->cap) {
-		size_t cap = g->cap ? g->cap : 4096;
-		while (cap < g->len + len + 1)
-			cap *= 2;
-		char *p = realloc(g->p, cap);
-		if (!p)
-			return -ENOMEM;
-		g->p = p;
-		g->cap = cap;
-	}
-	memcpy(g->p + g->len, data, len);
-	g->len += len;
-	g->p[g->len] = 0;
-	return 0;
+	return buf_add(&g->b, data, len);
 }
 
 void client_response_done(struct client_response *res)
@@ -582,16 +571,16 @@ int client_read_body(struct client *c, struct client_conn *conn, struct client_r
 
 	int r = client_drain(c, conn, growbuf_sink, &g, true);
 	if (r < 0) {
-		free(g.p);
+		buf_done(&g.b);
 		return r;
 	}
-	res->body = g.p ? g.p : strdup("");
-	res->body_len = g.len;
+	res->body_len = g.b.len;
+	res->body = buf_take(&g.b);
 	if (!res->body)
 		return -ENOMEM;
-	if (g.len > 0 &&
-	    (strncasecmp(res->content_type, "application/json", 16) == 0 || g.p[0] == '{'))
-		res->json = json_loadb(g.p, g.len, JSON_REJECT_DUPLICATES, NULL);
+	if (res->body_len > 0 &&
+	    (strncasecmp(res->content_type, "application/json", 16) == 0 || res->body[0] == '{'))
+		res->json = json_loadb(res->body, res->body_len, JSON_REJECT_DUPLICATES, NULL);
 	return 0;
 }
 
@@ -625,9 +614,9 @@ int client_lines_sink(const char *data, size_t len, void *userdata)
 	while (len > 0) {
 		const char *nl = memchr(data, '\n', len);
 		size_t n = nl ? (size_t)(nl - data) : len;
-		struct growbuf g = {l->buf, l->len, l->cap, CLIENT_LINE_MAX};
+		struct growbuf g = {{l->buf, 0, l->len, l->cap}, CLIENT_LINE_MAX};
 		int r = growbuf_sink(data, n, &g);
-		l->buf = g.p, l->len = g.len, l->cap = g.cap;
+		l->buf = g.b.p, l->len = g.b.len, l->cap = g.b.cap;
 		if (r < 0)
 			return r;
 		if (!nl)
@@ -719,60 +708,6 @@ int client_urlencode(char *buf, size_t size, const char *s)
 	}
 	buf[n] = 0;
 	return 0;
-}
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-size_t client_base64_encode(const void *in, size_t len, char *out)
-{
-	const unsigned char *p = in;
-	size_t o = 0;
-
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		if (i + 1 < len)
-			v |= (uint32_t)p[i + 1] << 8;
-		if (i + 2 < len)
-			v |= p[i + 2];
-		out[o++] = b64[v >> 18];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < len ? b64[v & 63] : '=';
-	}
-	out[o] = 0;
-	return o;
-}
-
-static int b64_value(char ch)
-{
-	const char *p = ch ? strchr(b64, ch) : NULL;
-	return p ? (int)(p - b64) : -1;
-}
-
-ssize_t client_base64_decode(const char *in, size_t len, void *out)
-{
-	unsigned char *o = out;
-	size_t n = 0;
-
-	if (len % 4)
-		return -EINVAL;
-	for (size_t i = 0; i < len; i += 4) {
-		bool last = i + 4 == len;
-		int pad = last ? (in[i + 3] == '=') + (in[i + 2] == '=' && in[i + 3] == '=') : 0;
-		uint32_t v = 0;
-		for (int k = 0; k < 4 - pad; k++) {
-			int d = b64_value(in[i + k]);
-			if (d < 0)
-				return -EINVAL;
-			v |= (uint32_t)d << (18 - 6 * k);
-		}
-		o[n++] = (unsigned char)(v >> 16);
-		if (pad < 2)
-			o[n++] = (unsigned char)(v >> 8);
-		if (pad < 1)
-			o[n++] = (unsigned char)v;
-	}
-	return (ssize_t)n;
 }
 
 bool client_valid_id(const char *s, size_t len)

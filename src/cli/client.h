@@ -146,11 +146,6 @@ int client_get_stream(struct client *c, const char *path, struct client_response
  * when it does not fit. */
 int client_urlencode(char *buf, size_t size, const char *s);
 
-/* Base64 (RFC 4648, padded). encode: @out has room for 4*((len+2)/3)+1 bytes. decode: @out
- * has room for 3*(len/4) bytes; -EINVAL for anything but canonical padded base64. */
-size_t client_base64_encode(const void *in, size_t len, char *out);
-ssize_t client_base64_decode(const char *in, size_t len, void *out);
-
 /* Sandbox ids as the API accepts them: [A-Za-z0-9_-]{1,64}. */
 bool client_valid_id(const char *s, size_t len);
 

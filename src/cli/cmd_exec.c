@@ -17,6 +17,7 @@
 
 #include <cordon/cordon.h>
 
+#include "basic/base64.h"
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
 #include "basic/log.h"
@@ -118,7 +119,7 @@ static void send_stdin(struct exec_state *st, const char *data, size_t len, bool
 
 	if (!b64)
 		return;
-	client_base64_encode(data, len, b64);
+	base64_encode_to(data, len, b64);
 	req = len ? json_pack("{s:s, s:b}", "data", b64, "eof", eof) : json_pack("{s:b}", "eof", 1);
 	if (!side_request(st, "stdin", req) || eof)
 		st->stdin_open = false;
@@ -153,7 +154,7 @@ static int on_output(const char *b64, int fd)
 	_cleanup_free_ char *buf = malloc(len / 4 * 3 + 1);
 	if (!buf)
 		return -ENOMEM;
-	ssize_t n = client_base64_decode(b64, len, buf);
+	ssize_t n = base64_decode_to(b64, len, buf);
 	if (n < 0)
 		return -EBADMSG;
 	/* A closed stdout (| head) must not stop the process's other stream. */

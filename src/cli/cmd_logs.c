@@ -17,7 +17,7 @@
 #include "basic/log.h"
 #include "cli/cli.h"
 #include "cli/client.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 
 #define SUMMARY_VALUE_MAX 200
 

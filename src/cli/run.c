@@ -13,6 +13,7 @@
 #include <cordon/cordon.h>
 
 #include "basic/cleanup.h"
+#include "basic/parse.h"
 #include "basic/host.h"
 #include "basic/log.h"
 #include "basic/sigfd.h"
@@ -121,21 +122,10 @@ static int opt_runtime(struct run_ctx *c, const char *a)
 	return 0;
 }
 
-static bool valid_env_name(const char *s, size_t len)
-{
-	if (len == 0 || !(s[0] == '_' || ((s[0] | 0x20) >= 'a' && (s[0] | 0x20) <= 'z')))
-		return false;
-	for (size_t i = 1; i < len; i++)
-		if (!(s[i] == '_' || (s[i] >= '0' && s[i] <= '9') ||
-		      ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'z')))
-			return false;
-	return true;
-}
-
 static int opt_env(struct run_ctx *c, const char *a)
 {
 	const char *eq = strchr(a, '=');
-	if (!eq || !valid_env_name(a, eq - a)) {
+	if (!eq || !env_name_valid(a, eq - a)) {
 		log_error("--env '%s': expected NAME=VALUE with NAME made of letters, digits and _", a);
 		return -EINVAL;
 	}

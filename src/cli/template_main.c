@@ -20,7 +20,7 @@
 
 #include "basic/cleanup.h"
 #include "basic/log.h"
-#include "image/build.h"
+#include "build/build.h"
 #include "image/oci.h"
 #include "image/store.h"
 

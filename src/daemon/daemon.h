@@ -13,7 +13,9 @@
 
 #include <cordon/cordon.h>
 
+#include "basic/base64.h"
 #include "basic/cleanup.h"
+#include "basic/clock.h"
 #include "image/store.h"
 #include "spec/api.h"
 
@@ -137,13 +139,10 @@ void metric_inc(enum metric m);
 void metric_observe(enum histogram h, double seconds);
 char *metrics_render(void);
 
-/* util.c */
-uint64_t now_ms(void);
+/* util.c (now_ms() and iso_time() are basic/clock.h, base64_encode() basic/base64.h) */
 void make_id(char out[SBX_ID_LEN + 1]);
 bool valid_id(const char *s);
-char *iso_time(uint64_t ms, char buf[40]);
 json_t *json_from_bytes_utf8(const void *data, size_t len);
-char *base64_encode(const void *data, size_t len, size_t *ret_len);
 /* loop.c: events and bufferevents on fds go through these, so that debug builds can check that no
  * fd is closed while the loop watches it (basic/fdwatch.h); the free functions accept NULL
  * and return NULL. */

@@ -12,7 +12,7 @@
 #include <event2/buffer.h>
 
 #include "basic/utf8.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 #include "daemon/daemon.h"
 #include "lib/frame.h"
 

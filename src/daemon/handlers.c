@@ -10,7 +10,7 @@
 #include <event2/buffer.h>
 
 #include "basic/host.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 #include "daemon/daemon.h"
 #include "image/store.h"
 #include "policy/egress.h"

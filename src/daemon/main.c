@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "basic/log.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 #include "daemon/daemon.h"
 
 struct daemon D = {.audit_dirfd = -1};

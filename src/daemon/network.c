@@ -9,13 +9,13 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include "net/link.h"
+#include "lib/link.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
 #include "basic/log.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 #include "daemon/daemon.h"
 #include "net/egressctl.h"
 #include "net/nft.h"

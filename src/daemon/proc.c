@@ -13,7 +13,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
-#include "daemon/audit.h"
+#include "audit/audit.h"
 #include "daemon/daemon.h"
 #include "lib/frame.h"
 

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "basic/log.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 #include "daemon/daemon.h"
 
 #define LATE_MAX      100000 /* destroy records waiting for space; the restart sweep has the rest */

@@ -21,7 +21,7 @@
 #include <event2/bufferevent.h>
 
 #include "basic/log.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 #include "daemon/daemon.h"
 #include "image/store.h"
 #include "lib/frame.h"

@@ -38,7 +38,7 @@
 #include "basic/helper.h"
 #include "basic/log.h"
 #include "basic/tree.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 #include "daemon/daemon.h"
 #include "image/recipe.h"
 #include "image/store.h"

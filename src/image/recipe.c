@@ -15,18 +15,15 @@
 
 #include <jansson.h>
 
+#include "basic/buf.h"
 #include "basic/cleanup.h"
+#include "basic/parse.h"
 #include "image/recipe.h"
 
 #define MAX_NESTING 32u /* of ${X:-word} inside word */
 
 /* A length clipped for "%.*s" in messages. */
 #define CLIP(n) ((int)((n) > 64 ? 64 : (n)))
-
-struct buf {
-	char *p; /* NUL-terminated once anything was appended */
-	size_t n, cap;
-};
 
 struct strv {
 	char **v; /* NULL-terminated once anything was pushed */
@@ -64,36 +61,6 @@ struct instr {
 /* Where lexing a word stops: at unquoted whitespace, at the end only, or at the '}' that
  * closes ${X:-word}. */
 enum lex_stop { STOP_WORD, STOP_END, STOP_BRACE };
-
-static void buf_done(struct buf *b) { free(b->p); }
-
-static int buf_add(struct buf *b, const char *s, size_t n)
-{
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-	return 0;
-}
-
-static int buf_addc(struct buf *b, char c) { return buf_add(b, &c, 1); }
-
-/* Hands the string over ("" when nothing was appended), leaving @b empty. */
-static char *buf_take(struct buf *b)
-{
-	char *s = b->p ? TAKE_PTR(b->p) : strdup("");
-	b->n = b->cap = 0;
-	return s;
-}
 
 static void strv_done(struct strv *l)
 {
@@ -144,16 +111,6 @@ static bool is_name_start(char c)
 }
 
 static bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
-
-static bool valid_name(const char *s, size_t n)
-{
-	if (n == 0 || !is_name_start(s[0]))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!is_name_char(s[i]))
-			return false;
-	return true;
-}
 
 static const char *skip_space(const char *s)
 {
@@ -268,8 +225,8 @@ static int lex_modifier(struct parser *p, const char **s, const char *name, size
 	const char *v = var_value(p, name, n);
 	bool set = v && *v;
 	if (op == '-')
-		return set ? add_value(p, out, v) : buf_add(out, word.p ? word.p : "", word.n);
-	return set ? buf_add(out, word.p ? word.p : "", word.n) : 0;
+		return set ? add_value(p, out, v) : buf_add(out, word.p ? word.p : "", word.len);
+	return set ? buf_add(out, word.p ? word.p : "", word.len) : 0;
 }
 
 /* ${...}; *s is after the '{'. */
@@ -586,7 +543,7 @@ static int lex_name(struct parser *p, const char **s, const char *kw, size_t *re
 	while (w[n] && w[n] != '=' && !is_space(w[n]))
 		n++;
 	*s += n;
-	if (!valid_name(w, n))
+	if (!env_name_valid(w, n))
 		return perr(p, -EINVAL, "%s: '%.*s' is not a valid variable name", kw, CLIP(n), w);
 	*ret_n = n;
 	return 0;
@@ -894,7 +851,7 @@ static int next_instruction(struct reader *rd, struct buf *out, unsigned *ret_li
 {
 	const char *b, *e;
 
-	out->n = 0;
+	out->len = 0;
 	while (next_line(rd, &b, &e)) {
 		if (b == e || *b == '#')
 			continue;
@@ -902,12 +859,12 @@ static int next_instruction(struct reader *rd, struct buf *out, unsigned *ret_li
 		if (more)
 			for (e--; e > b && is_space(e[-1]);)
 				e--;
-		if (out->n == 0)
+		if (out->len == 0)
 			*ret_line = rd->line;
-		int r = (out->n && b < e) ? buf_addc(out, ' ') : 0;
+		int r = (out->len && b < e) ? buf_addc(out, ' ') : 0;
 		if (r < 0 || (r = buf_add(out, b, e - b)) < 0)
 			return r;
-		if (!more && out->n)
+		if (!more && out->len)
 			return 0;
 	}
 	return 0;
@@ -964,7 +921,7 @@ static int parse_text(struct parser *p, const char *text, size_t len)
 	for (;;) {
 		if ((r = next_instruction(&rd, &ins, &p->line)) < 0)
 			return r;
-		if (ins.n == 0)
+		if (ins.len == 0)
 			break;
 		if ((r = parse_instruction(p, ins.p)) < 0)
 			return r;

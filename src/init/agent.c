@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/buf.h"
+#include "basic/clock.h"
 #include "lib/frame.h"
 
 #define OUT_SOFT         (256u * 1024u) /* stop producing output above this */
@@ -44,11 +46,6 @@
 #define LIST_MAX_BYTES   FRAME_MAX_PAYLOAD
 #define REMOVE_MAX_DEPTH 256
 #define DEFAULT_PATH     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-struct buf {
-	uint8_t *p;
-	size_t head, len, cap;
-};
 
 struct proc {
 	struct proc *next;
@@ -101,13 +98,6 @@ struct slot {
 
 /* ---- small helpers ---- */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void close_fd(int *fd)
 {
 	if (*fd >= 0)
@@ -121,46 +111,6 @@ static int set_nonblock(int fd)
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
 		return -errno;
 	return 0;
-}
-
-static int buf_reserve(struct buf *b, size_t n)
-{
-	if (b->cap - b->head - b->len >= n)
-		return 0;
-	if (b->head > 0) {
-		memmove(b->p, b->p + b->head, b->len);
-		b->head = 0;
-		if (b->cap - b->len >= n)
-			return 0;
-	}
-	size_t cap = b->cap ? b->cap : 64 * 1024;
-	while (cap - b->len < n)
-		cap *= 2;
-	uint8_t *p = realloc(b->p, cap);
-	if (!p)
-		return -ENOMEM;
-	b->p = p;
-	b->cap = cap;
-	return 0;
-}
-
-static uint8_t *buf_tail(struct buf *b)
-{
-	return b->p + b->head + b->len;
-}
-
-static void buf_consume(struct buf *b, size_t n)
-{
-	b->head += n;
-	b->len -= n;
-	if (b->len == 0)
-		b->head = 0;
-}
-
-static void buf_free(struct buf *b)
-{
-	free(b->p);
-	*b = (struct buf){0};
 }
 
 /* ---- output towards the host ---- */
@@ -257,7 +207,7 @@ static void proc_free(struct agent *a, struct proc *p)
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
 	close_fd(&p->in_fd);
-	buf_free(&p->inq);
+	buf_done(&p->inq);
 	free(p);
 	a->n_procs--;
 }
@@ -490,7 +440,7 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 	if (p->in_fd >= 0)
 		(void)set_nonblock(p->in_fd);
 	if (sp->timeout_ms > 0)
-		p->deadline = now_ms() + (sp->timeout_ms > UINT32_MAX * 1000ull
+		p->deadline = mono_ms() + (sp->timeout_ms > UINT32_MAX * 1000ull
 						   ? UINT32_MAX * 1000ull : sp->timeout_ms);
 	p->next = a->procs;
 	a->procs = p;
@@ -514,7 +464,7 @@ static void stdin_flush(struct proc *p)
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
 		/* EPIPE: the process closed its stdin; what was queued can go nowhere */
-		buf_free(&p->inq);
+		buf_done(&p->inq);
 		close_fd(&p->in_fd);
 	}
 	if (p->in_close && p->inq.len == 0)
@@ -652,7 +602,7 @@ static void finish_procs(struct agent *a)
 
 static void check_timeouts(struct agent *a)
 {
-	uint64_t now = now_ms();
+	uint64_t now = mono_ms();
 
 	for (struct proc *p = a->procs; p; p = p->next)
 		if (!p->exited && p->deadline && now >= p->deadline) {
@@ -1291,7 +1241,7 @@ static void read_host(struct agent *a)
 
 static int poll_timeout(const struct agent *a)
 {
-	uint64_t now = now_ms(), next = UINT64_MAX;
+	uint64_t now = mono_ms(), next = UINT64_MAX;
 
 	if (a->n_reads > 0 && out_room(a))
 		return 0;
@@ -1449,7 +1399,7 @@ int agent_main(int fd)
 	shutdown_all(a);
 	close(fd);
 	close_fd(&a->sigfd);
-	buf_free(&a->out);
+	buf_done(&a->out);
 	free(a->dec);
 	free(a->spawn);
 	free(a);

@@ -18,7 +18,7 @@
 #include <cordon/cordon.h>
 
 #include "lib/idmap.h"
-#include "net/link.h"
+#include "lib/link.h"
 
 struct cgroup;
 

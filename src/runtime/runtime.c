@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "basic/cleanup.h"
+#include "basic/clock.h"
 #include "lib/cgroup.h"
 #include "lib/rootfs.h"
 #include "runtime/runtime.h"
@@ -30,13 +31,6 @@ void cordon_spec_init(struct cordon_spec *spec)
 		.stdio = {-1, -1, -1},
 		.seccomp = &cordon_seccomp_sandbox,
 	};
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
@@ -104,7 +98,7 @@ static struct cordon_sandbox *sandbox_alloc(const struct runtime_ops *ops,
 	sb->ops = ops;
 	sb->pid = -1;
 	runtime_host_init(&sb->host);
-	sb->start_ms = now_ms();
+	sb->start_ms = mono_ms();
 	sb->deadline_ms = spec->timeout_ms ? sb->start_ms + spec->timeout_ms : 0;
 	return sb;
 }
@@ -291,7 +285,7 @@ static int reap(struct cordon_sandbox *sb)
 		return r;
 	sb->reaped = true;
 	res->timed_out = sb->timed_out;
-	res->wall_ms = now_ms() - sb->start_ms;
+	res->wall_ms = mono_ms() - sb->start_ms;
 	runtime_host_result(&sb->host, res);
 	return 0;
 }
@@ -315,7 +309,7 @@ int cordon_sandbox_wait(struct cordon_sandbox *sb, int sigfd, struct cordon_resu
 		struct pollfd p[2] = {{sb->ops->exit_fd(sb), POLLIN, 0}, {sigfd, POLLIN, 0}};
 		int timeout = -1;
 		if (sb->deadline_ms) {
-			uint64_t now = now_ms();
+			uint64_t now = mono_ms();
 			timeout = now >= sb->deadline_ms ? 0 : (int)(sb->deadline_ms - now);
 		}
 		int n = poll(p, sigfd >= 0 ? 2 : 1, timeout);

@@ -13,7 +13,9 @@
 
 #include <jansson.h>
 
+#include "basic/base64.h"
 #include "basic/cleanup.h"
+#include "basic/parse.h"
 #include "spec/api.h"
 
 #define PATH_BUF       256 /* a field's dotted path, as printed in messages */
@@ -102,17 +104,6 @@ static bool template_ok(const char *s, size_t len)
 		return false;
 	for (size_t i = 1; i < len; i++)
 		if (!is_lower_alnum(s[i]) && !strchr("._-", s[i]))
-			return false;
-	return true;
-}
-
-/* [A-Za-z_][A-Za-z0-9_]* */
-static bool env_name_ok(const char *s, size_t len)
-{
-	if (len == 0 || !is_alpha_(s[0]))
-		return false;
-	for (size_t i = 1; i < len; i++)
-		if (!is_alpha_(s[i]) && !is_digit(s[i]))
 			return false;
 	return true;
 }
@@ -591,7 +582,7 @@ const char *api_runtime_name(enum api_runtime r)
 			return runtimes[i].name;
 	return "jail";
 }
-static const struct kvdef env_def = {env_name_ok, "must match [A-Za-z_][A-Za-z0-9_]*"};
+static const struct kvdef env_def = {env_name_valid, "must match [A-Za-z_][A-Za-z0-9_]*"};
 static const struct kvdef metadata_def = {label_ok,
 					  "must be non-empty and without control characters"};
 
@@ -875,49 +866,6 @@ int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind,
 
 /* ---- stdin -------------------------------------------------------------------------------- */
 
-static int b64_value(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-/* Strict RFC 4648 section 4: length a multiple of 4, '=' only as the last one or two. */
-int api_base64_decode(const char *s, size_t len, uint8_t **ret, size_t *ret_len)
-{
-	if (len % 4)
-		return -EINVAL;
-	size_t pad = len && s[len - 1] == '=' ? (s[len - 2] == '=' ? 2 : 1) : 0;
-	_cleanup_free_ uint8_t *out = malloc(len / 4 * 3 + 1);
-	if (!out)
-		return -ENOMEM;
-	size_t o = 0;
-	for (size_t i = 0; i < len; i += 4) {
-		uint32_t q = 0;
-		for (size_t j = 0; j < 4; j++) {
-			bool padding = i + j >= len - pad;
-			int b = padding ? 0 : b64_value(s[i + j]);
-			if (b < 0)
-				return -EINVAL;
-			q = q << 6 | (uint32_t)b;
-		}
-		out[o++] = (uint8_t)(q >> 16);
-		out[o++] = (uint8_t)(q >> 8);
-		out[o++] = (uint8_t)q;
-	}
-	*ret_len = o - pad;
-	*ret = TAKE_PTR(out);
-	return 0;
-}
-
 struct stdin_req {
 	const char *data;
 	size_t len;
@@ -958,7 +906,7 @@ int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin,
 		r = missing(err, "data");
 	struct api_stdin out = {.eof = req.eof};
 	if (r >= 0 && req.len > 0) {
-		r = api_base64_decode(req.data, req.len, &out.data, &out.len);
+		r = base64_decode(req.data, req.len, &out.data, &out.len);
 		if (r == -EINVAL)
 			invalid(err, "data", "must be base64 (RFC 4648, with padding)");
 		else if (r < 0)
@@ -1100,7 +1048,7 @@ static int fld_path_b64(json_t *v, void *dst, const struct field *f, const char 
 	int r = get_string(v, 4 * (API_MAX_PATH / 3 + 1), path, &s, &len, err);
 	if (r < 0)
 		return r;
-	if (api_base64_decode(s, len, &raw, &n) < 0)
+	if (base64_decode(s, len, &raw, &n) < 0)
 		return invalid(err, path, "must be base64 (RFC 4648, with padding)");
 	r = api_path_check((const char *)raw, n, path, err);
 	if (r < 0)
@@ -1233,7 +1181,7 @@ static int fld_context(json_t *v, void *dst, const struct field *f, const char *
 	int r = get_string(v, API_MAX_BUILD_BODY, path, &s, &len, err);
 	if (r < 0)
 		return r;
-	r = api_base64_decode(s, len, &b->context, &b->context_len);
+	r = base64_decode(s, len, &b->context, &b->context_len);
 	if (r == -EINVAL)
 		return invalid(err, path, "must be a tar archive (optionally gzipped) in base64 "
 			       "(RFC 4648, padded)");

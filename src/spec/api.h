@@ -213,10 +213,6 @@ struct api_build *api_build_free(struct api_build *b);
 
 /* ---- POST /v1/sandboxes/{id}/processes/{pid}/stdin ---------------------------------------- */
 
-/* Strict RFC 4648 base64 (padded, no whitespace) into a malloc'd *@ret. -EINVAL if @s is not
- * that, -ENOMEM. */
-int api_base64_decode(const char *s, size_t len, uint8_t **ret, size_t *ret_len);
-
 /* {data: base64 (RFC 4648, padded), eof: bool}; at least one of them. */
 struct api_stdin {
 	uint8_t *data; /* decoded; NULL when len == 0 */

@@ -51,7 +51,7 @@ DNS_IP = "198.51.100.53"      # the host's resolver
 ROGUE_DNS = "198.51.100.54"   # a resolver a sandbox might try to use directly
 METADATA = "169.254.169.254"
 PRIVATE = "10.99.0.5"
-SANDBOX_NET = ipaddress.ip_network("10.201.0.0/16")  # link pool (src/net/link.h), with margin
+SANDBOX_NET = ipaddress.ip_network("10.201.0.0/16")  # link pool (src/lib/link.h), with margin
 
 ZONE = {
     "api.example.test": [WEB2],

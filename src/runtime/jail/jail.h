@@ -9,7 +9,7 @@
 #include "basic/cleanup.h"
 #include "lib/idmap.h"
 #include "lib/rootfs.h"
-#include "net/link.h"
+#include "lib/link.h"
 #include "runtime/runtime.h"
 
 /* A jail: the shared sandbox object (runtime.h) and what only a jail has. */

@@ -19,7 +19,7 @@
 #include <openssl/evp.h>
 
 #include "basic/cleanup.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 
 #define LOG "sb-test.jsonl"
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include <cordon/cordon.h>
+#include "basic/parse.h"
 
 struct ok_case {
 	const char *in;

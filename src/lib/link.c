@@ -14,7 +14,7 @@
 #include <linux/veth.h>
 
 #include "basic/cleanup.h"
-#include "net/link.h"
+#include "lib/link.h"
 
 void link_addrs_for_slot(unsigned slot, struct link_addrs *ret)
 {

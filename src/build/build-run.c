@@ -14,7 +14,7 @@
 
 #include "basic/cleanup.h"
 #include "basic/utf8.h"
-#include "image/build-int.h"
+#include "build/build-int.h"
 #include "image/store.h"
 #include "image/layer.h"
 #include "image/recipe.h"

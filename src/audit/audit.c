@@ -13,7 +13,7 @@
 #include <openssl/evp.h>
 
 #include "basic/cleanup.h"
-#include "daemon/audit.h"
+#include "audit/audit.h"
 
 #define DUMP_FLAGS (JSON_COMPACT | JSON_SORT_KEYS)
 #define GENESIS	   "0000000000000000000000000000000000000000000000000000000000000000"

@@ -16,7 +16,7 @@
 
 #include <cordon/cordon.h>
 
-#include "image/build.h"
+#include "build/build.h"
 #include "image/layer.h"
 #include "image/recipe.h"
 #include "image/store.h"

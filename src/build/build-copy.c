@@ -17,7 +17,7 @@
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
 #include "basic/tree.h"
-#include "image/build-int.h"
+#include "build/build-int.h"
 #include "image/recipe.h"
 #include "lib/overlay.h"
 

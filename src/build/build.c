@@ -21,7 +21,7 @@
 
 #include "basic/cleanup.h"
 #include "basic/tree.h"
-#include "image/build-int.h"
+#include "build/build-int.h"
 #include "image/layer.h"
 #include "image/oci.h"
 #include "image/recipe.h"

@@ -1,0 +1,1 @@
+../../../../src/lib/initproto.h
