@@ -52,7 +52,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rec = {"kind": "https" if srv.tls else "http", "server": f"{srv.addr}:{srv.port}",
                "peer": self.client_address[0], "host": self.headers.get("Host"), "sni": sni,
                "path": self.path, "method": self.command}
-        log(rec)
+        # What a credential would travel in: logged (the far side's testimony), never echoed,
+        # so that a sandbox cannot learn a secret from the answer.
+        n = int(self.headers.get("Content-Length") or 0)
+        req_body = self.rfile.read(min(n, 1 << 20)).decode(errors="replace") if n else ""
+        secret = {"authorization": self.headers.get("Authorization"),
+                  "x_api_key": self.headers.get("X-Api-Key"), "query": self.path.partition("?")[2],
+                  "body": req_body[:4096]}
+        log(dict(rec, **secret))
+        rec["path"] = self.path.partition("?")[0]
         body = json.dumps(dict(rec, fakenet=True)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

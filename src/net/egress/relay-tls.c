@@ -1,0 +1,424 @@
+/* The intercepting relay: for a TLS connection to a host one of the sandbox's secrets is for,
+ * the proxy is the server (a leaf certificate the Cordon CA minted for the SNI name), reads
+ * each HTTP/1.1 request (net/httpreq.c), and sends it on over a second TLS connection to the
+ * real server, verified against the host's CA store (tls.c). In a request the placeholder of
+ * a secret is replaced by its value only when every check holds:
+ *
+ *   - the SNI is one of the secret's hosts (the relay is chosen for such names only),
+ *   - the proxy dialled an address it resolved for that name itself (conn->by_name),
+ *   - the Host header equals the SNI (no other port than the one dialled),
+ *   - the placeholder is where the secret allows it: a header's value, the query string
+ *     (after "?"), a body with a Content-Length of at most BODY_MAX.
+ *
+ * A placeholder anywhere else (another secret's host, a header name, the path, a body it may
+ * not be in, a chunked body) refuses the connection with a 403 and a secret.misuse report;
+ * nothing of that request goes upstream. A Host other than the SNI is refused (421) even
+ * without a placeholder: the relay does not carry one name's connection to another. Requests
+ * are checked one by one, pipelined or not. Responses are relayed as they come. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "net/egress/egress.h"
+#include "net/httpreq.h"
+
+#define TLS_RELAY_HIGH (1u << 20)
+#define BODY_MAX (64u << 10) /* a body held whole for substitution */
+
+enum { ST_HEAD, ST_BODY, ST_CHUNKED, ST_DONE };
+
+struct tls_state {
+	int st;
+	uint64_t left; /* ST_BODY: bytes of the body still to come */
+	struct httpreq_chunked ch;
+	struct secret_tail tail; /* of the body being streamed */
+	struct bufferevent *raw_in; /* the sandbox's socket under the TLS filter */
+};
+
+static bool wants(const struct conn *c)
+{
+	return c->s->e->tls && c->by_name && strcmp(c->proto, "tls") == 0 && sbx_has_secret_for(c->s, c->name);
+}
+
+static void close_when_flushed(struct bufferevent *bev, void *arg);
+static void on_event(struct bufferevent *bev, short what, void *arg);
+
+/* Ends the connection after telling the sandbox why, in a response of our own. */
+static void refuse(struct conn *c, int code, const char *status, const char *why)
+{
+	struct tls_state *t = c->relay_state;
+	t->st = ST_DONE;
+	bufferevent_disable(c->in, EV_READ);
+	if (c->out) {
+		/* Nothing more goes upstream, not even what was queued. */
+		bufferevent_disable(c->out, EV_READ | EV_WRITE);
+		struct evbuffer *o = bufferevent_get_output(c->out);
+		evbuffer_drain(o, evbuffer_get_length(o));
+	}
+	evbuffer_drain(bufferevent_get_input(c->in), evbuffer_get_length(bufferevent_get_input(c->in)));
+	evbuffer_add_printf(bufferevent_get_output(c->in),
+			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+			    "Content-Length: %zu\r\n\r\n%s\n", code, status, strlen(why) + 1, why);
+	bufferevent_setcb(c->in, NULL, close_when_flushed, on_event, c);
+}
+
+static void misuse(struct conn *c, const struct egress_secret *sec, const char *where)
+{
+	decide_report_misuse(c->s, c, NULL, sec, where);
+	refuse(c, 403, "Forbidden", "cordon: a secret's placeholder was sent where it may not go; refused by policy");
+}
+
+static size_t count(const uint8_t *p, size_t len, const struct egress_secret *sec)
+{
+	size_t n = 0;
+	for (const uint8_t *q = p; (q = memmem(q, len - (size_t)(q - p), sec->placeholder, sec->ph_len));
+	     q += sec->ph_len)
+		n++;
+	return n;
+}
+
+/* How many of @sec's placeholders in the head are where @sec allows them. */
+static size_t allowed_in_head(const struct conn *c, const uint8_t *p, const struct httpreq *req,
+			      const struct egress_secret *sec)
+{
+	if (!secret_for_host(sec, c->name))
+		return 0;
+	size_t n = 0;
+	if (sec->in & SECRET_IN_QUERY) {
+		const uint8_t *q = memchr(p + req->target.off, '?', req->target.len);
+		if (q)
+			n += count(q, req->target.len - (size_t)(q - (p + req->target.off)), sec);
+	}
+	for (size_t i = 0; (sec->in & SECRET_IN_HEADER) && i < req->n_headers; i++)
+		n += count(p + req->headers[i].value.off, req->headers[i].value.len, sec);
+	return n;
+}
+
+/* @p with every placeholder of a secret for this host replaced by its value, into @dst. */
+static void subst(struct evbuffer *dst, const struct conn *c, const uint8_t *p, size_t len)
+{
+	const struct sbx *s = c->s;
+	size_t from = 0;
+	for (size_t i = 0; i < len;) {
+		const struct egress_secret *hit = NULL;
+		for (size_t k = 0; !hit && k < s->n_secrets; k++) {
+			const struct egress_secret *sec = &s->secrets[k];
+			if (len - i >= sec->ph_len && p[i] == (uint8_t)sec->placeholder[0] &&
+			    memcmp(p + i, sec->placeholder, sec->ph_len) == 0 && secret_for_host(sec, c->name))
+				hit = sec;
+		}
+		if (!hit) {
+			i++;
+			continue;
+		}
+		evbuffer_add(dst, p + from, i - from);
+		evbuffer_add(dst, hit->value, hit->value_len);
+		i += hit->ph_len;
+		from = i;
+	}
+	evbuffer_add(dst, p + from, len - from);
+}
+
+/* The head again, substituted, with Content-Length @cl when @cl >= 0. */
+static void emit_head(struct evbuffer *dst, const struct conn *c, const uint8_t *p,
+		      const struct httpreq *req, long long cl)
+{
+	const uint8_t *eol = memchr(p, '\r', req->head_len);
+	subst(dst, c, p, (size_t)(eol - p) + 2);
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const struct httpreq_header *h = &req->headers[i];
+		evbuffer_add(dst, p + h->name.off, h->name.len);
+		evbuffer_add(dst, ": ", 2);
+		if (cl >= 0 && h->name.len == 14 && strncasecmp((const char *)p + h->name.off, "content-length", 14) == 0)
+			evbuffer_add_printf(dst, "%lld", cl);
+		else
+			subst(dst, c, p + h->value.off, h->value.len);
+		evbuffer_add(dst, "\r\n", 2);
+	}
+	evbuffer_add(dst, "\r\n", 2);
+}
+
+/* Whether a secret for this host may be put in a body. */
+static bool body_wanted(const struct conn *c)
+{
+	for (size_t i = 0; i < c->s->n_secrets; i++)
+		if ((c->s->secrets[i].in & SECRET_IN_BODY) && secret_for_host(&c->s->secrets[i], c->name))
+			return true;
+	return false;
+}
+
+/* Every check of one request head; false when @c was refused. */
+static bool check_head(struct conn *c, const uint8_t *p, const struct httpreq *req)
+{
+	for (size_t i = 0; i < c->s->n_secrets; i++) {
+		const struct egress_secret *sec = &c->s->secrets[i];
+		size_t all = count(p, req->head_len, sec);
+		if (!all)
+			continue;
+		if (!httpreq_host_is(p, req, c->name, ntohs(c->orig.sin_port))) {
+			misuse(c, sec, "with a Host other than the TLS name");
+			return false;
+		}
+		if (allowed_in_head(c, p, req, sec) != all) {
+			misuse(c, sec, secret_for_host(sec, c->name) ? "in a part of the request it is not for"
+								      : "to a host it is not for");
+			return false;
+		}
+	}
+	if (!httpreq_host_is(p, req, c->name, ntohs(c->orig.sin_port))) {
+		decide_report(c, NULL, "Host does not match the TLS name");
+		refuse(c, 421, "Misdirected Request", "cordon: the Host header must match the TLS server name");
+		return false;
+	}
+	if (req->upgrade) {
+		decide_report(c, NULL, "protocol upgrade on an intercepted connection");
+		refuse(c, 501, "Not Implemented", "cordon: no protocol upgrade on an intercepted connection");
+		return false;
+	}
+	if (req->chunked && body_wanted(c)) {
+		decide_report(c, NULL, "chunked body where a secret may be substituted");
+		refuse(c, 411, "Length Required", "cordon: a body that may carry a secret needs a Content-Length");
+		return false;
+	}
+	return true;
+}
+
+/* A whole request with a body of at most BODY_MAX: substituted in head and body. 0 when sent,
+ * -EAGAIN while the body is incomplete. */
+static int send_whole(struct conn *c, const struct httpreq *req)
+{
+	struct evbuffer *in = bufferevent_get_input(c->in);
+	size_t total = req->head_len + (size_t)req->content_length;
+	if (evbuffer_get_length(in) < total)
+		return -EAGAIN;
+	const uint8_t *p = evbuffer_pullup(in, (ssize_t)total);
+	if (!p)
+		return -ENOMEM;
+	struct evbuffer *body = evbuffer_new();
+	if (!body)
+		return -ENOMEM;
+	subst(body, c, p + req->head_len, (size_t)req->content_length);
+	struct evbuffer *out = bufferevent_get_output(c->out);
+	emit_head(out, c, p, req, (long long)evbuffer_get_length(body));
+	evbuffer_add_buffer(out, body);
+	evbuffer_free(body);
+	evbuffer_drain(in, total);
+	return 0;
+}
+
+/* One request head at the start of the input: checked, then sent (or held for its body).
+ * 0: go on; -EAGAIN: wait for more bytes; -EPIPE: refused. */
+static int on_head(struct conn *c)
+{
+	struct tls_state *t = c->relay_state;
+	struct evbuffer *in = bufferevent_get_input(c->in);
+	size_t len = evbuffer_get_length(in);
+	size_t n = len < HTTPREQ_HEAD_MAX ? len : HTTPREQ_HEAD_MAX;
+	const uint8_t *p = evbuffer_pullup(in, (ssize_t)n);
+	struct httpreq req;
+	int r = httpreq_parse(p, n, &req);
+	if (r == -EAGAIN)
+		return -EAGAIN;
+	if (r < 0) {
+		const struct egress_secret *sec = secret_in_bytes(c->s, p, n);
+		if (sec)
+			misuse(c, sec, "in a request that is not HTTP/1.1");
+		else {
+			decide_report(c, NULL, "not an HTTP/1.1 request the relay can check");
+			refuse(c, 400, "Bad Request", "cordon: not an HTTP/1.1 request the proxy can check");
+		}
+		return -EPIPE;
+	}
+	if (!check_head(c, p, &req))
+		return -EPIPE;
+	if (req.has_length && req.content_length > 0 && req.content_length <= BODY_MAX && body_wanted(c)) {
+		r = send_whole(c, &req);
+		if (r == -EAGAIN)
+			return r; /* the input's watermark bounds what waits (start) */
+		return r < 0 ? -EPIPE : 0;
+	}
+	emit_head(bufferevent_get_output(c->out), c, p, &req, -1);
+	evbuffer_drain(in, req.head_len);
+	t->tail.n = 0;
+	t->ch = (struct httpreq_chunked){0};
+	t->left = req.has_length ? req.content_length : 0;
+	t->st = req.chunked ? ST_CHUNKED : t->left ? ST_BODY : ST_HEAD;
+	return 0;
+}
+
+/* What of the input belongs to the body being streamed: scanned for placeholders, sent. */
+static int on_body(struct conn *c)
+{
+	struct tls_state *t = c->relay_state;
+	struct evbuffer *in = bufferevent_get_input(c->in);
+	size_t len = evbuffer_get_length(in), n = len;
+	bool done = false;
+	if (t->st == ST_BODY) {
+		n = len < t->left ? len : (size_t)t->left;
+		done = n == t->left;
+	} else {
+		const uint8_t *p = evbuffer_pullup(in, (ssize_t)len);
+		long k = httpreq_chunked_feed(&t->ch, p, len, &done);
+		if (k < 0) {
+			decide_report(c, NULL, "malformed chunked body");
+			refuse(c, 400, "Bad Request", "cordon: malformed chunked body");
+			return -EPIPE;
+		}
+		n = (size_t)k;
+	}
+	struct evbuffer *part = evbuffer_new();
+	if (!part || evbuffer_remove_buffer(in, part, n) != (int)n) {
+		evbuffer_free(part);
+		return -EPIPE;
+	}
+	const struct egress_secret *sec = secret_in_stream(c->s, &t->tail, part);
+	if (sec) {
+		evbuffer_free(part);
+		misuse(c, sec, "in a body it may not be substituted in");
+		return -EPIPE;
+	}
+	evbuffer_add_buffer(bufferevent_get_output(c->out), part);
+	evbuffer_free(part);
+	if (t->st == ST_BODY)
+		t->left -= n;
+	if (done)
+		t->st = ST_HEAD;
+	return done ? 0 : -EAGAIN;
+}
+
+static void from_sandbox(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct tls_state *t = c->relay_state;
+	int r = 0;
+	while (r == 0 && t->st != ST_DONE && evbuffer_get_length(bufferevent_get_input(bev)))
+		r = t->st == ST_HEAD ? on_head(c) : on_body(c);
+	if (t->st != ST_DONE && evbuffer_get_length(bufferevent_get_output(c->out)) >= TLS_RELAY_HIGH) {
+		bufferevent_disable(bev, EV_READ);
+		bufferevent_setwatermark(c->out, EV_WRITE, TLS_RELAY_HIGH / 2, 0);
+	}
+}
+
+static void from_server(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer *dst = bufferevent_get_output(c->in);
+	evbuffer_add_buffer(dst, bufferevent_get_input(bev));
+	if (evbuffer_get_length(dst) >= TLS_RELAY_HIGH) {
+		bufferevent_disable(bev, EV_READ);
+		bufferevent_setwatermark(c->in, EV_WRITE, TLS_RELAY_HIGH / 2, 0);
+	}
+}
+
+static void drained(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct tls_state *t = c->relay_state;
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	if (t->st == ST_DONE)
+		return;
+	struct bufferevent *from = bev == c->in ? c->out : c->in;
+	bufferevent_enable(from, EV_READ);
+	if (from == c->in && evbuffer_get_length(bufferevent_get_input(c->in)))
+		from_sandbox(c->in, c);
+}
+
+static void close_when_flushed(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		conn_close(c);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct tls_state *t = c->relay_state;
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	if (bev == c->out && (what & BEV_EVENT_ERROR)) {
+		SSL *ssl = bufferevent_openssl_get_ssl(c->out);
+		long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+		if (v != X509_V_OK) {
+			char why[160];
+			snprintf(why, sizeof(why), "upstream certificate not verified: %s",
+				 X509_verify_cert_error_string(v));
+			decide_report(c, NULL, why);
+			if (t->st != ST_DONE)
+				refuse(c, 502, "Bad Gateway", "cordon: the server's certificate did not verify");
+			return;
+		}
+	}
+	struct bufferevent *to = bev == c->in ? c->out : c->in;
+	if (to && evbuffer_get_length(bufferevent_get_output(to)) > 0) {
+		bufferevent_setcb(to, NULL, close_when_flushed, on_event, c);
+		bufferevent_disable(to, EV_READ);
+		return;
+	}
+	conn_close(c);
+}
+
+static void tls_free(struct conn *c)
+{
+	free(c->relay_state);
+	c->relay_state = NULL;
+}
+
+static void tls_start(struct conn *c)
+{
+	struct egress *e = c->s->e;
+	struct tls_state *t = calloc(1, sizeof(*t));
+	SSL *sin = t ? tls_new_server(e->tls, c->name) : NULL;
+	SSL *sout = sin ? tls_new_client(e->tls, c->name) : NULL;
+	if (!sout) {
+		SSL_free(sin);
+		free(t);
+		conn_block(c, "cannot intercept (out of memory)");
+		return;
+	}
+	c->relay_state = t;
+	t->raw_in = c->in;
+	bufferevent_setcb(c->in, NULL, NULL, NULL, NULL);
+	bufferevent_setwatermark(c->in, EV_READ, 0, 0);
+	struct bufferevent *fin = bufferevent_openssl_filter_new(e->base, c->in, sin, BUFFEREVENT_SSL_ACCEPTING,
+								 BEV_OPT_CLOSE_ON_FREE);
+	if (!fin) {
+		SSL_free(sin);
+		SSL_free(sout);
+		conn_block(c, "cannot intercept (out of memory)");
+		return;
+	}
+	c->in = fin;
+	struct bufferevent *fout = bufferevent_openssl_filter_new(e->base, c->out, sout, BUFFEREVENT_SSL_CONNECTING,
+								  BEV_OPT_CLOSE_ON_FREE);
+	if (!fout) {
+		SSL_free(sout);
+		conn_block(c, "cannot intercept (out of memory)");
+		return;
+	}
+	c->out = fout;
+	bufferevent_openssl_set_allow_dirty_shutdown(fin, 1);
+	bufferevent_openssl_set_allow_dirty_shutdown(fout, 1);
+	/* A request waiting for its body is held whole: bounded by the read watermark. */
+	bufferevent_setwatermark(c->in, EV_READ, 0, HTTPREQ_HEAD_MAX + BODY_MAX);
+	bufferevent_setcb(c->in, from_sandbox, drained, on_event, c);
+	bufferevent_setcb(c->out, from_server, drained, on_event, c);
+	bufferevent_enable(c->in, EV_READ | EV_WRITE);
+	bufferevent_enable(c->out, EV_READ | EV_WRITE);
+	/* The ClientHello was read while sniffing and waits in the socket's buffer: have the
+	 * filter read it (deferred: nothing may free @c before we return). */
+	bufferevent_trigger(t->raw_in, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+const struct relay_ops relay_tls = {
+	.name = "tls",
+	.wants = wants,
+	.start = tls_start,
+	.free = tls_free,
+};
