@@ -92,6 +92,40 @@ int run_secret_add(struct run_secrets *rs, char *arg)
 	return 0;
 }
 
+static const char *const in_names[] = {"header", "query", "body"};
+
+int run_secret_in(struct run_secrets *rs, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	struct run_secret *sec = NULL;
+	for (size_t i = 0; eq && i < rs->n; i++)
+		if (strlen(rs->s[i].name) == (size_t)(eq - arg) && strncmp(rs->s[i].name, arg, (size_t)(eq - arg)) == 0)
+			sec = &rs->s[i];
+	if (!sec) {
+		log_error("--secret-in '%s': expected NAME=header,query,body after --secret NAME...", arg);
+		return -EINVAL;
+	}
+	_cleanup_free_ char *copy = strdup(eq + 1);
+	char *save = NULL;
+	unsigned in = 0;
+	for (char *w = copy ? strtok_r(copy, ",", &save) : NULL; w; w = strtok_r(NULL, ",", &save)) {
+		size_t k = 0;
+		while (k < ELEMENTSOF(in_names) && strcmp(w, in_names[k]) != 0)
+			k++;
+		if (k == ELEMENTSOF(in_names)) {
+			log_error("--secret-in %s: '%s' is not header, query or body", sec->name, w);
+			return -EINVAL;
+		}
+		in |= 1u << k;
+	}
+	if (!in) {
+		log_error("--secret-in %s: name at least one of header, query, body", sec->name);
+		return -EINVAL;
+	}
+	sec->in = in;
+	return 0;
+}
+
 const char *const *run_secrets_rules(struct run_secrets *rs, size_t *ret_n)
 {
 	static const char *ptrs[RUN_SECRETS_MAX * RUN_SECRET_HOSTS_MAX];
@@ -214,8 +248,12 @@ json_t *run_secrets_json(const struct run_secrets *rs)
 		json_t *hosts = json_array();
 		for (size_t k = 0; hosts && k < sec->n_hosts; k++)
 			json_array_append_new(hosts, json_string(sec->hosts[k]));
-		json_t *o = json_pack("{s:s, s:s, s:s%, s:o, s:[s]}", "name", sec->name, "placeholder",
-				      sec->placeholder, "value", sec->value, sec->value_len, "hosts", hosts, "in", "header");
+		json_t *in = json_array();
+		for (size_t k = 0; in && k < ELEMENTSOF(in_names); k++)
+			if ((sec->in ? sec->in : 1u) & (1u << k))
+				json_array_append_new(in, json_string(in_names[k]));
+		json_t *o = json_pack("{s:s, s:s, s:s%, s:o, s:o}", "name", sec->name, "placeholder",
+				      sec->placeholder, "value", sec->value, sec->value_len, "hosts", hosts, "in", in);
 		if (!o || json_array_append_new(a, o) < 0) {
 			json_decref(a);
 			return NULL;

@@ -21,6 +21,7 @@ struct run_secret {
 	size_t value_len;
 	char hosts[RUN_SECRET_HOSTS_MAX][256];
 	size_t n_hosts;
+	unsigned in; /* 1 header, 2 query, 4 body; 0: header */
 };
 
 struct run_secrets {
@@ -36,6 +37,9 @@ struct run_secrets {
 /* One --secret; @arg is cordon run's own argv: an inline value is overwritten there, so that
  * `ps` shows it no longer (it did for the moment between exec and here). */
 int run_secret_add(struct run_secrets *rs, char *arg);
+/* --secret-in NAME=header,query,body: where in a request the proxy may substitute NAME's
+ * placeholder (default: headers only). */
+int run_secret_in(struct run_secrets *rs, const char *arg);
 /* The allow rules (HOST:443) the secrets imply when no --net was given. */
 const char *const *run_secrets_rules(struct run_secrets *rs, size_t *ret_n);
 /* After the proxy made or loaded the CA in @ca_dir: placeholders, the sandbox's variables

@@ -222,6 +222,8 @@ static int opt_secret(struct run_ctx *c, const char *a)
 	return run_secret_add(&c->secrets, (char *)a); /* argv's own bytes: writable */
 }
 
+static int opt_secret_in(struct run_ctx *c, const char *a) { return run_secret_in(&c->secrets, a); }
+
 static int opt_allow(struct run_ctx *c, const char *a)
 {
 	if (c->n_allow >= EGRESS_RULES_MAX) {
@@ -398,6 +400,7 @@ static const struct {
 	{"net", opt_net, "none|allow|public", "network: loopback only, --allow rules, or the internet [none]"},
 	{"allow", opt_allow, "RULE", "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
 	{"secret", opt_secret, "NAME=VALUE@HOST[,HOST]", "NAME holds a placeholder; the proxy puts VALUE in requests to HOST (repeatable)"},
+	{"secret-in", opt_secret_in, "NAME=header,query,body", "where the proxy may put NAME's value [header]"},
 	{"json-result", opt_json_result, "FD", "write a JSON record of the run to FD"},
 };
 

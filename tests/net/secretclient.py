@@ -43,7 +43,12 @@ def op_req(o):
     body = fill(o.get("body", ""), ph).encode()
     lines = [f"{o.get('method', 'GET')} {path} HTTP/1.1", f"Host: {host}", "Connection: close"]
     lines += [f"{fill(k, ph)}: {fill(v, ph)}" for k, v in o.get("headers", {}).items()]
-    if body or o.get("method") == "POST":
+    if o.get("pad"):
+        body += b"x" * o["pad"]
+    if o.get("chunked"):
+        lines.append("Transfer-Encoding: chunked")
+        body = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    elif body or o.get("method") == "POST":
         lines.append(f"Content-Length: {len(body)}")
     req = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
     res = {"op": "req", "reached": False}

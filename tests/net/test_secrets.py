@@ -24,9 +24,11 @@ def sec(net, tmp_path):
     os.chmod(client, 0o644)
     ca_dir = os.path.join(str(tmp_path), "ca")
 
-    def run(ops, opts=(), secret=None, env_value=False):
+    def run(ops, opts=(), secret=None, env_value=False, upstream_ca=True):
         spec = secret or f"API_KEY={VALUE}@api.example.test"
-        env = [f"CORDON_EGRESS_UPSTREAM_CA={net.ca}", f"CORDON_EGRESS_CA_DIR={ca_dir}"]
+        env = [f"CORDON_EGRESS_CA_DIR={ca_dir}"]
+        if upstream_ca:
+            env.append(f"CORDON_EGRESS_UPSTREAM_CA={net.ca}")
         if env_value:
             env.append(f"API_KEY={VALUE}")
         args = (["run", "--secret", spec] + list(opts) +
@@ -177,3 +179,55 @@ def test_usage_errors(net):
         assert r.returncode == 2 and want in r.err, r.describe()
     r = net.cordon(["run", "--net", "none", "--secret", "K=v@a.test", "--", "/bin/true"])
     assert r.returncode == 2 and "needs a network" in r.err, r.describe()
+
+
+def test_the_real_server_is_verified(sec, net):
+    """Without the test CA the fake API's certificate verifies against nothing the proxy
+    trusts: the request never leaves (502 from the proxy), and no key is sent."""
+    m = net.mark()
+    path = f"/v1/unverified-{secrets.token_hex(4)}"
+    r, res = sec([{"op": "req", "path": path, "headers": {"Authorization": "Bearer {PH}"}}],
+                 upstream_ca=False)
+    assert not res[0]["reached"], res
+    assert res[0]["status_line"].startswith("HTTP/1.1 502"), (res, r.err)
+    assert not api_log(net, m, path)
+
+
+def test_query_and_body_where_the_secret_allows_them(sec, net):
+    m = net.mark()
+    t = secrets.token_hex(4)
+    ops = [{"op": "req", "path": f"/q-{t}?key={{PH}}&x=1"},
+           {"op": "req", "method": "POST", "path": f"/b-{t}", "body": "token={PH}&more"},
+           # chunked, where the body may carry the secret: the proxy cannot rewrite it
+           {"op": "req", "method": "POST", "path": f"/c-{t}", "body": "token={PH}", "chunked": True},
+           # a body past what the proxy holds whole (64 KiB): streamed, so never substituted
+           {"op": "req", "method": "POST", "path": f"/big-{t}", "body": "token={PH}", "pad": 70000},
+           {"op": "world"}]
+    r, res = sec(ops, opts=["--secret-in", "API_KEY=query,body"])
+    q, b, c, big, world = res
+    assert q["reached"] and b["reached"], (res[:4], r.err)
+    seen = {x["path"].split("?")[0]: x for x in net.seen(m) if "path" in x}
+    assert seen[f"/q-{t}"]["query"] == f"key={VALUE}&x=1"
+    assert seen[f"/b-{t}"]["body"] == f"token={VALUE}&more"
+    assert c["status_line"].startswith("HTTP/1.1 411"), c
+    assert not big["reached"] and big["status_line"].startswith("HTTP/1.1 403"), big
+    assert f"/c-{t}" not in seen
+    # The long body is streamed: its head may have gone, the placeholder never did.
+    ph = world["env"]["API_KEY"]
+    assert ph not in json.dumps(seen.get(f"/big-{t}", {})) and VALUE not in json.dumps(seen.get(f"/big-{t}", {}))
+    assert VALUE not in json.dumps(res) and VALUE not in r.err
+
+
+def test_a_header_only_secret_in_a_body_is_misuse(sec, net):
+    m = net.mark()
+    t = secrets.token_hex(4)
+    r, res = sec([{"op": "req", "method": "POST", "path": f"/hb-{t}", "body": "token={PH}"},
+                  {"op": "req", "method": "POST", "path": f"/hc-{t}", "body": "x" * 100 + "{PH}", "chunked": True}])
+    for p in res:
+        assert not p["reached"] and p["status_line"].startswith("HTTP/1.1 403"), res
+    seen = net.seen(m)
+    # A body the proxy holds whole is checked before the head goes; a chunked one is
+    # streamed: its head may have gone, cut off before the placeholder.
+    assert not [x for x in seen if f"/hb-{t}" in json.dumps(x)], seen
+    assert all(x.get("body", "") == "" for x in seen if t in json.dumps(x)), seen
+    assert len([x for x in misuse_lines(r) if "in a body" in x]) == 2, r.err

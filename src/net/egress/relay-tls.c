@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
@@ -41,6 +42,7 @@ struct tls_state {
 	struct bufferevent *raw_in, *raw_out; /* the sockets under the TLS filters */
 	struct event *flush; /* closing: waits for the sockets to take what is queued */
 	int flush_tries;
+	bool lingering; /* our side is shut: reading what the sandbox still sends, until EOF */
 };
 
 static bool wants(const struct conn *c)
@@ -49,6 +51,7 @@ static bool wants(const struct conn *c)
 }
 
 static void close_when_flushed(struct bufferevent *bev, void *arg);
+static void discard(struct bufferevent *bev, void *arg);
 static void on_event(struct bufferevent *bev, short what, void *arg);
 
 /* Ends the connection after telling the sandbox why, in a response of our own. */
@@ -56,7 +59,6 @@ static void refuse(struct conn *c, int code, const char *status, const char *why
 {
 	struct tls_state *t = c->relay_state;
 	t->st = ST_DONE;
-	bufferevent_disable(c->in, EV_READ);
 	if (c->out) {
 		/* Nothing more goes upstream, not even what was queued. */
 		bufferevent_disable(c->out, EV_READ | EV_WRITE);
@@ -67,7 +69,10 @@ static void refuse(struct conn *c, int code, const char *status, const char *why
 	evbuffer_add_printf(bufferevent_get_output(c->in),
 			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
 			    "Content-Length: %zu\r\n\r\n%s\n", code, status, strlen(why) + 1, why);
-	bufferevent_setcb(c->in, NULL, close_when_flushed, on_event, c);
+	/* Reading goes on (and is thrown away): the sandbox's handshake may not be over, and our
+	 * answer goes out only once it is. */
+	bufferevent_setcb(c->in, discard, close_when_flushed, on_event, c);
+	bufferevent_enable(c->in, EV_READ | EV_WRITE);
 }
 
 static void misuse(struct conn *c, const struct egress_secret *sec, const char *where)
@@ -202,6 +207,14 @@ static int send_whole(struct conn *c, const struct httpreq *req)
 	const uint8_t *p = evbuffer_pullup(in, (ssize_t)total);
 	if (!p)
 		return -ENOMEM;
+	for (size_t i = 0; i < c->s->n_secrets; i++) {
+		const struct egress_secret *sec = &c->s->secrets[i];
+		if (count(p + req->head_len, (size_t)req->content_length, sec) &&
+		    !((sec->in & SECRET_IN_BODY) && secret_for_host(sec, c->name))) {
+			misuse(c, sec, "in a body it may not be substituted in");
+			return -EPIPE;
+		}
+	}
 	struct evbuffer *body = evbuffer_new();
 	if (!body)
 		return -ENOMEM;
@@ -239,11 +252,20 @@ static int on_head(struct conn *c)
 	}
 	if (!check_head(c, p, &req))
 		return -EPIPE;
-	if (req.has_length && req.content_length > 0 && req.content_length <= BODY_MAX && body_wanted(c)) {
+	/* A body the proxy can hold is checked whole before any of the request goes: a
+	 * placeholder in it stops the head too. Longer and chunked bodies are streamed and
+	 * scanned; a placeholder there cuts the connection mid-body (never forwarded itself). */
+	if (req.has_length && req.content_length > 0 && req.content_length <= BODY_MAX) {
 		r = send_whole(c, &req);
 		if (r == -EAGAIN)
 			return r; /* the input's watermark bounds what waits (start) */
-		return r < 0 ? -EPIPE : 0;
+		if (r == -EPIPE)
+			return r;
+		if (r < 0) {
+			refuse(c, 503, "Service Unavailable", "cordon: out of memory");
+			return -EPIPE;
+		}
+		return 0;
 	}
 	emit_head(bufferevent_get_output(c->out), c, p, &req, -1);
 	evbuffer_drain(in, req.head_len);
@@ -276,7 +298,9 @@ static int on_body(struct conn *c)
 	}
 	struct evbuffer *part = evbuffer_new();
 	if (!part || evbuffer_remove_buffer(in, part, n) != (int)n) {
-		evbuffer_free(part);
+		if (part)
+			evbuffer_free(part);
+		refuse(c, 503, "Service Unavailable", "cordon: out of memory");
 		return -EPIPE;
 	}
 	const struct egress_secret *sec = secret_in_stream(c->s, &t->tail, part);
@@ -331,6 +355,13 @@ static void drained(struct bufferevent *bev, void *arg)
 		from_sandbox(c->in, c);
 }
 
+static void discard(struct bufferevent *bev, void *arg)
+{
+	(void)arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
 static bool queued(struct bufferevent *filter, struct bufferevent *raw)
 {
 	/* A side whose socket is gone has nothing left that could be sent. */
@@ -346,9 +377,23 @@ static void flush_check(evutil_socket_t fd, short what, void *arg)
 	struct tls_state *t = c->relay_state;
 	(void)fd;
 	(void)what;
-	if ((!queued(c->in, t->raw_in) && !queued(c->out, t->raw_out)) || ++t->flush_tries > 500) {
+	if (++t->flush_tries > 500) {
 		conn_close(c);
 		return;
+	}
+	if (!queued(c->in, t->raw_in) && !queued(c->out, t->raw_out)) {
+		if (!t->raw_in) {
+			conn_close(c);
+			return;
+		}
+		/* A lingering close: closing with the sandbox's bytes unread would reset the
+		 * connection and could destroy our answer before it is read. */
+		if (!t->lingering) {
+			t->lingering = true;
+			shutdown(bufferevent_getfd(t->raw_in), SHUT_WR);
+			bufferevent_setcb(c->in, discard, NULL, on_event, c);
+			bufferevent_enable(c->in, EV_READ);
+		}
 	}
 	struct timeval tv = {0, 10000};
 	evtimer_add(t->flush, &tv);
