@@ -231,3 +231,16 @@ def test_a_header_only_secret_in_a_body_is_misuse(sec, net):
     assert not [x for x in seen if f"/hb-{t}" in json.dumps(x)], seen
     assert all(x.get("body", "") == "" for x in seen if t in json.dumps(x)), seen
     assert len([x for x in misuse_lines(r) if "in a body" in x]) == 2, r.err
+
+
+def test_the_ca_is_made_once_and_reused(sec, net):
+    """A second proxy loads the CA the first one made (and mints from it under seccomp: the
+    loaded CA once left glibc's time zone unread, and its first leaf killed the proxy)."""
+    ops = [{"op": "req", "path": "/v1/ca", "headers": {"Authorization": "Bearer {PH}"}}]
+    r1, res1 = sec(ops)
+    with open(os.path.join(sec.ca_dir, "ca.crt")) as f:
+        first = f.read()
+    r2, res2 = sec(ops)
+    assert res1[0]["reached"] and res2[0]["reached"], (res1, res2, r2.err)
+    with open(os.path.join(sec.ca_dir, "ca.crt")) as f:
+        assert f.read() == first

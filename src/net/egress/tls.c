@@ -16,6 +16,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -226,6 +227,12 @@ int tls_setup(struct egress *e)
 	if (!dir || !*dir)
 		return 0;
 	OPENSSL_init_ssl(OPENSSL_INIT_LOAD_CONFIG, NULL);
+	/* glibc reads /etc/localtime on the first gmtime_r() too (certificate times): now, while
+	 * files may be opened. A CA made here did it; one loaded from disk would not have. */
+	tzset();
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
 	struct egress_tls *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
