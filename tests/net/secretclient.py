@@ -111,7 +111,24 @@ def op_world(o):
     return out
 
 
-OPS = {"req": op_req, "resolve": op_resolve, "world": op_world}
+def op_bulk(o):
+    """GET /bulk/N on the keep-alive server (8443), read slowly: the proxy must hold back
+    rather than buffer what the server sends faster."""
+    ctx = ssl.create_default_context()
+    s = ctx.wrap_socket(socket.create_connection(("api.example.test", 8443), timeout=30),
+                        server_hostname="api.example.test")
+    s.sendall(f"GET /bulk/{o['n']} HTTP/1.1\r\nHost: api.example.test:8443\r\nConnection: close\r\n\r\n".encode())
+    got = 0
+    while True:
+        d = s.recv(1 << 16)
+        if not d:
+            break
+        got += len(d)
+        time.sleep(o.get("sleep", 0.002))
+    return {"op": "bulk", "bytes": got}
+
+
+OPS = {"req": op_req, "resolve": op_resolve, "world": op_world, "bulk": op_bulk}
 
 if __name__ == "__main__":
     ops = json.loads(sys.argv[1])

@@ -244,3 +244,40 @@ def test_the_ca_is_made_once_and_reused(sec, net):
     assert res1[0]["reached"] and res2[0]["reached"], (res1, res2, r2.err)
     with open(os.path.join(sec.ca_dir, "ca.crt")) as f:
         assert f.read() == first
+
+
+def _proxy_hwm_kb(stop, out):
+    """The largest VmHWM of any cordon-egress of this build while @stop is unset."""
+    from conftest import EGRESS
+    while not stop.is_set():
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                if os.readlink(f"/proc/{pid}/exe") != os.path.realpath(EGRESS):
+                    continue
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            out.append(int(line.split()[1]))
+            except OSError:
+                pass
+        stop.wait(0.05)
+
+
+def test_a_slow_reader_holds_the_server_back(sec, net):
+    """The server sends 32 MiB faster than the sandbox reads it: the intercepting relay stops
+    reading the server (its TLS filter hides how much waits in the socket buffer below it, so
+    the relay watches that buffer); before, the proxy held most of the download in memory."""
+    import threading
+    stop, hwm = threading.Event(), []
+    th = threading.Thread(target=_proxy_hwm_kb, args=(stop, hwm), daemon=True)
+    th.start()
+    try:
+        n = 32 << 20
+        r, res = sec([{"op": "bulk", "n": n, "sleep": 0.002}], opts=["--allow", "api.example.test:8443"])
+    finally:
+        stop.set()
+        th.join()
+    assert res[0]["bytes"] >= n, (res, r.err)
+    assert hwm and max(hwm) < 20 << 10, f"proxy peak RSS {max(hwm)} kB"

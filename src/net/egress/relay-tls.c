@@ -43,6 +43,9 @@ struct tls_state {
 	struct event *flush; /* closing: waits for the sockets to take what is queued */
 	int flush_tries;
 	bool lingering; /* our side is shut: reading what the sandbox still sends, until EOF */
+	bool paused_sandbox, paused_server; /* not read: the other side has TLS_RELAY_HIGH queued */
+	struct evbuffer *raw_in_buf, *raw_out_buf; /* the sockets' output buffers, watched */
+	struct evbuffer_cb_entry *cb_in, *cb_out;
 };
 
 static bool wants(const struct conn *c)
@@ -318,6 +321,14 @@ static int on_body(struct conn *c)
 	return done ? 0 : -EAGAIN;
 }
 
+/* Bytes queued toward one side: in its TLS filter and in the socket under it. A filter
+ * encrypts everything it is given into its socket's buffer at once, so the filter's own
+ * output alone says nothing of a slow reader. */
+static size_t queued_to(struct bufferevent *filter, struct evbuffer *raw)
+{
+	return evbuffer_get_length(bufferevent_get_output(filter)) + (raw ? evbuffer_get_length(raw) : 0);
+}
+
 static void from_sandbox(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
@@ -325,34 +336,41 @@ static void from_sandbox(struct bufferevent *bev, void *arg)
 	int r = 0;
 	while (r == 0 && t->st != ST_DONE && evbuffer_get_length(bufferevent_get_input(bev)))
 		r = t->st == ST_HEAD ? on_head(c) : on_body(c);
-	if (t->st != ST_DONE && evbuffer_get_length(bufferevent_get_output(c->out)) >= TLS_RELAY_HIGH) {
+	/* Backpressure: the sandbox is read again once the server's socket has drained. */
+	if (t->st != ST_DONE && queued_to(c->out, t->raw_out_buf) >= TLS_RELAY_HIGH) {
 		bufferevent_disable(bev, EV_READ);
-		bufferevent_setwatermark(c->out, EV_WRITE, TLS_RELAY_HIGH / 2, 0);
+		t->paused_sandbox = true;
 	}
 }
 
 static void from_server(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
-	struct evbuffer *dst = bufferevent_get_output(c->in);
-	evbuffer_add_buffer(dst, bufferevent_get_input(bev));
-	if (evbuffer_get_length(dst) >= TLS_RELAY_HIGH) {
+	struct tls_state *t = c->relay_state;
+	evbuffer_add_buffer(bufferevent_get_output(c->in), bufferevent_get_input(bev));
+	if (queued_to(c->in, t->raw_in_buf) >= TLS_RELAY_HIGH) {
 		bufferevent_disable(bev, EV_READ);
-		bufferevent_setwatermark(c->in, EV_WRITE, TLS_RELAY_HIGH / 2, 0);
+		t->paused_server = true;
 	}
 }
 
-static void drained(struct bufferevent *bev, void *arg)
+/* A socket's buffer shrank: the side that was paused for it reads again below half. */
+static void raw_drained(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
 	struct conn *c = arg;
 	struct tls_state *t = c->relay_state;
-	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-	if (t->st == ST_DONE)
+	if (!info->n_deleted || t->st == ST_DONE)
 		return;
-	struct bufferevent *from = bev == c->in ? c->out : c->in;
-	bufferevent_enable(from, EV_READ);
-	if (from == c->in && evbuffer_get_length(bufferevent_get_input(c->in)))
-		from_sandbox(c->in, c);
+	if (buf == t->raw_in_buf && t->paused_server && queued_to(c->in, buf) < TLS_RELAY_HIGH / 2) {
+		t->paused_server = false;
+		bufferevent_enable(c->out, EV_READ);
+	}
+	if (buf == t->raw_out_buf && t->paused_sandbox && queued_to(c->out, buf) < TLS_RELAY_HIGH / 2) {
+		t->paused_sandbox = false;
+		bufferevent_enable(c->in, EV_READ);
+		/* What was read before the pause: handled from the loop, not from in here. */
+		bufferevent_trigger(c->in, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+	}
 }
 
 static void discard(struct bufferevent *bev, void *arg)
@@ -447,6 +465,10 @@ static void tls_free(struct conn *c)
 	struct tls_state *t = c->relay_state;
 	if (t && t->flush)
 		event_free(t->flush);
+	if (t && t->cb_in)
+		evbuffer_remove_cb_entry(t->raw_in_buf, t->cb_in);
+	if (t && t->cb_out)
+		evbuffer_remove_cb_entry(t->raw_out_buf, t->cb_out);
 	free(c->relay_state);
 	c->relay_state = NULL;
 }
@@ -495,8 +517,12 @@ static void tls_start(struct conn *c)
 	bufferevent_openssl_set_allow_dirty_shutdown(fout, 1);
 	/* A request waiting for its body is held whole: bounded by the read watermark. */
 	bufferevent_setwatermark(c->in, EV_READ, 0, HTTPREQ_HEAD_MAX + BODY_MAX);
-	bufferevent_setcb(c->in, from_sandbox, drained, on_event, c);
-	bufferevent_setcb(c->out, from_server, drained, on_event, c);
+	t->raw_in_buf = bufferevent_get_output(t->raw_in);
+	t->raw_out_buf = bufferevent_get_output(t->raw_out);
+	t->cb_in = evbuffer_add_cb(t->raw_in_buf, raw_drained, c);
+	t->cb_out = evbuffer_add_cb(t->raw_out_buf, raw_drained, c);
+	bufferevent_setcb(c->in, from_sandbox, NULL, on_event, c);
+	bufferevent_setcb(c->out, from_server, NULL, on_event, c);
 	bufferevent_enable(c->in, EV_READ | EV_WRITE);
 	bufferevent_enable(c->out, EV_READ | EV_WRITE);
 	/* The ClientHello was read while sniffing and waits in the socket's buffer: have the
