@@ -47,6 +47,15 @@ static int parse_hosts(struct run_secret *sec, const char *list)
 	return sec->n_hosts ? 0 : -EINVAL;
 }
 
+/* The variable leaves our environment, so that nothing we start inherits it (cordon-egress
+ * included), and its bytes are overwritten where they are: /proc/self/environ shows the
+ * original environment block, whatever unsetenv() does to the array. */
+static void scrub_env(const char *name, char *value, size_t len)
+{
+	memset(value, '*', len);
+	unsetenv(name);
+}
+
 int run_secret_add(struct run_secrets *rs, char *arg)
 {
 	char *at = strrchr(arg, '@'), *eq = strchr(arg, '=');
@@ -88,6 +97,8 @@ int run_secret_add(struct run_secrets *rs, char *arg)
 	sec->value_len = vlen;
 	if (eq)
 		memset(eq + 1, '*', vlen); /* out of /proc/self/cmdline from now on */
+	else
+		scrub_env(sec->name, (char *)v, vlen);
 	rs->n++;
 	return 0;
 }

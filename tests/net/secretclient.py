@@ -128,7 +128,12 @@ def op_bulk(o):
     return {"op": "bulk", "bytes": got}
 
 
-OPS = {"req": op_req, "resolve": op_resolve, "world": op_world, "bulk": op_bulk}
+def op_sleep(o):
+    time.sleep(o["s"])
+    return {"op": "sleep"}
+
+
+OPS = {"sleep": op_sleep, "req": op_req, "resolve": op_resolve, "world": op_world, "bulk": op_bulk}
 
 if __name__ == "__main__":
     ops = json.loads(sys.argv[1])

@@ -281,3 +281,47 @@ def test_a_slow_reader_holds_the_server_back(sec, net):
         th.join()
     assert res[0]["bytes"] >= n, (res, r.err)
     assert hwm and max(hwm) < 20 << 10, f"proxy peak RSS {max(hwm)} kB"
+
+
+def _all_cmdlines_and_environs():
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            for f in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{pid}/{f}", "rb") as fh:
+                        out.append(fh.read())
+                except OSError:
+                    pass
+    return b"\n".join(out)
+
+
+@pytest.mark.parametrize("form", ["inline", "env"])
+def test_the_value_is_in_no_process_argv_or_environment(sec, net, form):
+    """While the sandbox runs, no process on the machine (cordon run, cordon-egress, the
+    sandbox's) shows the value in /proc/PID/cmdline or environ: an inline value is
+    overwritten in cordon run's argv, one from the environment is scrubbed from it before
+    cordon-egress is started."""
+    import threading
+    found, stop = [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            if VALUE.encode() in _all_cmdlines_and_environs():
+                found.append(True)
+            stop.wait(0.1)
+
+    th = threading.Thread(target=watch, daemon=True)
+    # The watcher starts once cordon run has parsed its options: the value is in its argv or
+    # environment from exec() until then, which this test cannot avoid seeing.
+    ops = [{"op": "req", "path": "/v1/ps", "headers": {"Authorization": "Bearer {PH}"}}]
+    spec = None if form == "inline" else "API_KEY@api.example.test"
+    t0 = threading.Timer(0.8, th.start)
+    t0.start()
+    r, res = sec(ops + [{"op": "sleep", "s": 2.5}], secret=spec, env_value=(form == "env"))
+    stop.set()
+    t0.join()
+    if th.is_alive():
+        th.join()
+    assert res[0]["reached"], (res, r.err)
+    assert not found, "the value was visible in a process's cmdline or environ"
