@@ -137,4 +137,8 @@ OPS = {"sleep": op_sleep, "req": op_req, "resolve": op_resolve, "world": op_worl
 
 if __name__ == "__main__":
     ops = json.loads(sys.argv[1])
-    print(json.dumps([OPS[o["op"]](o) for o in ops]))
+    out = []
+    for o in ops:
+        t = time.monotonic()
+        out.append(dict(OPS[o["op"]](o), elapsed=round(time.monotonic() - t, 3)))
+    print(json.dumps(out))

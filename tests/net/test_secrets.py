@@ -119,6 +119,9 @@ def test_the_placeholder_anywhere_else_is_refused_and_reported(sec, net):
                             "--allow", "api.example.test:80", "--allow", f"{WEB2}:8080"])
     assert r.returncode == 0, r.describe()
     plain, other, dns, forged, ip, query, hname, forged2, world = res
+    # Refused at once, the connection closed after the answer (not left to the client's 5 s).
+    for p in (plain, other, forged, ip, query, hname, forged2):
+        assert p["elapsed"] < 2, res
     ph = world["env"]["API_KEY"]
     for p in (plain, other, forged, ip, query, hname, forged2):
         assert not p["reached"], p

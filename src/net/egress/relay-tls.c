@@ -73,9 +73,14 @@ static void refuse(struct conn *c, int code, const char *status, const char *why
 			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
 			    "Content-Length: %zu\r\n\r\n%s\n", code, status, strlen(why) + 1, why);
 	/* Reading goes on (and is thrown away): the sandbox's handshake may not be over, and our
-	 * answer goes out only once it is. */
-	bufferevent_setcb(c->in, discard, close_when_flushed, on_event, c);
+	 * answer goes out only once it is. The close is polled from the loop (the filter may have
+	 * taken the answer already, so no write callback would come; and our callers still hold
+	 * @c). */
+	bufferevent_setcb(c->in, discard, NULL, on_event, c);
 	bufferevent_enable(c->in, EV_READ | EV_WRITE);
+	struct timeval tv = {0, 1000};
+	if (!evtimer_pending(t->flush, NULL))
+		evtimer_add(t->flush, &tv);
 }
 
 static void misuse(struct conn *c, const struct egress_secret *sec, const char *where)
@@ -399,7 +404,8 @@ static void flush_check(evutil_socket_t fd, short what, void *arg)
 		conn_close(c);
 		return;
 	}
-	if (!queued(c->in, t->raw_in) && !queued(c->out, t->raw_out)) {
+	/* Refused (ST_DONE): nothing more goes upstream, whatever is still queued there. */
+	if (!queued(c->in, t->raw_in) && (t->st == ST_DONE || !queued(c->out, t->raw_out))) {
 		if (!t->raw_in) {
 			conn_close(c);
 			return;
