@@ -16,7 +16,12 @@
  *   dial.c       resolving the checked name, dropping always-blocked answers, connecting
  *   decide.c     the policy verdicts (policy/egress.c) and the reports to the controller
  *   relay.c      the relay table: which relay carries an allowed connection
- *   relay-raw.c  the raw relay: bytes both ways, backpressure, close when flushed
+ *   relay-tls.c  the intercepting relay: TLS terminated for a host the sandbox has a secret
+ *                for, each HTTP/1.1 request checked, the placeholder replaced by the value
+ *   relay-raw.c  the raw relay: bytes both ways, backpressure, close when flushed (and, for a
+ *                sandbox with secrets, a search for their placeholders in what it sends)
+ *   secret.c     a sandbox's secrets: locked, wiped pages; finding a placeholder
+ *   tls.c        the Cordon egress CA, leaf certificates, the upstream verifying context
  *   dns.c        the DNS filter (net/dnsmsg.c), UDP and TCP
  *   ctl.c        the control channel with cordond or cordon run: set, del, replies
  *
@@ -24,9 +29,9 @@
  * the first bytes -> decide_sniffed -> dial_name (or dial_addr when there is no name) ->
  * connected: decide_report says "allow" and relay_start() hands the connection to the relay
  * the table picks. Any refusal on the way is conn_block(c, reason). A relay owns the connection from then on and
- * ends it with conn_close(). To add one (a TLS-terminating relay, for instance), write
- * relay-NAME.c with a `const struct relay_ops relay_NAME` and list it in relay.c's table
- * before "raw"; connection and decision code do not change.
+ * ends it with conn_close(). To add one, write relay-NAME.c with a `const struct relay_ops
+ * relay_NAME` and list it in relay.c's table before "raw" (as relay-tls.c is); connection
+ * and decision code do not change.
  */
 #pragma once
 

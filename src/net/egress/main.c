@@ -12,7 +12,8 @@
  *   destination (TLS SNI, HTTP Host); the name is checked against the policy, resolved here,
  *   every always-blocked address is dropped from the answer (DNS rebinding), and the proxy
  *   dials the *name*, not the address the sandbox asked for. Then bytes are relayed both
- *   ways with large buffers and no per-byte work.
+ *   ways with large buffers and no per-byte work; or, for a name the sandbox has a secret
+ *   for, through the TLS-terminating relay (relay-tls.c, with the CA of tls.c).
  * - DNS (UDP and TCP): a query for a name the policy allows is forwarded to the host's
  *   resolver, its answer checked; any other gets REFUSED. No other resolver is reachable.
  *
