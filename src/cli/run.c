@@ -18,6 +18,7 @@
 #include "basic/log.h"
 #include "basic/sigfd.h"
 #include "cli/cli.h"
+#include "cli/run-secrets.h"
 #include "lib/rootfs.h"
 #include "net/egressctl.h"
 #include "image/store.h"
@@ -35,6 +36,8 @@ struct run_ctx {
 	size_t n_allow;
 	struct egressctl egress;
 	struct store_version version; /* the template's, held until the sandbox is gone */
+	bool net_set;
+	struct run_secrets secrets;
 	const char *template_name;
 	bool user_set, workdir_set;
 	struct store_config template; /* what its template.json says */
@@ -193,6 +196,7 @@ static int opt_ro_bind(struct run_ctx *c, const char *a)
 
 static int opt_net(struct run_ctx *c, const char *a)
 {
+	c->net_set = true;
 	static const char *const names[] = {"none", "allow", "public"};
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (strcmp(a, names[i]) == 0) {
@@ -202,6 +206,13 @@ static int opt_net(struct run_ctx *c, const char *a)
 	log_error("--net '%s': expected none (loopback only), allow (only --allow rules) or public", a);
 	return -EINVAL;
 }
+
+static int opt_secret(struct run_ctx *c, const char *a)
+{
+	return run_secret_add(&c->secrets, (char *)a); /* argv's own bytes: writable */
+}
+
+static int opt_secret_in(struct run_ctx *c, const char *a) { return run_secret_in(&c->secrets, a); }
 
 static int opt_allow(struct run_ctx *c, const char *a)
 {
@@ -384,6 +395,8 @@ static const struct {
 	{"ro-bind", opt_ro_bind, "HOST:SANDBOX", "share a file or directory read-only"},
 	{"net", opt_net, "none|allow|public", "network: loopback only, --allow rules, or the internet [none]"},
 	{"allow", opt_allow, "RULE", "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
+	{"secret", opt_secret, "NAME=VALUE@HOST[,HOST]", "NAME holds a placeholder; the proxy puts VALUE in requests to HOST (repeatable)"},
+	{"secret-in", opt_secret_in, "NAME=header,query,body", "where the proxy may put NAME's value [header]"},
 	{"json-result", opt_json_result, "FD", "write a JSON record of the run to FD"},
 };
 
@@ -473,10 +486,38 @@ static int egress_hook(void *data, const char *ip, const char *ifname, struct co
 	snprintf(id, sizeof(id), "run-%d", (int)getpid());
 	/* Our proxy also owns the interface's nftables entries: it adds them now and removes
 	 * them when we are gone. */
-	_cleanup_free_ char *line = egressctl_set_line(ip, id, modes[c->net], c->allow, c->n_allow, ifname);
+	_cleanup_(json_decrefp) json_t *secrets = c->secrets.n ? run_secrets_json(&c->secrets) : NULL;
+	char *line = (!c->secrets.n || secrets) ?
+		egressctl_set_line_secrets(ip, id, modes[c->net], c->allow, c->n_allow, ifname, secrets) : NULL;
 	if (!line)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
-	return egressctl_request(&c->egress, line, err);
+	int r = egressctl_request(&c->egress, line, err);
+	explicit_bzero(line, strlen(line)); /* it holds the secrets' values */
+	free(line);
+	return r;
+}
+
+/* --secret without --net: the network is --net allow with HOST:443 for each secret's hosts
+ * (and any --allow given); with --net none it is a usage error. */
+static int secrets_network(struct run_ctx *c)
+{
+	size_t n;
+	if (c->net_set && c->net == RUN_NET_NONE) {
+		log_error("--secret: needs a network, and --net none was given");
+		return CORDON_EXIT_USAGE;
+	}
+	if (c->net_set)
+		return 0;
+	const char *const *rules = run_secrets_rules(&c->secrets, &n);
+	c->net = RUN_NET_ALLOW;
+	for (size_t i = 0; i < n; i++) {
+		if (c->n_allow >= EGRESS_RULES_MAX) {
+			log_error("--secret: at most %d --allow rules with the secrets' hosts", EGRESS_RULES_MAX);
+			return CORDON_EXIT_USAGE;
+		}
+		c->allow[c->n_allow++] = rules[i];
+	}
+	return 0;
 }
 
 /* A network for the sandbox: the rules are checked here first, for a usage error rather
@@ -485,6 +526,9 @@ static int setup_network(struct run_ctx *c)
 {
 	struct cordon_err err = {};
 	struct egress_policy *p = NULL;
+	int r = c->secrets.n ? secrets_network(c) : 0;
+	if (r)
+		return r;
 	enum egress_mode mode = c->net == RUN_NET_PUBLIC ? EGRESS_PUBLIC : EGRESS_ALLOW;
 	if (c->net == RUN_NET_NONE)
 		return 0;
@@ -497,10 +541,13 @@ static int setup_network(struct run_ctx *c)
 		log_error("--net %s: only root can give a sandbox a network", c->net == RUN_NET_PUBLIC ? "public" : "allow");
 		return CORDON_EXIT_USAGE;
 	}
-	if (egressctl_spawn(&c->egress, &err) < 0) {
+	const char *ca_dir = getenv("CORDON_EGRESS_CA_DIR") ?: EGRESSCTL_CA_DIR;
+	if (egressctl_spawn_ca(&c->egress, c->secrets.n ? ca_dir : NULL, &err) < 0) {
 		log_error("sandbox setup failed: %s", err.msg);
 		return CORDON_EXIT_SETUP;
 	}
+	if (c->secrets.n && run_secrets_prepare(&c->secrets, ca_dir, c->spec.rootfs, &c->spec, c->env, c->bind_buf) < 0)
+		return CORDON_EXIT_SETUP;
 	c->spec.net = CORDON_NET_EGRESS;
 	c->spec.net_hook = egress_hook;
 	c->spec.net_hook_data = c;
@@ -565,12 +612,15 @@ int cmd_run(int argc, char **argv)
 		if (status == 0)
 			status = run_sandbox(&c);
 	}
+	if (c.egress.fd >= 0 && c.secrets.n)
+		egressctl_drain_events(&c.egress, 200, run_secrets_event, &c.secrets);
 	if (c.egress.fd >= 0) /* the proxy ends when its control socket closes */
 		close(c.egress.fd);
 	if (c.wrapped)
 		free(c.wrapped[2]);
 	free(c.wrapped);
 	store_config_done(&c.template);
+	run_secrets_done(&c.secrets);
 	store_version_close(&c.version, false); /* the sandbox is gone: a replaced version may go */
 	for (size_t i = 0; i < c.spec.n_binds; i++)
 		free(c.bind_buf[i]);

@@ -136,6 +136,8 @@ static int make_mountpoint(int src_fd, const char *dst, struct cordon_err *err)
 			return cordon_err_set(err, -errno, "mkdir '%s'", dst);
 		return 0;
 	}
+	if (lstat(dst, &st) == 0 && S_ISREG(st.st_mode))
+		return 0; /* a file of the image, bound over where it is (a read-only /etc too) */
 	int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return cordon_err_set(err, -errno, "create mount point '%s'", dst);

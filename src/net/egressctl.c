@@ -46,12 +46,43 @@ static int read_line(int fd, char *buf, size_t size, int timeout_ms)
 	return -E2BIG;
 }
 
+extern char **environ;
+
+/* Our environment for the proxy, with CORDON_EGRESS_CA_DIR=@ca_dir or without it: made
+ * before fork(), so that the child only execs. */
+static char **proxy_env(const char *ca_dir, char **ret_entry)
+{
+	size_t n = 0, k = 0;
+	while (environ[n])
+		n++;
+	char **envp = calloc(n + 2, sizeof(*envp));
+	if (!envp || (ca_dir && asprintf(ret_entry, "CORDON_EGRESS_CA_DIR=%s", ca_dir) < 0)) {
+		free(envp);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "CORDON_EGRESS_CA_DIR=", 21) != 0)
+			envp[k++] = environ[i];
+	if (ca_dir)
+		envp[k++] = *ret_entry;
+	return envp;
+}
+
 int egressctl_spawn(struct egressctl *ret, struct cordon_err *err)
+{
+	return egressctl_spawn_ca(ret, NULL, err);
+}
+
+int egressctl_spawn_ca(struct egressctl *ret, const char *ca_dir, struct cordon_err *err)
 {
 	char path[PATH_MAX], arg[16], line[256];
 	int sv[2];
 	if (helper_path("cordon-egress", "CORDON_EGRESS", path, sizeof(path)) < 0)
 		return cordon_err_set(err, -ENOENT, "network: cordon-egress not found (%s)", path);
+	_cleanup_free_ char *ca_env = NULL;
+	_cleanup_free_ char **envp = proxy_env(ca_dir, &ca_env);
+	if (!envp)
+		return cordon_err_set(err, -ENOMEM, "network: out of memory");
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return cordon_err_set(err, -errno, "network: socketpair");
 	pid_t pid = fork();
@@ -63,7 +94,8 @@ int egressctl_spawn(struct egressctl *ret, struct cordon_err *err)
 	if (pid == 0) {
 		int fd = fcntl(sv[1], F_DUPFD, 3); /* without CLOEXEC: the child keeps it */
 		snprintf(arg, sizeof(arg), "%d", fd);
-		execl(path, "cordon-egress", arg, (char *)NULL);
+		char *const argv[] = {"cordon-egress", arg, NULL};
+		execve(path, argv, envp);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -84,12 +116,18 @@ int egressctl_spawn(struct egressctl *ret, struct cordon_err *err)
 char *egressctl_set_line(const char *ip, const char *sandbox_id, const char *mode,
 			 const char *const *allow, size_t n, const char *ifname)
 {
+	return egressctl_set_line_secrets(ip, sandbox_id, mode, allow, n, ifname, NULL);
+}
+
+char *egressctl_set_line_secrets(const char *ip, const char *sandbox_id, const char *mode,
+				 const char *const *allow, size_t n, const char *ifname, json_t *secrets)
+{
 	_cleanup_(json_decrefp) json_t *a = json_array();
 	for (size_t i = 0; a && i < n; i++)
 		json_array_append_new(a, json_string(allow[i]));
-	_cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s?}", "op", "set",
+	_cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s?, s:O*}", "op", "set",
 						       "ip", ip, "sandbox", sandbox_id, "mode", mode,
-						       "allow", a, "ifname", ifname);
+						       "allow", a, "ifname", ifname, "secrets", secrets);
 	return o ? json_dumps(o, JSON_COMPACT) : NULL;
 }
 
@@ -116,5 +154,24 @@ int egressctl_request(struct egressctl *e, const char *line, struct cordon_err *
 			return 0;
 		const char *msg = json_string_value(json_object_get(m, "error"));
 		return cordon_err_setf(err, -EINVAL, "network: %s", msg ? msg : "refused");
+	}
+}
+
+int egressctl_drain_events(struct egressctl *e, int quiet_ms, void (*fn)(json_t *ev, void *data), void *data)
+{
+	char buf[4096];
+	int n = 0;
+	for (;;) {
+		int r = read_line(e->fd, buf, sizeof(buf), quiet_ms);
+		if (r == -E2BIG)
+			continue; /* an over-long line: its rest is read as the next one, and skipped */
+		if (r < 0)
+			return n;
+		_cleanup_(json_decrefp) json_t *m = json_loads(buf, 0, NULL);
+		const char *op = json_string_value(json_object_get(m, "op"));
+		if (op && strcmp(op, "event") == 0) {
+			fn(m, data);
+			n++;
+		}
 	}
 }

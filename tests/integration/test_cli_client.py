@@ -157,7 +157,17 @@ def sandbox(daemon):
     sid = p.stdout.decode().strip()
     assert ID_RE.match(sid), f"create must print only the id:\n{describe(p)}"
     yield sid
-    run(["kill", sid], daemon.sock)
+    p = run(["kill", sid], daemon.sock)
+    if p.returncode != 0:  # it went before the module ended: say how, for the failures above
+        audit = os.path.join(daemon.state_dir, "audit", f"{sid}.jsonl")
+        try:
+            with open(audit, errors="replace") as f:
+                tail = f.readlines()[-4:]
+        except OSError as e:
+            tail = [str(e)]
+        pytest.fail(f"the module's sandbox {sid} was gone before the end ({describe(p)});\n"
+                    f"its audit log ends with:\n{''.join(tail)}\ncordond's log ends with:\n"
+                    f"{daemon.log_text()[-3000:]}", pytrace=False)
 
 
 @pytest.fixture
@@ -167,7 +177,17 @@ def own_sandbox(daemon):
     assert p.returncode == 0, describe(p)
     sid = p.stdout.decode().strip()
     yield sid
-    run(["kill", sid], daemon.sock)
+    p = run(["kill", sid], daemon.sock)
+    if p.returncode != 0:  # it went before the module ended: say how, for the failures above
+        audit = os.path.join(daemon.state_dir, "audit", f"{sid}.jsonl")
+        try:
+            with open(audit, errors="replace") as f:
+                tail = f.readlines()[-4:]
+        except OSError as e:
+            tail = [str(e)]
+        pytest.fail(f"the module's sandbox {sid} was gone before the end ({describe(p)});\n"
+                    f"its audit log ends with:\n{''.join(tail)}\ncordond's log ends with:\n"
+                    f"{daemon.log_text()[-3000:]}", pytrace=False)
 
 
 def info_json(daemon, sid):

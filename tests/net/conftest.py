@@ -13,7 +13,7 @@ Two network namespaces, created here and removed at the end (also on failure):
                       echo on 0.0.0.0:22 (the host's services).
   cordtest-net-XXXX   "the internet": 203.0.113.1/24 on the veth, and on its loopback
                       198.51.100.10 (HTTP 80, TLS 443, TCP echo 22, UDP sink 7),
-                      198.51.100.11 (HTTP 80 and 8080, TLS 443, TCP echo 22),
+                      198.51.100.11 (HTTP 80 and 8080, TLS 443 and, keep-alive, 8443, TCP echo 22),
                       198.51.100.53 (DNS, the host's resolver), 198.51.100.54 (a rogue DNS),
                       169.254.169.254 (cloud metadata, HTTP 80), 10.99.0.5 (private, 80/443).
                       It has no default route and no other link: nothing can leave it.
@@ -167,6 +167,7 @@ class FakeNet:
             "key": os.path.join(self.tmp, "srv.key"),
             "http": [[WEB1, 80], [WEB2, 80], [WEB2, 8080], [METADATA, 80], [PRIVATE, 80]],
             "https": [[WEB1, 443], [WEB2, 443], [PRIVATE, 443]],
+            "https11": [[WEB2, 8443]],
             "echo": [[WEB1, 22], [WEB2, 22]],
             "udp": [[WEB1, 7]],
             "dns": [[DNS_IP, 53], [ROGUE_DNS, 53]],

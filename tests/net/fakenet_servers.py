@@ -8,6 +8,7 @@ CONFIG is a JSON object:
      "http":  [["198.51.100.10", 80], ...],     HTTP, answers every path with a JSON body
      "http6": [["::", 80], ...],                the same on IPv6 only
      "https": [["198.51.100.11", 443], ...],    the same over TLS (records the SNI)
+     "https11": [["198.51.100.11", 8443], ...], the same with HTTP/1.1 keep-alive, and /bulk/N
      "echo":  [["198.51.100.10", 22], ...],     raw TCP echo (single thread, many connections)
      "udp":   [["198.51.100.10", 7], ...],      UDP sink: logs every datagram, answers nothing
      "dns":   [["198.51.100.53", 53], ...],     UDP+TCP DNS: A records from "zone", else NXDOMAIN
@@ -52,7 +53,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rec = {"kind": "https" if srv.tls else "http", "server": f"{srv.addr}:{srv.port}",
                "peer": self.client_address[0], "host": self.headers.get("Host"), "sni": sni,
                "path": self.path, "method": self.command}
-        log(rec)
+        # What a credential would travel in: logged (the far side's testimony), never echoed,
+        # so that a sandbox cannot learn a secret from the answer.
+        n = int(self.headers.get("Content-Length") or 0)
+        req_body = self.rfile.read(min(n, 1 << 20)).decode(errors="replace") if n else ""
+        secret = {"authorization": self.headers.get("Authorization"),
+                  "x_api_key": self.headers.get("X-Api-Key"), "query": self.path.partition("?")[2],
+                  "body": req_body[:4096]}
+        log(dict(rec, **secret))
+        rec["path"] = self.path.partition("?")[0]
         body = json.dumps(dict(rec, fakenet=True)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -65,14 +74,37 @@ class Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_HEAD = _answer
 
 
+class KeepAliveHandler(Handler):
+    """HTTP/1.1 with keep-alive (the benchmark's requests after the first handshake), and
+    /bulk/N: N bytes of body, for throughput."""
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    wbufsize = 1 << 16  # head and body in one write (flushed after each request)
+
+    def _answer(self):
+        if self.path.startswith("/bulk/"):
+            n = int(self.path.split("/")[2])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            chunk = bytes(1 << 16)
+            while n > 0:
+                self.wfile.write(chunk[:min(n, len(chunk))])
+                n -= len(chunk)
+            return
+        super()._answer()
+
+    do_GET = do_POST = do_HEAD = _answer
+
+
 class HTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024
 
-    def __init__(self, addr, port, tls_ctx=None):
+    def __init__(self, addr, port, tls_ctx=None, handler=None):
         self.addr, self.port, self.tls, self.tls_ctx = addr, port, tls_ctx is not None, tls_ctx
-        super().__init__((addr, port), Handler)
+        super().__init__((addr, port), handler or Handler)
 
     def get_request(self):
         sock, peer = self.socket.accept()
@@ -258,6 +290,9 @@ def main():
         for addr, port in cfg["https"]:
             s = HTTPServer(addr, port, ctx)
             threads.append(threading.Thread(target=s.serve_forever, daemon=True))
+    for addr, port in cfg.get("https11", []):
+        s = HTTPServer(addr, port, tls_context(cfg["cert"], cfg["key"]), KeepAliveHandler)
+        threads.append(threading.Thread(target=s.serve_forever, daemon=True))
 
     listeners, udps = [], []
     for addr, port in cfg.get("echo", []):

@@ -2,7 +2,11 @@
  * the fd cordon-egress was given (net/egressctl.c is the other end):
  *
  *   -> {"op":"set","ip":..,"sandbox":..,"mode":"deny"|"allow"|"public","allow":[..],
- *       "ifname":..}                       (ifname: we own that interface's nftables entries)
+ *       "ifname":..,                       (ifname: we own that interface's nftables entries)
+ *       "secrets":[{"name":..,"placeholder":..,"value":..,"hosts":[..],"in":["header"|"query"|"body"]}]}
+ *                                          (optional: absent keeps the sandbox's secrets, [] drops
+ *                                          them; needs the CA, $CORDON_EGRESS_CA_DIR; "in"
+ *                                          defaults to ["header"]; see secret.c, relay-tls.c)
  *   -> {"op":"del","ip":..}
  *   <- {"op":"reply","ok":true|false,"error":..}   one per request, in order
  *   <- {"op":"event",...}                  decisions (decide.c), dropped past CTL_BACKLOG_MAX
@@ -49,7 +53,7 @@ static int mode_from(const char *m)
 struct set_req {
 	const char *ip, *id, *ifname;
 	int mode;
-	json_t *allow;
+	json_t *allow, *secrets;
 	struct in_addr addr;
 };
 
@@ -62,11 +66,84 @@ static bool set_req_parse(json_t *msg, struct set_req *r)
 		.ifname = json_string_value(json_object_get(msg, "ifname")),
 		.mode = mode_from(json_string_value(json_object_get(msg, "mode"))),
 		.allow = json_object_get(msg, "allow"),
+		.secrets = json_object_get(msg, "secrets"),
 	};
 	return r->ip && r->id && strlen(r->id) < sizeof(((struct sbx *)0)->id) && r->mode >= 0 &&
 	       (!r->ifname || strlen(r->ifname) < sizeof(((struct sbx *)0)->ifname)) &&
 	       inet_pton(AF_INET, r->ip, &r->addr) == 1 && (!r->allow || json_is_array(r->allow)) &&
-	       json_array_size(r->allow) <= EGRESS_RULES_MAX;
+	       json_array_size(r->allow) <= EGRESS_RULES_MAX && (!r->secrets || json_is_array(r->secrets));
+}
+
+static int secret_hosts(struct egress_secret *sec, json_t *hosts, struct cordon_err *err)
+{
+	size_t n = json_array_size(hosts);
+	if (!json_is_array(hosts) || n == 0 || n > SECRET_HOSTS_MAX)
+		return cordon_err_setf(err, -EINVAL, "secrets: %s: 1 to %d hosts", sec->name, SECRET_HOSTS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		const char *h = json_string_value(json_array_get(hosts, i));
+		if (!h || strlen(h) >= sizeof(sec->hosts[0]) || !egress_name_valid(h, strlen(h), false) ||
+		    egress_name_is_ip_literal(h, strlen(h)))
+			return cordon_err_setf(err, -EINVAL, "secrets: %s: a host is a DNS name", sec->name);
+		snprintf(sec->hosts[i], sizeof(sec->hosts[i]), "%s", h);
+	}
+	sec->n_hosts = n;
+	return 0;
+}
+
+static int secret_in(struct egress_secret *sec, json_t *in, struct cordon_err *err)
+{
+	sec->in = in ? 0 : SECRET_IN_HEADER;
+	if (in && (!json_is_array(in) || json_array_size(in) == 0))
+		return cordon_err_setf(err, -EINVAL, "secrets: %s: in is a list of header, query, body", sec->name);
+	for (size_t i = 0; i < json_array_size(in); i++) {
+		const char *w = json_string_value(json_array_get(in, i));
+		int bit = w ? secret_in_from(w) : -1;
+		if (bit < 0)
+			return cordon_err_setf(err, -EINVAL, "secrets: %s: in is a list of header, query, body", sec->name);
+		sec->in |= (unsigned)bit;
+	}
+	return 0;
+}
+
+static int secret_parse(struct egress_secret *sec, json_t *o, struct cordon_err *err)
+{
+	const char *name = json_string_value(json_object_get(o, "name"));
+	const char *ph = json_string_value(json_object_get(o, "placeholder"));
+	json_t *v = json_object_get(o, "value");
+	if (!name || !ph || !json_is_string(v))
+		return cordon_err_setf(err, -EINVAL, "secrets: each has a name, a placeholder and a value");
+	int r = secret_init(sec, name, ph, json_string_value(v), json_string_length(v), err);
+	if (r >= 0 && (r = secret_hosts(sec, json_object_get(o, "hosts"), err)) >= 0)
+		r = secret_in(sec, json_object_get(o, "in"), err);
+	return r;
+}
+
+/* The request's secrets in @ret (malloc'd, @ret_n of them); placeholders are unique. */
+static int set_req_secrets(struct egress *e, const struct set_req *req, struct egress_secret **ret,
+			   size_t *ret_n, struct cordon_err *err)
+{
+	size_t n = json_array_size(req->secrets);
+	if (n > SECRETS_MAX)
+		return cordon_err_setf(err, -E2BIG, "secrets: at most %d", SECRETS_MAX);
+	if (n && !e->tls)
+		return cordon_err_setf(err, -ENOTSUP, "secrets: this proxy has no CA to intercept with");
+	struct egress_secret *secs = n ? calloc(n, sizeof(*secs)) : NULL;
+	if (n && !secs)
+		return cordon_err_setf(err, -ENOMEM, "secrets: out of memory");
+	int r = 0;
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		r = secret_parse(&secs[i], json_array_get(req->secrets, i), err);
+		for (size_t k = 0; r >= 0 && k < i; k++)
+			if (strstr(secs[i].placeholder, secs[k].placeholder) || strstr(secs[k].placeholder, secs[i].placeholder))
+				r = cordon_err_setf(err, -EINVAL, "secrets: placeholders must differ");
+	}
+	if (r < 0) {
+		secrets_free(secs, n);
+		return r;
+	}
+	*ret = secs;
+	*ret_n = n;
+	return 0;
 }
 
 /* The request's policy, checked against the always-blocked ranges, in @ret. */
@@ -96,18 +173,28 @@ static void ctl_set(struct egress *e, json_t *msg)
 	struct set_req req;
 	struct cordon_err err = {};
 	struct egress_policy *pol = NULL;
+	struct egress_secret *secs = NULL;
+	size_t n_secs = 0;
 	if (!set_req_parse(msg, &req)) {
 		reply(e, false, "bad set request");
 		return;
 	}
-	if (set_req_policy(e, &req, &pol, &err) < 0) {
+	if (set_req_policy(e, &req, &pol, &err) < 0 ||
+	    (req.secrets && set_req_secrets(e, &req, &secs, &n_secs, &err) < 0)) {
+		egress_policy_free(pol);
 		reply(e, false, err.msg);
 		return;
 	}
 	struct sbx *s = sbx_set(e, req.addr, req.id, pol);
 	if (!s) {
+		secrets_free(secs, n_secs);
 		reply(e, false, "too many sandboxes");
 		return;
+	}
+	if (req.secrets) {
+		secrets_free(s->secrets, s->n_secrets);
+		s->secrets = secs;
+		s->n_secrets = n_secs;
 	}
 	if (req.ifname && sbx_own_nft(s, req.ifname, &err) < 0) {
 		reply(e, false, err.msg);
@@ -158,6 +245,7 @@ static void on_control(struct bufferevent *bev, void *arg)
 		json_t *msg = json_loadb(line, n, 0, NULL);
 		ctl_dispatch(arg, msg);
 		json_decref(msg);
+		explicit_bzero(line, n); /* it may have held a secret's value */
 		free(line);
 	}
 }

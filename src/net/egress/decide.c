@@ -3,6 +3,7 @@
  * audit log: {"op":"event","sandbox":..,"proto":..,"dst":..,"port":..,"name":..,
  * "verdict":"allow"|"block","rule":..,"reason":..}. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -61,4 +62,20 @@ void decide_sniffed(struct conn *c, int r)
 		return;
 	}
 	dial_name(c);
+}
+
+void decide_report_misuse(const struct sbx *s, const struct conn *c, const char *name,
+			  const struct egress_secret *sec, const char *where)
+{
+	char reason[160];
+	snprintf(reason, sizeof(reason), "secret %s's placeholder %s", sec->name, where);
+	_cleanup_(json_decrefp) json_t *e = json_pack(
+		"{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s?, s:s, s:s}", "op", "event", "kind",
+		"secret.misuse", "sandbox", s->id, "secret", sec->name, "proto", c ? c->proto : "dns",
+		"dst", c ? c->dst : "", "port", c ? (int)ntohs(c->orig.sin_port) : 53, "name",
+		c ? (c->name[0] ? c->name : NULL) : name, "verdict", "block", "reason", reason);
+	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	/* A sandbox can repeat it at will: bounded like every report. */
+	if (line)
+		ctl_send(s->e, line, true);
 }

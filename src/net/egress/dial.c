@@ -81,6 +81,7 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
 
 void dial_name(struct conn *c)
 {
+	c->by_name = true;
 	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	struct evdns_getaddrinfo_request *req =
 		evdns_getaddrinfo(c->s->e->dns, c->name, NULL, &hints, on_resolved, c);

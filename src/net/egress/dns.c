@@ -76,6 +76,12 @@ static void dns_query(struct sbx *s, const uint8_t *buf, size_t len, const struc
 		dns_refuse(s->e, &p, buf, len, DNS_RCODE_REFUSED);
 		return;
 	}
+	const struct egress_secret *sec = secret_in_name(s, p.q.name);
+	if (sec) { /* a name is a way out too: the label would reach the name's servers */
+		decide_report_misuse(s, NULL, NULL, sec, "in a DNS query name");
+		dns_refuse(s->e, &p, buf, len, DNS_RCODE_REFUSED);
+		return;
+	}
 	const struct egress_rule *rule = egress_match_dns(s->policy, p.q.name);
 	decide_report_dns(s, p.q.name, rule, rule ? NULL : "name not allowed");
 	if (!rule) {

@@ -16,7 +16,12 @@
  *   dial.c       resolving the checked name, dropping always-blocked answers, connecting
  *   decide.c     the policy verdicts (policy/egress.c) and the reports to the controller
  *   relay.c      the relay table: which relay carries an allowed connection
- *   relay-raw.c  the raw relay: bytes both ways, backpressure, close when flushed
+ *   relay-tls.c  the intercepting relay: TLS terminated for a host the sandbox has a secret
+ *                for, each HTTP/1.1 request checked, the placeholder replaced by the value
+ *   relay-raw.c  the raw relay: bytes both ways, backpressure, close when flushed (and, for a
+ *                sandbox with secrets, a search for their placeholders in what it sends)
+ *   secret.c     a sandbox's secrets: locked, wiped pages; finding a placeholder
+ *   tls.c        the Cordon egress CA, leaf certificates, the upstream verifying context
  *   dns.c        the DNS filter (net/dnsmsg.c), UDP and TCP
  *   ctl.c        the control channel with cordond or cordon run: set, del, replies
  *
@@ -24,9 +29,9 @@
  * the first bytes -> decide_sniffed -> dial_name (or dial_addr when there is no name) ->
  * connected: decide_report says "allow" and relay_start() hands the connection to the relay
  * the table picks. Any refusal on the way is conn_block(c, reason). A relay owns the connection from then on and
- * ends it with conn_close(). To add one (a TLS-terminating relay, for instance), write
- * relay-NAME.c with a `const struct relay_ops relay_NAME` and list it in relay.c's table
- * before "raw"; connection and decision code do not change.
+ * ends it with conn_close(). To add one, write relay-NAME.c with a `const struct relay_ops
+ * relay_NAME` and list it in relay.c's table before "raw" (as relay-tls.c is); connection
+ * and decision code do not change.
  */
 #pragma once
 
@@ -60,6 +65,34 @@ struct egress_limits {
 
 struct egress;
 
+#define SECRET_NAME_MAX 64
+#define SECRET_PH_MIN 16
+#define SECRET_PH_MAX 64
+#define SECRET_VALUE_MAX 4096 /* also the size of its locked pages */
+#define SECRET_HOSTS_MAX 8
+#define SECRETS_MAX 16 /* per sandbox */
+enum { SECRET_IN_HEADER = 1, SECRET_IN_QUERY = 2, SECRET_IN_BODY = 4 };
+
+/* A secret of a sandbox (secret.c): the sandbox holds @placeholder; @value (locked pages,
+ * wiped when freed) replaces it only on intercepted requests to one of @hosts, and only in
+ * the parts of the request @in allows. */
+struct egress_secret {
+	char name[SECRET_NAME_MAX];
+	char placeholder[SECRET_PH_MAX];
+	size_t ph_len;
+	uint8_t *value;
+	size_t value_len;
+	char hosts[SECRET_HOSTS_MAX][256];
+	size_t n_hosts;
+	unsigned in; /* SECRET_IN_* */
+};
+
+/* The end of what a stream has shown, to find a placeholder split between two reads. */
+struct secret_tail {
+	uint8_t b[SECRET_PH_MAX];
+	size_t n;
+};
+
 /* One sandbox, known by its source address. An entry that was deleted keeps its memory
  * (ip 0, a deny policy) while connections still point at it, and is reused once idle. */
 struct sbx {
@@ -73,6 +106,8 @@ struct sbx {
 	struct timeval last;
 	struct ev_token_bucket_cfg *rate;
 	struct bufferevent_rate_limit_group *group;
+	struct egress_secret *secrets; /* set by the controller; none: nothing is intercepted */
+	size_t n_secrets;
 };
 
 /* A query forwarded upstream, waiting for its answer. */
@@ -98,6 +133,7 @@ struct egress {
 	socklen_t upstream_len;
 	uint16_t tcp_port, dns_port;
 	int dns_udp_fd, upstream_fd;
+	struct egress_tls *tls; /* NULL: no CA given, no connection is intercepted (tls.c) */
 	struct sbx *sbxs[EGRESS_MAX_SANDBOXES];
 	struct dns_pending pending[MAX_DNS_PENDING];
 };
@@ -115,6 +151,7 @@ struct conn {
 	const struct egress_rule *rule; /* what allowed it */
 	struct evdns_getaddrinfo_request *dnsreq;
 	bool counted; /* in s->conns */
+	bool by_name; /* dialled to an address the proxy resolved for ->name itself */
 	const struct relay_ops *relay;
 	void *relay_state; /* the relay's own, freed by its ->free */
 };
@@ -130,7 +167,7 @@ struct relay_ops {
 	void (*free)(struct conn *c);
 };
 
-extern const struct relay_ops relay_raw;
+extern const struct relay_ops relay_tls, relay_raw;
 
 /* host.c */
 int host_read_limits(struct egress_limits *ret);
@@ -177,10 +214,42 @@ void decide_sniffed(struct conn *c, int r);
 void decide_report(const struct conn *c, const struct egress_rule *rule, const char *reason);
 void decide_report_dns(const struct sbx *s, const char *name, const struct egress_rule *rule,
 		       const char *reason);
+/* A placeholder of @sec seen where it may not go ({"kind":"secret.misuse",..., a block});
+ * names the secret, never its value or placeholder. @c NULL: a DNS query for @name. */
+void decide_report_misuse(const struct sbx *s, const struct conn *c, const char *name,
+			  const struct egress_secret *sec, const char *where);
 
 /* relay.c */
 /* @c is connected and allowed: hands it to its relay. */
 void relay_start(struct conn *c);
+
+/* secret.c */
+/* -1 for an unknown part of a request. */
+int secret_in_from(const char *s);
+/* Checks and copies the fields into @sec (its value into locked pages). */
+int secret_init(struct egress_secret *sec, const char *name, const char *placeholder,
+		const char *value, size_t value_len, struct cordon_err *err);
+void secret_clear(struct egress_secret *sec);
+void secrets_free(struct egress_secret *secs, size_t n);
+bool secret_for_host(const struct egress_secret *sec, const char *host);
+bool sbx_has_secret_for(const struct sbx *s, const char *host);
+/* The first of the sandbox's secrets whose placeholder is in @p (exact bytes), in @name
+ * (case-insensitive), or in @buf's bytes joined to what @t kept of the stream (which then
+ * keeps the end of @buf); NULL when none. */
+const struct egress_secret *secret_in_bytes(const struct sbx *s, const uint8_t *p, size_t len);
+const struct egress_secret *secret_in_name(const struct sbx *s, const char *name);
+const struct egress_secret *secret_in_stream(const struct sbx *s, struct secret_tail *t,
+					     struct evbuffer *buf);
+
+/* tls.c */
+/* From $CORDON_EGRESS_CA_DIR (made there once when missing) and the host's CA store (plus
+ * $CORDON_EGRESS_UPSTREAM_CA): before seccomp, since it reads files. 0 with e->tls NULL when
+ * the variable is unset. */
+int tls_setup(struct egress *e);
+/* A server-side SSL for a connection to @name, with a leaf certificate minted by the CA
+ * (cached); the client-side SSL that checks @name's real server. NULL on failure. */
+struct ssl_st *tls_new_server(struct egress_tls *t, const char *name);
+struct ssl_st *tls_new_client(struct egress_tls *t, const char *name);
 
 /* dns.c */
 int dns_setup(struct egress *e);

@@ -12,7 +12,8 @@
  *   destination (TLS SNI, HTTP Host); the name is checked against the policy, resolved here,
  *   every always-blocked address is dropped from the answer (DNS rebinding), and the proxy
  *   dials the *name*, not the address the sandbox asked for. Then bytes are relayed both
- *   ways with large buffers and no per-byte work.
+ *   ways with large buffers and no per-byte work; or, for a name the sandbox has a secret
+ *   for, through the TLS-terminating relay (relay-tls.c, with the CA of tls.c).
  * - DNS (UDP and TCP): a query for a name the policy allows is forwarded to the host's
  *   resolver, its answer checked; any other gets REFUSED. No other resolver is reachable.
  *
@@ -21,7 +22,9 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 
 #include <jansson.h>
@@ -31,6 +34,14 @@
 #include "policy/seccomp_filter.h"
 #include "net/egress/egress.h"
 #include "net/nft.h"
+
+/* Every JSON value is wiped when freed: a control line's secret passes through them. */
+static void free_wiped(void *p)
+{
+	if (p)
+		explicit_bzero(p, malloc_usable_size(p));
+	free(p);
+}
 
 /* The resolver, the listeners and the control channel; 1 with a message on failure. */
 static int setup(struct egress *e, int cfd)
@@ -51,6 +62,10 @@ static int setup(struct egress *e, int cfd)
 		fprintf(stderr, "cordon-egress: control channel: %m\n");
 		return 1;
 	}
+	if (tls_setup(e) < 0) {
+		fprintf(stderr, "cordon-egress: no CA: cannot intercept TLS\n");
+		return 1;
+	}
 	/* The table, and a libnftables context made now, while files may still be opened. */
 	if (nft_setup(&err) < 0) {
 		fprintf(stderr, "cordon-egress: %s\n", err.msg);
@@ -67,6 +82,9 @@ int main(int argc, char **argv)
 	}
 	int cfd = atoi(argv[1]);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Secrets' values live here: no core dump, no ptrace by others of our uid. */
+	prctl(PR_SET_DUMPABLE, 0);
+	json_set_alloc_funcs(malloc, free_wiped);
 	json_object_seed(0); /* jansson reads /dev/urandom once: before seccomp forbids files */
 	signal(SIGPIPE, SIG_IGN);
 	_cleanup_free_ struct egress *e = calloc(1, sizeof(*e));

@@ -4,6 +4,7 @@
 #include "net/egress/egress.h"
 
 static const struct relay_ops *const relays[] = {
+	&relay_tls,
 	&relay_raw,
 };
 

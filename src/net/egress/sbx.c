@@ -30,6 +30,7 @@ static void sbx_free(struct sbx *s)
 		if (s->e->pending[i].s == s)
 			s->e->pending[i].used = false;
 	egress_policy_free(s->policy);
+	secrets_free(s->secrets, s->n_secrets);
 	if (s->group)
 		bufferevent_rate_limit_group_free(s->group);
 	if (s->rate)
@@ -104,6 +105,10 @@ void sbx_del(struct sbx *s)
 		s->policy = deny;
 	}
 	s->ip.s_addr = 0;
+	/* Secrets die with the sandbox, even while its connections linger. */
+	secrets_free(s->secrets, s->n_secrets);
+	s->secrets = NULL;
+	s->n_secrets = 0;
 	if (s->ifname[0])
 		nft_sandbox_del(s->ifname);
 	s->ifname[0] = '\0';
