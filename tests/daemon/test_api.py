@@ -15,7 +15,7 @@ from conftest import (FILE_ENTRY_REQUIRED, OPENAPI, SANDBOX_KEYS, EventStream,
 
 pytestmark = requires_daemon
 
-DEFAULT_LIMITS = {"cpus": 1, "memory_mb": 512, "pids": 256, "disk_mb": 1024}
+DEFAULT_LIMITS = {"cpus": 1, "memory_mb": 512, "pids": 256, "disk_mb": 4096}
 
 
 def check_sandbox(sb):
