@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <linux/capability.h>
 
 #include <cordon/err.h>
 
