@@ -11,10 +11,12 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
+#include <linux/magic.h>
 #include <linux/mount.h>
 #include <unistd.h>
 
@@ -246,6 +248,10 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	_cleanup_close_ int dirfd = scratch_dirfd();
 	if (dirfd < 0)
 		return open_failed(dirfd, scratch_dir(), err);
+	/* An image on a tmpfs would be memory again, behind a loop device. */
+	struct statfs sf;
+	if (fstatfs(dirfd, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
+		return open_failed(-EXDEV, "the scratch directory is on a tmpfs", err);
 	sweep_slot(dirfd, slot);
 	_cleanup_close_ int golden = golden_open(dirfd, mb);
 	if (golden < 0)
