@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import cgroups_available, requires_root, wait_until
+from conftest import cgroups_available, procs_matching, requires_root, wait_until
 
 pytestmark = [requires_root, pytest.mark.usefixtures("no_leftovers")]
 
@@ -236,3 +236,48 @@ def test_tmpfs_fallback(cordon, tmp_path):
     env["CORDON_SCRATCH"] = "tmpfs"
     r = cordon.run(["stat", "-f", "-c", "%T", "/"], env=env)
     assert r.returncode == 0 and r.out.strip() == "tmpfs", r.describe()
+
+
+def memory_stat_of(pid):
+    """The memory cgroup's memory.stat of @pid, as a dict (v2, or v1's memory hierarchy)."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            if ctrls == "":
+                base = "/sys/fs/cgroup"
+            elif "memory" in ctrls.split(","):
+                base = "/sys/fs/cgroup/memory"
+            else:
+                continue
+            try:
+                with open(f"{base}{path}/memory.stat") as s:
+                    return dict((k, int(v)) for k, v in (l.split() for l in s))
+            except OSError:
+                continue
+    return None
+
+
+@pytest.mark.skipif(not cgroups_available(), reason="needs the memory cgroup controller")
+@pytest.mark.parametrize("mode", ["disk", "tmpfs"])
+def test_written_bytes_are_not_memory(cordon, tmp_path, sleep_arg, mode):
+    """On the disk, what a sandbox writes is page cache (reclaimable), never shmem: the
+    tmpfs root (the control: CORDON_SCRATCH=tmpfs) holds every written byte as shmem."""
+    env, d = scratch_env(tmp_path)
+    if mode == "tmpfs":
+        env["CORDON_SCRATCH"] = "tmpfs"
+    p = cordon.popen(["sh", "-c", f"dd if=/dev/zero of=/tmp/f bs=1M count=96 status=none && "
+                                  f"sync && exec sleep {sleep_arg}"], env=env)
+    try:
+        pids = []
+        assert wait_until(lambda: pids.extend(procs_matching(sleep_arg, argv0="sleep")) or pids, 20)
+        st = memory_stat_of(pids[0])
+        assert st is not None
+        shmem = st.get("shmem", st.get("total_shmem", 0))
+        if mode == "disk":
+            assert shmem < 16 << 20, st
+        else:
+            assert shmem >= 90 << 20, st
+    finally:
+        p.terminate()
+        p.wait()
+    assert wait_until(lambda: no_traces(d), 10)
