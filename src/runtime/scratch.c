@@ -230,13 +230,14 @@ static void sweep_slot(int dirfd, unsigned slot)
 	(void)unlinkat(dirfd, name, 0);
 }
 
+/* Before the first disk was made, a failure says the host cannot give one: tmpfs it is,
+ * said once (scratch.h). After, it is this sandbox's (loop devices exhausted, the host's disk
+ * full): the sandbox is refused rather than given memory for a disk. */
 static int open_failed(int r, const char *what, struct cordon_err *err)
 {
-	(void)err;
-	/* The host cannot give a disk: tmpfs it is, said once (scratch.h). */
-	if (scratch_state == 0)
-		log_warning("scratch: %s: %s; sandboxes keep a tmpfs root (in memory)", what,
-			    strerror(-r));
+	if (scratch_state == 1)
+		return cordon_err_set(err, r, "scratch: %s", what);
+	log_warning("scratch: %s: %s; sandboxes keep a tmpfs root (in memory)", what, strerror(-r));
 	scratch_state = -1;
 	return 0;
 }
@@ -264,13 +265,13 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	snprintf(name, sizeof(name), "s%u.img", slot);
 	_cleanup_close_ int img = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (img < 0)
-		return cordon_err_set(err, -errno, "scratch: create '%s/%s'", scratch_dir(), name);
+		return open_failed(-errno, "create an image", err);
 	int r = copy_sparse(golden, img), nr = -1;
 	_cleanup_close_ int loop = r < 0 ? r : loop_attach(img, &nr);
 	/* The loop device holds the file now; the name has done its work. */
 	(void)unlinkat(dirfd, name, 0);
 	if (r < 0)
-		return cordon_err_set(err, r, "scratch: copy the empty image");
+		return open_failed(r, "copy the empty image", err);
 	if (loop < 0)
 		return open_failed(loop, "a loop device", err);
 	sc->mnt = mount_ext4(nr);

@@ -246,17 +246,29 @@ probe_in_sandbox() { # extra cordon options...
 	cat /tmp/probe.out /tmp/probe.err
 	grep -E '^(ESCAPE|skip) ' /tmp/probe.out # again at the end of the log, which a failure shows
 	sum=$(grep '^probe: ' /tmp/probe.out)
-	esc=$(grep -c '^ESCAPE ' /tmp/probe.out)
+	# $granted: what root is given by design (tests/security/test_security.py, GRANTED_TO_ROOT)
+	bad=$(grep '^ESCAPE ' /tmp/probe.out | cut -d: -f1 | cut -d' ' -f2 | while read -r n; do
+		case " $granted " in *" $n "*) ;; *) echo "$n" ;; esac; done)
+	esc=$(echo $bad | wc -w)
 	skp=$(grep -c '^skip ' /tmp/probe.out)
 	nok=$(grep -c '^ok ' /tmp/probe.out)
 	detail="exit $rc, '$sum', $nok ok, $esc escape, $skp skip"
-	[ $esc = 0 ] && detail="$detail" || detail="$detail: $(grep '^ESCAPE ' /tmp/probe.out | cut -d: -f1 | cut -d' ' -f2 | tr '\n' ' ')"
+	[ $esc = 0 ] && detail="$detail" || detail="$detail: $(echo $bad)"
 	[ $skp = 0 ] || detail="$detail; skipped: $(grep '^skip ' /tmp/probe.out | cut -d: -f1 | cut -d' ' -f2 | tr '\n' ' ')"
-	[ $rc = 0 ] && [ -n "$sum" ] && [ $esc = 0 ] && [ $skp = 0 ] && [ $nok -ge 45 ]
+	# root's capabilities are exactly the sandbox root's set (CAPS_SANDBOX_ROOT)
+	if grep -E '^ESCAPE (caps-status|capget):' /tmp/probe.out | grep -oE '[0-9a-f]{16}' |
+		grep -vqE '^(00000000800405fb|0000000000000000)$'; then
+		detail="$detail; capabilities beyond the sandbox root's"; return 1
+	fi
+	{ [ $rc = 0 ] || { [ -n "$granted" ] && [ $rc = 1 ]; }; } && [ -n "$sum" ] && [ $esc = 0 ] &&
+		[ $skp = 0 ] && [ $nok -ge 45 ]
 }
 
-t_probe_sandbox_user() { probe_in_sandbox; }
-t_probe_sandbox_root() { probe_in_sandbox --user root; }
+t_probe_sandbox_user() { granted=""; probe_in_sandbox; }
+t_probe_sandbox_root() {
+	granted="ro-usr-bin ro-rootdir ro-bin-sh ro-libc caps-status capget setuid setgid setgroups chroot"
+	probe_in_sandbox --user root
+}
 
 t_probe_native() {
 	env $probe_env "HOST_NS=$host_ns" CORDON_CANARY=leaked-$tag timeout 300 "$PROBE" --native >/tmp/native.out 2>&1
