@@ -237,7 +237,8 @@ static int open_failed(int r, const char *what, struct cordon_err *err)
 {
 	if (scratch_state == 1)
 		return cordon_err_set(err, r, "scratch: %s", what);
-	log_warning("scratch: %s: %s; sandboxes keep a tmpfs root (in memory)", what, strerror(-r));
+	/* Info: cordond's log has it; `cordon run` (warnings only) does not say it at every run. */
+	log_info("scratch: %s: %s; sandboxes keep a tmpfs root (in memory)", what, strerror(-r));
 	scratch_state = -1;
 	return 0;
 }
@@ -361,7 +362,7 @@ static void make_overlays(int stage_fd, const char *stage, int userns, uid_t bas
 	if (e.code < 0) {
 		static bool said;
 		if (!said)
-			log_warning("scratch: %s; the image stays read-only", e.msg);
+			log_info("scratch: %s; the image stays read-only", e.msg);
 		said = true;
 		for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
 			if (t->host[i] >= 0)

@@ -365,6 +365,30 @@ t_rootfs_image() {
 	[ $rc = 0 ] && case "$out" in "hello from "*ro*) true ;; *) false ;; esac
 }
 
+# A sandbox's disk on this kernel: an ext4 scratch on a loop device (src/runtime/scratch.c),
+# the --rootfs image a writable overlay over its idmapped self (5.19+), a full disk ENOSPC,
+# and nothing left after.
+t_scratch_disk() {
+	for m in /lib/modules/overlay.ko /lib/modules/loop.ko; do
+		[ -e "$m" ] && insmod "$m" 2>/dev/null
+	done
+	mkdir -p /var/disk
+	grep -q ' /var/disk ' /proc/mounts || mount -o loop -t ext4 /images/disk.ext4 /var/disk ||
+		{ detail="mount the ext4 image"; return 1; }
+	mkdir -p /var/disk/scratch /var/disk/mini && cp -a /images/mini/. /var/disk/mini/
+	out=$(CORDON_SCRATCH_DIR=/var/disk/scratch timeout 60 "$CORDON" run --rootfs /var/disk/mini \
+		--user root --disk 32M -- /bin/sh -c '/bin/busybox grep -c " / ext4 " /proc/mounts;
+		echo x > /bin/new && echo image-rw; /bin/busybox dd if=/dev/zero of=/tmp/f bs=1M \
+		count=64 2>&1 | /bin/busybox grep -c "No space"' 2>&1)
+	rc=$?
+	sleep 1
+	left=$(ls /var/disk/scratch | grep -v '^golden-')
+	loops=$(cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c /var/disk/scratch)
+	detail="exit $rc: $(echo $out); left '$left', loops $loops, image $(ls /var/disk/mini/bin | tr '\n' ' ')"
+	[ $rc = 0 ] && [ "$(echo $out)" = "1 image-rw 1" ] && [ -z "$left" ] && [ "$loops" = 0 ] &&
+		[ ! -e /var/disk/mini/bin/new ]
+}
+
 # cordon template build on this kernel: RUN in a jail over an overlay of idmapped lower
 # layers (5.19+), the store on ext4, a whiteout and a root-only file, then a sandbox from it.
 t_template_build() {
@@ -457,7 +481,7 @@ ulimit -u 65536
 info rlimits "raised for the rest of the suite: sigpending $(ulimit -i), nproc $(ulimit -u), nofile $(ulimit -n)"
 for t in run-true exit-codes identity cgroup-v2-files clone-into-cgroup probe-sandbox-user \
 	probe-sandbox-root probe-native memory-oom memory-under-limit pids cpu-quota timeout \
-	disk fds rootfs-image template-build orphans unprivileged sweep-stale leak-loop; do
+	disk fds rootfs-image template-build scratch-disk orphans unprivileged sweep-stale leak-loop; do
 	run_test $t
 done
 
