@@ -281,3 +281,47 @@ def test_written_bytes_are_not_memory(cordon, tmp_path, sleep_arg, mode):
         p.terminate()
         p.wait()
     assert wait_until(lambda: no_traces(d), 10)
+
+
+def make_wheel(dirpath):
+    """A pure-Python wheel, made here: no index, no network."""
+    import zipfile
+    name = "cordontestpkg"
+    whl = dirpath / f"{name}-1.0-py3-none-any.whl"
+    files = {f"{name}/__init__.py": "VALUE = 'installed-at-run-time'\n",
+             f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+             f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                           "Tag: py3-none-any\n"}
+    record = "".join(f"{p},,\n" for p in files) + f"{name}-1.0.dist-info/RECORD,,\n"
+    files[f"{name}-1.0.dist-info/RECORD"] = record
+    with zipfile.ZipFile(whl, "w") as z:
+        for p, text in files.items():
+            z.writestr(p, text)
+    return whl
+
+
+@pytest.mark.skipif(subprocess.run([PY, "-m", "pip", "--version"], capture_output=True).returncode != 0,
+                    reason="no pip for the host's python3")
+def test_pip_install_as_root_at_run_time(cordon, disk, tmp_path):
+    env, _ = disk
+    share = tmp_path / "wheels"
+    share.mkdir(mode=0o755)
+    os.chmod(share, 0o755)
+    whl = make_wheel(share)
+    os.chmod(whl, 0o644)
+    inside = f"/tmp/{whl.name}"
+    script = (f"cp /mnt/{whl.name} {inside} && "
+              f"{PY} -m pip install -q --no-index --no-cache-dir --break-system-packages {inside} "
+              f"&& {PY} -c 'import cordontestpkg; print(cordontestpkg.VALUE)'")
+    r = cordon.run(["sh", "-c", script], ["--user", "root", "--ro-bind", f"{share}:/mnt"],
+                   env=env, timeout=120)
+    assert r.returncode == 0, r.describe()
+    assert r.out.strip().endswith("installed-at-run-time"), r.out
+    assert subprocess.run([PY, "-c", "import cordontestpkg"], capture_output=True).returncode != 0, \
+        "the install reached the host"
+    # "user" cannot install system-wide: pip falls back to the user's site, in its home.
+    r = cordon.run(["sh", "-c", f"{PY} -m pip install -q --no-index --break-system-packages "
+                                f"/mnt/{whl.name} && {PY} -c 'import cordontestpkg as m; print(m.__file__)'"],
+                   ["--ro-bind", f"{share}:/mnt"], env=env, timeout=120)
+    assert r.returncode == 0, r.describe()
+    assert r.out.strip().splitlines()[-1].startswith("/home/user/.local/"), r.out
