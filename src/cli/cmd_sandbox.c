@@ -160,7 +160,7 @@ static const struct cli_option create_options[] = {
 	{"memory", "SIZE", opt_memory, "memory limit: MiB, or 256M, 2G [512]"},
 	{"cpus", "N", opt_cpus, "CPU limit, fractions allowed, at most the host's [1]"},
 	{"pids", "N", opt_pids, "process limit [256]"},
-	{"disk", "SIZE", opt_disk, "writable space: MiB, or 2G [1024]"},
+	{"disk", "SIZE", opt_disk, "the sandbox's disk: MiB, or 2G [4G]"},
 	{"env", "K=V", opt_env, "environment of every process (repeatable)"},
 	{"meta", "K=V", opt_meta, "a metadata label to find it by (repeatable)"},
 	{"net", "none|allow|public", opt_net, "network: loopback only, --allow rules, or the internet [none]"},

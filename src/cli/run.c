@@ -386,7 +386,7 @@ static const struct {
 	{"memory", opt_memory, "SIZE", "memory limit: MiB, or 256M, 2G [512M]"},
 	{"cpus", opt_cpus, "N", "CPU limit, fractions allowed, at most the host's [1]"},
 	{"pids", opt_pids, "N", "process limit [256]"},
-	{"disk", opt_disk, "SIZE", "writable space (/tmp, /home/user): MiB, or 2G [1G]"},
+	{"disk", opt_disk, "SIZE", "the sandbox's disk (/, /tmp, /home/user): MiB, or 2G [4G]"},
 	{"timeout", opt_timeout, "DURATION", "wall-clock limit [300s]"},
 	{"runtime", opt_runtime, "NAME", "jail, or auto: the strongest this host can run [auto]"},
 	{"env", opt_env, "K=V", "set a variable (repeatable)"},

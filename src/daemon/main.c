@@ -46,9 +46,10 @@ static int load_keys(const char *path)
 
 static int make_dirs(void)
 {
-	char audit[4096];
+	char audit[4096], scratch[4096];
 	snprintf(audit, sizeof(audit), "%s/audit", D.cfg.state_dir);
-	const char *dirs[] = {D.cfg.state_dir, audit, D.cfg.runtime_dir};
+	snprintf(scratch, sizeof(scratch), "%s/scratch", D.cfg.state_dir);
+	const char *dirs[] = {D.cfg.state_dir, audit, D.cfg.runtime_dir, scratch};
 	for (size_t i = 0; i < ELEMENTSOF(dirs); i++)
 		if (mkdir(dirs[i], 0700) < 0 && errno != EEXIST) {
 			log_error("mkdir %s: %m", dirs[i]);
@@ -60,6 +61,8 @@ static int make_dirs(void)
 		*slash = '\0';
 		mkdir(sockdir, 0755);
 	}
+	/* Sandbox disks (runtime/scratch.h) live in the state directory, on its filesystem. */
+	setenv("CORDON_SCRATCH_DIR", scratch, 0);
 	D.audit_dirfd = open(audit, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return D.audit_dirfd < 0 ? -errno : 0;
 }

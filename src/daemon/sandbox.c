@@ -721,7 +721,7 @@ static void on_started(evutil_socket_t fd, short what, void *arg)
 		creator_pending--;
 		if (w && w->pending)
 			w->pending--;
-		struct sbx *s = st->jail && !D.stopping ? sbx_alloc(true, 1ULL << 30) : NULL;
+		struct sbx *s = st->jail && !D.stopping ? sbx_alloc(true, (uint64_t)API_DEFAULT_DISK_MB << 20) : NULL;
 		if (!s) {
 			if (!D.stopping) { /* started while we were stopping: it goes at once */
 				log_error("warm pool: %s", st->err.msg[0] ? st->err.msg : "out of memory");
@@ -969,7 +969,7 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 	}
 	const char *warm_name = host ? "" : req->template_name;
 	/* The pool holds sandboxes with the default disk; anything else is built now. */
-	bool from_pool = req->limits.disk_mb == 1024;
+	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 	struct cordon_err err = {};

@@ -35,6 +35,7 @@
 #include "basic/buf.h"
 #include "basic/clock.h"
 #include "lib/frame.h"
+#include "lib/initproto.h"
 
 #define OUT_SOFT         (256u * 1024u) /* stop producing output above this */
 #define PIPE_CHUNK       (64u * 1024u)
@@ -236,6 +237,9 @@ static int drop_privileges(uint32_t user)
 {
 	uid_t uid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_UID;
 	gid_t gid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_GID;
+	/* Root gets the sandbox root's set (the jail left it to us beside our own), "user"
+	 * nothing: what we start never holds more, even as uid 0 across exec. */
+	uint64_t keep = user == FRAME_USER_ROOT ? CAPS_SANDBOX_ROOT : 0;
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2] = {0};
 
@@ -243,15 +247,15 @@ static int drop_privileges(uint32_t user)
 	 * groups are then fixed by whoever built the namespace. */
 	if (setgroups(0, NULL) < 0 && errno != EPERM)
 		return -errno;
-	/* Empty the bounding set while CAP_SETPCAP is still ours (the jail leaves the agent
-	 * SETUID, SETGID, KILL and SETPCAP): what we start can never hold a capability, even as
-	 * uid 0 across exec. EPERM: we hold no SETPCAP (tests outside a jail, as a user). */
+	/* Narrow the bounding set while CAP_SETPCAP is still ours. EPERM: we hold no SETPCAP
+	 * (tests outside a jail, as a user). */
 	for (int c = 0; c < 64; c++) {
 		int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
 		if (in < 0)
 			break; /* past the kernel's last capability */
-		/* Only what is there: each drop is a credential change, and the jail left four. */
-		if (in == 1 && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EPERM)
+		/* Only what is there: each drop is a credential change. */
+		if (in == 1 && !(keep & CAP_BIT(c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 &&
+		    errno != EPERM)
 			break;
 	}
 	if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
@@ -259,9 +263,15 @@ static int drop_privileges(uint32_t user)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
 	(void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	/* uid 0 keeps its capabilities through setresuid; clear them all */
-	if (syscall(SYS_capset, &h, d) < 0)
-		return -errno;
+	/* uid 0 keeps its capabilities through setresuid: set them to @keep exactly. */
+	d[0].permitted = d[0].effective = (uint32_t)keep;
+	d[1].permitted = d[1].effective = (uint32_t)(keep >> 32);
+	if (syscall(SYS_capset, &h, d) < 0) {
+		/* We do not hold them (not in a jail): then nothing at all. */
+		memset(d, 0, sizeof(d));
+		if (syscall(SYS_capset, &h, d) < 0)
+			return -errno;
+	}
 	return 0;
 }
 

@@ -2,10 +2,11 @@
 #pragma once
 
 #include <stdint.h>
+#include <linux/capability.h>
 
 #include <cordon/err.h>
 
-#define CAP_BIT(c) (UINT64_C(1) << (c))
+#include "lib/initproto.h" /* CAP_BIT, CAPS_SANDBOX_ROOT: shared with cordon-init */
 
 /* Drops every capability not in @keep from the bounding and ambient sets. Needs CAP_SETPCAP:
  * call it before giving up root. */

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <linux/capability.h>
 
 #define INIT_STATUS_FD 3
 #define INIT_AGENT_FD  3
@@ -19,3 +20,17 @@ struct init_status {
 	int32_t kind;
 	int32_t value;
 };
+
+/* The jail grants root inside this set and cordon-init hands it to root processes only: one
+ * definition for both sides of the contract. */
+#define CAP_BIT(c) (UINT64_C(1) << (c))
+
+/* What root inside a sandbox holds, in the sandbox's own user namespace only (`--user root`,
+ * exec as root, a build step): Docker's default set without mknod, raw sockets and audit,
+ * which is what dpkg, apt, pip and debootstrap's second stage need (chown, setuid to _apt,
+ * chroot "/"). Over the sandbox's own files and ids: none of them reaches the host's. */
+#define CAPS_SANDBOX_ROOT                                                                          \
+	(CAP_BIT(CAP_CHOWN) | CAP_BIT(CAP_DAC_OVERRIDE) | CAP_BIT(CAP_FOWNER) |                    \
+	 CAP_BIT(CAP_FSETID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_SETUID) |     \
+	 CAP_BIT(CAP_SETPCAP) | CAP_BIT(CAP_NET_BIND_SERVICE) | CAP_BIT(CAP_SYS_CHROOT) |          \
+	 CAP_BIT(CAP_SETFCAP))

@@ -24,7 +24,8 @@
 
 /* What of the host the `host` template shows: the image directories, read-only. A symlink
  * (merged /usr) is copied as a symlink. */
-static const char *const host_image[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N] = {"usr",   "bin",   "sbin",  "lib",
+							    "lib32", "lib64", "libx32"};
 
 /* From the host's /etc, read-only: what makes programs work and holds no secret. */
 static const char *const host_etc[] = {
@@ -109,6 +110,8 @@ static void fd_path(int fd, char *buf, size_t size)
 
 /* Set when the binds being made will be sealed read-only at once by seal_tree(). */
 static bool sealing;
+/* Set while the entries of a writable overlay image are bound: they stay writable. */
+static bool writable;
 
 /* Binds @src_fd (an O_PATH fd) read-only, nosuid, nodev onto @dst. */
 static int bind_ro_fd(int src_fd, const char *dst, struct cordon_err *err)
@@ -117,7 +120,7 @@ static int bind_ro_fd(int src_fd, const char *dst, struct cordon_err *err)
 	fd_path(src_fd, src, sizeof(src));
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return cordon_err_set(err, -errno, "mount: bind '%s'", dst);
-	if (sealing)
+	if (sealing || writable)
 		return 0;
 	unsigned long fl = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(src_fd);
 	if (mount(NULL, dst, NULL, fl, NULL) < 0)
@@ -201,15 +204,26 @@ static int make_dirs(const struct rootfs_config *cfg, struct cordon_err *err)
 	return 0;
 }
 
-static int setup_host_image(struct cordon_err *err)
+/* A detached mount @tree of the host at @dst (a directory made here). */
+static int attach_tree(int tree, const char *dst, struct cordon_err *err)
+{
+	if (mkdir(dst, 0755) < 0 && errno != EEXIST)
+		return cordon_err_set(err, -errno, "mkdir '%s'", dst);
+	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "attach '%s'", dst);
+	return 0;
+}
+
+static int setup_host_image(const struct rootfs_config *cfg, struct cordon_err *err)
 {
 	_cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return cordon_err_set(err, -errno, "open host /");
-	for (size_t i = 0; i < ELEMENTSOF(host_image); i++) {
+	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++) {
 		char dst[PATH_MAX];
-		snprintf(dst, sizeof(dst), NEWROOT "/%s", host_image[i]);
-		int r = expose_entry(root, host_image[i], dst, err);
+		snprintf(dst, sizeof(dst), NEWROOT "/%s", rootfs_host_image[i]);
+		int r = cfg->host_trees[i] >= 0 ? attach_tree(cfg->host_trees[i], dst, err)
+						: expose_entry(root, rootfs_host_image[i], dst, err);
 		if (r < 0)
 			return r;
 	}
@@ -323,7 +337,7 @@ static int setup_image_dir(int image_fd, struct cordon_err *err)
 
 /* An idmapped image tree: attached at a staging point, its entries bound from there like a
  * plain image's, then the staging mount detached (the binds stay, idmapping and all). */
-static int setup_image_tree(int tree, struct cordon_err *err)
+static int setup_image_tree(int tree, bool rw, struct cordon_err *err)
 {
 	const char *stage = NEWROOT "/.image";
 	if (mkdir(stage, 0700) < 0)
@@ -333,7 +347,9 @@ static int setup_image_tree(int tree, struct cordon_err *err)
 	_cleanup_close_ int fd = open(stage, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return cordon_err_set(err, -errno, "open the image");
+	writable = rw;
 	int r = setup_image_dir(fd, err);
+	writable = false;
 	if (r < 0)
 		return r;
 	if (umount2(stage, MNT_DETACH) < 0 || rmdir(stage) < 0)
@@ -556,15 +572,20 @@ int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
 	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%llu",
 		 (unsigned long long)cfg->disk_bytes,
 		 (unsigned long long)(cfg->disk_bytes / 4096 + 1024));
-	if (mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+	/* The scratch (a directory of the sandbox's own ext4, nosuid and nodev) where the host
+	 * made one, else a tmpfs. */
+	if (cfg->root_tree >= 0 &&
+	    syscall(SYS_move_mount, cfg->root_tree, "", AT_FDCWD, NEWROOT, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "attach the scratch root");
+	if (cfg->root_tree < 0 && mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return cordon_err_set(err, -errno, "mount root tmpfs (%s)", opts);
 	if ((r = make_dirs(cfg, err)) < 0)
 		return r;
 	if (cfg->image_tree >= 0)
-		r = setup_image_tree(cfg->image_tree, err);
+		r = setup_image_tree(cfg->image_tree, cfg->image_writable, err);
 	else if (cfg->image_fd >= 0)
 		r = setup_image_dir(cfg->image_fd, err);
-	else if ((r = setup_host_image(err)) >= 0)
+	else if ((r = setup_host_image(cfg, err)) >= 0)
 		r = setup_host_etc(cfg, err);
 	if (r < 0)
 		return r;

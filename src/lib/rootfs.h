@@ -1,5 +1,5 @@
-/* The sandbox's filesystem: a size-bounded tmpfs as root and writable layer, the image bound
- * read-only into it, a curated /etc, fresh /tmp, /home/user and /root, a minimal /dev, a
+/* The sandbox's filesystem: a disk-backed scratch (or a size-bounded tmpfs) as root and
+ * writable layer, the image bound into it (read-only, or its writable overlay), a curated /etc, fresh /tmp, /home/user and /root, a minimal /dev, a
  * masked /proc, then pivot_root with the old root detached.
  *
  * Runs in the sandbox's first process, inside its new user and mount namespaces, as root of
@@ -18,9 +18,17 @@ struct rootfs_bind {
 	const char *dst; /* absolute, normalised path inside the sandbox */
 };
 
+/* What of the host the `host` template shows (/usr, /bin, ...): each a directory bound
+ * read-only, a writable overlay (root_tree's host_trees), or a symlink copied. */
+#define ROOTFS_HOST_IMAGE_N 7
+extern const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N];
+
 struct rootfs_config {
 	int image_fd; /* O_PATH fd of a root filesystem directory; -1 for the `host` template */
 	int image_tree; /* the same as a detached idmapped mount (open_tree) of the host's, or -1 */
+	bool image_writable; /* image_tree is a writable overlay: its entries are bound writable */
+	int root_tree; /* the root as a detached mount of a disk-backed scratch; -1: a tmpfs */
+	int host_trees[ROOTFS_HOST_IMAGE_N]; /* `host` template: an overlay per entry, or -1 */
 	bool image_is_root; /* build mode: image_tree is a writable overlay, the root itself */
 	uint64_t disk_bytes;
 	const char *hostname;

@@ -9,6 +9,7 @@
 #include "basic/cleanup.h"
 #include "lib/cgroup.h"
 #include "runtime/host.h"
+#include "runtime/scratch.h"
 
 void runtime_host_init(struct runtime_host *h)
 {
@@ -132,7 +133,11 @@ static bool slot_is_stale(const char *name, void *data)
 
 int runtime_host_sweep(void)
 {
-	if (geteuid() != 0 || cgroup_detect() == CGROUP_NONE)
+	if (geteuid() != 0)
+		return 0;
+	/* What a killed holder left of a scratch: keyed by the slot's lock, like the cgroups. */
+	scratch_sweep();
+	if (cgroup_detect() == CGROUP_NONE)
 		return 0;
 	struct idmap_slot held[16];
 	for (size_t i = 0; i < ELEMENTSOF(held); i++)

@@ -23,7 +23,7 @@ void cordon_spec_init(struct cordon_spec *spec)
 		.memory_bytes = 512ULL << 20,
 		.cpus_milli = 1000,
 		.pids = 256,
-		.disk_bytes = 1ULL << 30,
+		.disk_bytes = 4ULL << 30,
 		.timeout_ms = 300 * 1000,
 		.user = CORDON_USER_USER,
 		.net = CORDON_NET_NONE,

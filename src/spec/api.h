@@ -98,6 +98,9 @@ struct api_network {
 
 /* ---- POST /v1/sandboxes ------------------------------------------------------------------ */
 
+/* The disk a sandbox gets unless asked (MiB): a sparse scratch costs nothing until written. */
+#define API_DEFAULT_DISK_MB 4096
+
 struct api_limits {
 	uint32_t cpus_milli; /* 100..64000; 1000 = one CPU */
 	uint32_t memory_mb;

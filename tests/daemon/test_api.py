@@ -15,7 +15,7 @@ from conftest import (FILE_ENTRY_REQUIRED, OPENAPI, SANDBOX_KEYS, EventStream,
 
 pytestmark = requires_daemon
 
-DEFAULT_LIMITS = {"cpus": 1, "memory_mb": 512, "pids": 256, "disk_mb": 1024}
+DEFAULT_LIMITS = {"cpus": 1, "memory_mb": 512, "pids": 256, "disk_mb": 4096}
 
 
 def check_sandbox(sb):
@@ -223,13 +223,15 @@ def test_exec_env_cwd_user(client, sandbox):
     home = client.sh(sid, "pwd").strip()
     assert home == client.sh(sid, 'printf "%s\\n" "$HOME"').strip() and home != "/", \
         "default cwd is the user's home"
-    # root inside still has no capabilities, and cannot get any back: the bounding set is
-    # empty too (the agent holds four to start processes; what it starts holds none).
+    # "user" has no capabilities and cannot get any back (the bounding set is empty too);
+    # root holds the sandbox root's set (CAPS_SANDBOX_ROOT), in its user namespace only.
+    want = {"user": "0000000000000000", "root": "00000000800405fb"}
     for user in ("root", "user"):
         caps = client.sh(sid, "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status", user=user)
         assert len(caps.splitlines()) == 5, caps
         for line in caps.splitlines():
-            assert line.split()[1] == "0000000000000000", f"{user}: {caps}" 
+            held = "0000000000000000" if line.startswith(("CapInh", "CapAmb")) else want[user]
+            assert line.split()[1] == held, f"{user}: {caps}"
     # cwd that does not exist: not a 200 with exit 0.
     r = client.post(f"/v1/sandboxes/{sid}/exec", {"argv": ["pwd"], "cwd": "/nonexistent-dir"})
     assert r.status != 200 or r.json()["exit_code"] != 0, r.describe()

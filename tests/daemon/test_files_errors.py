@@ -41,12 +41,16 @@ def tmpdir(client, sid):
 
 
 def test_read_only_file_system(client, sandbox):
+    # The host template's /etc is a sealed read-only mount; /usr is a writable overlay on
+    # the sandbox's own disk, owned by root inside: refused to "user" by its owner.
     sid = sandbox["id"]
-    e = assert_error(client.put(fpath(sid, "/usr/cordon-ro-test"), b"x"), 409, "read_only")
-    assert "/usr/cordon-ro-test" in e["message"] and "Read-only" in e["message"], e
-    assert_error(client.post(f"/v1/sandboxes/{sid}/files/mkdir", {"path": "/usr/d-ro"}), 409,
+    e = assert_error(client.put(fpath(sid, "/etc/cordon-ro-test"), b"x"), 409, "read_only")
+    assert "/etc/cordon-ro-test" in e["message"] and "Read-only" in e["message"], e
+    assert_error(client.post(f"/v1/sandboxes/{sid}/files/mkdir", {"path": "/etc/d-ro"}), 409,
                  "read_only")
-    assert_error(client.delete(fpath(sid, "/usr/bin/env")), (403, 409), ("read_only", "forbidden"))
+    assert_error(client.delete(fpath(sid, "/etc/passwd")), (403, 409), ("read_only", "forbidden"))
+    assert_error(client.put(fpath(sid, "/usr/cordon-ro-test"), b"x"), (403, 409),
+                 ("forbidden", "read_only"))
 
 
 def test_symlink_loop_is_invalid_path(client, sandbox):

@@ -146,10 +146,14 @@ done
 # the project's binaries; cordon finds cordon-init (and cordon-template) next to itself
 cp "$BUILD/cordon" "$BUILD/cordon-init" "$BUILD/cordon-template" "$R/opt/cordon/"
 cp "$BUILD/tests/security/cordon-probe" "$R/opt/cordon/"
+# mke2fs makes the sandboxes' empty disks (src/runtime/scratch.c)
+mke2fs=$(command -v mke2fs || echo /usr/sbin/mke2fs)
+mkdir -p "$R/usr/sbin" && cp -L "$mke2fs" "$R/usr/sbin/mke2fs"
 gcc -static -O2 -Wall -o "$R/usr/bin/cordon-ktest" tests/kernels/ktest.c
 gcc -shared -fPIC -O2 -Wall -o "$R/opt/cordon/clone3log.so" tests/kernels/clone3log.c -ldl
 # shared libraries of the dynamic ones, at the paths the loader will look for them
-for bin in "$R/opt/cordon/cordon" "$R/opt/cordon/cordon-template" "$R/opt/cordon/clone3log.so"; do
+for bin in "$R/opt/cordon/cordon" "$R/opt/cordon/cordon-template" "$R/opt/cordon/clone3log.so" \
+	"$R/usr/sbin/mke2fs"; do
 	ldd "$bin" | awk '/=> \// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}'
 done | sort -u | while read -r lib; do
 	mkdir -p "$R$(dirname "$lib")"
@@ -168,6 +172,8 @@ mkdir -p "$R/lib/modules" "$R/images/ctx"
 cp "$kdir"/modules/*.ko "$R/lib/modules/" 2>/dev/null || true
 truncate -s 96M "$R/images/store.ext4"
 mkfs.ext4 -q -F "$R/images/store.ext4"
+truncate -s 256M "$R/images/disk.ext4"
+mkfs.ext4 -q -F "$R/images/disk.ext4"
 cp /bin/busybox "$R/images/ctx/busybox"
 
 cat >"$R/etc/passwd" <<'EOF'

@@ -100,7 +100,7 @@ class FakeSandbox:
             "id": sid, "template": body.get("template") or "host", "runtime": "jail",
             "state": "ready", "created_at": now(), "expires_at": now(),
             "timeout_s": body.get("timeout_s") or 300,
-            "limits": {"cpus": 1, "memory_mb": 512, "pids": 256, "disk_mb": 1024,
+            "limits": {"cpus": 1, "memory_mb": 512, "pids": 256, "disk_mb": 4096,
                        **(body.get("limits") or {})},
             "network": body.get("network") or {"policy": "deny"},
             "metadata": dict(body.get("metadata") or {}),

@@ -49,15 +49,6 @@
 #define AGENT_CAPS                                                                                 \
 	(CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETPCAP))
 
-/* What a build step's root keeps (cordon template build), inside the sandbox's own user
- * namespace only: Docker's default set without mknod, raw sockets and audit, which is what
- * dpkg, apt and debootstrap's second stage need (chown, setuid to _apt, chroot "/"). */
-#define BUILD_CAPS                                                                                 \
-	(CAP_BIT(CAP_CHOWN) | CAP_BIT(CAP_DAC_OVERRIDE) | CAP_BIT(CAP_FOWNER) |                    \
-	 CAP_BIT(CAP_FSETID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_SETUID) |     \
-	 CAP_BIT(CAP_SETPCAP) | CAP_BIT(CAP_NET_BIND_SERVICE) | CAP_BIT(CAP_SYS_CHROOT) |          \
-	 CAP_BIT(CAP_SETFCAP))
-
 static const char *const writable_dirs[] = {"/tmp", "/home", "/root", "/var/tmp", "/run",
 					    "/dev", "/proc", NULL};
 
@@ -144,8 +135,11 @@ static int switch_user(const struct jail_child *c, struct cordon_err *err)
 
 static int harden(const struct jail_child *c, struct cordon_err *err)
 {
-	bool build_root = c->spec->overlay && c->spec->user == CORDON_USER_ROOT;
-	uint64_t keep = build_root ? BUILD_CAPS : c->spec->argv ? 0 : AGENT_CAPS;
+	/* Root's set (CAPS_SANDBOX_ROOT) for a command run as root and a build step's root;
+	 * cordon-init holds it beside its own to hand it to the root processes it starts, and
+	 * gives "user" processes nothing. */
+	bool root = c->spec->user == CORDON_USER_ROOT;
+	uint64_t keep = c->spec->argv ? (root ? CAPS_SANDBOX_ROOT : 0) : AGENT_CAPS | CAPS_SANDBOX_ROOT;
 	int r;
 
 	if ((r = caps_drop_bounding(keep, err)) < 0 || (r = switch_user(c, err)) < 0 ||
@@ -156,31 +150,44 @@ static int harden(const struct jail_child *c, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "set parent-death signal");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return cordon_err_set(err, -errno, "set no_new_privs");
-	/* A build step writes anywhere in its own overlay root. */
-	if (!c->spec->overlay && (r = landlock_apply(writable_dirs, err)) < 0)
+	/* A build step writes anywhere in its own overlay root, and so does a sandbox anywhere
+	 * in its scratch (every write lands on its own disk, bounded by it). */
+	if (!c->spec->overlay && c->root_tree < 0 && (r = landlock_apply(writable_dirs, err)) < 0)
 		return r;
 	if ((r = seccomp_apply(c->spec->seccomp->filter, c->spec->seccomp->len)) < 0)
 		return cordon_err_set(err, r, "seccomp: load filter");
 	return 0;
 }
 
-/* The host's "go", and with it the idmapped image tree when the host could make one. */
+/* The host's "go", and with it the trees it made (struct jail_go). */
 static int recv_go(struct jail_child *c)
 {
-	char go;
-	struct iovec iov = {&go, 1};
+	struct jail_go go;
+	struct iovec iov = {&go, sizeof(go)};
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int) * JAIL_GO_MAX_FDS)];
 	} u;
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf)};
-	if (TEMP_FAILURE_RETRY(recvmsg(c->sync_fd, &msg, MSG_CMSG_CLOEXEC)) != 1)
+	if (TEMP_FAILURE_RETRY(recvmsg(c->sync_fd, &msg, MSG_CMSG_CLOEXEC)) != sizeof(go))
 		return -EPIPE;
+	int fds[JAIL_GO_MAX_FDS];
+	size_t n = 0, k = 0;
 	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
 	if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
-	    h->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&c->image_tree, CMSG_DATA(h), sizeof(int));
+	    h->cmsg_len >= CMSG_LEN(0)) {
+		n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		memcpy(fds, CMSG_DATA(h), n * sizeof(int));
+	}
+	if (go.image && k < n)
+		c->image_tree = fds[k++];
+	c->image_writable = go.image_writable && c->image_tree >= 0;
+	if (go.root && k < n)
+		c->root_tree = fds[k++];
+	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
+		if ((go.host_mask & (1u << i)) && k < n)
+			c->host_trees[i] = fds[k++];
 	return 0;
 }
 
@@ -229,6 +236,8 @@ static int build(struct jail_child *c, struct cordon_err *err)
 	struct rootfs_config rc = {
 		.image_fd = c->image_fd,
 		.image_tree = c->image_tree,
+		.image_writable = c->image_writable,
+		.root_tree = c->root_tree,
 		.image_is_root = spec->overlay != NULL,
 		.disk_bytes = spec->disk_bytes,
 		.hostname = spec->hostname ? spec->hostname : "cordon",
@@ -237,6 +246,7 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		.n_binds = c->n_binds,
 		.resolv_conf = c->resolv_conf[0] ? c->resolv_conf : NULL,
 	};
+	memcpy(rc.host_trees, c->host_trees, sizeof(rc.host_trees));
 	if ((r = rootfs_setup(&rc, err)) < 0)
 		return r;
 	if (sethostname(rc.hostname, strlen(rc.hostname)) < 0)

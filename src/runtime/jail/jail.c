@@ -71,6 +71,11 @@ static int host_prepare(struct jail *j, const struct cordon_spec *spec, struct j
 
 	if ((r = runtime_host_acquire(h, spec, err)) < 0)
 		return r;
+	/* The disk before clone(): the copy and the mount are what takes time, and none of it
+	 * needs the child. A build's root is its own overlay. */
+	if (h->privileged && !spec->overlay &&
+	    (r = scratch_open(&j->scratch, h->slot.slot, spec->disk_bytes, err)) < 0)
+		return r;
 	if (h->privileged) {
 		/* The resolver is named even without a link, so that a link attached later
 		 * (cordon_sandbox_attach_net) needs nothing changed inside. */
@@ -154,31 +159,70 @@ static int overlay_root(struct jail *j, const struct cordon_overlay *ov, struct 
 	return overlay_tree(ov->lower, ov->n_lower, ov->upper, ov->work, userns, ov->stage, err);
 }
 
-/* "go", with the idmapped image tree (SCM_RIGHTS) when there is one. */
+/* The trees of the disk-backed scratch, made now that the child's user namespace exists. */
+static int scratch_make(struct jail *j, const struct cordon_spec *spec, struct scratch_trees *t,
+			struct cordon_err *err)
+{
+	if (j->scratch.mnt < 0)
+		return 0;
+	_cleanup_close_ int userns = open_userns(j->sb.pid);
+	if (userns < 0)
+		return cordon_err_set(err, userns, "scratch: open the sandbox's user namespace");
+	int r = scratch_trees(&j->scratch, userns, idmap_slot_base(&j->sb.host.slot), spec->rootfs,
+			      t, err);
+	scratch_close(&j->scratch);
+	return r;
+}
+
+/* "go", with the trees (SCM_RIGHTS) the child mounts: struct jail_go. */
 static int host_go(struct jail *j, const struct cordon_spec *spec, struct cordon_err *err)
 {
-	char go = 1;
-	struct iovec iov = {&go, 1};
+	struct jail_go go = {0};
+	struct iovec iov = {&go, sizeof(go)};
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int) * JAIL_GO_MAX_FDS)];
 	} u = {0};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	_cleanup_close_ int tree = j->sb.host.privileged && spec->rootfs ?
+	struct scratch_trees t = SCRATCH_TREES_NONE;
+	int fds[JAIL_GO_MAX_FDS], n = 0, r;
+
+	if ((r = scratch_make(j, spec, &t, err)) < 0)
+		return r;
+	go.image_writable = t.image >= 0;
+	_cleanup_close_ int tree = t.image >= 0 ? TAKE_FD(t.image)
+			       : j->sb.host.privileged && spec->rootfs ?
 					   idmapped_tree(j->sb.pid, spec->rootfs) : -1;
-	if (spec->overlay && (tree = overlay_root(j, spec->overlay, err)) < 0)
+	if (spec->overlay && (tree = overlay_root(j, spec->overlay, err)) < 0) {
+		scratch_trees_close(&t);
 		return tree;
+	}
 	if (tree >= 0) {
+		go.image = 1;
+		fds[n++] = tree;
+	}
+	if (t.root >= 0) {
+		go.root = 1;
+		fds[n++] = t.root;
+	}
+	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
+		if (t.host[i] >= 0) {
+			go.host_mask |= 1u << i;
+			fds[n++] = t.host[i];
+		}
+	if (n > 0) {
 		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
 		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &tree, sizeof(int));
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
 	}
-	if (sendmsg(j->sync_fd, &msg, MSG_NOSIGNAL) != 1)
-		return cordon_err_set(err, -errno, "sandbox: start child");
+	r = sendmsg(j->sync_fd, &msg, MSG_NOSIGNAL) == sizeof(go) ? 0 : -errno;
+	scratch_trees_close(&t);
+	if (r < 0)
+		return cordon_err_set(err, r, "sandbox: start child");
 	return 0;
 }
 
@@ -241,9 +285,11 @@ static int jail_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 {
 	struct jail *j = jail_of(sb);
 	j->pidfd = j->agent_fd = j->status_fd = j->sync_fd = -1;
+	j->scratch.mnt = -1;
 
 	struct jail_child c = {.spec = spec, .sync_fd = -1, .chan_fd = -1, .image_fd = -1,
-			       .image_tree = -1,
+			       .image_tree = -1, .root_tree = -1,
+			       .host_trees = {-1, -1, -1, -1, -1, -1, -1},
 			       .host_fds = {-1, -1, -1}, .privileged = sb->host.privileged};
 	int sync[2] = {-1, -1}, chan[2] = {-1, -1};
 	int r;
@@ -283,6 +329,7 @@ static int jail_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	return 0;
 
 fail:
+	scratch_close(&j->scratch);
 	close_fds(sync, 2);
 	close_fds(chan, 2);
 	jail_child_free(&c);

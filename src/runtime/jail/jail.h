@@ -11,6 +11,7 @@
 #include "lib/rootfs.h"
 #include "lib/link.h"
 #include "runtime/runtime.h"
+#include "runtime/scratch.h"
 
 /* A jail: the shared sandbox object (runtime.h) and what only a jail has. */
 struct jail {
@@ -21,6 +22,7 @@ struct jail {
 	int sync_fd;   /* until setup is over */
 	int setup_stage; /* 0: building, 1: child said ok, 2: exec'd */
 	bool cg_attach_needed;
+	struct scratch scratch; /* until the trees are made */
 };
 
 static inline struct jail *jail_of(struct cordon_sandbox *sb)
@@ -44,6 +46,9 @@ struct jail_child {
 	int init_fd;  /* the sealed cordon-init, shared: not closed here */
 	int image_fd; /* --rootfs, or -1 */
 	int image_tree; /* --rootfs as an idmapped detached mount from the host, or -1 */
+	bool image_writable; /* image_tree is its writable overlay on the scratch */
+	int root_tree;  /* the disk-backed scratch root from the host (scratch.h), or -1 */
+	int host_trees[ROOTFS_HOST_IMAGE_N]; /* overlays of the `host` template's, or -1 */
 	struct rootfs_bind binds[CORDON_MAX_BINDS];
 	size_t n_binds;
 	char **envp;
@@ -53,6 +58,13 @@ struct jail_child {
 	char resolv_conf[64];
 	size_t n_cg_join_fds;
 };
+
+/* The host's "go": which trees follow as SCM_RIGHTS, in this order: the image tree, the
+ * scratch root, then one per bit of host_mask. */
+struct jail_go {
+	uint8_t image, image_writable, root, host_mask;
+};
+#define JAIL_GO_MAX_FDS (2 + ROOTFS_HOST_IMAGE_N)
 
 enum { JAIL_MSG_OK = 1, JAIL_MSG_ERR = 2 };
 

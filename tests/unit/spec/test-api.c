@@ -382,7 +382,7 @@ static void test_create_defaults(void **state)
 		assert_int_equal(c->limits.cpus_milli, 1000);
 		assert_int_equal(c->limits.memory_mb, 512);
 		assert_int_equal(c->limits.pids, 256);
-		assert_int_equal(c->limits.disk_mb, 1024);
+		assert_int_equal(c->limits.disk_mb, 4096);
 		assert_int_equal(c->network.policy, API_NET_DENY);
 		assert_int_equal(c->network.n_allow, 0);
 		assert_int_equal(c->env.n, 0);

@@ -1,0 +1,482 @@
+/* A sandbox's scratch filesystem on a loop device (scratch.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <linux/fs.h>
+#include <linux/loop.h>
+#include <linux/magic.h>
+#include <linux/mount.h>
+#include <unistd.h>
+
+#include "basic/cleanup.h"
+#include "basic/log.h"
+#include "lib/idmap.h"
+#include "lib/overlay.h"
+#include "runtime/scratch.h"
+
+extern char **environ;
+
+/* 0: not probed, 1: works, -1: this host has none (logged once). */
+static int scratch_state;
+
+const char *scratch_dir(void)
+{
+	const char *d = getenv("CORDON_SCRATCH_DIR");
+	return d && d[0] == '/' ? d : "/var/lib/cordon/scratch";
+}
+
+static int scratch_dirfd(void)
+{
+	const char *dir = scratch_dir();
+	/* Only the parent of the default is ours to make; a given directory must exist. */
+	if (strcmp(dir, "/var/lib/cordon/scratch") == 0)
+		(void)mkdir("/var/lib/cordon", 0755);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* mke2fs by absolute path, with no environment of ours: a tool we run once per size. No
+ * journal (a scratch dies with its sandbox: nothing to recover), no reserved blocks (all of
+ * --disk is the sandbox's), inode tables left to the kernel (the image is sparse: they read
+ * as zeroes already, and noinit_itable at mount keeps them so). */
+static int run_mke2fs(const char *path)
+{
+	static const char *const tools[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs"};
+	const char *tool = NULL;
+	for (size_t i = 0; i < ELEMENTSOF(tools) && !tool; i++)
+		if (access(tools[i], X_OK) == 0)
+			tool = tools[i];
+	if (!tool)
+		return -ENOENT;
+	char *const argv[] = {"mke2fs", "-q", "-F", "-t", "ext4", "-b", "4096", "-m", "0",
+			      "-O", "^has_journal,^resize_inode",
+			      "-E", "lazy_itable_init=1,nodiscard,root_owner=0:0",
+			      (char *)path, NULL};
+	char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	pid_t pid;
+	int r = posix_spawn(&pid, tool, &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0)
+		return -r;
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+/* The empty filesystem of @mb MiB, made once and shared by every sandbox of that size: made
+ * under a temporary name and renamed, so that a reader never sees half of one. */
+static int golden_open(int dirfd, uint64_t mb)
+{
+	char name[64], tmp[96], path[PATH_MAX];
+	snprintf(name, sizeof(name), "golden-%llum.img", (unsigned long long)mb);
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 || errno != ENOENT)
+		return fd < 0 ? -errno : fd;
+	snprintf(tmp, sizeof(tmp), "%s.%d", name, (int)getpid());
+	_cleanup_close_ int t = openat(dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (t < 0)
+		return -errno;
+	int r = ftruncate(t, (off_t)(mb << 20)) < 0 ? -errno : 0;
+	snprintf(path, sizeof(path), "%s/%s", scratch_dir(), tmp);
+	if (r == 0)
+		r = run_mke2fs(path);
+	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+		r = -errno;
+	if (r < 0) {
+		(void)unlinkat(dirfd, tmp, 0);
+		return r;
+	}
+	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	return fd < 0 ? -errno : fd;
+}
+
+/* A copy of @src's data extents only: the holes stay holes. A reflink where the directory's
+ * filesystem has them (xfs, btrfs), copy_file_range otherwise: a few MiB of metadata. */
+static int copy_sparse(int src, int dst)
+{
+	struct stat st;
+	if (fstat(src, &st) < 0 || ftruncate(dst, st.st_size) < 0)
+		return -errno;
+	if (ioctl(dst, FICLONE, src) == 0)
+		return 0;
+	for (off_t off = 0; off < st.st_size;) {
+		off_t data = lseek(src, off, SEEK_DATA);
+		if (data < 0)
+			return errno == ENXIO ? 0 : -errno;
+		off_t hole = lseek(src, data, SEEK_HOLE);
+		if (hole < 0)
+			return -errno;
+		for (off_t o = data; o < hole;) {
+			off_t in = o, out = o;
+			ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(hole - o), 0);
+			if (n <= 0)
+				return n < 0 ? -errno : -EIO;
+			o += n;
+		}
+		off = hole;
+	}
+	return 0;
+}
+
+/* A free loop device bound to @file: autoclear (it goes with its last user), direct I/O (no
+ * second copy of the data in the page cache), where the kernel takes it. LOOP_CONFIGURE is
+ * 5.8+; before, LOOP_SET_FD and LOOP_SET_STATUS64. Returns the device's fd, its number in
+ * @ret_nr. */
+static int loop_attach(int file, int *ret_nr)
+{
+	_cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0)
+		return -errno;
+	for (int tries = 0; tries < 16; tries++) {
+		char dev[32];
+		int nr = ioctl(ctl, LOOP_CTL_GET_FREE);
+		if (nr < 0)
+			return -errno;
+		snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
+		_cleanup_close_ int fd = open(dev, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		struct loop_config cfg = {.fd = (uint32_t)file,
+					  .info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO};
+		int r = ioctl(fd, LOOP_CONFIGURE, &cfg);
+		if (r < 0 && errno == EINVAL) { /* 6.1 may refuse direct I/O here */
+			cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+			r = ioctl(fd, LOOP_CONFIGURE, &cfg);
+		}
+		if (r < 0 && (errno == ENOTTY || errno == EINVAL)) {
+			struct loop_info64 info = {.lo_flags = LO_FLAGS_AUTOCLEAR};
+			r = ioctl(fd, LOOP_SET_FD, file);
+			if (r == 0 && (r = ioctl(fd, LOOP_SET_STATUS64, &info)) < 0)
+				(void)ioctl(fd, LOOP_CLR_FD, 0);
+			if (r == 0)
+				(void)ioctl(fd, LOOP_SET_DIRECT_IO, 1UL);
+		}
+		if (r == 0) {
+			*ret_nr = nr;
+			return TAKE_FD(fd);
+		}
+		if (errno != EBUSY)
+			return -errno;
+		/* Someone took it between GET_FREE and us: ask again. */
+	}
+	return -EBUSY;
+}
+
+static int fsconfig_set(int fs, unsigned cmd, const char *key, const char *value)
+{
+	return syscall(SYS_fsconfig, fs, cmd, key, value, 0) < 0 ? -errno : 0;
+}
+
+/* The ext4 on loop @nr as a detached mount: nosuid, nodev. No barriers: a flush would be an
+ * fsync of the image, a commit of the host's journal, for a filesystem that no crash needs
+ * to find consistent (it dies with its sandbox). No discard either (a hole punched on the
+ * host per delete): freed blocks are reused inside, so the image grows to the sandbox's peak
+ * use at most, and all of it goes with the sandbox. Flushes and discards cost 3x in
+ * concurrent lifecycles (bench/RESULTS.md). */
+static int mount_ext4(int nr)
+{
+	char dev[32];
+	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
+	_cleanup_close_ int fs = syscall(SYS_fsopen, "ext4", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -errno;
+	int r = fsconfig_set(fs, FSCONFIG_SET_STRING, "source", dev);
+	if (r == 0)
+		r = fsconfig_set(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL);
+	if (r == 0)
+		r = fsconfig_set(fs, FSCONFIG_SET_STRING, "barrier", "0");
+	if (r == 0)
+		r = fsconfig_set(fs, FSCONFIG_SET_STRING, "errors", "remount-ro");
+	if (r == 0)
+		r = fsconfig_set(fs, FSCONFIG_CMD_CREATE, NULL, NULL);
+	if (r < 0)
+		return r;
+	int mnt = syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	return mnt < 0 ? -errno : mnt;
+}
+
+/* Removes "s<slot>" (a staging mount point) and "s<slot>.img" of a dead holder. The caller
+ * holds the slot's lock. */
+static void sweep_slot(int dirfd, unsigned slot)
+{
+	char name[32], path[PATH_MAX];
+	snprintf(name, sizeof(name), "s%u", slot);
+	snprintf(path, sizeof(path), "%s/%s", scratch_dir(), name);
+	while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+		;
+	(void)unlinkat(dirfd, name, AT_REMOVEDIR);
+	snprintf(name, sizeof(name), "s%u.img", slot);
+	(void)unlinkat(dirfd, name, 0);
+}
+
+/* Before the first disk was made, a failure says the host cannot give one: tmpfs it is,
+ * said once (scratch.h). After, it is this sandbox's (loop devices exhausted, the host's disk
+ * full): the sandbox is refused rather than given memory for a disk. */
+static int open_failed(int r, const char *what, struct cordon_err *err)
+{
+	if (scratch_state == 1)
+		return cordon_err_set(err, r, "scratch: %s", what);
+	/* Info: cordond's log has it; `cordon run` (warnings only) does not say it at every run. */
+	log_info("scratch: %s: %s; sandboxes keep a tmpfs root (in memory)", what, strerror(-r));
+	scratch_state = -1;
+	return 0;
+}
+
+int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordon_err *err)
+{
+	sc->mnt = -1;
+	sc->slot = slot;
+	const char *mode = getenv("CORDON_SCRATCH");
+	if (scratch_state < 0 || bytes < SCRATCH_MIN_BYTES || (mode && strcmp(mode, "tmpfs") == 0))
+		return 0;
+	uint64_t mb = (bytes + (1ULL << 20) - 1) >> 20;
+	_cleanup_close_ int dirfd = scratch_dirfd();
+	if (dirfd < 0)
+		return open_failed(dirfd, scratch_dir(), err);
+	/* An image on a tmpfs would be memory again, behind a loop device. */
+	struct statfs sf;
+	if (fstatfs(dirfd, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
+		return open_failed(-EXDEV, "the scratch directory is on a tmpfs", err);
+	sweep_slot(dirfd, slot);
+	_cleanup_close_ int golden = golden_open(dirfd, mb);
+	if (golden < 0)
+		return open_failed(golden, "an empty ext4 image (mke2fs)", err);
+	char name[32];
+	snprintf(name, sizeof(name), "s%u.img", slot);
+	_cleanup_close_ int img = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (img < 0)
+		return open_failed(-errno, "create an image", err);
+	int r = copy_sparse(golden, img), nr = -1;
+	_cleanup_close_ int loop = r < 0 ? r : loop_attach(img, &nr);
+	/* The loop device holds the file now; the name has done its work. */
+	(void)unlinkat(dirfd, name, 0);
+	if (r < 0)
+		return open_failed(r, "copy the empty image", err);
+	if (loop < 0)
+		return open_failed(loop, "a loop device", err);
+	sc->mnt = mount_ext4(nr);
+	if (sc->mnt < 0)
+		return open_failed(sc->mnt, "mount ext4 on a loop device", err);
+	scratch_state = 1;
+	return 0;
+}
+
+/* mkdir at @parent/@name owned by @uid, mode @mode (the umask does not apply). */
+static int make_dir(int parent, const char *name, mode_t mode, uid_t uid)
+{
+	if (mkdirat(parent, name, mode) < 0 && errno != EEXIST)
+		return -errno;
+	_cleanup_close_ int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fchown(fd, uid, uid) < 0 || fchmod(fd, mode) < 0)
+		return -errno;
+	return 0;
+}
+
+/* An overlay of @lower (shown idmapped through @userns) under <stage>/upper/<name>. The
+ * upper's root takes the lower's owner and mode, as seen inside: it is the overlay's root.
+ * The lower is attached at <stage>/l/<name> for the moment of the mount (overlay.c). */
+static int overlay_one(int stage_fd, const char *stage, const char *lower, const char *name,
+		       int userns, uid_t base, struct cordon_err *err)
+{
+	char up[PATH_MAX], wk[PATH_MAX], lo[PATH_MAX], key[16];
+	struct stat st;
+	int r;
+
+	if (stat(lower, &st) < 0)
+		return cordon_err_set(err, -errno, "scratch: stat '%s'", lower);
+	uid_t owner = st.st_uid < CORDON_IDMAP_SIZE ? base + st.st_uid : base;
+	snprintf(key, sizeof(key), "upper/%s", name);
+	if ((r = make_dir(stage_fd, key, st.st_mode & 07777, owner)) < 0)
+		return cordon_err_set(err, r, "scratch: mkdir %s", key);
+	snprintf(key, sizeof(key), "work/%s", name);
+	if ((r = make_dir(stage_fd, key, 0700, 0)) < 0)
+		return cordon_err_set(err, r, "scratch: mkdir %s", key);
+	snprintf(key, sizeof(key), "l/%s", name);
+	if ((r = make_dir(stage_fd, key, 0700, 0)) < 0)
+		return cordon_err_set(err, r, "scratch: mkdir %s", key);
+	snprintf(up, sizeof(up), "%s/upper/%s", stage, name);
+	snprintf(wk, sizeof(wk), "%s/work/%s", stage, name);
+	snprintf(lo, sizeof(lo), "%s/l/%s", stage, name);
+	_cleanup_close_ int tree = mount_clone_ro(lower, userns, err);
+	if (tree < 0)
+		return tree;
+	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, lo, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "scratch: attach '%s'", lower);
+	_cleanup_close_ int fs = syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return cordon_err_set(err, -errno, "scratch: fsopen overlay");
+	if ((r = fsconfig_set(fs, FSCONFIG_SET_STRING, "lowerdir", lo)) < 0 ||
+	    (r = fsconfig_set(fs, FSCONFIG_SET_STRING, "upperdir", up)) < 0 ||
+	    (r = fsconfig_set(fs, FSCONFIG_SET_STRING, "workdir", wk)) < 0)
+		return cordon_err_set(err, r, "scratch: configure the overlay of '%s'", lower);
+	static const char *const opts[][2] = {
+		{"redirect_dir", "off"}, {"index", "off"}, {"metacopy", "off"}, {"xino", "off"},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(opts); i++)
+		(void)fsconfig_set(fs, FSCONFIG_SET_STRING, opts[i][0], opts[i][1]);
+	if ((r = fsconfig_set(fs, FSCONFIG_CMD_CREATE, NULL, NULL)) < 0)
+		return cordon_err_set(err, r, "scratch: overlay over '%s'", lower);
+	int m = syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	return m < 0 ? cordon_err_set(err, -errno, "scratch: fsmount overlay") : m;
+}
+
+/* The overlays of the image. A kernel that cannot (idmapped lowers of overlayfs are 5.19+)
+ * leaves the image read-only, as it was before: the rest of the scratch still holds. */
+static void make_overlays(int stage_fd, const char *stage, int userns, uid_t base,
+			  const char *rootfs, struct scratch_trees *t)
+{
+	struct cordon_err e = {};
+	if (rootfs) {
+		t->image = overlay_one(stage_fd, stage, rootfs, "image", userns, base, &e);
+	} else {
+		for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N && e.code == 0; i++) {
+			char path[64];
+			struct stat st;
+			snprintf(path, sizeof(path), "/%s", rootfs_host_image[i]);
+			if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+				t->host[i] = overlay_one(stage_fd, stage, path, rootfs_host_image[i],
+							 userns, base, &e);
+		}
+	}
+	if (e.code < 0) {
+		static bool said;
+		if (!said)
+			log_info("scratch: %s; the image stays read-only", e.msg);
+		said = true;
+		for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
+			if (t->host[i] >= 0)
+				close(TAKE_FD(t->host[i]));
+		if (t->image >= 0)
+			close(TAKE_FD(t->image));
+		t->image = -1;
+	}
+}
+
+int scratch_trees(struct scratch *sc, int userns, uid_t base, const char *rootfs,
+		  struct scratch_trees *ret, struct cordon_err *err)
+{
+	char stage[PATH_MAX];
+	_cleanup_close_ int sfd = -1;
+	int r;
+
+	*ret = (struct scratch_trees)SCRATCH_TREES_NONE;
+	if (sc->mnt < 0)
+		return 0;
+	_cleanup_close_ int dirfd = scratch_dirfd();
+	if (dirfd < 0)
+		return cordon_err_set(err, dirfd, "scratch: open '%s'", scratch_dir());
+	/* Attached in our namespace for the moment the overlays need paths, then detached: the
+	 * trees keep the filesystem alive, nothing of it stays visible on the host. */
+	snprintf(stage, sizeof(stage), "%s/s%u", scratch_dir(), sc->slot);
+	if (mkdir(stage, 0700) < 0)
+		return cordon_err_set(err, -errno, "scratch: mkdir '%s'", stage);
+	if (syscall(SYS_move_mount, sc->mnt, "", AT_FDCWD, stage, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		r = cordon_err_set(err, -errno, "scratch: attach at '%s'", stage);
+		goto out;
+	}
+	sfd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0 || (r = make_dir(sfd, "root", 0755, base)) < 0 ||
+	    (r = make_dir(sfd, "upper", 0700, 0)) < 0 || (r = make_dir(sfd, "work", 0700, 0)) < 0 ||
+	    (r = make_dir(sfd, "l", 0700, 0)) < 0) {
+		r = cordon_err_set(err, sfd < 0 ? -errno : r, "scratch: lay out '%s'", stage);
+		goto out;
+	}
+	char root[PATH_MAX + 8];
+	snprintf(root, sizeof(root), "%s/root", stage);
+	ret->root = syscall(SYS_open_tree, AT_FDCWD, root, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (ret->root < 0) {
+		r = cordon_err_set(err, -errno, "scratch: open_tree '%s'", root);
+		goto out;
+	}
+	make_overlays(sfd, stage, userns, base, rootfs, ret);
+	r = 0;
+out:
+	while (umount2(stage, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+		;
+	(void)rmdir(stage);
+	if (r < 0)
+		scratch_trees_close(ret);
+	return r;
+}
+
+void scratch_trees_close(struct scratch_trees *t)
+{
+	int *fds[] = {&t->root, &t->image};
+	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+		if (*fds[i] >= 0)
+			close(TAKE_FD(*fds[i]));
+	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
+		if (t->host[i] >= 0)
+			close(TAKE_FD(t->host[i]));
+}
+
+void scratch_close(struct scratch *sc)
+{
+	if (sc->mnt >= 0)
+		close(TAKE_FD(sc->mnt));
+}
+
+/* A temporary golden image whose maker is gone. */
+static bool golden_tmp_stale(const char *name)
+{
+	const char *dot = strstr(name, ".img.");
+	if (strncmp(name, "golden-", 7) != 0 || !dot)
+		return false;
+	char *end;
+	long pid = strtol(dot + 5, &end, 10);
+	return *end == '\0' && pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+void scratch_sweep(void)
+{
+	_cleanup_close_ int dirfd = scratch_dirfd();
+	if (dirfd < 0)
+		return;
+	int fd = dup(dirfd);
+	_cleanup_closedir_ DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		if (golden_tmp_stale(de->d_name)) {
+			(void)unlinkat(dirfd, de->d_name, 0);
+			continue;
+		}
+		if (de->d_name[0] != 's')
+			continue;
+		unsigned long slot = strtoul(de->d_name + 1, &end, 10);
+		if ((*end && strcmp(end, ".img") != 0) || end == de->d_name + 1 ||
+		    slot >= CORDON_IDMAP_SLOTS)
+			continue;
+		struct idmap_slot s;
+		if (idmap_slot_try((unsigned)slot, &s) < 0)
+			continue; /* held: a live sandbox's */
+		sweep_slot(dirfd, (unsigned)slot);
+		idmap_slot_release(&s);
+	}
+}

@@ -1,0 +1,60 @@
+/* A sandbox's scratch filesystem, host side: its writable `/`, /tmp and home on disk,
+ * bounded by --disk through the filesystem itself.
+ *
+ * Each sandbox gets a sparse ext4 image (a copy of an empty "golden" image per size, made
+ * once with mke2fs) on a loop device with autoclear, the image unlinked as soon as the loop
+ * holds it. Its root directory becomes the sandbox's `/`; the image (--rootfs) or the host's
+ * /usr (the `host` template) is a writable overlay whose upper layer lives on the same
+ * scratch, its lower the read-only template shown idmapped through the sandbox's user
+ * namespace. Nothing is left behind by design: when the sandbox's mount namespace goes, its
+ * mounts go, the loop device clears itself and the unlinked image is freed. What a killed
+ * holder left between two steps (a staging mount, an image not yet unlinked) carries its uid
+ * slot's number, and the sweep removes it once the slot's lock is free.
+ *
+ * Root only. Where the host cannot (no loop devices, no mke2fs, a kernel without idmapped
+ * overlay lowers), the sandbox keeps the tmpfs root: logged once, never an error.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cordon/err.h>
+
+#include "lib/rootfs.h"
+
+/* Smaller disks keep the tmpfs: ext4's own metadata would be most of them. */
+#define SCRATCH_MIN_BYTES (16ULL << 20)
+
+struct scratch {
+	int mnt; /* the detached ext4 mount, or -1: tmpfs */
+	unsigned slot;
+};
+
+/* What the child mounts: -1 for what stays as it was. */
+struct scratch_trees {
+	int root;  /* the sandbox's `/`: a directory of the scratch */
+	int image; /* --rootfs: a writable overlay of the image */
+	int host[ROOTFS_HOST_IMAGE_N]; /* `host` template: overlays of its directories */
+};
+
+#define SCRATCH_TREES_NONE                                                                         \
+	{.root = -1, .image = -1, .host = {-1, -1, -1, -1, -1, -1, -1}}
+
+/* Makes slot @slot's scratch of @bytes (rounded up to MiB). Sets sc->mnt to -1 and returns 0
+ * when the host has no disk-backed scratch to give (the caller then uses a tmpfs). */
+int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordon_err *err);
+
+/* The trees for a sandbox whose user namespace is @userns_fd and whose root is host uid
+ * @base: its root, and the overlays over @rootfs (NULL: the host's image directories). */
+int scratch_trees(struct scratch *sc, int userns_fd, uid_t base, const char *rootfs,
+		  struct scratch_trees *ret, struct cordon_err *err);
+
+void scratch_trees_close(struct scratch_trees *t);
+void scratch_close(struct scratch *sc);
+
+/* Removes what dead holders of unlocked slots left in the scratch directory. */
+void scratch_sweep(void);
+
+/* The scratch directory: $CORDON_SCRATCH_DIR, else /var/lib/cordon/scratch. */
+const char *scratch_dir(void);
