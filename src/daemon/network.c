@@ -130,12 +130,12 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 	/* A sandbox gets its link the first time its policy lets anything out: links cost
 	 * (a veth, and a heavier network namespace to tear down), and most sandboxes never
 	 * need one. Without a link a sandbox has loopback only, which is what deny means. */
-	if (mode != 0 && s->jail && (!D.egress || cordon_sandbox_attach_net(s->jail, network_hook, s, err) < 0)) {
+	if (mode != 0 && s->rt && (!D.egress || cordon_sandbox_attach_net(s->rt, network_hook, s, err) < 0)) {
 		if (!D.egress)
 			cordon_err_setf(err, -EINVAL, "policy: this server cannot give sandboxes a network (not root)");
 		return -EINVAL;
 	}
-	const char *ip = s->jail ? cordon_sandbox_ip(s->jail) : NULL;
+	const char *ip = s->rt ? cordon_sandbox_ip(s->rt) : NULL;
 	json_t *a = json_array();
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(a, json_string(allow[i]));
@@ -148,7 +148,7 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 
 void network_forget(struct sbx *s)
 {
-	const char *ip = s->jail ? cordon_sandbox_ip(s->jail) : NULL;
+	const char *ip = s->rt ? cordon_sandbox_ip(s->rt) : NULL;
 	if (!ip)
 		return;
 	send_line(egressctl_del_line(ip));

@@ -326,7 +326,7 @@ static void exec_reply(struct proc *p)
 static void proc_exited(struct proc *p)
 {
 	struct sbx *s = p->s;
-	uint64_t oom = cordon_sandbox_oom_kills(s->jail);
+	uint64_t oom = cordon_sandbox_oom_kills(s->rt);
 	p->oom = p->ex.signal == SIGKILL && oom > s->oom_base;
 	if (oom > s->oom_base)
 		metric_inc(M_OOM_KILLS);

@@ -263,9 +263,9 @@ void sbx_destroy(struct sbx *s, const char *reason)
 		evtimer_del(s->ready_ev);
 	if (s->setup_ev)
 		event_del(s->setup_ev);
-	if (s->jail) {
+	if (s->rt) {
 		D.n_dying++;
-		cordon_sandbox_kill(s->jail);
+		cordon_sandbox_kill(s->rt);
 	} else {
 		sbx_final(s);
 	}
@@ -295,8 +295,8 @@ static void sbx_final(struct sbx *s)
 	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev};
 	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
 		loop_event_free(evs[i]);
-	cordon_sandbox_free(s->jail);
-	s->jail = NULL;
+	cordon_sandbox_free(s->rt);
+	s->rt = NULL;
 	free(s->dec);
 	audit_free(s->audit);
 	json_decref(s->limits);
@@ -466,7 +466,7 @@ static void on_hello_timeout(evutil_socket_t fd, short what, void *arg)
 
 static int agent_connect(struct sbx *s)
 {
-	int fd = cordon_sandbox_agent_fd(s->jail);
+	int fd = cordon_sandbox_agent_fd(s->rt);
 	evutil_make_socket_nonblocking(fd);
 	s->dec = malloc(sizeof(*s->dec)); /* pages are touched only as frames arrive */
 	s->agent = loop_bev_new(fd, 0);
@@ -484,12 +484,12 @@ static void on_setup(evutil_socket_t fd, short what, void *arg)
 {
 	struct sbx *s = arg;
 	struct cordon_err err = {};
-	int r = cordon_sandbox_finish(s->jail, &err);
+	int r = cordon_sandbox_finish(s->rt, &err);
 	if (r == -EAGAIN)
 		return;
 	/* Unwatched, then closed: never the other way round (basic/fdwatch.h). */
 	s->setup_ev = loop_event_free(s->setup_ev);
-	cordon_sandbox_setup_close(s->jail);
+	cordon_sandbox_setup_close(s->rt);
 	if (r < 0 || (r = agent_connect(s)) < 0) {
 		log_error("sandbox %s: setup failed: %s", s->id, err.msg[0] ? err.msg : strerror(-r));
 		metric_inc(M_CREATE_FAILURES);
@@ -528,9 +528,9 @@ static struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes)
 /* Takes a started jail into the event loop: its setup fd and pidfd are watched from now on. */
 static void sbx_adopt(struct sbx *s)
 {
-	s->setup_ev = loop_event_new(cordon_sandbox_setup_fd(s->jail), EV_READ | EV_PERSIST,
+	s->setup_ev = loop_event_new(cordon_sandbox_setup_fd(s->rt), EV_READ | EV_PERSIST,
 				     on_setup, s);
-	s->exit_ev = loop_event_new(cordon_sandbox_pidfd(s->jail), EV_READ, on_exit_ev, s);
+	s->exit_ev = loop_event_new(cordon_sandbox_pidfd(s->rt), EV_READ, on_exit_ev, s);
 	event_add(s->setup_ev, NULL);
 	event_add(s->exit_ev, NULL);
 	/* One deadline for setup and HELLO_OK: no sandbox stays "creating" for ever. */
@@ -551,11 +551,11 @@ static struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = runtime;
-	if (cordon_sandbox_start(&s->spec, &s->jail, err) < 0) {
+	if (cordon_sandbox_start(&s->spec, &s->rt, err) < 0) {
 		sbx_final(s);
 		return NULL;
 	}
-	s->runtime = cordon_sandbox_runtime(s->jail);
+	s->runtime = cordon_sandbox_runtime(s->rt);
 	sbx_adopt(s);
 	return s;
 }
@@ -589,7 +589,7 @@ static size_t n_warm = 1;
 struct started {
 	char name[65];                 /* its warm entry's */
 	struct store_version *version; /* NULL for host; the sandbox's once adopted */
-	struct cordon_sandbox *jail;
+	struct cordon_sandbox *rt;
 	struct cordon_err err;
 };
 
@@ -604,10 +604,10 @@ static void creator_start(struct started *st)
 	cordon_spec_init(&spec);
 	spec.timeout_ms = 0;
 	spec.rootfs = st->version ? st->version->rootfs : NULL;
-	if (cordon_sandbox_start(&spec, &st->jail, &st->err) < 0)
-		st->jail = NULL;
+	if (cordon_sandbox_start(&spec, &st->rt, &st->err) < 0)
+		st->rt = NULL;
 	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
-		cordon_sandbox_free(st->jail);
+		cordon_sandbox_free(st->rt);
 		version_free(st->version);
 		free(st);
 	}
@@ -721,17 +721,17 @@ static void on_started(evutil_socket_t fd, short what, void *arg)
 		creator_pending--;
 		if (w && w->pending)
 			w->pending--;
-		struct sbx *s = st->jail && !D.stopping ? sbx_alloc(true, 1ULL << 30) : NULL;
+		struct sbx *s = st->rt && !D.stopping ? sbx_alloc(true, 1ULL << 30) : NULL;
 		if (!s) {
 			if (!D.stopping) { /* started while we were stopping: it goes at once */
 				log_error("warm pool: %s", st->err.msg[0] ? st->err.msg : "out of memory");
 				metric_inc(M_CREATE_FAILURES);
 			}
-			cordon_sandbox_free(st->jail);
+			cordon_sandbox_free(st->rt);
 			version_free(st->version);
 		} else {
-			s->jail = st->jail;
-			s->runtime = cordon_sandbox_runtime(s->jail);
+			s->rt = st->rt;
+			s->runtime = cordon_sandbox_runtime(s->rt);
 			s->version = st->version;
 			snprintf(s->template_name, sizeof(s->template_name), "%s", st->name);
 			sbx_adopt(s);
@@ -875,14 +875,14 @@ static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *
 	/* A pooled sandbox already has the default limits; writing cgroup files costs. */
 	if (spec.memory_bytes != s->spec.memory_bytes || spec.cpus_milli != s->spec.cpus_milli ||
 	    spec.pids != s->spec.pids) {
-		int r = cordon_sandbox_set_limits(s->jail, spec.memory_bytes, spec.cpus_milli, spec.pids);
+		int r = cordon_sandbox_set_limits(s->rt, spec.memory_bytes, spec.cpus_milli, spec.pids);
 		if (r < 0 && r != -ENOTSUP)
 			return r;
 		s->spec.memory_bytes = spec.memory_bytes;
 		s->spec.cpus_milli = spec.cpus_milli;
 		s->spec.pids = spec.pids;
 	}
-	s->oom_base = cordon_sandbox_oom_kills(s->jail);
+	s->oom_base = cordon_sandbox_oom_kills(s->rt);
 	/* The TTL counts from when the client gets the sandbox: a slow build must not eat it. */
 	if (s->state == SBX_RUNNING)
 		arm_ttl(s);
