@@ -22,8 +22,8 @@
 enum fkind { F_GET, F_PUT, F_DELETE, F_LIST, F_STAT, F_MKDIR, F_MOVE };
 
 struct fileop {
+	struct chan ch; /* the agent channel of its requests and answers */
 	struct sbx *s;
-	uint32_t chan;
 	enum fkind kind;
 	struct evhttp_request *req; /* NULL once answered or gone */
 	unsigned expect;	    /* terminal replies (OK, ERROR, FILE_INFO of a stat) due */
@@ -46,6 +46,7 @@ static void fileop_free(struct fileop *op)
 			*q = op->next;
 			break;
 		}
+	sbx_chan_del(op->s, &op->ch);
 	if (op->req)
 		reply_error(op->req, API_ERR_CONFLICT, "the sandbox was destroyed");
 	if (op->watchdog)
@@ -57,10 +58,9 @@ static void fileop_free(struct fileop *op)
 	free(op);
 }
 
-void fileops_free(struct sbx *s)
+static void fileop_close(struct chan *ch)
 {
-	while (s->ops)
-		fileop_free(s->ops);
+	fileop_free(OWNER_OF(ch, struct fileop, ch)); /* answers 409: the sandbox was destroyed */
 }
 
 static void on_close(struct evhttp_connection *evcon, void *arg)
@@ -157,7 +157,7 @@ static int send_stat(struct fileop *op)
 	struct frame_file st = {.path = op->path, .user = FRAME_USER_USER};
 	op->stat_stage = true;
 	op->expect = 1;
-	return sbx_send(op->s, FRAME_FILE_STAT, op->chan, &st);
+	return sbx_send(op->s, FRAME_FILE_STAT, op->ch.id, &st);
 }
 
 /* A page of a listing: {entries, truncated, next_cursor when truncated, omitted when some
@@ -282,12 +282,10 @@ static int on_data(struct fileop *op, const struct frame *f)
 	return 0;
 }
 
-int fileop_frame(struct sbx *s, const struct frame *f)
+static int fileop_frame(struct chan *ch, const struct frame *f)
 {
-	struct fileop *op = s->ops;
-	while (op && op->chan != f->channel)
-		op = op->next;
-	if (!op || op->expect == 0)
+	struct fileop *op = OWNER_OF(ch, struct fileop, ch);
+	if (op->expect == 0)
 		return -EPROTO; /* an answer nobody asked for */
 	switch (f->type) {
 	case FRAME_FILE_DATA:
@@ -314,6 +312,8 @@ int fileop_frame(struct sbx *s, const struct frame *f)
 		return -EPROTO;
 	}
 }
+
+static const struct chan_ops fileop_chan = {.frame = fileop_frame, .close = fileop_close};
 
 /* ---- requests ---- */
 
@@ -343,9 +343,9 @@ static struct fileop *op_new(struct ctx *c, struct sbx *s, enum fkind kind, cons
 		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	*op = (struct fileop){.s = s, .chan = s->next_chan++, .kind = kind, .req = c->req,
-			      .expect = 1, .next = s->ops};
+	*op = (struct fileop){.s = s, .kind = kind, .req = c->req, .expect = 1, .next = s->ops};
 	s->ops = op;
+	sbx_chan_add(s, &op->ch, &fileop_chan);
 	op->path = strdup(path);
 	op->watchdog = evtimer_new(D.base, on_watchdog, op);
 	op->data = kind == F_GET ? evbuffer_new() : NULL;
@@ -365,7 +365,7 @@ static struct fileop *op_new(struct ctx *c, struct sbx *s, enum fkind kind, cons
 static struct fileop *run_op(struct ctx *c, enum fkind kind, uint16_t type,
 			     struct frame_file *msg, const char *audit_event, json_t *audit_fields)
 {
-	struct sbx *s = sbx_lookup(c, true);
+	struct sbx *s = ctx_sbx(c);
 	if (!s) {
 		json_decref(audit_fields);
 		return NULL;
@@ -378,7 +378,7 @@ static struct fileop *run_op(struct ctx *c, enum fkind kind, uint16_t type,
 	if (!op)
 		return NULL;
 	msg->user = FRAME_USER_USER;
-	int r = sbx_send(s, type, op->chan, msg);
+	int r = sbx_send(s, type, op->ch.id, msg);
 	if (r < 0) {
 		op->req = NULL;
 		reply_errno(c->req, r, "cannot reach the sandbox's agent");
@@ -488,7 +488,7 @@ void handle_file_put(struct ctx *c)
 	char path[API_MAX_PATH + 1];
 	if (!get_path(c, path, sizeof(path)))
 		return;
-	struct sbx *s = sbx_lookup(c, true);
+	struct sbx *s = ctx_sbx(c);
 	if (!s)
 		return;
 	if (c->body_len > D.cfg.max_upload) {
@@ -515,7 +515,7 @@ void handle_file_put(struct ctx *c)
 			.flags = off == 0 ? FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC : 0,
 			.data = (const uint8_t *)c->body + off, .data_len = (uint32_t)n,
 		};
-		int r = sbx_send(s, FRAME_FILE_WRITE, op->chan, &m);
+		int r = sbx_send(s, FRAME_FILE_WRITE, op->ch.id, &m);
 		if (r < 0) {
 			op->failed = true;
 			if (op->expect == 0) {

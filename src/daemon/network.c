@@ -83,10 +83,13 @@ static void on_event_cb(struct bufferevent *bev, short what, void *arg)
 	event_base_loopexit(D.base, NULL);
 }
 
+static const struct sbx_hooks network_hooks = {.down = network_forget};
+
 int network_start(void)
 {
 	struct cordon_err err = {};
 	struct egressctl e;
+	sbx_hooks_add(&network_hooks);
 	if (geteuid() != 0)
 		return 0;
 	setenv("CORDON_EGRESS_LIMITS", D.cfg.egress_limits, 1); /* read by cordon-egress */

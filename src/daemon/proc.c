@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
+#include "daemon/service.h"
 #include "lib/frame.h"
 
 #define MAX_PROCS       FRAME_MAX_PROCS /* running at once in one sandbox: the agent's limit too */
@@ -30,17 +30,16 @@ _Static_assert(SUBSCRIBER_BACKLOG == 8u << 20, "STRINGIFY_BACKLOG says 8 MiB");
 #define PAUSE_AT  (1u << 20)
 #define RESUME_AT (256u << 10)
 
+/* A reader of a process's events, through the sink its surface gave (service.h). */
 struct sub {
-	struct evhttp_request *req;
+	struct stream_sink *k;
 	struct proc *p;
-	struct evbuffer *out;            /* the connection's output, while watched */
-	struct evbuffer_cb_entry *watch; /* drains of @out may resume the process */
 	struct sub *next;
 };
 
 struct proc {
+	struct chan ch; /* ch.id: the agent channel, and the "process" of its audit records */
 	struct sbx *s;
-	uint32_t chan;
 	uint32_t pid; /* inside the sandbox, once SPAWNED */
 	bool exec;    /* run and wait */
 	bool exited, spawned, stdin_closed;
@@ -57,21 +56,15 @@ struct proc {
 	enum cordon_user user;
 	struct frame_exit ex;
 	bool oom;
-	bool ready_check; /* a template's READY: its exit decides whether the sandbox is handed out */
+	/* A template's READY: told whether it exited 0, which decides whether the sandbox is
+	 * handed out (create.c; a pointer, so that processes know nothing of creation). */
+	void (*ready_exit)(struct sbx *s, bool ok);
 	struct sub *subs;
 	struct event *watchdog;
 	struct proc *next;
 };
 
 static struct frame_spawn spawn_msg; /* 41 KiB; one thread, so one is enough */
-
-static struct proc *proc_by_chan(struct sbx *s, uint32_t chan)
-{
-	for (struct proc *p = s->procs; p; p = p->next)
-		if (p->chan == chan)
-			return p;
-	return NULL;
-}
 
 static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
 {
@@ -87,15 +80,16 @@ static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
 
 static size_t sub_backlog(const struct sub *sub)
 {
-	return sub->out ? evbuffer_get_length(sub->out) : 0;
+	return sub->k->backlog(sub->k);
 }
 
 static void flow_update(struct proc *p);
 
-static void on_sub_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+/* The reader took some of its backlog: the process may go on. */
+static void on_sub_drain(void *arg)
 {
 	struct sub *sub = arg;
-	if (info->n_deleted > 0 && sub->p->paused)
+	if (sub->p->paused)
 		flow_update(sub->p);
 }
 
@@ -109,23 +103,12 @@ static void flow_update(struct proc *p)
 	}
 	if (p->exited || p->exec || (p->paused ? !caught_up : !behind))
 		return;
-	if (sbx_send(p->s, p->paused ? FRAME_RESUME : FRAME_PAUSE, p->chan, NULL) == 0)
+	if (sbx_send(p->s, p->paused ? FRAME_RESUME : FRAME_PAUSE, p->ch.id, NULL) == 0)
 		p->paused = !p->paused;
-}
-
-/* Called before the request can end: the watch is on its connection's buffer, which may be
- * freed with the connection. */
-static void sub_unwatch(struct sub *sub)
-{
-	if (sub->watch)
-		evbuffer_remove_cb_entry(sub->out, sub->watch);
-	sub->watch = NULL;
-	sub->out = NULL;
 }
 
 static void sub_drop(struct proc *p, struct sub *sub)
 {
-	sub_unwatch(sub);
 	for (struct sub **q = &p->subs; *q; q = &(*q)->next)
 		if (*q == sub) {
 			*q = sub->next;
@@ -136,10 +119,17 @@ static void sub_drop(struct proc *p, struct sub *sub)
 		flow_update(p); /* the one that was behind may be this one */
 }
 
-static void sub_end(struct proc *p, struct sub *sub)
+/* The reader went away (its sink is freed next). */
+static void on_sub_gone(void *arg)
 {
-	sub_unwatch(sub);
-	stream_end(sub->req);
+	struct sub *sub = arg;
+	sub_drop(sub->p, sub);
+}
+
+/* Ends @sub's stream, with @last (a line, or NULL) as its last bytes. */
+static void sub_end(struct proc *p, struct sub *sub, const char *last, size_t len)
+{
+	sub->k->end(sub->k, last, len);
 	sub_drop(p, sub);
 }
 
@@ -150,12 +140,13 @@ static void proc_free(struct proc *p)
 	p->start_req = NULL;
 	p->exited = true; /* no RESUME from a reader's drop now */
 	while (p->subs)
-		sub_end(p, p->subs);
+		sub_end(p, p->subs, NULL, 0);
 	for (struct proc **q = &p->s->procs; *q; q = &(*q)->next)
 		if (*q == p) {
 			*q = p->next;
 			break;
 		}
+	sbx_chan_del(p->s, &p->ch);
 	if (p->watchdog)
 		event_free(p->watchdog);
 	for (int i = 0; i < 2; i++)
@@ -167,15 +158,14 @@ static void proc_free(struct proc *p)
 	free(p);
 }
 
-void procs_free(struct sbx *s)
+/* The sandbox is destroyed (chan_ops.close). */
+static void proc_close(struct chan *ch)
 {
-	while (s->procs) {
-		struct proc *p = s->procs;
-		if (p->exec_req)
-			reply_error(p->exec_req, API_ERR_CONFLICT, "the sandbox was destroyed");
-		p->exec_req = NULL;
-		proc_free(p);
-	}
+	struct proc *p = OWNER_OF(ch, struct proc, ch);
+	if (p->exec_req)
+		reply_error(p->exec_req, API_ERR_CONFLICT, "the sandbox was destroyed");
+	p->exec_req = NULL;
+	proc_free(p);
 }
 
 static void on_exec_close(struct evhttp_connection *evcon, void *arg)
@@ -190,30 +180,22 @@ static void on_start_close(struct evhttp_connection *evcon, void *arg)
 	p->start_req = NULL; /* the client left before the process started; it runs on */
 }
 
-static void on_sub_close(struct evhttp_connection *evcon, void *arg)
-{
-	struct sub *sub = arg;
-	sub_drop(sub->p, sub);
-}
-
 /* ---- events to stream readers ---- */
 
 /* The last line to a reader that fell SUBSCRIBER_BACKLOG behind: said, never silent, so that
  * a client cannot mistake the end of its stream for the end of the process. It is queued past
  * the backlog (one line more), and the stream ends after it. */
-static void send_lagged(struct proc *p, struct evhttp_request *req)
+static void end_lagged(struct proc *p, struct sub *sub)
 {
 	_cleanup_(json_decrefp) json_t *e = json_pack(
 		"{s:s, s:I, s:s}", "type", "lagged", "pid", (json_int_t)p->pid, "message",
 		"this reader fell more than " STRINGIFY_BACKLOG " behind the process's output; "
 		"its stream ends here and the process runs on");
 	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
-	struct evbuffer *buf = line ? evbuffer_new() : NULL;
-	if (buf) {
-		evbuffer_add_printf(buf, "%s\n", line);
-		evhttp_send_reply_chunk(req, buf);
-		evbuffer_free(buf);
-	}
+	size_t n = line ? strlen(line) : 0;
+	if (line)
+		line[n++] = '\n'; /* over the NUL: json_dumps leaves no room after it */
+	sub_end(p, sub, line, n);
 	metric_inc(M_HTTP_ERRORS);
 }
 
@@ -227,11 +209,8 @@ static void broadcast(struct proc *p, json_t *ev)
 	line[n] = '\n'; /* json_dumps leaves room for nothing more: send n+1 with the NUL as \n */
 	for (struct sub *sub = p->subs, *next; sub; sub = next) {
 		next = sub->next;
-		if (!stream_send(sub->req, line, n + 1)) {
-			sub_unwatch(sub);
-			send_lagged(p, sub->req);
-			sub_end(p, sub);
-		}
+		if (sub->k->write(sub->k, line, n + 1) < 0)
+			end_lagged(p, sub);
 	}
 }
 
@@ -251,23 +230,29 @@ static json_t *start_event(const struct proc *p)
 	return e;
 }
 
-static bool subscribe(struct proc *p, struct evhttp_request *req)
+/* @k reads @p's events from now on; false (nothing changed) if it cannot. */
+static bool subscribe(struct proc *p, struct stream_sink *k)
 {
-	struct sub *sub = calloc(1, sizeof(*sub));
+	struct sub *sub = k ? calloc(1, sizeof(*sub)) : NULL;
 	if (!sub)
 		return false;
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-	*sub = (struct sub){.req = req, .p = p, .next = p->subs};
+	*sub = (struct sub){.k = k, .p = p, .next = p->subs};
 	p->subs = sub;
-	if (bev) {
-		sub->out = bufferevent_get_output(bev);
-		sub->watch = evbuffer_add_cb(sub->out, on_sub_drain, sub);
-		if (!sub->watch)
-			sub->out = NULL;
+	k->gone = on_sub_gone;
+	k->gone_arg = sub;
+	k->watch(k, on_sub_drain, sub);
+	return true;
+}
+
+/* The events of @p as an NDJSON stream on @req. */
+static bool subscribe_http(struct proc *p, struct evhttp_request *req)
+{
+	struct stream_sink *k = http_sink_new(req);
+	if (!subscribe(p, k)) {
+		free(k); /* not started: nothing else knows of it */
+		return false;
 	}
-	stream_start(req, "application/x-ndjson");
-	req_on_close(req, on_sub_close, sub);
+	http_sink_start(k, "application/x-ndjson");
 	return true;
 }
 
@@ -277,7 +262,7 @@ static void open_stream(struct proc *p)
 {
 	struct evhttp_request *req = p->start_req;
 	p->start_req = NULL;
-	if (req && !subscribe(p, req))
+	if (req && !subscribe_http(p, req))
 		reply_error(req, API_ERR_INTERNAL, "out of memory");
 }
 
@@ -337,7 +322,7 @@ static void proc_exited(struct proc *p)
 	if (p->watchdog)
 		evtimer_del(p->watchdog);
 	sbx_audit(s, AUDIT_PROCESS_EXIT,
-		  json_pack("{s:I, s:I, s:i, s:i, s:b, s:b, s:I, s:I}", "process", (json_int_t)p->chan,
+		  json_pack("{s:I, s:I, s:i, s:i, s:b, s:b, s:I, s:I}", "process", (json_int_t)p->ch.id,
 			    "pid", (json_int_t)p->pid, "code",
 			    p->ex.signal ? -1 : (int)p->ex.code, "signal", (int)p->ex.signal, "oom",
 			    p->oom, "timed_out", p->ex.timed_out != 0, "duration_ms",
@@ -347,14 +332,15 @@ static void proc_exited(struct proc *p)
 		exec_reply(p);
 	broadcast(p, exit_event(p));
 	while (p->subs)
-		sub_end(p, p->subs);
-	bool ready_check = p->ready_check, ok = !p->ex.signal && p->ex.code == 0;
+		sub_end(p, p->subs, NULL, 0);
+	void (*ready_exit)(struct sbx *, bool) = p->ready_exit;
+	bool ok = !p->ex.signal && p->ex.code == 0;
 	if (p->exec)
 		proc_free(p);
 	else
 		forget_old_exited(s);
-	if (ready_check)
-		sbx_ready_result(s, ok); /* last: it may destroy the sandbox */
+	if (ready_exit)
+		ready_exit(s, ok); /* last: it may destroy the sandbox */
 }
 
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
@@ -423,11 +409,9 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 	proc_exited(p);
 }
 
-int proc_frame(struct sbx *s, const struct frame *f)
+static int proc_frame(struct chan *ch, const struct frame *f)
 {
-	struct proc *p = proc_by_chan(s, f->channel);
-	if (!p)
-		return -ENOENT;
+	struct proc *p = OWNER_OF(ch, struct proc, ch);
 	if (p->exited)
 		return -EPROTO; /* nothing may follow EXIT */
 	switch (f->type) {
@@ -461,6 +445,8 @@ int proc_frame(struct sbx *s, const struct frame *f)
 		return -EPROTO;
 	}
 }
+
+static const struct chan_ops proc_chan = {.frame = proc_frame, .close = proc_close};
 
 /* ---- starting ---- */
 
@@ -536,8 +522,9 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 			reply_error(req, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	*p = (struct proc){.s = s, .chan = s->next_chan++, .exec = exec, .user = e->user,
-			   .started_ms = now_ms(), .t0_ms = now_ms()};
+	*p = (struct proc){.s = s, .exec = exec, .user = e->user, .started_ms = now_ms(),
+			   .t0_ms = now_ms()};
+	sbx_chan_add(s, &p->ch, &proc_chan);
 	p->argv = json_array();
 	for (size_t i = 0; i < e->argc; i++)
 		json_array_append_new(p->argv, json_string(e->argv[i]));
@@ -568,7 +555,7 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	sp->timeout_ms = (uint64_t)e->timeout_s * 1000;
 
 	/* The record first: nothing runs that the audit log does not already show. */
-	json_t *fields = json_pack("{s:I, s:O, s:s, s:s, s:o}", "process", (json_int_t)p->chan,
+	json_t *fields = json_pack("{s:I, s:O, s:s, s:s, s:o}", "process", (json_int_t)p->ch.id,
 				   "argv", p->argv, "cwd", p->cwd, "user",
 				   e->user == CORDON_USER_ROOT ? "root" : "user", "env_names",
 				   env_names(sp->envp, sp->envc));
@@ -581,9 +568,9 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 			reply_audit_failed(req, r);
 		return NULL;
 	}
-	r = sbx_send(s, FRAME_SPAWN, p->chan, sp);
+	r = sbx_send(s, FRAME_SPAWN, p->ch.id, sp);
 	if (r >= 0 && exec && e->stdin_data)
-		r = send_stdin(s, p->chan, (const uint8_t *)e->stdin_data, e->stdin_len, true);
+		r = send_stdin(s, p->ch.id, (const uint8_t *)e->stdin_data, e->stdin_len, true);
 	if (r < 0) {
 		proc_free(p);
 		if (req)
@@ -600,8 +587,9 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	return p;
 }
 
-int proc_spawn_template(struct sbx *s, json_t *argv, bool ready_check)
+int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok))
 {
+	bool ready_check = ready_exit != NULL;
 	const char *args[FRAME_MAX_ARGV + 1];
 	size_t n = 0, i;
 	json_t *a;
@@ -616,7 +604,7 @@ int proc_spawn_template(struct sbx *s, json_t *argv, bool ready_check)
 	struct proc *p = proc_start(NULL, s, &e, ready_check);
 	if (!p)
 		return -EIO;
-	p->ready_check = ready_check;
+	p->ready_exit = ready_exit;
 	return 0;
 }
 
@@ -624,7 +612,7 @@ static void start(struct ctx *c, bool exec)
 {
 	struct api_exec *e = NULL;
 	struct cordon_err err = {};
-	struct sbx *s = sbx_lookup(c, true);
+	struct sbx *s = ctx_sbx(c);
 	if (!s)
 		return;
 	int r = api_exec_parse(c->body, c->body_len, exec ? API_EXEC_RUN : API_EXEC_START, &e, &err);
@@ -675,7 +663,7 @@ static json_t *proc_json(const struct proc *p)
 
 void handle_proc_list(struct ctx *c)
 {
-	struct sbx *s = sbx_lookup(c, true);
+	struct sbx *s = ctx_sbx(c);
 	if (!s)
 		return;
 	json_t *a = json_array();
@@ -687,7 +675,7 @@ void handle_proc_list(struct ctx *c)
 
 static struct proc *proc_for(struct ctx *c, struct sbx **ret_s)
 {
-	struct sbx *s = sbx_lookup(c, true);
+	struct sbx *s = ctx_sbx(c);
 	struct proc *p = s ? proc_by_pid(s, c->params[1]) : NULL;
 	if (s && !p)
 		reply_error(c->req, API_ERR_NOT_FOUND, "no process %.16s in sandbox %s", c->params[1], s->id);
@@ -710,7 +698,7 @@ void handle_proc_stdin(struct ctx *c)
 	}
 	if (p->exited || p->stdin_closed)
 		reply_error(c->req, API_ERR_CONFLICT, "stdin of process %u is closed", p->pid);
-	else if ((r = send_stdin(s, p->chan, in.data, in.len, in.eof)) < 0)
+	else if ((r = send_stdin(s, p->ch.id, in.data, in.len, in.eof)) < 0)
 		reply_errno(c->req, r, "could not write to the process");
 	else {
 		p->stdin_closed = in.eof;
@@ -737,7 +725,7 @@ void handle_proc_signal(struct ctx *c)
 		return;
 	}
 	struct frame_signal sig = {.signo = (uint32_t)signo};
-	r = sbx_send(s, FRAME_SIGNAL, p->chan, &sig);
+	r = sbx_send(s, FRAME_SIGNAL, p->ch.id, &sig);
 	if (r < 0)
 		reply_errno(c->req, r, "could not signal the process");
 	else
@@ -761,13 +749,14 @@ void handle_proc_events(struct ctx *c)
 			evbuffer_free(buf);
 		return;
 	}
-	if (subscribe(p, c->req)) {
+	struct sub *sub = subscribe_http(p, c->req) ? p->subs : NULL;
+	if (sub) {
 		_cleanup_(json_decrefp) json_t *e = start_event(p);
 		_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
 		if (line) {
 			size_t n = strlen(line);
 			line[n] = '\n';
-			stream_send(c->req, line, n + 1);
+			sub->k->write(sub->k, line, n + 1);
 		}
 	} else {
 		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
