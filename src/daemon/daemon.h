@@ -228,6 +228,8 @@ void reply_audit_failed(struct evhttp_request *req, int r);
  * frees itself at its end() or when the client goes (after its gone()). */
 struct stream_sink *http_sink_new(struct evhttp_request *req);
 void http_sink_start(struct stream_sink *k, const char *content_type);
+/* A svc_reply answered on @req (service.h); NULL when out of memory. */
+struct svc_reply *http_reply_new(struct evhttp_request *req);
 int http_start(const struct surface *surface); /* its routes on both listeners */
 void http_stop(void);
 void reply_json(struct evhttp_request *req, int status, json_t *body); /* steals @body */
@@ -303,24 +305,9 @@ void pool_fill(void);
 bool daemon_settled(void);
 
 /* proc.c */
-void handle_exec(struct ctx *c);
-void handle_proc_start(struct ctx *c);
-void handle_proc_list(struct ctx *c);
-void handle_proc_stdin(struct ctx *c);
-void handle_proc_signal(struct ctx *c);
-void handle_proc_events(struct ctx *c);
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
  * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
 int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
-
-/* files.c */
-void handle_file_get(struct ctx *c);
-void handle_file_put(struct ctx *c);
-void handle_file_delete(struct ctx *c);
-void handle_file_list(struct ctx *c);
-void handle_file_stat(struct ctx *c);
-void handle_file_mkdir(struct ctx *c);
-void handle_file_move(struct ctx *c);
 
 /* templates.c: GET, DELETE /v1/templates/{name}; GET, POST /v1/templates (a build, streamed) */
 void handle_template_list(struct ctx *c);

@@ -282,6 +282,70 @@ void http_sink_start(struct stream_sink *k, const char *content_type)
 	req_on_close(h->req, sink_on_close, h);
 }
 
+/* ---- deferred answers: a svc_reply over a request ---- */
+
+struct http_reply {
+	struct svc_reply r;
+	struct evhttp_request *req;
+};
+
+static void hr_json(struct svc_reply *r, int status, json_t *body)
+{
+	struct http_reply *h = OWNER_OF(r, struct http_reply, r);
+	if (body)
+		reply_json(h->req, status, body);
+	else
+		reply_empty(h->req, status);
+	free(h);
+}
+
+static void hr_bytes(struct svc_reply *r, const char *type, struct evbuffer *buf)
+{
+	struct http_reply *h = OWNER_OF(r, struct http_reply, r);
+	reply_buf(h->req, 200, type, buf);
+	free(h);
+}
+
+static void hr_error(struct svc_reply *r, const struct svc_err *err)
+{
+	struct http_reply *h = OWNER_OF(r, struct http_reply, r);
+	reply_svc_err(h->req, err);
+	free(h);
+}
+
+static struct stream_sink *hr_stream(struct svc_reply *r, const char *type)
+{
+	struct http_reply *h = OWNER_OF(r, struct http_reply, r);
+	struct stream_sink *k = http_sink_new(h->req);
+	if (!k)
+		return NULL;
+	http_sink_start(k, type); /* the sink's close callback replaces ours */
+	free(h);
+	return k;
+}
+
+static void hr_on_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct http_reply *h = arg;
+	if (h->r.gone)
+		h->r.gone(h->r.gone_arg);
+	free(h);
+}
+
+/* Every reply forgets the close callback (reply_buf), so hr_on_close() runs only for a
+ * client that left unanswered. */
+struct svc_reply *http_reply_new(struct evhttp_request *req)
+{
+	struct http_reply *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	*h = (struct http_reply){.r = {.json = hr_json, .bytes = hr_bytes, .error = hr_error,
+				       .stream = hr_stream},
+				 .req = req};
+	req_on_close(req, hr_on_close, h);
+	return &h->r;
+}
+
 void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		  void *arg)
 {

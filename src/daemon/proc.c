@@ -5,6 +5,7 @@
  * ends the sandbox: a stuck agent never holds a client forever.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,8 @@ struct proc {
 	bool exited, spawned, stdin_closed;
 	bool base64;  /* exec: stdout and stderr returned as base64 */
 	bool paused;  /* PAUSE sent: a reader is behind */
-	struct evhttp_request *exec_req;
-	struct evhttp_request *start_req; /* a started process's request until SPAWNED or ERROR */
+	struct svc_reply *exec_rep;  /* an exec's client, until the exit */
+	struct svc_reply *start_rep; /* a started process's client, until SPAWNED or ERROR */
 	struct evbuffer *out[2];
 	bool trunc[2];
 	uint64_t bytes_out;
@@ -133,11 +134,25 @@ static void sub_end(struct proc *p, struct sub *sub, const char *last, size_t le
 	sub_drop(p, sub);
 }
 
+/* Answers the client waiting on *@rp, if any, with an error. */
+static void rep_fail(struct svc_reply **rp, enum api_error code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void rep_fail(struct svc_reply **rp, enum api_error code, const char *fmt, ...)
+{
+	struct svc_err err = {.code = code};
+	va_list ap;
+	if (!*rp)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+	va_end(ap);
+	(*rp)->error(*rp, &err);
+	*rp = NULL;
+}
+
 static void proc_free(struct proc *p)
 {
-	if (p->start_req)
-		reply_error(p->start_req, API_ERR_CONFLICT, "the sandbox was destroyed");
-	p->start_req = NULL;
+	rep_fail(&p->start_rep, API_ERR_CONFLICT, "the sandbox was destroyed");
 	p->exited = true; /* no RESUME from a reader's drop now */
 	while (p->subs)
 		sub_end(p, p->subs, NULL, 0);
@@ -162,22 +177,20 @@ static void proc_free(struct proc *p)
 static void proc_close(struct chan *ch)
 {
 	struct proc *p = OWNER_OF(ch, struct proc, ch);
-	if (p->exec_req)
-		reply_error(p->exec_req, API_ERR_CONFLICT, "the sandbox was destroyed");
-	p->exec_req = NULL;
+	rep_fail(&p->exec_rep, API_ERR_CONFLICT, "the sandbox was destroyed");
 	proc_free(p);
 }
 
-static void on_exec_close(struct evhttp_connection *evcon, void *arg)
+static void on_exec_gone(void *arg)
 {
 	struct proc *p = arg;
-	p->exec_req = NULL; /* the client left; the process runs on to its end */
+	p->exec_rep = NULL; /* the client left; the process runs on to its end */
 }
 
-static void on_start_close(struct evhttp_connection *evcon, void *arg)
+static void on_start_gone(void *arg)
 {
 	struct proc *p = arg;
-	p->start_req = NULL; /* the client left before the process started; it runs on */
+	p->start_rep = NULL; /* the client left before the process started; it runs on */
 }
 
 /* ---- events to stream readers ---- */
@@ -230,40 +243,39 @@ static json_t *start_event(const struct proc *p)
 	return e;
 }
 
-/* @k reads @p's events from now on; false (nothing changed) if it cannot. */
-static bool subscribe(struct proc *p, struct stream_sink *k)
+/* @k reads @p's events from now on, as @sub. */
+static void subscribe(struct proc *p, struct sub *sub, struct stream_sink *k)
 {
-	struct sub *sub = k ? calloc(1, sizeof(*sub)) : NULL;
-	if (!sub)
-		return false;
 	*sub = (struct sub){.k = k, .p = p, .next = p->subs};
 	p->subs = sub;
 	k->gone = on_sub_gone;
 	k->gone_arg = sub;
 	k->watch(k, on_sub_drain, sub);
-	return true;
 }
 
-/* The events of @p as an NDJSON stream on @req. */
-static bool subscribe_http(struct proc *p, struct evhttp_request *req)
+/* The answer to @rp becomes @p's event stream (200, NDJSON); false, with @rp answered 500,
+ * without memory. */
+static bool open_stream(struct proc *p, struct svc_reply *rp)
 {
-	struct stream_sink *k = http_sink_new(req);
-	if (!subscribe(p, k)) {
-		free(k); /* not started: nothing else knows of it */
+	struct sub *sub = calloc(1, sizeof(*sub));
+	struct stream_sink *k = sub ? rp->stream(rp, "application/x-ndjson") : NULL;
+	if (!k) {
+		free(sub);
+		rep_fail(&rp, API_ERR_INTERNAL, "out of memory");
 		return false;
 	}
-	http_sink_start(k, "application/x-ndjson");
+	subscribe(p, sub, k);
 	return true;
 }
 
 /* The answer to POST .../processes, once the agent has said whether the process started: the
  * event stream (200), which the start event or the failure's stderr and exit then open. */
-static void open_stream(struct proc *p)
+static void start_answer(struct proc *p)
 {
-	struct evhttp_request *req = p->start_req;
-	p->start_req = NULL;
-	if (req && !subscribe_http(p, req))
-		reply_error(req, API_ERR_INTERNAL, "out of memory");
+	struct svc_reply *rp = p->start_rep;
+	p->start_rep = NULL;
+	if (rp)
+		open_stream(p, rp);
 }
 
 /* ---- the end of a process ---- */
@@ -304,8 +316,12 @@ static void exec_reply(struct proc *p)
 	metric_observe(H_EXEC, (now_ms() - p->t0_ms) / 1000.0);
 	if (r && p->base64)
 		json_object_set_new(r, "encoding", json_string("base64"));
-	reply_json(p->exec_req, 200, r);
-	p->exec_req = NULL;
+	if (!r) { /* as reply_json() would: NULL is no memory, not no body */
+		rep_fail(&p->exec_rep, API_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	p->exec_rep->json(p->exec_rep, 200, r);
+	p->exec_rep = NULL;
 }
 
 static void proc_exited(struct proc *p)
@@ -328,7 +344,7 @@ static void proc_exited(struct proc *p)
 			    p->oom, "timed_out", p->ex.timed_out != 0, "duration_ms",
 			    (json_int_t)(now_ms() - p->started_ms), "bytes_out",
 			    (json_int_t)p->bytes_out));
-	if (p->exec_req)
+	if (p->exec_rep)
 		exec_reply(p);
 	broadcast(p, exit_event(p));
 	while (p->subs)
@@ -387,16 +403,13 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
 		e = (struct frame_error){.errnum = EIO};
 	const char *msg = e.message ? e.message : strerror(e.errnum);
-	struct evhttp_request *req = p->exec ? p->exec_req : p->start_req;
-	if (req && spawn_quota(e.errnum)) {
-		reply_error(req, API_ERR_QUOTA_EXCEEDED,
-			    "no room for another process in sandbox %s (%s): at most %u run at once, "
-			    "and limits.pids (%u) counts every process and thread in it",
-			    p->s->id, msg, MAX_PROCS, (unsigned)p->s->spec.pids);
-		p->exec_req = p->start_req = NULL;
-	}
+	if (spawn_quota(e.errnum))
+		rep_fail(p->exec ? &p->exec_rep : &p->start_rep, API_ERR_QUOTA_EXCEEDED,
+			 "no room for another process in sandbox %s (%s): at most %u run at once, "
+			 "and limits.pids (%u) counts every process and thread in it",
+			 p->s->id, msg, MAX_PROCS, (unsigned)p->s->spec.pids);
 	evbuffer_add_printf(p->out[1], "cordon: %s\n", msg);
-	open_stream(p);
+	start_answer(p);
 	if (!p->exec && p->subs) {
 		size_t n;
 		char line[FRAME_MAX_MESSAGE + 16];
@@ -421,7 +434,7 @@ static int proc_frame(struct chan *ch, const struct frame *f)
 			return -EPROTO;
 		p->pid = sp.pid;
 		p->spawned = true;
-		open_stream(p); /* only now is the answer 200 */
+		start_answer(p); /* only now is the answer 200 */
 		broadcast(p, start_event(p));
 		return 0;
 	}
@@ -508,18 +521,16 @@ static int send_stdin(struct sbx *s, uint32_t chan, const uint8_t *data, size_t 
 	return eof ? sbx_send(s, FRAME_STDIN_CLOSE, chan, NULL) : 0;
 }
 
-/* @req: the client's request that errors are answered on, or NULL for the daemon's own
- * processes (a template's START and READY). */
-static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const struct api_exec *e,
-			       bool exec)
+/* Starts @e in @s: the record, then SPAWN; NULL with @err set if it could not be. */
+static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exec,
+			       struct svc_err *err)
 {
 	const char *home = e->user == CORDON_USER_ROOT ? "/root" : "/home/user";
 	if (!e->cwd && s->workdir)
 		home = s->workdir; /* the template's WORKDIR */
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p) {
-		if (req)
-			reply_error(req, API_ERR_INTERNAL, "out of memory");
+		svc_fail(err, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 	*p = (struct proc){.s = s, .exec = exec, .user = e->user, .started_ms = now_ms(),
@@ -538,8 +549,7 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	if (!p->argv || !p->cwd || !p->out[0] || !p->out[1] || !p->watchdog ||
 	    (e->tag && !p->tag)) {
 		proc_free(p);
-		if (req)
-			reply_error(req, API_ERR_INTERNAL, "out of memory");
+		svc_fail(err, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 
@@ -564,8 +574,7 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	int r = sbx_audit_rc(s, AUDIT_PROCESS_START, fields);
 	if (r < 0) { /* nothing runs unrecorded */
 		proc_free(p);
-		if (req)
-			reply_audit_failed(req, r);
+		svc_fail_audit(err, r);
 		return NULL;
 	}
 	r = sbx_send(s, FRAME_SPAWN, p->ch.id, sp);
@@ -573,8 +582,7 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 		r = send_stdin(s, p->ch.id, (const uint8_t *)e->stdin_data, e->stdin_len, true);
 	if (r < 0) {
 		proc_free(p);
-		if (req)
-			reply_errno(req, r, "could not start the process");
+		svc_fail(err, api_error_from_errno(r), "could not start the process");
 		return NULL;
 	}
 	metric_inc(M_EXECS);
@@ -601,52 +609,34 @@ int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct s
 		return -EINVAL;
 	struct api_exec e = {.argv = args, .argc = n, .user = s->user_default,
 			     .timeout_s = ready_check ? 10 : 0, .tag = ready_check ? "ready" : "start"};
-	struct proc *p = proc_start(NULL, s, &e, ready_check);
+	struct svc_err err; /* the daemon's own: nobody to tell but the caller */
+	struct proc *p = proc_start(s, &e, ready_check, &err);
 	if (!p)
 		return -EIO;
 	p->ready_exit = ready_exit;
 	return 0;
 }
 
-static void start(struct ctx *c, bool exec)
+int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_reply *rp,
+		   struct svc_err *err)
 {
-	struct api_exec *e = NULL;
-	struct cordon_err err = {};
-	struct sbx *s = ctx_sbx(c);
-	if (!s)
-		return;
-	int r = api_exec_parse(c->body, c->body_len, exec ? API_EXEC_RUN : API_EXEC_START, &e, &err);
-	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-		return;
-	}
 	if (running(s) >= MAX_PROCS)
-		reply_error(c->req, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once", MAX_PROCS);
-	else {
-		if (!e->user_given && s->user_default_set)
-			e->user = s->user_default; /* the template's USER */
-		struct proc *p = proc_start(c->req, s, e, exec);
-		if (p && exec) {
-			p->exec_req = c->req;
-			p->base64 = e->encoding == API_ENCODING_BASE64;
-			req_on_close(c->req, on_exec_close, p);
-		} else if (p) {
-			/* answered at SPAWNED (a stream) or ERROR (maybe 429), not before */
-			p->start_req = c->req;
-			req_on_close(c->req, on_start_close, p);
-		}
+		return svc_fail(err, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once",
+				MAX_PROCS);
+	if (!e->user_given && s->user_default_set)
+		e->user = s->user_default; /* the template's USER */
+	struct proc *p = proc_start(s, e, exec, err);
+	if (!p)
+		return -1;
+	if (exec) {
+		p->exec_rep = rp;
+		p->base64 = e->encoding == API_ENCODING_BASE64;
+	} else {
+		p->start_rep = rp; /* answered at SPAWNED (a stream) or ERROR (maybe 429) */
 	}
-	api_exec_free(e);
-}
-
-void handle_exec(struct ctx *c)
-{
-	start(c, true);
-}
-
-void handle_proc_start(struct ctx *c)
-{
-	start(c, false);
+	rp->gone = exec ? on_exec_gone : on_start_gone;
+	rp->gone_arg = p;
+	return 0;
 }
 
 static json_t *proc_json(const struct proc *p)
@@ -661,104 +651,72 @@ static json_t *proc_json(const struct proc *p)
 	return o;
 }
 
-void handle_proc_list(struct ctx *c)
+json_t *svc_proc_list(struct sbx *s)
 {
-	struct sbx *s = ctx_sbx(c);
-	if (!s)
-		return;
 	json_t *a = json_array();
 	for (struct proc *p = s->procs; p; p = p->next)
 		if (p->spawned && !p->exited && !p->exec)
 			json_array_append_new(a, proc_json(p));
-	reply_json(c->req, 200, json_pack("{s:o}", "processes", a));
+	return json_pack("{s:o}", "processes", a);
 }
 
-static struct proc *proc_for(struct ctx *c, struct sbx **ret_s)
+struct proc *svc_proc_find(struct sbx *s, const char *pid, struct svc_err *err)
 {
-	struct sbx *s = ctx_sbx(c);
-	struct proc *p = s ? proc_by_pid(s, c->params[1]) : NULL;
-	if (s && !p)
-		reply_error(c->req, API_ERR_NOT_FOUND, "no process %.16s in sandbox %s", c->params[1], s->id);
-	*ret_s = s;
+	struct proc *p = proc_by_pid(s, pid);
+	if (!p)
+		svc_fail(err, API_ERR_NOT_FOUND, "no process %.16s in sandbox %s", pid, s->id);
 	return p;
 }
 
-void handle_proc_stdin(struct ctx *c)
+int svc_proc_stdin(struct proc *p, const struct api_stdin *in, struct svc_err *err)
 {
-	struct sbx *s;
-	struct api_stdin in = {};
-	struct cordon_err err = {};
-	struct proc *p = proc_for(c, &s);
-	if (!p)
-		return;
-	int r = api_stdin_parse(c->body, c->body_len, &in, &err);
-	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-		return;
-	}
 	if (p->exited || p->stdin_closed)
-		reply_error(c->req, API_ERR_CONFLICT, "stdin of process %u is closed", p->pid);
-	else if ((r = send_stdin(s, p->ch.id, in.data, in.len, in.eof)) < 0)
-		reply_errno(c->req, r, "could not write to the process");
-	else {
-		p->stdin_closed = in.eof;
-		reply_empty(c->req, 204);
-	}
-	api_stdin_done(&in);
-}
-
-void handle_proc_signal(struct ctx *c)
-{
-	struct sbx *s;
-	struct cordon_err err = {};
-	int signo;
-	struct proc *p = proc_for(c, &s);
-	if (!p)
-		return;
-	int r = api_signal_parse(c->body, c->body_len, &signo, &err);
-	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-		return;
-	}
-	if (p->exited) {
-		reply_error(c->req, API_ERR_CONFLICT, "process %u has exited", p->pid);
-		return;
-	}
-	struct frame_signal sig = {.signo = (uint32_t)signo};
-	r = sbx_send(s, FRAME_SIGNAL, p->ch.id, &sig);
+		return svc_fail(err, API_ERR_CONFLICT, "stdin of process %u is closed", p->pid);
+	int r = send_stdin(p->s, p->ch.id, in->data, in->len, in->eof);
 	if (r < 0)
-		reply_errno(c->req, r, "could not signal the process");
-	else
-		reply_empty(c->req, 204);
+		return svc_fail(err, api_error_from_errno(r), "could not write to the process");
+	p->stdin_closed = in->eof;
+	return 0;
 }
 
-void handle_proc_events(struct ctx *c)
+int svc_proc_signal(struct proc *p, int signo, struct svc_err *err)
 {
-	struct sbx *s;
-	struct proc *p = proc_for(c, &s);
-	if (!p)
+	if (p->exited)
+		return svc_fail(err, API_ERR_CONFLICT, "process %u has exited", p->pid);
+	struct frame_signal sig = {.signo = (uint32_t)signo};
+	int r = sbx_send(p->s, FRAME_SIGNAL, p->ch.id, &sig);
+	if (r < 0)
+		return svc_fail(err, api_error_from_errno(r), "could not signal the process");
+	return 0;
+}
+
+/* One event as an NDJSON line into @k, or into a buffer when @k is NULL. */
+static void event_line(json_t *ev, struct stream_sink *k, struct evbuffer *buf)
+{
+	_cleanup_(json_decrefp) json_t *e = ev;
+	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	if (!line)
 		return;
+	size_t n = strlen(line);
+	line[n] = '\n'; /* over the NUL: json_dumps leaves no room after it */
+	if (k)
+		k->write(k, line, n + 1);
+	else if (buf)
+		evbuffer_add(buf, line, n + 1);
+}
+
+/* An exited process: its exit event, the whole answer. A running one: its start event, then
+ * everything it does, as a stream. */
+void svc_proc_events(struct proc *p, struct svc_reply *rp)
+{
 	if (p->exited) {
-		_cleanup_(json_decrefp) json_t *e = exit_event(p);
-		_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
 		struct evbuffer *buf = evbuffer_new();
-		if (buf && line)
-			evbuffer_add_printf(buf, "%s\n", line);
-		reply_buf(c->req, 200, "application/x-ndjson", buf);
+		event_line(exit_event(p), NULL, buf);
+		rp->bytes(rp, "application/x-ndjson", buf);
 		if (buf)
 			evbuffer_free(buf);
 		return;
 	}
-	struct sub *sub = subscribe_http(p, c->req) ? p->subs : NULL;
-	if (sub) {
-		_cleanup_(json_decrefp) json_t *e = start_event(p);
-		_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
-		if (line) {
-			size_t n = strlen(line);
-			line[n] = '\n';
-			sub->k->write(sub->k, line, n + 1);
-		}
-	} else {
-		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
-	}
+	if (open_stream(p, rp))
+		event_line(start_event(p), p->subs->k, NULL);
 }

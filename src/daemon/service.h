@@ -1,11 +1,13 @@
-/* cordond's service layer: what a client may ask of sandboxes, their networks and their audit
- * logs, with no HTTP in it. A service function takes parsed arguments (src/spec's structs),
- * returns 0 or -1 with @err set, and hands back JSON for the caller to render; it never sees
- * an evhttp_request. A route table (v1.c for /v1) parses, calls and renders the result or
- * the error in one place, so a second API surface is a second table over the same calls.
+/* cordond's service layer: what a client may ask of sandboxes, their processes, files,
+ * networks and audit logs, with no HTTP in it. A service function takes parsed arguments
+ * (src/spec's structs), returns 0 or -1 with @err set, and hands back JSON for the caller to
+ * render; it never sees an evhttp_request. A route table (v1.c for /v1) parses, calls and
+ * renders the result or the error in one place, so a second API surface is a second table
+ * over the same calls.
  *
- * Answers that are not one value (an audit log followed as it grows) go to a stream_sink,
- * which the surface implements (http.c: a chunked reply). */
+ * An answer that comes later (from the agent) goes to a svc_reply, and one that is not one
+ * value (process events, an audit log followed as it grows) to a stream_sink; the surface
+ * implements both (http.c: a reply on the request, a chunked reply). */
 #pragma once
 
 #include <stdbool.h>
@@ -60,6 +62,23 @@ struct stream_sink {
 	void *gone_arg;
 };
 
+/* Where an answer goes that comes after the service returned (the agent's, for a file
+ * operation). A service that returned 0 owns @r and answers it exactly once through one of
+ * the three (which free it) unless the client goes first (then the surface calls gone() and
+ * frees it); one that returned -1 has not touched it: the caller renders the error with
+ * error(). */
+struct evbuffer;
+struct svc_reply {
+	void (*json)(struct svc_reply *r, int status, json_t *body); /* steals; NULL: no body */
+	void (*bytes)(struct svc_reply *r, const char *content_type, struct evbuffer *buf); /* 200 */
+	void (*error)(struct svc_reply *r, const struct svc_err *err);
+	/* The answer is a stream (200, @content_type), written into the sink returned, which
+	 * takes @r's place (@r is freed); NULL without memory, then @r is as it was. */
+	struct stream_sink *(*stream)(struct svc_reply *r, const char *content_type);
+	void (*gone)(void *arg); /* set by the service */
+	void *gone_arg;
+};
+
 /* ---- sandboxes (svc_sandbox.c) ---- */
 
 /* Whether @req may be made for @who: limits this host has, a template that exists, a network
@@ -78,9 +97,37 @@ int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret
 json_t *svc_runtimes(void);
 json_t *svc_health(void);
 
+/* ---- processes (proc.c): each is one agent channel ---- */
+
+struct proc;
+/* Runs @e (@exec: to its end, the answer its output; else started, the answer its event
+ * stream once the agent has spawned it). @e's user is the template's USER unless given. */
+int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_reply *r,
+		   struct svc_err *err);
+json_t *svc_proc_list(struct sbx *s); /* {"processes": [...]}: started ones still running */
+struct proc *svc_proc_find(struct sbx *s, const char *pid, struct svc_err *err);
+int svc_proc_stdin(struct proc *p, const struct api_stdin *in, struct svc_err *err);
+int svc_proc_signal(struct proc *p, int signo, struct svc_err *err);
+/* The exit event of an exited process; else the start event and everything after, streamed. */
+void svc_proc_events(struct proc *p, struct svc_reply *r);
+
+/* ---- files (files.c): the agent opens the path inside the sandbox, as its user ---- */
+
+int svc_file_get(struct sbx *s, const char *path, struct svc_reply *r, struct svc_err *err);
+int svc_file_stat(struct sbx *s, const char *path, struct svc_reply *r, struct svc_err *err);
+/* @cursor: 0, or a next_cursor of a page before. */
+int svc_file_list(struct sbx *s, const char *path, unsigned depth, uint64_t cursor,
+		  struct svc_reply *r, struct svc_err *err);
+int svc_file_delete(struct sbx *s, const char *path, struct svc_reply *r, struct svc_err *err);
+int svc_file_mkdir(struct sbx *s, const struct api_mkdir *m, struct svc_reply *r,
+		   struct svc_err *err);
+int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
+		  struct svc_err *err);
+int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
+		 struct svc_reply *r, struct svc_err *err);
+
 /* ---- audit (svc_sandbox.c) ---- */
 
-struct evbuffer;
 /* @s's log so far (JSON Lines) into @out; @ret_next: where the next record will start. */
 int svc_audit_log(const struct sbx *s, struct evbuffer *out, off_t *ret_next, struct svc_err *err);
 /* Every record written for @s from @from on goes to @k, until the sandbox ends (then @k
