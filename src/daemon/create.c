@@ -15,23 +15,44 @@
 #include "basic/log.h"
 #include "daemon/audit.h"
 #include "daemon/daemon.h"
+#include "daemon/service.h"
 #include "image/store.h"
 
+/* A create request waiting for its sandbox to be up (or its template's READY to pass). */
 struct waiter {
-	struct evhttp_request *req;
+	struct svc_reply *rep; /* NULL once the client left: the sandbox is made all the same */
 	uint64_t started_ms;
 	struct waiter *next;
 };
 
+static void on_waiter_gone(void *arg)
+{
+	struct waiter *w = arg;
+	w->rep = NULL;
+}
 
 static void waiters_fail(struct sbx *s, enum api_error e, const char *msg)
 {
 	while (s->waiters) {
 		struct waiter *w = s->waiters;
+		struct svc_err err = {.code = e};
 		s->waiters = w->next;
-		reply_error(w->req, e, "%s", msg);
+		snprintf(err.msg, sizeof(err.msg), "%s", msg);
+		if (w->rep)
+			w->rep->error(w->rep, &err);
 		free(w);
 	}
+}
+
+/* The 201 of a create, on @rp; NULL JSON is no memory (as reply_json() has it). */
+static void answer_created(struct svc_reply *rp, struct sbx *s)
+{
+	struct svc_err err = {.code = API_ERR_INTERNAL, .msg = "out of memory"};
+	json_t *body = sbx_json(s);
+	if (body)
+		rp->json(rp, 201, body);
+	else
+		rp->error(rp, &err);
 }
 
 static void waiters_ready(struct sbx *s)
@@ -41,7 +62,8 @@ static void waiters_ready(struct sbx *s)
 		s->waiters = w->next;
 		metric_inc(M_CREATES);
 		metric_observe(H_CREATE, (now_ms() - w->started_ms) / 1000.0);
-		reply_json(w->req, 201, sbx_json(s));
+		if (w->rep)
+			answer_created(w->rep, s);
 		free(w);
 	}
 }
@@ -397,12 +419,13 @@ static struct sbx *pool_claim(const char *name, const char *runtime)
 	return NULL;
 }
 
-static int apply_request(struct sbx *s, struct ctx *c, const struct api_create *req)
+static int apply_request(struct sbx *s, const struct svc_caller *who,
+			 const struct api_create *req)
 {
 	struct cordon_spec spec;
 	cordon_spec_init(&spec);
 	api_create_to_spec(req, &spec);
-	s->owner = c->principal;
+	s->owner = who->principal;
 	if (s->owner)
 		s->owner->live++;
 	s->timeout_s = req->timeout_s;
@@ -482,8 +505,8 @@ out:
 }
 
 /* The version template @name points to now, held by the sandbox for as long as it lives;
- * NULL with the reply sent if there is none. */
-static struct store_version *template_open(struct ctx *c, const char *name)
+ * NULL with @e set if there is none. */
+static struct store_version *template_open(const char *name, struct svc_err *e)
 {
 	struct cordon_err err = {};
 	struct store_version *v = malloc(sizeof(*v));
@@ -492,24 +515,27 @@ static struct store_version *template_open(struct ctx *c, const char *name)
 		return v;
 	free(v);
 	if (r == -ENOENT || r == -EINVAL)
-		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", name);
+		svc_fail(e, API_ERR_NOT_FOUND, "no template '%s'", name);
 	else
-		reply_error(c->req, API_ERR_INTERNAL, "template '%s': %s", name,
-			    err.msg[0] ? err.msg : strerror(-r));
+		svc_fail(e, API_ERR_INTERNAL, "template '%s': %s", name,
+			 err.msg[0] ? err.msg : strerror(-r));
 	return NULL;
 }
 
-static int add_waiter(struct sbx *s, struct ctx *c, uint64_t t0)
+static int add_waiter(struct sbx *s, struct svc_reply *rp, uint64_t t0)
 {
 	struct waiter *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	*w = (struct waiter){.req = c->req, .started_ms = t0, .next = s->waiters};
+	*w = (struct waiter){.rep = rp, .started_ms = t0, .next = s->waiters};
 	s->waiters = w;
+	rp->gone = on_waiter_gone;
+	rp->gone_arg = w;
 	return 0;
 }
 
-int sbx_create(struct ctx *c, const struct api_create *req)
+int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
+		       struct svc_reply *rp, struct svc_err *e)
 {
 	uint64_t t0 = now_ms();
 	bool host = strcmp(req->template_name, "host") == 0;
@@ -517,9 +543,8 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 	struct cordon_err rerr = {};
 	int rr = cordon_runtime_resolve(api_runtime_name(req->runtime), &runtime, &rerr);
 	if (rr < 0) { /* known to the API, refused by this host: nothing made */
-		reply_error(c->req, rr == -ENOENT ? API_ERR_INVALID_FIELD : API_ERR_UNSUPPORTED_RUNTIME,
-			    "%s", rerr.msg);
-		return 0;
+		return svc_fail(e, rr == -ENOENT ? API_ERR_INVALID_FIELD : API_ERR_UNSUPPORTED_RUNTIME,
+				"%s", rerr.msg);
 	}
 	const char *warm_name = host ? "" : req->template_name;
 	/* The pool holds sandboxes with the default disk; anything else is built now. */
@@ -528,8 +553,8 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 	struct store_version *version = NULL;
 	struct cordon_err err = {};
 
-	if (!s && !host && !(version = template_open(c, req->template_name)))
-		return 0;
+	if (!s && !host && !(version = template_open(req->template_name, e)))
+		return -1;
 	if (from_pool)
 		warm_touch(warm_name); /* kept warm from now on */
 	if (!s && D.n_live >= D.cfg.max_sandboxes) {
@@ -541,10 +566,8 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 			}
 		if (D.n_live >= D.cfg.max_sandboxes) {
 			version_free(version);
-			reply_error(c->req, API_ERR_CAPACITY,
-				    "the server runs its maximum of %llu sandboxes",
-				    (unsigned long long)D.cfg.max_sandboxes);
-			return 0;
+			return svc_fail(e, API_ERR_CAPACITY, "the server runs its maximum of %llu sandboxes",
+					(unsigned long long)D.cfg.max_sandboxes);
 		}
 	}
 	if (!s) {
@@ -554,29 +577,27 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 			version_free(version);
 			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
 			metric_inc(M_CREATE_FAILURES);
-			reply_error(c->req, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
-				    "could not make the sandbox: %s", err.msg);
-			return 0;
+			return svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
+					"could not make the sandbox: %s", err.msg);
 		}
 		s->version = version;
 		snprintf(s->template_name, sizeof(s->template_name), "%s", warm_name);
 	}
-	int r = apply_request(s, c, req);
+	int r = apply_request(s, who, req);
 	if (r >= 0 && !host)
 		r = apply_template(s);
 	bool pooled = s->state == SBX_RUNNING; /* from the pool: ready already */
 	bool starts = pooled && (s->start || s->ready); /* its template's START and READY run now */
 	if (r >= 0 && (!pooled || starts))
-		r = add_waiter(s, c, t0);
+		r = add_waiter(s, rp, t0);
 	if (r >= 0 && starts && template_start(s) < 0)
 		r = -EIO;
 	if (r < 0) {
 		bool waiting = s->waiters != NULL;
 		metric_inc(M_CREATE_FAILURES);
 		sbx_destroy(s, "create_failed"); /* answers a waiter */
-		if (!waiting)
-			reply_error(c->req, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
-		return 0;
+		return waiting ? 0 : svc_fail(e, API_ERR_INTERNAL, "could not set the sandbox up: %s",
+					      strerror(-r));
 	}
 	/* The records before the sandbox is handed out; without them it is not. */
 	if ((r = audit_create(s, req)) < 0 ||
@@ -584,14 +605,12 @@ int sbx_create(struct ctx *c, const struct api_create *req)
 		bool waiting = s->waiters != NULL;
 		metric_inc(M_CREATE_FAILURES);
 		sbx_destroy(s, "create_failed"); /* answers a waiter */
-		if (!waiting)
-			reply_audit_failed(c->req, r);
-		return 0;
+		return waiting ? 0 : svc_fail_audit(e, r);
 	}
 	if (pooled && !starts) {
 		metric_inc(M_CREATES);
 		metric_observe(H_CREATE, (now_ms() - t0) / 1000.0);
-		reply_json(c->req, 201, sbx_json(s));
+		answer_created(rp, s);
 	}
 	if (from_pool)
 		pool_fill(); /* what the claim took or retired, or a template warm from now on */

@@ -298,8 +298,8 @@ void sbx_agent_failed(struct sbx *s, const char *why);
 int daemon_recover(void);
 void daemon_shutdown(void);
 
-/* create.c: creates for clients, the warm pool, a template's START and READY */
-int sbx_create(struct ctx *c, const struct api_create *req);
+/* create.c: creates for clients (svc_sandbox_create), the warm pool, a template's START and
+ * READY */
 int pool_start(void);
 void pool_fill(void);
 bool daemon_settled(void);

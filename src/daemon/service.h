@@ -85,6 +85,10 @@ struct svc_reply {
  * policy that parses, the key's quota. Nothing is made. */
 int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req,
 		      struct svc_err *err);
+/* Makes @req for @who (create.c): from the warm pool when it can, else started now; the
+ * answer (201 and the sandbox) goes to @r once it is up and its template's READY passed. */
+int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
+		       struct svc_reply *r, struct svc_err *err);
 /* The sandboxes @who may see whose metadata matches @f: {"sandboxes": [...]}. */
 json_t *svc_sandbox_list(const struct svc_caller *who, const struct api_filter *f);
 json_t *svc_sandbox_info(const struct sbx *s);

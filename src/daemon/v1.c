@@ -18,6 +18,8 @@
 #include "daemon/daemon.h"
 #include "daemon/service.h"
 
+static struct svc_reply *deferred(struct ctx *c);
+
 /* ---- sandboxes ---- */
 
 static void v1_create(struct ctx *c)
@@ -31,10 +33,13 @@ static void v1_create(struct ctx *c)
 		reply_errno(c->req, r, perr.msg);
 		return;
 	}
-	if (svc_sandbox_check(&who, req, &err) < 0)
+	if (svc_sandbox_check(&who, req, &err) < 0) {
 		reply_svc_err(c->req, &err);
-	else
-		sbx_create(c, req);
+	} else {
+		struct svc_reply *rp = deferred(c); /* 201 once the sandbox is up */
+		if (rp && svc_sandbox_create(&who, req, rp, &err) < 0)
+			rp->error(rp, &err);
+	}
 	api_create_free(req);
 }
 
@@ -106,8 +111,6 @@ static void v1_network(struct ctx *c)
 }
 
 /* ---- processes ---- */
-
-static struct svc_reply *deferred(struct ctx *c);
 
 static void v1_start(struct ctx *c, bool exec)
 {
