@@ -338,7 +338,7 @@ int pool_start(void)
 	if (r != 0)
 		return -r;
 	pthread_detach(t);
-	templates_watch();
+	templates_watch(pool_fill);
 	return 0;
 }
 
@@ -385,7 +385,7 @@ void pool_fill(void)
 	if (D.stopping || pool_busy)
 		return;
 	pool_busy = true;
-	templates_watch(); /* if the store was not there before */
+	templates_watch(pool_fill); /* if the store was not there before */
 	pool_retire_cold();
 	for (size_t i = n_warm; i-- > 0;) /* from the end: a dropped entry takes the last's place */
 		pool_retire(warm[i].name);

@@ -282,11 +282,14 @@ void sbx_adopt(struct sbx *s);
 void sbx_arm_ttl(struct sbx *s);
 /* Closes a held template version; the last holder of a replaced one deletes it (off the loop). */
 void version_free(struct store_version *v);
-struct sbx *sbx_find(const struct ctx *c, const char *id);
+/* Sandbox @id as @principal may see it (NULL: the unix socket, which sees all); pooled ones
+ * are nobody's yet. */
+struct sbx *sbx_find(const struct api_key *principal, const char *id);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);
-void templates_watch(void); /* templates.c: the pool hears of the store's rebuilds; idempotent */
+/* templates.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
+void templates_watch(void (*changed)(void));
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
 void sbx_chan_add(struct sbx *s, struct chan *ch, const struct chan_ops *ops); /* sets ch->id */
 void sbx_chan_del(struct sbx *s, struct chan *ch);

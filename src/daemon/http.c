@@ -143,7 +143,7 @@ void reply_svc(struct evhttp_request *req, int r, int status, json_t *body,
 
 struct sbx *ctx_sbx(struct ctx *c)
 {
-	struct sbx *s = sbx_find(c, c->params[0]);
+	struct sbx *s = sbx_find(c->principal, c->params[0]);
 	if (!s) {
 		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
 		return NULL;

@@ -50,13 +50,13 @@ static void list_del(struct sbx *s)
 		}
 }
 
-struct sbx *sbx_find(const struct ctx *c, const char *id)
+struct sbx *sbx_find(const struct api_key *principal, const char *id)
 {
 	if (!id || !valid_id(id))
 		return NULL;
 	for (struct sbx *s = D.sandboxes; s; s = s->next)
 		if (!s->pooled && strcmp(s->id, id) == 0)
-			return !c->principal || s->owner == c->principal ? s : NULL;
+			return !principal || s->owner == principal ? s : NULL;
 	return NULL;
 }
 
