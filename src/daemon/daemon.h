@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -69,7 +70,32 @@ enum sbx_state { SBX_CREATING, SBX_READY, SBX_RUNNING, SBX_DESTROYED };
 struct proc;
 struct fileop;
 struct waiter;
-struct follower;
+struct sbx;
+
+/* An agent channel and its owner. A process (proc.c) or a file operation (files.c) embeds
+ * one; sandbox.c hands each frame on a channel to its owner's ops and, when the sandbox goes,
+ * closes every channel the same way, so that it knows nothing of processes or files (and a
+ * new kind of channel is a new ops table, not a new case in sandbox.c). */
+struct chan;
+struct chan_ops {
+	int (*frame)(struct chan *ch, const struct frame *f); /* <0: the protocol is broken */
+	void (*close)(struct chan *ch); /* the sandbox is destroyed: answer, sbx_chan_del(), free */
+};
+struct chan {
+	uint32_t id;
+	const struct chan_ops *ops;
+	struct chan *next;
+};
+/* The struct that embeds @ptr (a chan, an audit_listener) as @member. */
+#define OWNER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+/* Told of each audit record written for a sandbox (GET .../audit?follow=1), and of the
+ * sandbox's end, when it must sbx_unlisten() itself. */
+struct audit_listener {
+	void (*record)(struct audit_listener *l);
+	void (*end)(struct audit_listener *l);
+	struct audit_listener *next;
+};
 
 struct sbx {
 	char id[SBX_ID_LEN + 1];
@@ -78,7 +104,7 @@ struct sbx {
 	enum sbx_state state;
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */
-	struct cordon_sandbox *jail;
+	struct cordon_sandbox *rt; /* the runtime's handle (cordon_sandbox_*), whichever runtime */
 	const char *runtime;       /* the registry's name of what made it ("jail") */
 	struct cordon_spec spec;   /* as created; pointers owned below */
 	struct bufferevent *agent;
@@ -96,7 +122,8 @@ struct sbx {
 	struct proc *procs;
 	struct fileop *ops;
 	struct waiter *waiters;    /* create requests waiting for this one to become ready */
-	struct follower *followers; /* GET .../audit?follow=1 */
+	struct chan *chans;        /* every open agent channel but 0 */
+	struct audit_listener *listeners;
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
 	char *workdir;
@@ -151,17 +178,58 @@ struct event *loop_event_free(struct event *ev);
 struct bufferevent *loop_bev_new(int fd, int options);
 struct bufferevent *loop_bev_free(struct bufferevent *bev);
 
-/* http.c */
+/* http.c: the HTTP machinery every surface shares (matching, authentication, bodies,
+ * replies); a surface (v1.c) is a table of routes. */
+struct sbx;
+struct stream_sink;
+struct svc_err;
+struct ctx;
+typedef void (*handler_fn)(struct ctx *c);
+/* The body a route takes at most: the front refuses a longer one before it is read. */
+enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
+/* The states of sandbox {id} a route accepts: ST_NONE, it names none; ST_ANY, any but
+ * destroyed (else 404); ST_RUNNING, one whose agent runs (else 409). */
+enum route_state { ST_NONE, ST_ANY, ST_RUNNING };
+struct route {
+	enum evhttp_cmd_type method;
+	const char *pattern; /* "{x}" captures one segment: {id} first, then one more */
+	handler_fn fn;
+	enum body_kind body;
+	enum route_state state;
+};
+struct surface {
+	const char *name;
+	const struct route *routes;
+	size_t n;
+};
+extern const struct surface v1_surface;
+
 struct ctx {
 	struct evhttp_request *req;
 	struct api_key *principal; /* NULL: local (unix socket) */
+	const struct route *route;
 	const char *path;
 	const char *query;
 	const char *params[2]; /* {id} and {pid} */
 	const char *body;
 	size_t body_len;
 };
-int http_start(void);
+/* Sandbox {id} in a state the route accepts; else NULL with 404 or 409 answered. */
+struct sbx *ctx_sbx(struct ctx *c);
+/* Renders a service's answer: @body with @status (204 without a body) when @r >= 0, else
+ * @err. Steals @body. */
+void reply_svc(struct evhttp_request *req, int r, int status, json_t *body,
+	       const struct svc_err *err);
+void reply_svc_err(struct evhttp_request *req, const struct svc_err *err);
+/* 503 audit_unavailable: the action's record could not be written (-@r), so it was refused. */
+void reply_audit_failed(struct evhttp_request *req, int r);
+/* A stream_sink over a chunked reply of @req; http_sink_start() sends the head. The sink
+ * frees itself at its end() or when the client goes (after its gone()). */
+struct stream_sink *http_sink_new(struct evhttp_request *req);
+void http_sink_start(struct stream_sink *k, const char *content_type);
+/* A svc_reply answered on @req (service.h); NULL when out of memory. */
+struct svc_reply *http_reply_new(struct evhttp_request *req);
+int http_start(const struct surface *surface); /* its routes on both listeners */
 void http_stop(void);
 void reply_json(struct evhttp_request *req, int status, json_t *body); /* steals @body */
 void reply_error(struct evhttp_request *req, enum api_error e, const char *fmt, ...)
@@ -194,65 +262,54 @@ void front_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connect
 void front_quiesce(void); /* before evhttp_free() */
 void front_stop(void);     /* after it */
 
-/* sandbox.c */
-struct sbx *sbx_find(const struct ctx *c, const char *id);
-/* The sandbox of route parameter {id} (running, if @running); else answers 404 or 409. */
-struct sbx *sbx_lookup(struct ctx *c, bool running);
-int sbx_create(struct ctx *c, const struct api_create *req);
+/* sandbox.c: the sandbox object and its agent link, nothing else */
+/* What sandbox.c tells the modules above it, so that it calls none of them: its maker
+ * (create.c) hands a sandbox out when it is up and refills the pool after a destroy; the
+ * network (network.c) forgets a destroyed sandbox's address. */
+struct sbx_hooks {
+	int (*up)(struct sbx *s);    /* HELLO_OK of a sandbox made for a client; the first hook's */
+	void (*down)(struct sbx *s); /* destroyed: its waiters answered, its link forgotten */
+	void (*after)(void);         /* after a destroy, unless the daemon stops */
+};
+void sbx_hooks_add(const struct sbx_hooks *h); /* at start, before any sandbox exists */
+struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
+/* Starts a runtime for a sandbox of @rootfs (NULL: host); -errno in @err. */
+struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
+		    struct cordon_err *err);
+/* Takes a started runtime (s->rt) into the event loop and the list of sandboxes. */
+void sbx_adopt(struct sbx *s);
+void sbx_arm_ttl(struct sbx *s);
+/* Closes a held template version; the last holder of a replaced one deletes it (off the loop). */
+void version_free(struct store_version *v);
+/* Sandbox @id as @principal may see it (NULL: the unix socket, which sees all); pooled ones
+ * are nobody's yet. */
+struct sbx *sbx_find(const struct api_key *principal, const char *id);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);
-int pool_start(void);
-void pool_fill(void);
-void templates_watch(void); /* templates.c: the pool hears of the store's rebuilds; idempotent */
+/* templates.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
+void templates_watch(void (*changed)(void));
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
+void sbx_chan_add(struct sbx *s, struct chan *ch, const struct chan_ops *ops); /* sets ch->id */
+void sbx_chan_del(struct sbx *s, struct chan *ch);
+void sbx_listen(struct sbx *s, struct audit_listener *l);
+void sbx_unlisten(struct sbx *s, struct audit_listener *l);
 void sbx_audit(struct sbx *s, const char *event, json_t *fields); /* steals @fields */
 int sbx_audit_rc(struct sbx *s, const char *event, json_t *fields); /* same, -errno if not written */
-/* 503 audit_unavailable: the action's record could not be written (-@r), so it was refused. */
-void reply_audit_failed(struct evhttp_request *req, int r);
-void audit_followers_push(struct sbx *s);
-void audit_followers_end(struct sbx *s);
 void sbx_agent_failed(struct sbx *s, const char *why);
 int daemon_recover(void);
 void daemon_shutdown(void);
+
+/* create.c: creates for clients (svc_sandbox_create), the warm pool, a template's START and
+ * READY */
+int pool_start(void);
+void pool_fill(void);
 bool daemon_settled(void);
 
 /* proc.c */
-void handle_exec(struct ctx *c);
-void handle_proc_start(struct ctx *c);
-void handle_proc_list(struct ctx *c);
-void handle_proc_stdin(struct ctx *c);
-void handle_proc_signal(struct ctx *c);
-void handle_proc_events(struct ctx *c);
-int proc_frame(struct sbx *s, const struct frame *f);
-/* Starts a template's START (in the background) or READY (its exit reported to
- * sbx_ready_result()) in @s, as the daemon's own process. */
-int proc_spawn_template(struct sbx *s, json_t *argv, bool ready_check);
-void sbx_ready_result(struct sbx *s, bool ok);
-void procs_free(struct sbx *s);
-
-/* files.c */
-void handle_file_get(struct ctx *c);
-void handle_file_put(struct ctx *c);
-void handle_file_delete(struct ctx *c);
-void handle_file_list(struct ctx *c);
-void handle_file_stat(struct ctx *c);
-void handle_file_mkdir(struct ctx *c);
-void handle_file_move(struct ctx *c);
-int fileop_frame(struct sbx *s, const struct frame *f);
-void fileops_free(struct sbx *s);
-
-/* handlers.c */
-void handle_create(struct ctx *c);
-void handle_list(struct ctx *c);
-void handle_info(struct ctx *c);
-void handle_destroy(struct ctx *c);
-void handle_timeout(struct ctx *c);
-void handle_network(struct ctx *c);
-void handle_audit(struct ctx *c);
-void handle_healthz(struct ctx *c);
-void handle_metrics(struct ctx *c);
-void handle_runtimes(struct ctx *c);
+/* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
+ * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
+int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
 
 /* templates.c: GET, DELETE /v1/templates/{name}; GET, POST /v1/templates (a build, streamed) */
 void handle_template_list(struct ctx *c);

@@ -5,6 +5,7 @@
  * bounds them, and checks that the agent's answers match the question.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "basic/utf8.h"
 #include "audit/audit.h"
 #include "daemon/daemon.h"
+#include "daemon/service.h"
 #include "lib/frame.h"
 
 #define FILEOP_TIMEOUT_MS 60000
@@ -22,10 +24,10 @@
 enum fkind { F_GET, F_PUT, F_DELETE, F_LIST, F_STAT, F_MKDIR, F_MOVE };
 
 struct fileop {
+	struct chan ch; /* the agent channel of its requests and answers */
 	struct sbx *s;
-	uint32_t chan;
 	enum fkind kind;
-	struct evhttp_request *req; /* NULL once answered or gone */
+	struct svc_reply *rep;      /* NULL once answered or gone */
 	unsigned expect;	    /* terminal replies (OK, ERROR, FILE_INFO of a stat) due */
 	bool stat_stage, failed;
 	struct evbuffer *data;
@@ -39,6 +41,22 @@ struct fileop {
 	struct fileop *next;
 };
 
+/* Answers @op's client with an error, if it still waits. */
+static void op_fail(struct fileop *op, enum api_error code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void op_fail(struct fileop *op, enum api_error code, const char *fmt, ...)
+{
+	struct svc_err err = {.code = code};
+	va_list ap;
+	if (!op->rep)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+	va_end(ap);
+	op->rep->error(op->rep, &err);
+	op->rep = NULL;
+}
+
 static void fileop_free(struct fileop *op)
 {
 	for (struct fileop **q = &op->s->ops; *q; q = &(*q)->next)
@@ -46,8 +64,8 @@ static void fileop_free(struct fileop *op)
 			*q = op->next;
 			break;
 		}
-	if (op->req)
-		reply_error(op->req, API_ERR_CONFLICT, "the sandbox was destroyed");
+	sbx_chan_del(op->s, &op->ch);
+	op_fail(op, API_ERR_CONFLICT, "the sandbox was destroyed");
 	if (op->watchdog)
 		event_free(op->watchdog);
 	if (op->data)
@@ -57,16 +75,15 @@ static void fileop_free(struct fileop *op)
 	free(op);
 }
 
-void fileops_free(struct sbx *s)
+static void fileop_close(struct chan *ch)
 {
-	while (s->ops)
-		fileop_free(s->ops);
+	fileop_free(OWNER_OF(ch, struct fileop, ch)); /* answers 409: the sandbox was destroyed */
 }
 
-static void on_close(struct evhttp_connection *evcon, void *arg)
+static void on_gone(void *arg)
 {
 	struct fileop *op = arg;
-	op->req = NULL;
+	op->rep = NULL; /* the client left; the agent's answer is taken and dropped */
 }
 
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
@@ -138,18 +155,15 @@ static json_t *entry_json(const struct fileop *op, const struct frame_file_info 
 
 static void answer(struct fileop *op, int status, json_t *body)
 {
-	if (!op->req) {
+	if (!op->rep) {
 		json_decref(body);
 		return;
 	}
-	if (op->kind == F_GET) {
-		reply_buf(op->req, 200, "application/octet-stream", op->data);
-	} else if (body) {
-		reply_json(op->req, status, body);
-	} else {
-		reply_empty(op->req, status);
-	}
-	op->req = NULL;
+	if (op->kind == F_GET)
+		op->rep->bytes(op->rep, "application/octet-stream", op->data);
+	else
+		op->rep->json(op->rep, status, body);
+	op->rep = NULL;
 }
 
 static int send_stat(struct fileop *op)
@@ -157,7 +171,7 @@ static int send_stat(struct fileop *op)
 	struct frame_file st = {.path = op->path, .user = FRAME_USER_USER};
 	op->stat_stage = true;
 	op->expect = 1;
-	return sbx_send(op->s, FRAME_FILE_STAT, op->chan, &st);
+	return sbx_send(op->s, FRAME_FILE_STAT, op->ch.id, &st);
 }
 
 /* A page of a listing: {entries, truncated, next_cursor when truncated, omitted when some
@@ -193,9 +207,8 @@ static void settle(struct fileop *op)
 			answer(op, 200, NULL);
 		else if (op->kind == F_DELETE || op->kind == F_MOVE)
 			answer(op, 204, NULL);
-	} else if (op->req) {
-		reply_error(op->req, API_ERR_INTERNAL, "the file operation failed");
-		op->req = NULL;
+	} else {
+		op_fail(op, API_ERR_INTERNAL, "the file operation failed");
 	}
 	fileop_free(op);
 }
@@ -227,16 +240,15 @@ static int on_error(struct fileop *op, const struct frame *f)
 	struct frame_error e;
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
 		return -EPROTO;
-	if (op->req) {
+	if (op->rep) {
 		/* The path as the client gave it, made printable; the errno's own text (the
 		 * agent's message names only its frame type). */
 		size_t n = strlen(op->path);
 		_cleanup_free_ char *p = malloc(3 * n + 1);
 		if (p)
 			p[utf8_clean((const uint8_t *)op->path, n, p, false, NULL)] = '\0';
-		reply_error(op->req, sandbox_error(e.errnum), "%s: %s", p ? p : "path",
-			    e.errnum > 0 && e.errnum < 4096 ? strerror((int)e.errnum) : "error");
-		op->req = NULL;
+		op_fail(op, sandbox_error(e.errnum), "%s: %s", p ? p : "path",
+			e.errnum > 0 && e.errnum < 4096 ? strerror((int)e.errnum) : "error");
 	}
 	op->failed = true;
 	op->expect--;
@@ -270,10 +282,8 @@ static int on_data(struct fileop *op, const struct frame *f)
 	if (op->kind != F_GET || frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
 		return -EPROTO;
 	if (evbuffer_get_length(op->data) + d.len > DEFAULT_MAX_DOWNLOAD) {
-		if (op->req)
-			reply_error(op->req, API_ERR_PAYLOAD_TOO_LARGE, "%s: larger than %u bytes",
-				    op->path, DEFAULT_MAX_DOWNLOAD);
-		op->req = NULL;
+		op_fail(op, API_ERR_PAYLOAD_TOO_LARGE, "%s: larger than %u bytes", op->path,
+			DEFAULT_MAX_DOWNLOAD);
 		op->failed = true;
 		return 0;
 	}
@@ -282,12 +292,10 @@ static int on_data(struct fileop *op, const struct frame *f)
 	return 0;
 }
 
-int fileop_frame(struct sbx *s, const struct frame *f)
+static int fileop_frame(struct chan *ch, const struct frame *f)
 {
-	struct fileop *op = s->ops;
-	while (op && op->chan != f->channel)
-		op = op->next;
-	if (!op || op->expect == 0)
+	struct fileop *op = OWNER_OF(ch, struct fileop, ch);
+	if (op->expect == 0)
 		return -EPROTO; /* an answer nobody asked for */
 	switch (f->type) {
 	case FRAME_FILE_DATA:
@@ -315,37 +323,21 @@ int fileop_frame(struct sbx *s, const struct frame *f)
 	}
 }
 
-/* ---- requests ---- */
+static const struct chan_ops fileop_chan = {.frame = fileop_frame, .close = fileop_close};
 
-static bool get_path(struct ctx *c, char *buf, size_t size)
-{
-	struct cordon_err err = {};
-	if (c->query && strstr(c->query, "%00")) {
-		reply_error(c->req, API_ERR_INVALID_FIELD, "path: must not contain NUL");
-		return false;
-	}
-	const char *p = query_get(c, "path", buf, size);
-	if (!p) {
-		reply_error(c->req, API_ERR_INVALID_FIELD, "path: required");
-		return false;
-	}
-	if (api_path_check(p, strlen(p), "path", &err) < 0) {
-		reply_errno(c->req, -EINVAL, err.msg);
-		return false;
-	}
-	return true;
-}
+/* ---- the file service (service.h) ---- */
 
-static struct fileop *op_new(struct ctx *c, struct sbx *s, enum fkind kind, const char *path)
+static struct fileop *op_new(struct sbx *s, enum fkind kind, const char *path,
+			     struct svc_reply *rp, struct svc_err *err)
 {
 	struct fileop *op = calloc(1, sizeof(*op));
 	if (!op) {
-		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		svc_fail(err, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	*op = (struct fileop){.s = s, .chan = s->next_chan++, .kind = kind, .req = c->req,
-			      .expect = 1, .next = s->ops};
+	*op = (struct fileop){.s = s, .kind = kind, .expect = 1, .next = s->ops};
 	s->ops = op;
+	sbx_chan_add(s, &op->ch, &fileop_chan);
 	op->path = strdup(path);
 	op->watchdog = evtimer_new(D.base, on_watchdog, op);
 	op->data = kind == F_GET ? evbuffer_new() : NULL;
@@ -353,179 +345,123 @@ static struct fileop *op_new(struct ctx *c, struct sbx *s, enum fkind kind, cons
 	if (!op->path || !op->watchdog || (kind == F_GET && !op->data) ||
 	    (kind == F_LIST && !op->entries)) {
 		fileop_free(op);
+		svc_fail(err, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 	struct timeval tv = {FILEOP_TIMEOUT_MS / 1000, 0};
 	evtimer_add(op->watchdog, &tv);
-	req_on_close(c->req, on_close, op);
+	op->rep = rp; /* ours from now on */
+	rp->gone = on_gone;
+	rp->gone_arg = op;
 	return op;
 }
 
-/* Sends @type with @msg for a new operation; answers the request on failure. */
-static struct fileop *run_op(struct ctx *c, enum fkind kind, uint16_t type,
-			     struct frame_file *msg, const char *audit_event, json_t *audit_fields)
+/* The record (if any) first, then @type with @msg on a new operation's channel. */
+static struct fileop *run_op(struct sbx *s, enum fkind kind, uint16_t type,
+			     struct frame_file *msg, const char *audit_event, json_t *audit_fields,
+			     struct svc_reply *rp, struct svc_err *err)
 {
-	struct sbx *s = sbx_lookup(c, true);
-	if (!s) {
-		json_decref(audit_fields);
-		return NULL;
-	}
 	if (audit_event && sbx_audit_rc(s, audit_event, audit_fields) < 0) {
-		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
+		svc_fail(err, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
 		return NULL;
 	}
-	struct fileop *op = op_new(c, s, kind, msg->path);
+	struct fileop *op = op_new(s, kind, msg->path, rp, err);
 	if (!op)
 		return NULL;
 	msg->user = FRAME_USER_USER;
-	int r = sbx_send(s, type, op->chan, msg);
+	int r = sbx_send(s, type, op->ch.id, msg);
 	if (r < 0) {
-		op->req = NULL;
-		reply_errno(c->req, r, "cannot reach the sandbox's agent");
+		op->rep = NULL; /* the caller's again, to render @err */
+		svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
 		fileop_free(op);
 		return NULL;
 	}
 	return op;
 }
 
-void handle_file_get(struct ctx *c)
+int svc_file_get(struct sbx *s, const char *path, struct svc_reply *rp, struct svc_err *err)
 {
-	char path[API_MAX_PATH + 1];
-	if (!get_path(c, path, sizeof(path)))
-		return;
 	struct frame_file m = {.path = path, .length = DEFAULT_MAX_DOWNLOAD + 1};
-	run_op(c, F_GET, FRAME_FILE_READ, &m, NULL, NULL);
+	return run_op(s, F_GET, FRAME_FILE_READ, &m, NULL, NULL, rp, err) ? 0 : -1;
 }
 
-void handle_file_stat(struct ctx *c)
+int svc_file_stat(struct sbx *s, const char *path, struct svc_reply *rp, struct svc_err *err)
 {
-	char path[API_MAX_PATH + 1];
-	if (!get_path(c, path, sizeof(path)))
-		return;
 	struct frame_file m = {.path = path};
-	run_op(c, F_STAT, FRAME_FILE_STAT, &m, NULL, NULL);
+	return run_op(s, F_STAT, FRAME_FILE_STAT, &m, NULL, NULL, rp, err) ? 0 : -1;
 }
 
-/* ?cursor= of files/list: NULL or "" is the first page; else a next_cursor we gave. */
-static int cursor_parse(const char *s, uint64_t *ret)
+int svc_file_list(struct sbx *s, const char *path, unsigned depth, uint64_t cursor,
+		  struct svc_reply *rp, struct svc_err *err)
 {
-	uint64_t v = 0;
-	*ret = 0;
-	if (!s || !*s)
-		return 0;
-	for (const char *p = s; *p; p++) {
-		if (*p < '0' || *p > '9' || v > (UINT32_MAX / 10))
-			return -EINVAL; /* a walk of more than 4G entries is no listing we made */
-		v = v * 10 + (uint64_t)(*p - '0');
-	}
-	*ret = v;
-	return 0;
-}
-
-void handle_file_list(struct ctx *c)
-{
-	char path[API_MAX_PATH + 1], dbuf[16], cbuf[24];
-	unsigned depth = 1;
-	uint64_t offset;
-	struct cordon_err err = {};
-	if (!get_path(c, path, sizeof(path)))
-		return;
-	const char *d = query_get(c, "depth", dbuf, sizeof(dbuf));
-	if (d && api_depth_parse(d, &depth, &err) < 0) {
-		reply_errno(c->req, -EINVAL, err.msg);
-		return;
-	}
-	if (cursor_parse(query_get(c, "cursor", cbuf, sizeof(cbuf)), &offset) < 0) {
-		reply_error(c->req, API_ERR_INVALID_FIELD, "cursor: not a next_cursor of a listing");
-		return;
-	}
-	struct frame_file m = {.path = path, .depth = depth, .offset = offset};
-	struct fileop *op = run_op(c, F_LIST, FRAME_FILE_LIST, &m, NULL, NULL);
+	struct frame_file m = {.path = path, .depth = depth, .offset = cursor};
+	struct fileop *op = run_op(s, F_LIST, FRAME_FILE_LIST, &m, NULL, NULL, rp, err);
 	if (op)
-		op->list_offset = offset;
+		op->list_offset = cursor;
+	return op ? 0 : -1;
 }
 
-void handle_file_delete(struct ctx *c)
+int svc_file_delete(struct sbx *s, const char *path, struct svc_reply *rp, struct svc_err *err)
 {
-	char path[API_MAX_PATH + 1];
-	if (!get_path(c, path, sizeof(path)))
-		return;
 	struct frame_file m = {.path = path, .flags = FRAME_REMOVE_RECURSIVE};
-	run_op(c, F_DELETE, FRAME_FILE_REMOVE, &m, AUDIT_FILE_REMOVE, audit_paths("path", path, NULL, NULL));
+	return run_op(s, F_DELETE, FRAME_FILE_REMOVE, &m, AUDIT_FILE_REMOVE,
+		      audit_paths("path", path, NULL, NULL), rp, err) ? 0 : -1;
 }
 
-void handle_file_mkdir(struct ctx *c)
+int svc_file_mkdir(struct sbx *s, const struct api_mkdir *m, struct svc_reply *rp,
+		   struct svc_err *err)
 {
-	struct api_mkdir *m = NULL;
-	struct cordon_err err = {};
-	int r = api_mkdir_parse(c->body, c->body_len, &m, &err);
-	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-		return;
-	}
 	struct frame_file f = {.path = m->path, .flags = m->parents ? FRAME_MKDIR_PARENTS : 0};
-	run_op(c, F_MKDIR, FRAME_FILE_MKDIR, &f, AUDIT_FILE_MKDIR, audit_paths("path", m->path, NULL, NULL));
-	api_mkdir_free(m);
+	return run_op(s, F_MKDIR, FRAME_FILE_MKDIR, &f, AUDIT_FILE_MKDIR,
+		      audit_paths("path", m->path, NULL, NULL), rp, err) ? 0 : -1;
 }
 
-void handle_file_move(struct ctx *c)
+int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *rp,
+		  struct svc_err *err)
 {
-	struct api_move *m = NULL;
-	struct cordon_err err = {};
-	int r = api_move_parse(c->body, c->body_len, &m, &err);
-	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-		return;
-	}
 	struct frame_file f = {.path = m->from, .dst = m->to};
-	run_op(c, F_MOVE, FRAME_FILE_MOVE, &f, AUDIT_FILE_MOVE,
-	       audit_paths("from", m->from, "to", m->to));
-	api_move_free(m);
+	return run_op(s, F_MOVE, FRAME_FILE_MOVE, &f, AUDIT_FILE_MOVE,
+		      audit_paths("from", m->from, "to", m->to), rp, err) ? 0 : -1;
 }
 
-void handle_file_put(struct ctx *c)
+/* The bytes go in frames of FRAME_MAX_DATA, each answered by OK; the stat at the end. A send
+ * that fails after the first leaves the operation to end as failed when the sent ones are
+ * answered. */
+int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
+		 struct svc_reply *rp, struct svc_err *err)
 {
-	char path[API_MAX_PATH + 1];
-	if (!get_path(c, path, sizeof(path)))
-		return;
-	struct sbx *s = sbx_lookup(c, true);
-	if (!s)
-		return;
-	if (c->body_len > D.cfg.max_upload) {
-		reply_error(c->req, API_ERR_PAYLOAD_TOO_LARGE, "uploads are limited to %llu bytes",
-			    (unsigned long long)D.cfg.max_upload);
-		return;
-	}
+	if (len > D.cfg.max_upload)
+		return svc_fail(err, API_ERR_PAYLOAD_TOO_LARGE, "uploads are limited to %llu bytes",
+				(unsigned long long)D.cfg.max_upload);
 	json_t *fields = audit_paths("path", path, NULL, NULL);
 	if (fields)
-		json_object_set_new(fields, "bytes", json_integer((json_int_t)c->body_len));
-	if (sbx_audit_rc(s, AUDIT_FILE_WRITE, fields) < 0) {
-		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
-		return;
-	}
-	struct fileop *op = op_new(c, s, F_PUT, path);
+		json_object_set_new(fields, "bytes", json_integer((json_int_t)len));
+	if (sbx_audit_rc(s, AUDIT_FILE_WRITE, fields) < 0)
+		return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
+	struct fileop *op = op_new(s, F_PUT, path, rp, err);
 	if (!op)
-		return;
+		return -1;
 	op->expect = 0;
 	size_t off = 0;
 	do {
-		size_t n = c->body_len - off < FRAME_MAX_DATA ? c->body_len - off : FRAME_MAX_DATA;
+		size_t n = len - off < FRAME_MAX_DATA ? len - off : FRAME_MAX_DATA;
 		struct frame_file m = {
 			.path = path, .user = FRAME_USER_USER, .mode = 0644, .offset = off,
 			.flags = off == 0 ? FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC : 0,
-			.data = (const uint8_t *)c->body + off, .data_len = (uint32_t)n,
+			.data = (const uint8_t *)data + off, .data_len = (uint32_t)n,
 		};
-		int r = sbx_send(s, FRAME_FILE_WRITE, op->chan, &m);
+		int r = sbx_send(s, FRAME_FILE_WRITE, op->ch.id, &m);
 		if (r < 0) {
 			op->failed = true;
-			if (op->expect == 0) {
-				op->req = NULL;
-				reply_errno(c->req, r, "cannot reach the sandbox's agent");
-				fileop_free(op);
-			}
-			return;
+			if (op->expect > 0)
+				return 0;
+			op->rep = NULL;
+			svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
+			fileop_free(op);
+			return -1;
 		}
 		op->expect++;
 		off += n;
-	} while (off < c->body_len);
+	} while (off < len);
+	return 0;
 }

@@ -24,49 +24,12 @@
 
 #include "basic/log.h"
 #include "daemon/daemon.h"
+#include "daemon/service.h"
 
 #define MAX_HEADERS (16u << 10)
 #define HTTP_TIMEOUT_S 120
 
-typedef void (*handler_fn)(struct ctx *c);
-
-/* The body a route takes at most: the front refuses a longer one before it is read. */
-enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
-
-static const struct route {
-	enum evhttp_cmd_type method;
-	const char *pattern;
-	handler_fn fn;
-	enum body_kind body;
-} routes[] = {
-	{EVHTTP_REQ_GET, "/healthz", handle_healthz},
-	{EVHTTP_REQ_GET, "/metrics", handle_metrics},
-	{EVHTTP_REQ_GET, "/v1/runtimes", handle_runtimes},
-	{EVHTTP_REQ_POST, "/v1/sandboxes", handle_create},
-	{EVHTTP_REQ_GET, "/v1/sandboxes", handle_list},
-	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}", handle_info},
-	{EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}", handle_destroy},
-	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/timeout", handle_timeout},
-	{EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/network", handle_network},
-	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/exec", handle_exec},
-	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes", handle_proc_start},
-	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes", handle_proc_list},
-	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/stdin", handle_proc_stdin},
-	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/processes/{pid}/signal", handle_proc_signal},
-	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/processes/{pid}/events", handle_proc_events},
-	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files", handle_file_get},
-	{EVHTTP_REQ_PUT, "/v1/sandboxes/{id}/files", handle_file_put, BODY_UPLOAD},
-	{EVHTTP_REQ_DELETE, "/v1/sandboxes/{id}/files", handle_file_delete},
-	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/list", handle_file_list},
-	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/files/stat", handle_file_stat},
-	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/mkdir", handle_file_mkdir},
-	{EVHTTP_REQ_POST, "/v1/sandboxes/{id}/files/move", handle_file_move},
-	{EVHTTP_REQ_GET, "/v1/sandboxes/{id}/audit", handle_audit},
-	{EVHTTP_REQ_GET, "/v1/templates", handle_template_list},
-	{EVHTTP_REQ_POST, "/v1/templates", handle_template_build, BODY_BUILD},
-	{EVHTTP_REQ_GET, "/v1/templates/{name}", handle_template_get},
-	{EVHTTP_REQ_DELETE, "/v1/templates/{name}", handle_template_delete},
-};
+static const struct surface *api; /* the routes both listeners answer (http_start) */
 
 static const char *reason(int status)
 {
@@ -154,6 +117,44 @@ void reply_empty(struct evhttp_request *req, int status)
 	reply_buf(req, status, NULL, NULL);
 }
 
+void reply_audit_failed(struct evhttp_request *req, int r)
+{
+	reply_error(req, API_ERR_AUDIT_UNAVAILABLE,
+		    "the audit log cannot be written (%s): nothing was done", strerror(-r));
+}
+
+void reply_svc_err(struct evhttp_request *req, const struct svc_err *err)
+{
+	reply_error(req, err->code, "%s", err->msg);
+}
+
+void reply_svc(struct evhttp_request *req, int r, int status, json_t *body,
+	       const struct svc_err *err)
+{
+	if (r < 0) {
+		json_decref(body);
+		reply_svc_err(req, err);
+	} else if (body) {
+		reply_json(req, status, body);
+	} else {
+		reply_empty(req, status);
+	}
+}
+
+struct sbx *ctx_sbx(struct ctx *c)
+{
+	struct sbx *s = sbx_find(c->principal, c->params[0]);
+	if (!s) {
+		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
+		return NULL;
+	}
+	if (c->route->state == ST_RUNNING && s->state != SBX_RUNNING) {
+		reply_error(c->req, API_ERR_CONFLICT, "the sandbox is not running");
+		return NULL;
+	}
+	return s;
+}
+
 bool stream_start(struct evhttp_request *req, const char *content_type)
 {
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", content_type);
@@ -182,6 +183,167 @@ void stream_end(struct evhttp_request *req)
 {
 	forget_close(req);
 	evhttp_send_reply_end(req);
+}
+
+/* ---- streams: a stream_sink over a chunked reply ---- */
+
+struct http_sink {
+	struct stream_sink k;
+	struct evhttp_request *req;
+	struct evbuffer *out;            /* the connection's output, while watched */
+	struct evbuffer_cb_entry *watch;
+	void (*drained)(void *arg);
+	void *drained_arg;
+};
+
+static int sink_write(struct stream_sink *k, const void *data, size_t len)
+{
+	struct http_sink *h = OWNER_OF(k, struct http_sink, k);
+	return stream_send(h->req, data, len) ? 0 : -ENOBUFS;
+}
+
+/* Before the request can end: the watch is on its connection's buffer, which may be freed
+ * with the connection. */
+static void sink_unwatch(struct http_sink *h)
+{
+	if (h->watch)
+		evbuffer_remove_cb_entry(h->out, h->watch);
+	h->watch = NULL;
+	h->out = NULL;
+}
+
+static void sink_end(struct stream_sink *k, const void *last, size_t len)
+{
+	struct http_sink *h = OWNER_OF(k, struct http_sink, k);
+	struct evbuffer *buf = last ? evbuffer_new() : NULL;
+	sink_unwatch(h);
+	if (buf) { /* past the backlog: one line more */
+		evbuffer_add(buf, last, len);
+		evhttp_send_reply_chunk(h->req, buf);
+		evbuffer_free(buf);
+	}
+	stream_end(h->req); /* forgets the close callback */
+	free(h);
+}
+
+static size_t sink_backlog(const struct stream_sink *k)
+{
+	const struct http_sink *h = OWNER_OF(k, const struct http_sink, k);
+	return h->out ? evbuffer_get_length(h->out) : 0;
+}
+
+static void on_sink_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+	struct http_sink *h = arg;
+	if (info->n_deleted > 0)
+		h->drained(h->drained_arg);
+}
+
+static int sink_watch(struct stream_sink *k, void (*drained)(void *arg), void *arg)
+{
+	struct http_sink *h = OWNER_OF(k, struct http_sink, k);
+	struct evhttp_connection *evcon = evhttp_request_get_connection(h->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	if (!bev)
+		return -ENOTCONN;
+	h->drained = drained;
+	h->drained_arg = arg;
+	h->out = bufferevent_get_output(bev);
+	h->watch = evbuffer_add_cb(h->out, on_sink_drain, h);
+	if (!h->watch)
+		h->out = NULL;
+	return h->watch ? 0 : -ENOMEM;
+}
+
+static void sink_on_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct http_sink *h = arg;
+	sink_unwatch(h);
+	if (h->k.gone)
+		h->k.gone(h->k.gone_arg);
+	free(h);
+}
+
+struct stream_sink *http_sink_new(struct evhttp_request *req)
+{
+	struct http_sink *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	*h = (struct http_sink){.k = {.write = sink_write, .end = sink_end, .backlog = sink_backlog,
+				      .watch = sink_watch},
+				.req = req};
+	return &h->k;
+}
+
+void http_sink_start(struct stream_sink *k, const char *content_type)
+{
+	struct http_sink *h = OWNER_OF(k, struct http_sink, k);
+	stream_start(h->req, content_type);
+	req_on_close(h->req, sink_on_close, h);
+}
+
+/* ---- deferred answers: a svc_reply over a request ---- */
+
+struct http_reply {
+	struct svc_reply r;
+	struct evhttp_request *req;
+};
+
+static void hr_json(struct svc_reply *r, int status, json_t *body)
+{
+	struct http_reply *h = OWNER_OF(r, struct http_reply, r);
+	if (body)
+		reply_json(h->req, status, body);
+	else
+		reply_empty(h->req, status);
+	free(h);
+}
+
+static void hr_bytes(struct svc_reply *r, const char *type, struct evbuffer *buf)
+{
+	struct http_reply *h = OWNER_OF(r, struct http_reply, r);
+	reply_buf(h->req, 200, type, buf);
+	free(h);
+}
+
+static void hr_error(struct svc_reply *r, const struct svc_err *err)
+{
+	struct http_reply *h = OWNER_OF(r, struct http_reply, r);
+	reply_svc_err(h->req, err);
+	free(h);
+}
+
+static struct stream_sink *hr_stream(struct svc_reply *r, const char *type)
+{
+	struct http_reply *h = OWNER_OF(r, struct http_reply, r);
+	struct stream_sink *k = http_sink_new(h->req);
+	if (!k)
+		return NULL;
+	http_sink_start(k, type); /* the sink's close callback replaces ours */
+	free(h);
+	return k;
+}
+
+static void hr_on_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct http_reply *h = arg;
+	if (h->r.gone)
+		h->r.gone(h->r.gone_arg);
+	free(h);
+}
+
+/* Every reply forgets the close callback (reply_buf), so hr_on_close() runs only for a
+ * client that left unanswered. */
+struct svc_reply *http_reply_new(struct evhttp_request *req)
+{
+	struct http_reply *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	*h = (struct http_reply){.r = {.json = hr_json, .bytes = hr_bytes, .error = hr_error,
+				       .stream = hr_stream},
+				 .req = req};
+	req_on_close(req, hr_on_close, h);
+	return &h->r;
 }
 
 void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
@@ -310,7 +472,8 @@ static const struct route *route_find(int method, const char *raw, char path[520
 	bool path_known = false;
 	if (allow_size)
 		allow[0] = '\0';
-	for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+	const struct route *routes = api->routes;
+	for (size_t i = 0; i < api->n; i++) {
 		snprintf(path, 520, "%s", raw);
 		size_t n = strlen(path);
 		if (n > 1 && path[n - 1] == '/')
@@ -389,6 +552,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	c.path = path;
 	c.params[0] = params[0];
 	c.params[1] = params[1];
+	c.route = rt;
 	rt->fn(&c);
 }
 
@@ -456,8 +620,9 @@ static int socket_gid(gid_t *ret)
 	return 0;
 }
 
-int http_start(void)
+int http_start(const struct surface *surface)
 {
+	api = surface;
 	gid_t gid;
 	int r = socket_gid(&gid);
 	if (r < 0)

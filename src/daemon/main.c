@@ -93,7 +93,7 @@ static int setup(int argc, char **argv)
 	D.base = event_base_new();
 	if (!D.base)
 		return -ENOMEM;
-	if ((r = http_start()) < 0)
+	if ((r = http_start(&v1_surface)) < 0)
 		return r;
 	int sigs[] = {SIGTERM, SIGINT};
 	for (int i = 0; i < 2; i++) {

@@ -83,10 +83,13 @@ static void on_event_cb(struct bufferevent *bev, short what, void *arg)
 	event_base_loopexit(D.base, NULL);
 }
 
+static const struct sbx_hooks network_hooks = {.down = network_forget};
+
 int network_start(void)
 {
 	struct cordon_err err = {};
 	struct egressctl e;
+	sbx_hooks_add(&network_hooks);
 	if (geteuid() != 0)
 		return 0;
 	setenv("CORDON_EGRESS_LIMITS", D.cfg.egress_limits, 1); /* read by cordon-egress */
@@ -130,12 +133,12 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 	/* A sandbox gets its link the first time its policy lets anything out: links cost
 	 * (a veth, and a heavier network namespace to tear down), and most sandboxes never
 	 * need one. Without a link a sandbox has loopback only, which is what deny means. */
-	if (mode != 0 && s->jail && (!D.egress || cordon_sandbox_attach_net(s->jail, network_hook, s, err) < 0)) {
+	if (mode != 0 && s->rt && (!D.egress || cordon_sandbox_attach_net(s->rt, network_hook, s, err) < 0)) {
 		if (!D.egress)
 			cordon_err_setf(err, -EINVAL, "policy: this server cannot give sandboxes a network (not root)");
 		return -EINVAL;
 	}
-	const char *ip = s->jail ? cordon_sandbox_ip(s->jail) : NULL;
+	const char *ip = s->rt ? cordon_sandbox_ip(s->rt) : NULL;
 	json_t *a = json_array();
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(a, json_string(allow[i]));
@@ -148,7 +151,7 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 
 void network_forget(struct sbx *s)
 {
-	const char *ip = s->jail ? cordon_sandbox_ip(s->jail) : NULL;
+	const char *ip = s->rt ? cordon_sandbox_ip(s->rt) : NULL;
 	if (!ip)
 		return;
 	send_line(egressctl_del_line(ip));

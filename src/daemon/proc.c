@@ -5,16 +5,17 @@
  * ends the sandbox: a stuck agent never holds a client forever.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
 #include "audit/audit.h"
 #include "daemon/daemon.h"
+#include "daemon/service.h"
 #include "lib/frame.h"
 
 #define MAX_PROCS       FRAME_MAX_PROCS /* running at once in one sandbox: the agent's limit too */
@@ -30,24 +31,23 @@ _Static_assert(SUBSCRIBER_BACKLOG == 8u << 20, "STRINGIFY_BACKLOG says 8 MiB");
 #define PAUSE_AT  (1u << 20)
 #define RESUME_AT (256u << 10)
 
+/* A reader of a process's events, through the sink its surface gave (service.h). */
 struct sub {
-	struct evhttp_request *req;
+	struct stream_sink *k;
 	struct proc *p;
-	struct evbuffer *out;            /* the connection's output, while watched */
-	struct evbuffer_cb_entry *watch; /* drains of @out may resume the process */
 	struct sub *next;
 };
 
 struct proc {
+	struct chan ch; /* ch.id: the agent channel, and the "process" of its audit records */
 	struct sbx *s;
-	uint32_t chan;
 	uint32_t pid; /* inside the sandbox, once SPAWNED */
 	bool exec;    /* run and wait */
 	bool exited, spawned, stdin_closed;
 	bool base64;  /* exec: stdout and stderr returned as base64 */
 	bool paused;  /* PAUSE sent: a reader is behind */
-	struct evhttp_request *exec_req;
-	struct evhttp_request *start_req; /* a started process's request until SPAWNED or ERROR */
+	struct svc_reply *exec_rep;  /* an exec's client, until the exit */
+	struct svc_reply *start_rep; /* a started process's client, until SPAWNED or ERROR */
 	struct evbuffer *out[2];
 	bool trunc[2];
 	uint64_t bytes_out;
@@ -57,21 +57,15 @@ struct proc {
 	enum cordon_user user;
 	struct frame_exit ex;
 	bool oom;
-	bool ready_check; /* a template's READY: its exit decides whether the sandbox is handed out */
+	/* A template's READY: told whether it exited 0, which decides whether the sandbox is
+	 * handed out (create.c; a pointer, so that processes know nothing of creation). */
+	void (*ready_exit)(struct sbx *s, bool ok);
 	struct sub *subs;
 	struct event *watchdog;
 	struct proc *next;
 };
 
 static struct frame_spawn spawn_msg; /* 41 KiB; one thread, so one is enough */
-
-static struct proc *proc_by_chan(struct sbx *s, uint32_t chan)
-{
-	for (struct proc *p = s->procs; p; p = p->next)
-		if (p->chan == chan)
-			return p;
-	return NULL;
-}
 
 static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
 {
@@ -87,15 +81,16 @@ static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
 
 static size_t sub_backlog(const struct sub *sub)
 {
-	return sub->out ? evbuffer_get_length(sub->out) : 0;
+	return sub->k->backlog(sub->k);
 }
 
 static void flow_update(struct proc *p);
 
-static void on_sub_drain(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+/* The reader took some of its backlog: the process may go on. */
+static void on_sub_drain(void *arg)
 {
 	struct sub *sub = arg;
-	if (info->n_deleted > 0 && sub->p->paused)
+	if (sub->p->paused)
 		flow_update(sub->p);
 }
 
@@ -109,23 +104,12 @@ static void flow_update(struct proc *p)
 	}
 	if (p->exited || p->exec || (p->paused ? !caught_up : !behind))
 		return;
-	if (sbx_send(p->s, p->paused ? FRAME_RESUME : FRAME_PAUSE, p->chan, NULL) == 0)
+	if (sbx_send(p->s, p->paused ? FRAME_RESUME : FRAME_PAUSE, p->ch.id, NULL) == 0)
 		p->paused = !p->paused;
-}
-
-/* Called before the request can end: the watch is on its connection's buffer, which may be
- * freed with the connection. */
-static void sub_unwatch(struct sub *sub)
-{
-	if (sub->watch)
-		evbuffer_remove_cb_entry(sub->out, sub->watch);
-	sub->watch = NULL;
-	sub->out = NULL;
 }
 
 static void sub_drop(struct proc *p, struct sub *sub)
 {
-	sub_unwatch(sub);
 	for (struct sub **q = &p->subs; *q; q = &(*q)->next)
 		if (*q == sub) {
 			*q = sub->next;
@@ -136,26 +120,48 @@ static void sub_drop(struct proc *p, struct sub *sub)
 		flow_update(p); /* the one that was behind may be this one */
 }
 
-static void sub_end(struct proc *p, struct sub *sub)
+/* The reader went away (its sink is freed next). */
+static void on_sub_gone(void *arg)
 {
-	sub_unwatch(sub);
-	stream_end(sub->req);
+	struct sub *sub = arg;
+	sub_drop(sub->p, sub);
+}
+
+/* Ends @sub's stream, with @last (a line, or NULL) as its last bytes. */
+static void sub_end(struct proc *p, struct sub *sub, const char *last, size_t len)
+{
+	sub->k->end(sub->k, last, len);
 	sub_drop(p, sub);
+}
+
+/* Answers the client waiting on *@rp, if any, with an error. */
+static void rep_fail(struct svc_reply **rp, enum api_error code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void rep_fail(struct svc_reply **rp, enum api_error code, const char *fmt, ...)
+{
+	struct svc_err err = {.code = code};
+	va_list ap;
+	if (!*rp)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+	va_end(ap);
+	(*rp)->error(*rp, &err);
+	*rp = NULL;
 }
 
 static void proc_free(struct proc *p)
 {
-	if (p->start_req)
-		reply_error(p->start_req, API_ERR_CONFLICT, "the sandbox was destroyed");
-	p->start_req = NULL;
+	rep_fail(&p->start_rep, API_ERR_CONFLICT, "the sandbox was destroyed");
 	p->exited = true; /* no RESUME from a reader's drop now */
 	while (p->subs)
-		sub_end(p, p->subs);
+		sub_end(p, p->subs, NULL, 0);
 	for (struct proc **q = &p->s->procs; *q; q = &(*q)->next)
 		if (*q == p) {
 			*q = p->next;
 			break;
 		}
+	sbx_chan_del(p->s, &p->ch);
 	if (p->watchdog)
 		event_free(p->watchdog);
 	for (int i = 0; i < 2; i++)
@@ -167,33 +173,24 @@ static void proc_free(struct proc *p)
 	free(p);
 }
 
-void procs_free(struct sbx *s)
+/* The sandbox is destroyed (chan_ops.close). */
+static void proc_close(struct chan *ch)
 {
-	while (s->procs) {
-		struct proc *p = s->procs;
-		if (p->exec_req)
-			reply_error(p->exec_req, API_ERR_CONFLICT, "the sandbox was destroyed");
-		p->exec_req = NULL;
-		proc_free(p);
-	}
+	struct proc *p = OWNER_OF(ch, struct proc, ch);
+	rep_fail(&p->exec_rep, API_ERR_CONFLICT, "the sandbox was destroyed");
+	proc_free(p);
 }
 
-static void on_exec_close(struct evhttp_connection *evcon, void *arg)
+static void on_exec_gone(void *arg)
 {
 	struct proc *p = arg;
-	p->exec_req = NULL; /* the client left; the process runs on to its end */
+	p->exec_rep = NULL; /* the client left; the process runs on to its end */
 }
 
-static void on_start_close(struct evhttp_connection *evcon, void *arg)
+static void on_start_gone(void *arg)
 {
 	struct proc *p = arg;
-	p->start_req = NULL; /* the client left before the process started; it runs on */
-}
-
-static void on_sub_close(struct evhttp_connection *evcon, void *arg)
-{
-	struct sub *sub = arg;
-	sub_drop(sub->p, sub);
+	p->start_rep = NULL; /* the client left before the process started; it runs on */
 }
 
 /* ---- events to stream readers ---- */
@@ -201,19 +198,17 @@ static void on_sub_close(struct evhttp_connection *evcon, void *arg)
 /* The last line to a reader that fell SUBSCRIBER_BACKLOG behind: said, never silent, so that
  * a client cannot mistake the end of its stream for the end of the process. It is queued past
  * the backlog (one line more), and the stream ends after it. */
-static void send_lagged(struct proc *p, struct evhttp_request *req)
+static void end_lagged(struct proc *p, struct sub *sub)
 {
 	_cleanup_(json_decrefp) json_t *e = json_pack(
 		"{s:s, s:I, s:s}", "type", "lagged", "pid", (json_int_t)p->pid, "message",
 		"this reader fell more than " STRINGIFY_BACKLOG " behind the process's output; "
 		"its stream ends here and the process runs on");
 	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
-	struct evbuffer *buf = line ? evbuffer_new() : NULL;
-	if (buf) {
-		evbuffer_add_printf(buf, "%s\n", line);
-		evhttp_send_reply_chunk(req, buf);
-		evbuffer_free(buf);
-	}
+	size_t n = line ? strlen(line) : 0;
+	if (line)
+		line[n++] = '\n'; /* over the NUL: json_dumps leaves no room after it */
+	sub_end(p, sub, line, n);
 	metric_inc(M_HTTP_ERRORS);
 }
 
@@ -227,11 +222,8 @@ static void broadcast(struct proc *p, json_t *ev)
 	line[n] = '\n'; /* json_dumps leaves room for nothing more: send n+1 with the NUL as \n */
 	for (struct sub *sub = p->subs, *next; sub; sub = next) {
 		next = sub->next;
-		if (!stream_send(sub->req, line, n + 1)) {
-			sub_unwatch(sub);
-			send_lagged(p, sub->req);
-			sub_end(p, sub);
-		}
+		if (sub->k->write(sub->k, line, n + 1) < 0)
+			end_lagged(p, sub);
 	}
 }
 
@@ -251,34 +243,39 @@ static json_t *start_event(const struct proc *p)
 	return e;
 }
 
-static bool subscribe(struct proc *p, struct evhttp_request *req)
+/* @k reads @p's events from now on, as @sub. */
+static void subscribe(struct proc *p, struct sub *sub, struct stream_sink *k)
+{
+	*sub = (struct sub){.k = k, .p = p, .next = p->subs};
+	p->subs = sub;
+	k->gone = on_sub_gone;
+	k->gone_arg = sub;
+	k->watch(k, on_sub_drain, sub);
+}
+
+/* The answer to @rp becomes @p's event stream (200, NDJSON); false, with @rp answered 500,
+ * without memory. */
+static bool open_stream(struct proc *p, struct svc_reply *rp)
 {
 	struct sub *sub = calloc(1, sizeof(*sub));
-	if (!sub)
+	struct stream_sink *k = sub ? rp->stream(rp, "application/x-ndjson") : NULL;
+	if (!k) {
+		free(sub);
+		rep_fail(&rp, API_ERR_INTERNAL, "out of memory");
 		return false;
-	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-	*sub = (struct sub){.req = req, .p = p, .next = p->subs};
-	p->subs = sub;
-	if (bev) {
-		sub->out = bufferevent_get_output(bev);
-		sub->watch = evbuffer_add_cb(sub->out, on_sub_drain, sub);
-		if (!sub->watch)
-			sub->out = NULL;
 	}
-	stream_start(req, "application/x-ndjson");
-	req_on_close(req, on_sub_close, sub);
+	subscribe(p, sub, k);
 	return true;
 }
 
 /* The answer to POST .../processes, once the agent has said whether the process started: the
  * event stream (200), which the start event or the failure's stderr and exit then open. */
-static void open_stream(struct proc *p)
+static void start_answer(struct proc *p)
 {
-	struct evhttp_request *req = p->start_req;
-	p->start_req = NULL;
-	if (req && !subscribe(p, req))
-		reply_error(req, API_ERR_INTERNAL, "out of memory");
+	struct svc_reply *rp = p->start_rep;
+	p->start_rep = NULL;
+	if (rp)
+		open_stream(p, rp);
 }
 
 /* ---- the end of a process ---- */
@@ -319,14 +316,18 @@ static void exec_reply(struct proc *p)
 	metric_observe(H_EXEC, (now_ms() - p->t0_ms) / 1000.0);
 	if (r && p->base64)
 		json_object_set_new(r, "encoding", json_string("base64"));
-	reply_json(p->exec_req, 200, r);
-	p->exec_req = NULL;
+	if (!r) { /* as reply_json() would: NULL is no memory, not no body */
+		rep_fail(&p->exec_rep, API_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	p->exec_rep->json(p->exec_rep, 200, r);
+	p->exec_rep = NULL;
 }
 
 static void proc_exited(struct proc *p)
 {
 	struct sbx *s = p->s;
-	uint64_t oom = cordon_sandbox_oom_kills(s->jail);
+	uint64_t oom = cordon_sandbox_oom_kills(s->rt);
 	p->oom = p->ex.signal == SIGKILL && oom > s->oom_base;
 	if (oom > s->oom_base)
 		metric_inc(M_OOM_KILLS);
@@ -337,24 +338,25 @@ static void proc_exited(struct proc *p)
 	if (p->watchdog)
 		evtimer_del(p->watchdog);
 	sbx_audit(s, AUDIT_PROCESS_EXIT,
-		  json_pack("{s:I, s:I, s:i, s:i, s:b, s:b, s:I, s:I}", "process", (json_int_t)p->chan,
+		  json_pack("{s:I, s:I, s:i, s:i, s:b, s:b, s:I, s:I}", "process", (json_int_t)p->ch.id,
 			    "pid", (json_int_t)p->pid, "code",
 			    p->ex.signal ? -1 : (int)p->ex.code, "signal", (int)p->ex.signal, "oom",
 			    p->oom, "timed_out", p->ex.timed_out != 0, "duration_ms",
 			    (json_int_t)(now_ms() - p->started_ms), "bytes_out",
 			    (json_int_t)p->bytes_out));
-	if (p->exec_req)
+	if (p->exec_rep)
 		exec_reply(p);
 	broadcast(p, exit_event(p));
 	while (p->subs)
-		sub_end(p, p->subs);
-	bool ready_check = p->ready_check, ok = !p->ex.signal && p->ex.code == 0;
+		sub_end(p, p->subs, NULL, 0);
+	void (*ready_exit)(struct sbx *, bool) = p->ready_exit;
+	bool ok = !p->ex.signal && p->ex.code == 0;
 	if (p->exec)
 		proc_free(p);
 	else
 		forget_old_exited(s);
-	if (ready_check)
-		sbx_ready_result(s, ok); /* last: it may destroy the sandbox */
+	if (ready_exit)
+		ready_exit(s, ok); /* last: it may destroy the sandbox */
 }
 
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
@@ -401,16 +403,13 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
 		e = (struct frame_error){.errnum = EIO};
 	const char *msg = e.message ? e.message : strerror(e.errnum);
-	struct evhttp_request *req = p->exec ? p->exec_req : p->start_req;
-	if (req && spawn_quota(e.errnum)) {
-		reply_error(req, API_ERR_QUOTA_EXCEEDED,
-			    "no room for another process in sandbox %s (%s): at most %u run at once, "
-			    "and limits.pids (%u) counts every process and thread in it",
-			    p->s->id, msg, MAX_PROCS, (unsigned)p->s->spec.pids);
-		p->exec_req = p->start_req = NULL;
-	}
+	if (spawn_quota(e.errnum))
+		rep_fail(p->exec ? &p->exec_rep : &p->start_rep, API_ERR_QUOTA_EXCEEDED,
+			 "no room for another process in sandbox %s (%s): at most %u run at once, "
+			 "and limits.pids (%u) counts every process and thread in it",
+			 p->s->id, msg, MAX_PROCS, (unsigned)p->s->spec.pids);
 	evbuffer_add_printf(p->out[1], "cordon: %s\n", msg);
-	open_stream(p);
+	start_answer(p);
 	if (!p->exec && p->subs) {
 		size_t n;
 		char line[FRAME_MAX_MESSAGE + 16];
@@ -423,11 +422,9 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 	proc_exited(p);
 }
 
-int proc_frame(struct sbx *s, const struct frame *f)
+static int proc_frame(struct chan *ch, const struct frame *f)
 {
-	struct proc *p = proc_by_chan(s, f->channel);
-	if (!p)
-		return -ENOENT;
+	struct proc *p = OWNER_OF(ch, struct proc, ch);
 	if (p->exited)
 		return -EPROTO; /* nothing may follow EXIT */
 	switch (f->type) {
@@ -437,7 +434,7 @@ int proc_frame(struct sbx *s, const struct frame *f)
 			return -EPROTO;
 		p->pid = sp.pid;
 		p->spawned = true;
-		open_stream(p); /* only now is the answer 200 */
+		start_answer(p); /* only now is the answer 200 */
 		broadcast(p, start_event(p));
 		return 0;
 	}
@@ -461,6 +458,8 @@ int proc_frame(struct sbx *s, const struct frame *f)
 		return -EPROTO;
 	}
 }
+
+static const struct chan_ops proc_chan = {.frame = proc_frame, .close = proc_close};
 
 /* ---- starting ---- */
 
@@ -522,22 +521,21 @@ static int send_stdin(struct sbx *s, uint32_t chan, const uint8_t *data, size_t 
 	return eof ? sbx_send(s, FRAME_STDIN_CLOSE, chan, NULL) : 0;
 }
 
-/* @req: the client's request that errors are answered on, or NULL for the daemon's own
- * processes (a template's START and READY). */
-static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const struct api_exec *e,
-			       bool exec)
+/* Starts @e in @s: the record, then SPAWN; NULL with @err set if it could not be. */
+static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exec,
+			       struct svc_err *err)
 {
 	const char *home = e->user == CORDON_USER_ROOT ? "/root" : "/home/user";
 	if (!e->cwd && s->workdir)
 		home = s->workdir; /* the template's WORKDIR */
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p) {
-		if (req)
-			reply_error(req, API_ERR_INTERNAL, "out of memory");
+		svc_fail(err, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	*p = (struct proc){.s = s, .chan = s->next_chan++, .exec = exec, .user = e->user,
-			   .started_ms = now_ms(), .t0_ms = now_ms()};
+	*p = (struct proc){.s = s, .exec = exec, .user = e->user, .started_ms = now_ms(),
+			   .t0_ms = now_ms()};
+	sbx_chan_add(s, &p->ch, &proc_chan);
 	p->argv = json_array();
 	for (size_t i = 0; i < e->argc; i++)
 		json_array_append_new(p->argv, json_string(e->argv[i]));
@@ -551,8 +549,7 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	if (!p->argv || !p->cwd || !p->out[0] || !p->out[1] || !p->watchdog ||
 	    (e->tag && !p->tag)) {
 		proc_free(p);
-		if (req)
-			reply_error(req, API_ERR_INTERNAL, "out of memory");
+		svc_fail(err, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 
@@ -568,7 +565,7 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	sp->timeout_ms = (uint64_t)e->timeout_s * 1000;
 
 	/* The record first: nothing runs that the audit log does not already show. */
-	json_t *fields = json_pack("{s:I, s:O, s:s, s:s, s:o}", "process", (json_int_t)p->chan,
+	json_t *fields = json_pack("{s:I, s:O, s:s, s:s, s:o}", "process", (json_int_t)p->ch.id,
 				   "argv", p->argv, "cwd", p->cwd, "user",
 				   e->user == CORDON_USER_ROOT ? "root" : "user", "env_names",
 				   env_names(sp->envp, sp->envc));
@@ -577,17 +574,15 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	int r = sbx_audit_rc(s, AUDIT_PROCESS_START, fields);
 	if (r < 0) { /* nothing runs unrecorded */
 		proc_free(p);
-		if (req)
-			reply_audit_failed(req, r);
+		svc_fail_audit(err, r);
 		return NULL;
 	}
-	r = sbx_send(s, FRAME_SPAWN, p->chan, sp);
+	r = sbx_send(s, FRAME_SPAWN, p->ch.id, sp);
 	if (r >= 0 && exec && e->stdin_data)
-		r = send_stdin(s, p->chan, (const uint8_t *)e->stdin_data, e->stdin_len, true);
+		r = send_stdin(s, p->ch.id, (const uint8_t *)e->stdin_data, e->stdin_len, true);
 	if (r < 0) {
 		proc_free(p);
-		if (req)
-			reply_errno(req, r, "could not start the process");
+		svc_fail(err, api_error_from_errno(r), "could not start the process");
 		return NULL;
 	}
 	metric_inc(M_EXECS);
@@ -600,8 +595,9 @@ static struct proc *proc_start(struct evhttp_request *req, struct sbx *s, const 
 	return p;
 }
 
-int proc_spawn_template(struct sbx *s, json_t *argv, bool ready_check)
+int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok))
 {
+	bool ready_check = ready_exit != NULL;
 	const char *args[FRAME_MAX_ARGV + 1];
 	size_t n = 0, i;
 	json_t *a;
@@ -613,52 +609,34 @@ int proc_spawn_template(struct sbx *s, json_t *argv, bool ready_check)
 		return -EINVAL;
 	struct api_exec e = {.argv = args, .argc = n, .user = s->user_default,
 			     .timeout_s = ready_check ? 10 : 0, .tag = ready_check ? "ready" : "start"};
-	struct proc *p = proc_start(NULL, s, &e, ready_check);
+	struct svc_err err; /* the daemon's own: nobody to tell but the caller */
+	struct proc *p = proc_start(s, &e, ready_check, &err);
 	if (!p)
 		return -EIO;
-	p->ready_check = ready_check;
+	p->ready_exit = ready_exit;
 	return 0;
 }
 
-static void start(struct ctx *c, bool exec)
+int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_reply *rp,
+		   struct svc_err *err)
 {
-	struct api_exec *e = NULL;
-	struct cordon_err err = {};
-	struct sbx *s = sbx_lookup(c, true);
-	if (!s)
-		return;
-	int r = api_exec_parse(c->body, c->body_len, exec ? API_EXEC_RUN : API_EXEC_START, &e, &err);
-	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-		return;
-	}
 	if (running(s) >= MAX_PROCS)
-		reply_error(c->req, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once", MAX_PROCS);
-	else {
-		if (!e->user_given && s->user_default_set)
-			e->user = s->user_default; /* the template's USER */
-		struct proc *p = proc_start(c->req, s, e, exec);
-		if (p && exec) {
-			p->exec_req = c->req;
-			p->base64 = e->encoding == API_ENCODING_BASE64;
-			req_on_close(c->req, on_exec_close, p);
-		} else if (p) {
-			/* answered at SPAWNED (a stream) or ERROR (maybe 429), not before */
-			p->start_req = c->req;
-			req_on_close(c->req, on_start_close, p);
-		}
+		return svc_fail(err, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once",
+				MAX_PROCS);
+	if (!e->user_given && s->user_default_set)
+		e->user = s->user_default; /* the template's USER */
+	struct proc *p = proc_start(s, e, exec, err);
+	if (!p)
+		return -1;
+	if (exec) {
+		p->exec_rep = rp;
+		p->base64 = e->encoding == API_ENCODING_BASE64;
+	} else {
+		p->start_rep = rp; /* answered at SPAWNED (a stream) or ERROR (maybe 429) */
 	}
-	api_exec_free(e);
-}
-
-void handle_exec(struct ctx *c)
-{
-	start(c, true);
-}
-
-void handle_proc_start(struct ctx *c)
-{
-	start(c, false);
+	rp->gone = exec ? on_exec_gone : on_start_gone;
+	rp->gone_arg = p;
+	return 0;
 }
 
 static json_t *proc_json(const struct proc *p)
@@ -673,103 +651,72 @@ static json_t *proc_json(const struct proc *p)
 	return o;
 }
 
-void handle_proc_list(struct ctx *c)
+json_t *svc_proc_list(struct sbx *s)
 {
-	struct sbx *s = sbx_lookup(c, true);
-	if (!s)
-		return;
 	json_t *a = json_array();
 	for (struct proc *p = s->procs; p; p = p->next)
 		if (p->spawned && !p->exited && !p->exec)
 			json_array_append_new(a, proc_json(p));
-	reply_json(c->req, 200, json_pack("{s:o}", "processes", a));
+	return json_pack("{s:o}", "processes", a);
 }
 
-static struct proc *proc_for(struct ctx *c, struct sbx **ret_s)
+struct proc *svc_proc_find(struct sbx *s, const char *pid, struct svc_err *err)
 {
-	struct sbx *s = sbx_lookup(c, true);
-	struct proc *p = s ? proc_by_pid(s, c->params[1]) : NULL;
-	if (s && !p)
-		reply_error(c->req, API_ERR_NOT_FOUND, "no process %.16s in sandbox %s", c->params[1], s->id);
-	*ret_s = s;
+	struct proc *p = proc_by_pid(s, pid);
+	if (!p)
+		svc_fail(err, API_ERR_NOT_FOUND, "no process %.16s in sandbox %s", pid, s->id);
 	return p;
 }
 
-void handle_proc_stdin(struct ctx *c)
+int svc_proc_stdin(struct proc *p, const struct api_stdin *in, struct svc_err *err)
 {
-	struct sbx *s;
-	struct api_stdin in = {};
-	struct cordon_err err = {};
-	struct proc *p = proc_for(c, &s);
-	if (!p)
-		return;
-	int r = api_stdin_parse(c->body, c->body_len, &in, &err);
-	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-		return;
-	}
 	if (p->exited || p->stdin_closed)
-		reply_error(c->req, API_ERR_CONFLICT, "stdin of process %u is closed", p->pid);
-	else if ((r = send_stdin(s, p->chan, in.data, in.len, in.eof)) < 0)
-		reply_errno(c->req, r, "could not write to the process");
-	else {
-		p->stdin_closed = in.eof;
-		reply_empty(c->req, 204);
-	}
-	api_stdin_done(&in);
-}
-
-void handle_proc_signal(struct ctx *c)
-{
-	struct sbx *s;
-	struct cordon_err err = {};
-	int signo;
-	struct proc *p = proc_for(c, &s);
-	if (!p)
-		return;
-	int r = api_signal_parse(c->body, c->body_len, &signo, &err);
-	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-		return;
-	}
-	if (p->exited) {
-		reply_error(c->req, API_ERR_CONFLICT, "process %u has exited", p->pid);
-		return;
-	}
-	struct frame_signal sig = {.signo = (uint32_t)signo};
-	r = sbx_send(s, FRAME_SIGNAL, p->chan, &sig);
+		return svc_fail(err, API_ERR_CONFLICT, "stdin of process %u is closed", p->pid);
+	int r = send_stdin(p->s, p->ch.id, in->data, in->len, in->eof);
 	if (r < 0)
-		reply_errno(c->req, r, "could not signal the process");
-	else
-		reply_empty(c->req, 204);
+		return svc_fail(err, api_error_from_errno(r), "could not write to the process");
+	p->stdin_closed = in->eof;
+	return 0;
 }
 
-void handle_proc_events(struct ctx *c)
+int svc_proc_signal(struct proc *p, int signo, struct svc_err *err)
 {
-	struct sbx *s;
-	struct proc *p = proc_for(c, &s);
-	if (!p)
+	if (p->exited)
+		return svc_fail(err, API_ERR_CONFLICT, "process %u has exited", p->pid);
+	struct frame_signal sig = {.signo = (uint32_t)signo};
+	int r = sbx_send(p->s, FRAME_SIGNAL, p->ch.id, &sig);
+	if (r < 0)
+		return svc_fail(err, api_error_from_errno(r), "could not signal the process");
+	return 0;
+}
+
+/* One event as an NDJSON line into @k, or into a buffer when @k is NULL. */
+static void event_line(json_t *ev, struct stream_sink *k, struct evbuffer *buf)
+{
+	_cleanup_(json_decrefp) json_t *e = ev;
+	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	if (!line)
 		return;
+	size_t n = strlen(line);
+	line[n] = '\n'; /* over the NUL: json_dumps leaves no room after it */
+	if (k)
+		k->write(k, line, n + 1);
+	else if (buf)
+		evbuffer_add(buf, line, n + 1);
+}
+
+/* An exited process: its exit event, the whole answer. A running one: its start event, then
+ * everything it does, as a stream. */
+void svc_proc_events(struct proc *p, struct svc_reply *rp)
+{
 	if (p->exited) {
-		_cleanup_(json_decrefp) json_t *e = exit_event(p);
-		_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
 		struct evbuffer *buf = evbuffer_new();
-		if (buf && line)
-			evbuffer_add_printf(buf, "%s\n", line);
-		reply_buf(c->req, 200, "application/x-ndjson", buf);
+		event_line(exit_event(p), NULL, buf);
+		rp->bytes(rp, "application/x-ndjson", buf);
 		if (buf)
 			evbuffer_free(buf);
 		return;
 	}
-	if (subscribe(p, c->req)) {
-		_cleanup_(json_decrefp) json_t *e = start_event(p);
-		_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
-		if (line) {
-			size_t n = strlen(line);
-			line[n] = '\n';
-			stream_send(c->req, line, n + 1);
-		}
-	} else {
-		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
-	}
+	if (open_stream(p, rp))
+		event_line(start_event(p), p->subs->k, NULL);
 }

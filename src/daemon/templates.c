@@ -43,6 +43,17 @@
 #include "image/recipe.h"
 #include "image/store.h"
 
+/* Told when a template's name may point elsewhere (a build or removal ended, the store's
+ * directory changed): the pool (create.c, through templates_watch()), which this file does
+ * not otherwise know. */
+static void (*on_names_changed)(void);
+
+static void names_changed(void)
+{
+	if (on_names_changed)
+		on_names_changed();
+}
+
 #define BUILD_MAX          2u          /* builds at once */
 #define REMOVE_MAX         4u          /* removals at once */
 #define CONTEXT_FILE       "context.tar"
@@ -421,7 +432,7 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 		  j->kind == JOB_BUILD ? "build" : "rm", status);
 	job_ops[j->kind].exited(j, status);
 	job_free(j);
-	pool_fill(); /* pooled sandboxes of the version a build or removal replaced retire */
+	names_changed(); /* pooled sandboxes of the version a build or removal replaced retire */
 }
 
 /* Takes the started child into the loop and the request with it. */
@@ -656,11 +667,12 @@ static void on_store_change(evutil_socket_t fd, short what, void *arg)
 			off += sizeof(*e) + e->len;
 		}
 	if (names)
-		pool_fill();
+		names_changed();
 }
 
-void templates_watch(void)
+void templates_watch(void (*changed)(void))
 {
+	on_names_changed = changed;
 	static int fd = -1; /* both for the daemon's life */
 	static struct event *ev;
 	char dir[PATH_MAX];

@@ -49,6 +49,31 @@ static int scratch_dirfd(void)
 	return fd < 0 ? -errno : fd;
 }
 
+/* mke2fs of an empty image takes tens of milliseconds; one that does not end in this time
+ * (stopped, stuck on a sick disk) is killed rather than waited for: the caller may be an
+ * event loop. */
+#define MKE2FS_DEADLINE_MS 10000
+
+/* Waits for @pid at most @ms; kills and reaps it past that (-ETIMEDOUT). */
+static int wait_deadline(pid_t pid, int ms)
+{
+	int status;
+	for (int waited = 0;; waited += 5) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+		if (w < 0 && errno != EINTR)
+			return -errno;
+		if (waited >= ms) {
+			kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			return -ETIMEDOUT;
+		}
+		usleep(5000);
+	}
+}
+
 /* mke2fs by absolute path, with no environment of ours: a tool we run once per size. No
  * journal (a scratch dies with its sandbox: nothing to recover), no reserved blocks (all of
  * --disk is the sandbox's), inode tables left to the kernel (the image is sparse: they read
@@ -77,11 +102,7 @@ static int run_mke2fs(const char *path)
 	posix_spawn_file_actions_destroy(&fa);
 	if (r != 0)
 		return -r;
-	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+	return wait_deadline(pid, MKE2FS_DEADLINE_MS);
 }
 
 /* The empty filesystem of @mb MiB, made once and shared by every sandbox of that size: made

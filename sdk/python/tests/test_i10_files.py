@@ -115,7 +115,7 @@ def test_listing_pages_and_non_utf8(sbx):
 
 def test_typed_file_errors(sbx):
     with pytest.raises(errors.ReadOnly):
-        sbx.files.write("/usr/x", b"1")
+        sbx.files.write("/etc/cordon-ro-x", b"1")  # /etc is sealed read-only
     with pytest.raises(errors.IsADirectory):
         sbx.files.read("/tmp")
     sbx.files.write("/tmp/plain", b"")

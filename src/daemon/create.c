@@ -1,0 +1,644 @@
+/* Making sandboxes for clients: the checks and records of a create, the warm pool that most
+ * creates are served from, a template's START and READY, and the create requests waiting
+ * for a sandbox to be up. sandbox.c runs a sandbox once made and tells us, through the hooks
+ * registered in pool_start(), when one is up (HELLO_OK) or gone.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "audit/audit.h"
+#include "daemon/daemon.h"
+#include "daemon/service.h"
+#include "image/store.h"
+
+/* A create request waiting for its sandbox to be up (or its template's READY to pass). */
+struct waiter {
+	struct svc_reply *rep; /* NULL once the client left: the sandbox is made all the same */
+	uint64_t started_ms;
+	struct waiter *next;
+};
+
+static void on_waiter_gone(void *arg)
+{
+	struct waiter *w = arg;
+	w->rep = NULL;
+}
+
+static void waiters_fail(struct sbx *s, enum api_error e, const char *msg)
+{
+	while (s->waiters) {
+		struct waiter *w = s->waiters;
+		struct svc_err err = {.code = e};
+		s->waiters = w->next;
+		snprintf(err.msg, sizeof(err.msg), "%s", msg);
+		if (w->rep)
+			w->rep->error(w->rep, &err);
+		free(w);
+	}
+}
+
+/* The 201 of a create, on @rp; NULL JSON is no memory (as reply_json() has it). */
+static void answer_created(struct svc_reply *rp, struct sbx *s)
+{
+	struct svc_err err = {.code = API_ERR_INTERNAL, .msg = "out of memory"};
+	json_t *body = sbx_json(s);
+	if (body)
+		rp->json(rp, 201, body);
+	else
+		rp->error(rp, &err);
+}
+
+static void waiters_ready(struct sbx *s)
+{
+	while (s->waiters) {
+		struct waiter *w = s->waiters;
+		s->waiters = w->next;
+		metric_inc(M_CREATES);
+		metric_observe(H_CREATE, (now_ms() - w->started_ms) / 1000.0);
+		if (w->rep)
+			answer_created(w->rep, s);
+		free(w);
+	}
+}
+
+/* Ready: the record first, then the create requests answered; without the record the
+ * sandbox is not handed out. */
+static void hand_out(struct sbx *s)
+{
+	if (sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL) < 0) {
+		waiters_fail(s, API_ERR_AUDIT_UNAVAILABLE,
+			     "the audit log cannot be written: the sandbox was not made");
+		sbx_destroy(s, "create_failed");
+		return;
+	}
+	waiters_ready(s);
+}
+
+
+static const struct sbx_hooks create_hooks;
+
+/* ---- a template's START and READY ---- */
+
+#define READY_TIMEOUT_MS  30000
+#define READY_INTERVAL_MS 100
+
+static void ready_result(struct sbx *s, bool ok);
+
+static void on_ready_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct sbx *s = arg;
+	if (s->state == SBX_RUNNING && proc_spawn_template(s, s->ready, ready_result) < 0)
+		ready_result(s, false);
+}
+
+static void ready_result(struct sbx *s, bool ok)
+{
+	if (s->state != SBX_RUNNING || !s->waiters)
+		return;
+	if (ok) {
+		hand_out(s);
+		return;
+	}
+	if (now_ms() >= s->ready_deadline_ms) {
+		waiters_fail(s, API_ERR_INTERNAL, "the template's READY check did not pass in 30 s");
+		sbx_destroy(s, "ready_failed");
+		return;
+	}
+	if (!s->ready_ev && !(s->ready_ev = evtimer_new(D.base, on_ready_retry, s))) {
+		waiters_fail(s, API_ERR_INTERNAL, "out of memory");
+		sbx_destroy(s, "create_failed");
+		return;
+	}
+	struct timeval tv = {0, READY_INTERVAL_MS * 1000};
+	evtimer_add(s->ready_ev, &tv);
+}
+
+/* START runs in the background as the template's user; READY is tried every 100 ms until
+ * it exits 0 (then the create request is answered) or 30 s have passed (then it fails). */
+static int template_start(struct sbx *s)
+{
+	if (s->start && proc_spawn_template(s, s->start, NULL) < 0)
+		return -EIO;
+	if (!s->ready) {
+		hand_out(s);
+		return 0;
+	}
+	s->ready_deadline_ms = now_ms() + READY_TIMEOUT_MS;
+	return proc_spawn_template(s, s->ready, ready_result) < 0 ? -EIO : 0;
+}
+
+
+/* ---- the warm pool ----
+ *
+ * Starting a sandbox costs the starter a few milliseconds (uid slot, cgroups, clone() into
+ * new namespaces, id maps). Pooled sandboxes are started on a thread of their own, so that
+ * refilling the pool never delays a request; the thread hands each started jail back
+ * through a pipe and the loop takes it from there. The jail's child is async-signal-safe
+ * between clone() and exec(), so cloning from a threaded process is sound.
+ *
+ * The pool keeps --pool sandboxes ready for `host` and for each template a create asked for
+ * (the POOL_TEMPLATES most recently asked for). A pooled sandbox of a template holds the
+ * version it was made from, opened on the loop before the thread starts it. One whose
+ * template has since been rebuilt or removed is retired (destroyed, and the pool refilled
+ * from the new version) whenever the pool is looked at: every create and destroy, and the
+ * end of a build or removal through the API. It is never handed out. */
+
+#define POOL_TEMPLATES 8
+
+struct warm {
+	char name[65];     /* "" for host */
+	size_t pending;    /* asked of the creator thread, not back yet */
+	uint64_t used_ms;  /* the last create that asked for it */
+};
+
+static struct warm warm[1 + POOL_TEMPLATES] = {{.name = ""}}; /* [0]: host, always */
+static size_t n_warm = 1;
+
+struct started {
+	char name[65];                 /* its warm entry's */
+	struct store_version *version; /* NULL for host; the sandbox's once adopted */
+	struct cordon_sandbox *rt;
+	struct cordon_err err;
+};
+
+static int creator_req[2] = {-1, -1}, creator_res[2] = {-1, -1}, release_fd = -1;
+static size_t creator_pending;
+static struct event *creator_ev;
+
+/* Starts one pooled sandbox for the loop. */
+static void creator_start(struct started *st)
+{
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	spec.timeout_ms = 0;
+	spec.rootfs = st->version ? st->version->rootfs : NULL;
+	if (cordon_sandbox_start(&spec, &st->rt, &st->err) < 0)
+		st->rt = NULL;
+	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
+		cordon_sandbox_free(st->rt);
+		version_free(st->version);
+		free(st);
+	}
+}
+
+/* The pool's thread: sandboxes to start, and the deletion of template versions that the
+ * sandboxes' ends let go (store_release_step), off the loop. No other thread may exist:
+ * glibc's set*id() in a jail child would wait for it. */
+static void *creator_main(void *arg)
+{
+	int timeout = -1;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = creator_req[0], .events = POLLIN},
+				      {.fd = release_fd, .events = POLLIN}};
+		if (poll(p, 2, timeout) < 0 && errno != EINTR)
+			return NULL;
+		struct started *st;
+		if ((p[0].revents & POLLIN) && read(creator_req[0], &st, sizeof(st)) == sizeof(st))
+			creator_start(st);
+		else if (p[0].revents & (POLLHUP | POLLERR))
+			return NULL;
+		timeout = store_release_step();
+	}
+}
+
+static struct warm *warm_find(const char *name)
+{
+	for (size_t i = 0; i < n_warm; i++)
+		if (strcmp(warm[i].name, name) == 0)
+			return &warm[i];
+	return NULL;
+}
+
+/* @name ("" for host) is kept warm from now on, in place of the template least recently
+ * asked for if there are POOL_TEMPLATES already (its pooled sandboxes are retired). */
+static void warm_touch(const char *name)
+{
+	struct warm *w = warm_find(name);
+	if (!w && n_warm < ELEMENTSOF(warm))
+		w = &warm[n_warm++];
+	if (!w) {
+		w = &warm[1];
+		for (size_t i = 2; i < n_warm; i++)
+			if (warm[i].used_ms < w->used_ms)
+				w = &warm[i];
+	}
+	if (strcmp(w->name, name) != 0)
+		*w = (struct warm){0};
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	w->used_ms = now_ms();
+}
+
+static void warm_drop(struct warm *w)
+{
+	if (w == warm)
+		return;
+	*w = warm[--n_warm];
+	warm[n_warm] = (struct warm){0};
+}
+
+/* Whether pooled @s is of the version its template's name points to now (@cur, read once
+ * per pass; NULL when the name is gone). */
+static bool pooled_current(const struct sbx *s, const char *cur)
+{
+	if (!s->template_name[0])
+		return true;
+	return cur && s->version && strcmp(s->version->id, cur) == 0;
+}
+
+static bool pool_busy; /* retiring or filling: a destroy's pool_fill() waits for us */
+
+/* The pooled sandboxes of template @name that are not current, one at a time (a destroy
+ * changes the list); a template whose name is gone stops being warm. */
+static void pool_retire(const char *name)
+{
+	char cur[STORE_VERSION_MAX], n[sizeof(warm[0].name)];
+	snprintf(n, sizeof(n), "%s", name); /* @name may be a warm entry's, which moves */
+	bool named = !n[0] || store_version_current(n, cur) == 0;
+	for (struct sbx *s = D.sandboxes; s;) {
+		if (s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, n) == 0 &&
+		    !pooled_current(s, named ? cur : NULL)) {
+			sbx_destroy(s, "pool_retired");
+			s = D.sandboxes;
+			continue;
+		}
+		s = s->next;
+	}
+	struct warm *w = named ? NULL : warm_find(n);
+	if (w)
+		warm_drop(w);
+}
+
+/* Pooled sandboxes of a template no longer kept warm. */
+static void pool_retire_cold(void)
+{
+	for (struct sbx *s = D.sandboxes; s;) {
+		if (s->pooled && s->state != SBX_DESTROYED && !warm_find(s->template_name)) {
+			sbx_destroy(s, "pool_retired");
+			s = D.sandboxes;
+			continue;
+		}
+		s = s->next;
+	}
+}
+
+static void on_started(evutil_socket_t fd, short what, void *arg)
+{
+	struct started *st;
+	while (read(creator_res[0], &st, sizeof(st)) == sizeof(st)) {
+		struct warm *w = warm_find(st->name);
+		creator_pending--;
+		if (w && w->pending)
+			w->pending--;
+		struct sbx *s = st->rt && !D.stopping ? sbx_alloc(true, (uint64_t)API_DEFAULT_DISK_MB << 20) : NULL;
+		if (!s) {
+			if (!D.stopping) { /* started while we were stopping: it goes at once */
+				log_error("warm pool: %s", st->err.msg[0] ? st->err.msg : "out of memory");
+				metric_inc(M_CREATE_FAILURES);
+			}
+			cordon_sandbox_free(st->rt);
+			version_free(st->version);
+		} else {
+			s->rt = st->rt;
+			s->runtime = cordon_sandbox_runtime(s->rt);
+			s->version = st->version;
+			snprintf(s->template_name, sizeof(s->template_name), "%s", st->name);
+			sbx_adopt(s);
+		}
+		free(st);
+	}
+	pool_fill();
+}
+
+int pool_start(void)
+{
+	pthread_t t;
+	sbx_hooks_add(&create_hooks);
+	if (pipe2(creator_req, O_CLOEXEC) < 0 || pipe2(creator_res, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	creator_ev = loop_event_new(creator_res[0], EV_READ | EV_PERSIST, on_started, NULL);
+	if (!creator_ev || event_add(creator_ev, NULL) < 0)
+		return -ENOMEM;
+	/* What the jail caches per process (the sealed cordon-init, the cgroup mode) is made
+	 * here, before a second thread exists. */
+	struct cordon_err err = {};
+	if (cordon_prepare(&err) < 0) {
+		log_error("%s", err.msg);
+		return err.code;
+	}
+	if ((release_fd = store_release_start()) < 0)
+		return release_fd;
+	int r = pthread_create(&t, NULL, creator_main, NULL);
+	if (r != 0)
+		return -r;
+	pthread_detach(t);
+	templates_watch(pool_fill);
+	return 0;
+}
+
+static size_t pooled_of(const struct warm *w)
+{
+	size_t n = w->pending;
+	for (struct sbx *s = D.sandboxes; s; s = s->next)
+		n += s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, w->name) == 0;
+	return n;
+}
+
+/* One more pooled sandbox of @w asked of the thread; -errno if none can be (a template
+ * whose name is gone stops being warm). */
+static int pool_request(struct warm *w)
+{
+	struct cordon_err err = {};
+	struct started *st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	snprintf(st->name, sizeof(st->name), "%s", w->name);
+	int r = 0;
+	if (w->name[0] && ((st->version = malloc(sizeof(*st->version))) == NULL ||
+			   (r = store_version_open(w->name, st->version, &err)) < 0)) {
+		free(st->version);
+		free(st);
+		if (r == -ENOENT)
+			warm_drop(w);
+		else
+			log_warning("warm pool: template '%s': %s", w->name, err.msg[0] ? err.msg : "out of memory");
+		return r < 0 ? r : -ENOMEM;
+	}
+	if (write(creator_req[1], &st, sizeof(st)) != sizeof(st)) {
+		version_free(st->version);
+		free(st);
+		return -EIO;
+	}
+	w->pending++;
+	creator_pending++;
+	return 0;
+}
+
+void pool_fill(void)
+{
+	if (D.stopping || pool_busy)
+		return;
+	pool_busy = true;
+	templates_watch(pool_fill); /* if the store was not there before */
+	pool_retire_cold();
+	for (size_t i = n_warm; i-- > 0;) /* from the end: a dropped entry takes the last's place */
+		pool_retire(warm[i].name);
+	for (size_t i = 0; i < n_warm; i++) {
+		struct warm *w = &warm[i];
+		while (pooled_of(w) < D.cfg.pool && D.n_live + creator_pending < D.cfg.max_sandboxes)
+			if (pool_request(w) < 0)
+				break;
+	}
+	pool_busy = false;
+}
+
+/* A ready pooled sandbox of @name ("" for host) of its current version on @runtime, or
+ * NULL. */
+static struct sbx *pool_claim(const char *name, const char *runtime)
+{
+	if (!warm_find(name))
+		return NULL;
+	pool_busy = true; /* the caller fills once it has its sandbox */
+	pool_retire(name); /* a rebuild by the CLI is seen here first */
+	pool_busy = false;
+	for (struct sbx *s = D.sandboxes; s; s = s->next)
+		if (s->pooled && s->state == SBX_READY && strcmp(s->template_name, name) == 0 &&
+		    strcmp(s->runtime, runtime) == 0) {
+			s->pooled = false;
+			D.n_pool_ready--;
+			s->state = SBX_RUNNING;
+			s->created_ms = now_ms(); /* made for the client now, whenever it was built */
+			return s;
+		}
+	return NULL;
+}
+
+static int apply_request(struct sbx *s, const struct svc_caller *who,
+			 const struct api_create *req)
+{
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	api_create_to_spec(req, &spec);
+	s->owner = who->principal;
+	if (s->owner)
+		s->owner->live++;
+	s->timeout_s = req->timeout_s;
+	s->deadline_ms = now_ms() + req->timeout_s * 1000;
+	json_decref(s->limits);
+	s->limits = json_pack("{s:f, s:I, s:I, s:I}", "cpus", spec.cpus_milli / 1000.0, "memory_mb",
+			      (json_int_t)(spec.memory_bytes >> 20), "pids", (json_int_t)spec.pids,
+			      "disk_mb", (json_int_t)(spec.disk_bytes >> 20));
+	s->env = calloc(spec.n_env + 1, sizeof(char *));
+	if (!s->env || !s->limits)
+		return -ENOMEM;
+	for (size_t i = 0; i < spec.n_env; i++)
+		if (!(s->env[s->n_env++] = strdup(spec.env[i])))
+			return -ENOMEM;
+	json_decref(s->metadata);
+	s->metadata = json_object();
+	for (size_t i = 0; i < req->metadata.n; i++)
+		json_object_set_new(s->metadata, req->metadata.items[i].key,
+				    json_string(req->metadata.items[i].value));
+	static const char *const policies[] = {"deny", "allow", "public"};
+	if (network_set(s, policies[req->network.policy], req->network.allow, req->network.n_allow,
+			NULL) < 0)
+		return -EINVAL;
+	/* A pooled sandbox already has the default limits; writing cgroup files costs. */
+	if (spec.memory_bytes != s->spec.memory_bytes || spec.cpus_milli != s->spec.cpus_milli ||
+	    spec.pids != s->spec.pids) {
+		int r = cordon_sandbox_set_limits(s->rt, spec.memory_bytes, spec.cpus_milli, spec.pids);
+		if (r < 0 && r != -ENOTSUP)
+			return r;
+		s->spec.memory_bytes = spec.memory_bytes;
+		s->spec.cpus_milli = spec.cpus_milli;
+		s->spec.pids = spec.pids;
+	}
+	s->oom_base = cordon_sandbox_oom_kills(s->rt);
+	/* The TTL counts from when the client gets the sandbox: a slow build must not eat it. */
+	if (s->state == SBX_RUNNING)
+		sbx_arm_ttl(s);
+	state_put(s);
+	return 0;
+}
+
+static int audit_create(struct sbx *s, const struct api_create *req)
+{
+	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE,
+			    json_pack("{s:s, s:s, s:O, s:O, s:s}", "template", req->template_name,
+				      "runtime", s->runtime, "limits", s->limits, "network", s->network,
+				      "principal", s->owner ? s->owner->name : "local"));
+}
+
+/* What the template's template.json says about running it: its ENV after the request's
+ * (the first of a name wins), its WORKDIR and USER as the defaults of processes, and its
+ * START and READY, run when the sandbox is up (on_hello_ok). */
+static int apply_template(struct sbx *s)
+{
+	struct store_config cfg;
+	if (store_config_read(s->version, &cfg, NULL) < 0)
+		return -ENOENT;
+	int r = -ENOMEM;
+	char **v = realloc(s->env, (s->n_env + cfg.n_env + 1) * sizeof(char *));
+	if (!v)
+		goto out;
+	s->env = v;
+	for (size_t i = 0; i < cfg.n_env; i++)
+		if ((s->env[s->n_env] = strdup(cfg.env[i])))
+			s->n_env++;
+	s->env[s->n_env] = NULL;
+	if (cfg.workdir && !(s->workdir = strdup(cfg.workdir)))
+		goto out;
+	s->user_default_set = cfg.user_set;
+	s->user_default = cfg.user;
+	s->start = json_incref(cfg.start);
+	s->ready = json_incref(cfg.ready);
+	r = 0;
+out:
+	store_config_done(&cfg);
+	return r;
+}
+
+/* The version template @name points to now, held by the sandbox for as long as it lives;
+ * NULL with @e set if there is none. */
+static struct store_version *template_open(const char *name, struct svc_err *e)
+{
+	struct cordon_err err = {};
+	struct store_version *v = malloc(sizeof(*v));
+	int r = v ? store_version_open(name, v, &err) : -ENOMEM;
+	if (r >= 0)
+		return v;
+	free(v);
+	if (r == -ENOENT || r == -EINVAL)
+		svc_fail(e, API_ERR_NOT_FOUND, "no template '%s'", name);
+	else
+		svc_fail(e, API_ERR_INTERNAL, "template '%s': %s", name,
+			 err.msg[0] ? err.msg : strerror(-r));
+	return NULL;
+}
+
+static int add_waiter(struct sbx *s, struct svc_reply *rp, uint64_t t0)
+{
+	struct waiter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct waiter){.rep = rp, .started_ms = t0, .next = s->waiters};
+	s->waiters = w;
+	rp->gone = on_waiter_gone;
+	rp->gone_arg = w;
+	return 0;
+}
+
+int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
+		       struct svc_reply *rp, struct svc_err *e)
+{
+	uint64_t t0 = now_ms();
+	bool host = strcmp(req->template_name, "host") == 0;
+	const char *runtime;
+	struct cordon_err rerr = {};
+	int rr = cordon_runtime_resolve(api_runtime_name(req->runtime), &runtime, &rerr);
+	if (rr < 0) { /* known to the API, refused by this host: nothing made */
+		return svc_fail(e, rr == -ENOENT ? API_ERR_INVALID_FIELD : API_ERR_UNSUPPORTED_RUNTIME,
+				"%s", rerr.msg);
+	}
+	const char *warm_name = host ? "" : req->template_name;
+	/* The pool holds sandboxes with the default disk; anything else is built now. */
+	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB;
+	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
+	struct store_version *version = NULL;
+	struct cordon_err err = {};
+
+	if (!s && !host && !(version = template_open(req->template_name, e)))
+		return -1;
+	if (from_pool)
+		warm_touch(warm_name); /* kept warm from now on */
+	if (!s && D.n_live >= D.cfg.max_sandboxes) {
+		/* Make room from the pool: a pooled sandbox gives its place to a real request. */
+		for (struct sbx *p = D.sandboxes; p; p = p->next)
+			if (p->pooled && p->state != SBX_DESTROYED) {
+				sbx_destroy(p, "pool_evicted");
+				break;
+			}
+		if (D.n_live >= D.cfg.max_sandboxes) {
+			version_free(version);
+			return svc_fail(e, API_ERR_CAPACITY, "the server runs its maximum of %llu sandboxes",
+					(unsigned long long)D.cfg.max_sandboxes);
+		}
+	}
+	if (!s) {
+		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : version->rootfs,
+			    runtime, &err);
+		if (!s) {
+			version_free(version);
+			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
+			metric_inc(M_CREATE_FAILURES);
+			return svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
+					"could not make the sandbox: %s", err.msg);
+		}
+		s->version = version;
+		snprintf(s->template_name, sizeof(s->template_name), "%s", warm_name);
+	}
+	int r = apply_request(s, who, req);
+	if (r >= 0 && !host)
+		r = apply_template(s);
+	bool pooled = s->state == SBX_RUNNING; /* from the pool: ready already */
+	bool starts = pooled && (s->start || s->ready); /* its template's START and READY run now */
+	if (r >= 0 && (!pooled || starts))
+		r = add_waiter(s, rp, t0);
+	if (r >= 0 && starts && template_start(s) < 0)
+		r = -EIO;
+	if (r < 0) {
+		bool waiting = s->waiters != NULL;
+		metric_inc(M_CREATE_FAILURES);
+		sbx_destroy(s, "create_failed"); /* answers a waiter */
+		return waiting ? 0 : svc_fail(e, API_ERR_INTERNAL, "could not set the sandbox up: %s",
+					      strerror(-r));
+	}
+	/* The records before the sandbox is handed out; without them it is not. */
+	if ((r = audit_create(s, req)) < 0 ||
+	    (pooled && !starts && (r = sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL)) < 0)) {
+		bool waiting = s->waiters != NULL;
+		metric_inc(M_CREATE_FAILURES);
+		sbx_destroy(s, "create_failed"); /* answers a waiter */
+		return waiting ? 0 : svc_fail_audit(e, r);
+	}
+	if (pooled && !starts) {
+		metric_inc(M_CREATES);
+		metric_observe(H_CREATE, (now_ms() - t0) / 1000.0);
+		answer_created(rp, s);
+	}
+	if (from_pool)
+		pool_fill(); /* what the claim took or retired, or a template warm from now on */
+	return 0;
+}
+
+
+/* True once every destroyed sandbox is reaped and no pooled one is on its way. */
+bool daemon_settled(void)
+{
+	return D.n_dying == 0 && creator_pending == 0;
+}
+
+
+/* ---- what sandbox.c tells us ---- */
+
+/* HELLO_OK of a sandbox made for a client (a pooled one waits to be claimed). */
+static int on_up(struct sbx *s)
+{
+	if (s->start || s->ready)
+		return template_start(s);
+	hand_out(s);
+	return 0;
+}
+
+static void on_down(struct sbx *s)
+{
+	waiters_fail(s, API_ERR_INTERNAL, "the sandbox failed while it was being made");
+}
+
+static const struct sbx_hooks create_hooks = {.up = on_up, .down = on_down, .after = pool_fill};

@@ -1,0 +1,139 @@
+/* cordond's service layer: what a client may ask of sandboxes, their processes, files,
+ * networks and audit logs, with no HTTP in it. A service function takes parsed arguments
+ * (src/spec's structs), returns 0 or -1 with @err set, and hands back JSON for the caller to
+ * render; it never sees an evhttp_request. A route table (v1.c for /v1) parses, calls and
+ * renders the result or the error in one place, so a second API surface is a second table
+ * over the same calls.
+ *
+ * An answer that comes later (from the agent) goes to a svc_reply, and one that is not one
+ * value (process events, an audit log followed as it grows) to a stream_sink; the surface
+ * implements both (http.c: a reply on the request, a chunked reply). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "spec/api.h"
+
+struct sbx;
+struct api_key;
+
+/* Why a service said no: the API's error (its code and HTTP status come from src/spec's
+ * table) and a message for people. Not a cordon_err: the API has codes no errno names
+ * (audit_unavailable, unsupported_runtime, no_space inside a sandbox). */
+struct svc_err {
+	enum api_error code;
+	char msg[600];
+};
+
+/* Sets @err and returns -1, for `return svc_fail(err, API_ERR_NOT_FOUND, "no '%s'", x);`. */
+int svc_fail(struct svc_err *err, enum api_error code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The audit record of the action could not be written (-@r), so the action was not done. */
+int svc_fail_audit(struct svc_err *err, int r);
+
+/* Who asks: the API key of a TCP client, NULL for the unix socket (which may do anything). */
+struct svc_caller {
+	struct api_key *principal;
+};
+
+/* Where a stream's bytes go. The surface implements it; a service pushes into it and never
+ * learns what carries the bytes. */
+struct stream_sink {
+	/* Queues @len bytes; -ENOBUFS when the reader is more than SUBSCRIBER_BACKLOG behind
+	 * (the service then ends the stream rather than buffer without bound). */
+	int (*write)(struct stream_sink *k, const void *data, size_t len);
+	/* The last call: @last (NULL for none) is queued whatever the backlog (a "lagged" line
+	 * says why a stream ends), then the stream ends and @k is freed. */
+	void (*end)(struct stream_sink *k, const void *last, size_t len);
+	/* Bytes queued, not yet taken by the reader: what back-pressure (proc.c's PAUSE and
+	 * RESUME) goes by. */
+	size_t (*backlog)(const struct stream_sink *k);
+	/* @drained(@arg) is called whenever the reader took some of the backlog; -ENOMEM if it
+	 * cannot be (then the backlog reads 0 and the source is never paused for this reader). */
+	int (*watch)(struct stream_sink *k, void (*drained)(void *arg), void *arg);
+	/* Set by the service that pushes into @k: the reader went away, @k is freed after this
+	 * returns and must not be used again. */
+	void (*gone)(void *arg);
+	void *gone_arg;
+};
+
+/* Where an answer goes that comes after the service returned (the agent's, for a file
+ * operation). A service that returned 0 owns @r and answers it exactly once through one of
+ * the three (which free it) unless the client goes first (then the surface calls gone() and
+ * frees it); one that returned -1 has not touched it: the caller renders the error with
+ * error(). */
+struct evbuffer;
+struct svc_reply {
+	void (*json)(struct svc_reply *r, int status, json_t *body); /* steals; NULL: no body */
+	void (*bytes)(struct svc_reply *r, const char *content_type, struct evbuffer *buf); /* 200 */
+	void (*error)(struct svc_reply *r, const struct svc_err *err);
+	/* The answer is a stream (200, @content_type), written into the sink returned, which
+	 * takes @r's place (@r is freed); NULL without memory, then @r is as it was. */
+	struct stream_sink *(*stream)(struct svc_reply *r, const char *content_type);
+	void (*gone)(void *arg); /* set by the service */
+	void *gone_arg;
+};
+
+/* ---- sandboxes (svc_sandbox.c) ---- */
+
+/* Whether @req may be made for @who: limits this host has, a template that exists, a network
+ * policy that parses, the key's quota. Nothing is made. */
+int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req,
+		      struct svc_err *err);
+/* Makes @req for @who (create.c): from the warm pool when it can, else started now; the
+ * answer (201 and the sandbox) goes to @r once it is up and its template's READY passed. */
+int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
+		       struct svc_reply *r, struct svc_err *err);
+/* The sandboxes @who may see whose metadata matches @f: {"sandboxes": [...]}. */
+json_t *svc_sandbox_list(const struct svc_caller *who, const struct api_filter *f);
+json_t *svc_sandbox_info(const struct sbx *s);
+void svc_sandbox_destroy(struct sbx *s);
+/* A new deadline, @timeout_s from now, recorded first; the sandbox's JSON in @ret. */
+int svc_sandbox_timeout(struct sbx *s, uint32_t timeout_s, json_t **ret, struct svc_err *err);
+/* A new egress policy, checked, recorded, applied to new connections; the policy in @ret. */
+int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret,
+			struct svc_err *err);
+json_t *svc_runtimes(void);
+json_t *svc_health(void);
+
+/* ---- processes (proc.c): each is one agent channel ---- */
+
+struct proc;
+/* Runs @e (@exec: to its end, the answer its output; else started, the answer its event
+ * stream once the agent has spawned it). @e's user is the template's USER unless given. */
+int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_reply *r,
+		   struct svc_err *err);
+json_t *svc_proc_list(struct sbx *s); /* {"processes": [...]}: started ones still running */
+struct proc *svc_proc_find(struct sbx *s, const char *pid, struct svc_err *err);
+int svc_proc_stdin(struct proc *p, const struct api_stdin *in, struct svc_err *err);
+int svc_proc_signal(struct proc *p, int signo, struct svc_err *err);
+/* The exit event of an exited process; else the start event and everything after, streamed. */
+void svc_proc_events(struct proc *p, struct svc_reply *r);
+
+/* ---- files (files.c): the agent opens the path inside the sandbox, as its user ---- */
+
+int svc_file_get(struct sbx *s, const char *path, struct svc_reply *r, struct svc_err *err);
+int svc_file_stat(struct sbx *s, const char *path, struct svc_reply *r, struct svc_err *err);
+/* @cursor: 0, or a next_cursor of a page before. */
+int svc_file_list(struct sbx *s, const char *path, unsigned depth, uint64_t cursor,
+		  struct svc_reply *r, struct svc_err *err);
+int svc_file_delete(struct sbx *s, const char *path, struct svc_reply *r, struct svc_err *err);
+int svc_file_mkdir(struct sbx *s, const struct api_mkdir *m, struct svc_reply *r,
+		   struct svc_err *err);
+int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
+		  struct svc_err *err);
+int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
+		 struct svc_reply *r, struct svc_err *err);
+
+/* ---- audit (svc_sandbox.c) ---- */
+
+/* @s's log so far (JSON Lines) into @out; @ret_next: where the next record will start. */
+int svc_audit_log(const struct sbx *s, struct evbuffer *out, off_t *ret_next, struct svc_err *err);
+/* Every record written for @s from @from on goes to @k, until the sandbox ends (then @k
+ * ends) or the reader falls behind (then too). */
+int svc_audit_follow(struct sbx *s, off_t from, struct stream_sink *k, struct svc_err *err);

@@ -1,0 +1,271 @@
+/* The sandbox service: the checks of a create, listing, deadlines, network policies, the
+ * runtimes and the audit log of a sandbox, for any API surface (service.h). No HTTP here. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "basic/host.h"
+#include "audit/audit.h"
+#include "daemon/daemon.h"
+#include "daemon/service.h"
+#include "image/store.h"
+#include "policy/egress.h"
+
+static const char *const policy_names[] = {"deny", "allow", "public"};
+
+int svc_fail(struct svc_err *err, enum api_error code, const char *fmt, ...)
+{
+	va_list ap;
+	err->code = code;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int svc_fail_audit(struct svc_err *err, int r)
+{
+	return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE,
+			"the audit log cannot be written (%s): nothing was done", strerror(-r));
+}
+
+/* The policy is checked before anything is made, so that a bad rule is a 400 naming it. */
+static int network_check(const struct api_network *n, const char *prefix, struct svc_err *err)
+{
+	struct cordon_err e = {};
+	struct egress_policy *p = NULL;
+	if (n->policy != API_NET_DENY && !D.egress)
+		return svc_fail(err, API_ERR_INVALID_FIELD,
+				"%spolicy: this server cannot give sandboxes a network (it does not run as root)",
+				prefix);
+	if (egress_policy_parse((enum egress_mode)n->policy, n->allow, n->n_allow, &p, &e) < 0)
+		return svc_fail(err, API_ERR_INVALID_FIELD, "%sallow: %s", prefix, e.msg);
+	egress_policy_free(p);
+	return 0;
+}
+
+/* Limits over what this host has are a 400 naming the host's maximum (api_limits_check()). */
+static int limits_check(const struct api_limits *l, struct svc_err *err)
+{
+	struct api_host_max max = {.cpus_milli = host_cpus_milli()};
+	struct cordon_err e = {};
+	uint64_t mem;
+	if (host_memory_bytes(&mem) == 0)
+		max.memory_mb = mem >> 20 > UINT32_MAX ? UINT32_MAX : (uint32_t)(mem >> 20);
+	if (api_limits_check(l, &max, &e) == 0)
+		return 0;
+	return svc_fail(err, API_ERR_INVALID_FIELD, "%s", e.msg);
+}
+
+int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req,
+		      struct svc_err *err)
+{
+	char root[4096];
+	const struct api_key *k = who->principal;
+	if (limits_check(&req->limits, err) < 0)
+		return -1;
+	if (strcmp(req->template_name, "host") != 0 &&
+	    store_path(req->template_name, root, sizeof(root)) < 0)
+		return svc_fail(err, API_ERR_NOT_FOUND, "no template '%s' (cordon template ls)",
+				req->template_name);
+	if (network_check(&req->network, "network.", err) < 0)
+		return -1;
+	if (k && k->live >= k->max_sandboxes)
+		return svc_fail(err, API_ERR_QUOTA_EXCEEDED, "key '%s' may hold %llu sandboxes",
+				k->name, (unsigned long long)k->max_sandboxes);
+	return 0;
+}
+
+static bool metadata_match(const struct sbx *s, const struct api_filter *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		const char *v = json_string_value(json_object_get(s->metadata, f->items[i].key));
+		if (!v || strcmp(v, f->items[i].value) != 0)
+			return false;
+	}
+	return true;
+}
+
+json_t *svc_sandbox_list(const struct svc_caller *who, const struct api_filter *f)
+{
+	json_t *list = json_array();
+	for (struct sbx *s = D.sandboxes; s; s = s->next) {
+		if (s->pooled || s->state == SBX_DESTROYED)
+			continue;
+		if (who->principal && s->owner != who->principal)
+			continue;
+		if (metadata_match(s, f))
+			json_array_append_new(list, sbx_json(s));
+	}
+	return json_pack("{s:o}", "sandboxes", list);
+}
+
+json_t *svc_sandbox_info(const struct sbx *s)
+{
+	return sbx_json(s);
+}
+
+void svc_sandbox_destroy(struct sbx *s)
+{
+	sbx_destroy(s, "api");
+}
+
+int svc_sandbox_timeout(struct sbx *s, uint32_t t, json_t **ret, struct svc_err *err)
+{
+	/* The record first: without it the deadline stays as it is. */
+	int r = sbx_audit_rc(s, AUDIT_POLICY_CHANGE,
+			     json_pack("{s:s, s:I, s:I}", "kind", "timeout", "old",
+				       (json_int_t)s->timeout_s, "timeout_s", (json_int_t)t));
+	if (r < 0)
+		return svc_fail_audit(err, r);
+	sbx_set_timeout(s, t);
+	*ret = sbx_json(s);
+	return 0;
+}
+
+int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret,
+			struct svc_err *err)
+{
+	struct cordon_err e = {};
+	if (network_check(n, "", err) < 0)
+		return -1;
+	const char *policy = policy_names[n->policy];
+	json_t *rules = json_array();
+	for (size_t i = 0; i < n->n_allow; i++)
+		json_array_append_new(rules, json_string(n->allow[i]));
+	/* The record first, then the change: it applies to new connections at once. Without
+	 * the record the policy stays as it is. */
+	int r = sbx_audit_rc(s, AUDIT_POLICY_CHANGE,
+			     json_pack("{s:s, s:s, s:o, s:O}", "kind", "network", "policy", policy,
+				       "allow", rules, "old", s->network));
+	if (r < 0)
+		return svc_fail_audit(err, r);
+	if (network_set(s, policy, n->allow, n->n_allow, &e) < 0)
+		return svc_fail(err, API_ERR_INVALID_FIELD, "%s", e.msg);
+	*ret = json_incref(s->network);
+	return 0;
+}
+
+static json_t *runtime_json(const struct cordon_runtime_info *info)
+{
+	json_t *caps = json_array();
+	for (int b = 0; caps && b < _CORDON_RUNTIME_CAP_COUNT; b++)
+		if (info->caps & (1u << b))
+			json_array_append_new(caps, json_string(cordon_runtime_cap_name(1u << b)));
+	return json_pack("{s:s, s:b, s:s?, s:o*}", "name", info->name, "available", info->available,
+			 "reason", info->available ? NULL : info->reason, "capabilities", caps);
+}
+
+/* The registry as this host sees it, for a client to choose before it asks (a runtime it
+ * cannot run is refused at create with unsupported_runtime). */
+json_t *svc_runtimes(void)
+{
+	struct cordon_runtime_info info;
+	const char *best = NULL;
+	json_t *list = json_array();
+	for (size_t i = 0; list && cordon_runtime_get(i, &info) == 0; i++)
+		json_array_append_new(list, runtime_json(&info));
+	cordon_runtime_resolve("auto", &best, NULL);
+	return json_pack("{s:o*, s:s, s:s?}", "runtimes", list, "default", "jail", "auto", best);
+}
+
+json_t *svc_health(void)
+{
+	return json_pack("{s:s, s:I, s:I}", "status", "ok", "sandboxes", (json_int_t)D.n_live,
+			 "pool_ready", (json_int_t)D.n_pool_ready);
+}
+
+/* ---- audit: the sandbox's JSON Lines, and new records as they are written ---- */
+
+struct follower {
+	struct audit_listener l;
+	struct stream_sink *k;
+	off_t off;
+	struct sbx *s;
+};
+
+struct collect {
+	struct evbuffer *buf;
+};
+
+static int collect_line(const char *line, size_t len, off_t offset, void *data)
+{
+	struct collect *c = data;
+	evbuffer_add(c->buf, line, len); /* the record's own newline included */
+	return evbuffer_get_length(c->buf) > (16u << 20) ? 1 : 0;
+}
+
+static int read_audit(const char *id, off_t from, struct evbuffer *buf, off_t *ret_next)
+{
+	char name[80];
+	struct collect c = {buf};
+	snprintf(name, sizeof(name), "%s.jsonl", id);
+	return audit_read_from(D.audit_dirfd, name, from, collect_line, &c, ret_next);
+}
+
+int svc_audit_log(const struct sbx *s, struct evbuffer *out, off_t *ret_next, struct svc_err *err)
+{
+	*ret_next = 0;
+	int r = read_audit(s->id, 0, out, ret_next);
+	if (r < 0 && r != -ENOENT)
+		return svc_fail(err, api_error_from_errno(r), "cannot read the audit log");
+	return 0;
+}
+
+static void follower_drop(struct follower *f)
+{
+	sbx_unlisten(f->s, &f->l);
+	free(f);
+}
+
+static void follower_gone(void *arg)
+{
+	follower_drop(arg);
+}
+
+static void follower_end(struct follower *f)
+{
+	struct stream_sink *k = f->k;
+	follower_drop(f);
+	k->end(k, NULL, 0);
+}
+
+/* A record was written: what the reader has not seen yet, read back from the log (so that it
+ * gets exactly the bytes on disk); a reader too far behind is cut off. */
+static void on_record(struct audit_listener *l)
+{
+	struct follower *f = OWNER_OF(l, struct follower, l);
+	struct evbuffer *buf = evbuffer_new();
+	off_t to = f->off;
+	if (buf && read_audit(f->s->id, f->off, buf, &to) >= 0 && evbuffer_get_length(buf)) {
+		size_t n = evbuffer_get_length(buf);
+		if (f->k->write(f->k, evbuffer_pullup(buf, -1), n) < 0)
+			follower_end(f);
+		else
+			f->off = to;
+	}
+	if (buf)
+		evbuffer_free(buf);
+}
+
+static void on_sandbox_end(struct audit_listener *l)
+{
+	follower_end(OWNER_OF(l, struct follower, l));
+}
+
+int svc_audit_follow(struct sbx *s, off_t from, struct stream_sink *k, struct svc_err *err)
+{
+	struct follower *f = calloc(1, sizeof(*f));
+	if (!f)
+		return svc_fail(err, API_ERR_INTERNAL, "out of memory");
+	*f = (struct follower){.l = {.record = on_record, .end = on_sandbox_end}, .k = k,
+			       .off = from, .s = s};
+	k->gone = follower_gone;
+	k->gone_arg = f;
+	sbx_listen(s, &f->l);
+	return 0;
+}

@@ -1,0 +1,468 @@
+/* The /v1 surface: its route table, and for each route a few lines that parse the request with
+ * src/spec, call the service (service.h) and render what it returns. Everything a sandbox
+ * does is in the service; a second surface is a second table like this one over the same
+ * calls.
+ *
+ * A route's entry says which method and path it answers, the body it takes (its limit, which
+ * the front enforces before the body is read) and which sandbox states it accepts ({id} is
+ * looked up with ctx_sbx(), which answers 404 or 409 from that column). The handler calls it,
+ * not dispatch(), so that each route keeps its order of checks: a file route's ?path= and a
+ * mkdir's body are checked before the sandbox, everything else after it. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "daemon/daemon.h"
+#include "daemon/service.h"
+
+static struct svc_reply *deferred(struct ctx *c);
+
+/* ---- sandboxes ---- */
+
+static void v1_create(struct ctx *c)
+{
+	struct api_create *req = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct svc_caller who = {c->principal};
+	int r = api_create_parse(c->body, c->body_len, D.cfg.max_timeout_s, &req, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	if (svc_sandbox_check(&who, req, &err) < 0) {
+		reply_svc_err(c->req, &err);
+	} else {
+		struct svc_reply *rp = deferred(c); /* 201 once the sandbox is up */
+		if (rp && svc_sandbox_create(&who, req, rp, &err) < 0)
+			rp->error(rp, &err);
+	}
+	api_create_free(req);
+}
+
+static void v1_list(struct ctx *c)
+{
+	struct api_filter *f = NULL;
+	struct cordon_err err = {};
+	struct svc_caller who = {c->principal};
+	int r = api_filter_parse(c->query, c->query ? strlen(c->query) : 0, &f, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	reply_json(c->req, 200, svc_sandbox_list(&who, f));
+	api_filter_free(f);
+}
+
+static void v1_info(struct ctx *c)
+{
+	struct sbx *s = ctx_sbx(c);
+	if (s)
+		reply_json(c->req, 200, svc_sandbox_info(s));
+}
+
+static void v1_destroy(struct ctx *c)
+{
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	svc_sandbox_destroy(s);
+	reply_empty(c->req, 204);
+}
+
+static void v1_timeout(struct ctx *c)
+{
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	json_t *out = NULL;
+	uint32_t t;
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = api_timeout_parse(c->body, c->body_len, D.cfg.max_timeout_s, &t, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_sandbox_timeout(s, t, &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
+static void v1_network(struct ctx *c)
+{
+	struct api_network_req *n = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	json_t *out = NULL;
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = api_network_parse(c->body, c->body_len, &n, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_sandbox_network(s, &n->network, &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+	api_network_free(n);
+}
+
+/* ---- processes ---- */
+
+static void v1_start(struct ctx *c, bool exec)
+{
+	struct api_exec *e = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = api_exec_parse(c->body, c->body_len, exec ? API_EXEC_RUN : API_EXEC_START, &e, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	struct svc_reply *rp = deferred(c);
+	if (rp && svc_proc_start(s, e, exec, rp, &err) < 0)
+		rp->error(rp, &err);
+	api_exec_free(e);
+}
+
+static void v1_exec(struct ctx *c)
+{
+	v1_start(c, true);
+}
+
+static void v1_proc_start(struct ctx *c)
+{
+	v1_start(c, false);
+}
+
+static void v1_proc_list(struct ctx *c)
+{
+	struct sbx *s = ctx_sbx(c);
+	if (s)
+		reply_json(c->req, 200, svc_proc_list(s));
+}
+
+/* Process {pid} of sandbox {id}; else NULL with 404 (or the sandbox's 404/409) answered. */
+static struct proc *ctx_proc(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct sbx *s = ctx_sbx(c);
+	struct proc *p = s ? svc_proc_find(s, c->params[1], &err) : NULL;
+	if (s && !p)
+		reply_svc_err(c->req, &err);
+	return p;
+}
+
+static void v1_proc_stdin(struct ctx *c)
+{
+	struct api_stdin in = {};
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct proc *p = ctx_proc(c);
+	if (!p)
+		return;
+	int r = api_stdin_parse(c->body, c->body_len, &in, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_proc_stdin(p, &in, &err);
+	reply_svc(c->req, r, 204, NULL, &err);
+	api_stdin_done(&in);
+}
+
+static void v1_proc_signal(struct ctx *c)
+{
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	int signo;
+	struct proc *p = ctx_proc(c);
+	if (!p)
+		return;
+	int r = api_signal_parse(c->body, c->body_len, &signo, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_proc_signal(p, signo, &err);
+	reply_svc(c->req, r, 204, NULL, &err);
+}
+
+static void v1_proc_events(struct ctx *c)
+{
+	struct proc *p = ctx_proc(c);
+	struct svc_reply *rp = p ? deferred(c) : NULL;
+	if (rp)
+		svc_proc_events(p, rp);
+}
+
+/* ---- files: the service answers when the agent has ---- */
+
+/* ?path=, which must be there, have no NUL and be a path api_path_check() takes. */
+static bool get_path(struct ctx *c, char *buf, size_t size)
+{
+	struct cordon_err err = {};
+	if (c->query && strstr(c->query, "%00")) {
+		reply_error(c->req, API_ERR_INVALID_FIELD, "path: must not contain NUL");
+		return false;
+	}
+	const char *p = query_get(c, "path", buf, size);
+	if (!p) {
+		reply_error(c->req, API_ERR_INVALID_FIELD, "path: required");
+		return false;
+	}
+	if (api_path_check(p, strlen(p), "path", &err) < 0) {
+		reply_errno(c->req, -EINVAL, err.msg);
+		return false;
+	}
+	return true;
+}
+
+/* ?cursor= of files/list: NULL or "" is the first page; else a next_cursor we gave. */
+static int cursor_parse(const char *s, uint64_t *ret)
+{
+	uint64_t v = 0;
+	*ret = 0;
+	if (!s || !*s)
+		return 0;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9' || v > (UINT32_MAX / 10))
+			return -EINVAL; /* a walk of more than 4G entries is no listing we made */
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	*ret = v;
+	return 0;
+}
+
+/* A file operation's answer comes later, through a svc_reply on the request; NULL with 500
+ * answered when there is no memory for one. */
+static struct svc_reply *deferred(struct ctx *c)
+{
+	struct svc_reply *rp = http_reply_new(c->req);
+	if (!rp)
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+	return rp;
+}
+
+static void v1_file_get(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_get(s, path, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
+static void v1_file_stat(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_stat(s, path, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
+static void v1_file_list(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1], dbuf[16], cbuf[24];
+	unsigned depth = 1;
+	uint64_t cursor;
+	struct cordon_err err = {};
+	if (!get_path(c, path, sizeof(path)))
+		return;
+	const char *d = query_get(c, "depth", dbuf, sizeof(dbuf));
+	if (d && api_depth_parse(d, &depth, &err) < 0) {
+		reply_errno(c->req, -EINVAL, err.msg);
+		return;
+	}
+	if (cursor_parse(query_get(c, "cursor", cbuf, sizeof(cbuf)), &cursor) < 0) {
+		reply_error(c->req, API_ERR_INVALID_FIELD, "cursor: not a next_cursor of a listing");
+		return;
+	}
+	struct sbx *s = ctx_sbx(c);
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_list(s, path, depth, cursor, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
+static void v1_file_delete(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_delete(s, path, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
+static void v1_file_put(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_put(s, path, c->body, c->body_len, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
+static void v1_file_mkdir(struct ctx *c)
+{
+	struct api_mkdir *m = NULL;
+	struct cordon_err err = {};
+	int r = api_mkdir_parse(c->body, c->body_len, &m, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	struct sbx *s = ctx_sbx(c);
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_mkdir(s, m, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+	api_mkdir_free(m);
+}
+
+static void v1_file_move(struct ctx *c)
+{
+	struct api_move *m = NULL;
+	struct cordon_err err = {};
+	int r = api_move_parse(c->body, c->body_len, &m, &err);
+	if (r < 0) {
+		reply_errno(c->req, r, err.msg);
+		return;
+	}
+	struct sbx *s = ctx_sbx(c);
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_move(s, m, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+	api_move_free(m);
+}
+
+/* ---- a sandbox's audit log, whole or followed ---- */
+
+static void v1_audit(struct ctx *c)
+{
+	char fbuf[16];
+	bool follow = false;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	off_t next = 0;
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	const char *fv = query_get(c, "follow", fbuf, sizeof(fbuf));
+	if (fv && api_query_bool_parse(fv, "follow", &follow, &perr) < 0) {
+		reply_errno(c->req, -EINVAL, perr.msg);
+		return;
+	}
+	struct evbuffer *buf = evbuffer_new();
+	int r = buf ? svc_audit_log(s, buf, &next, &err)
+		    : svc_fail(&err, api_error_from_errno(-ENOMEM), "cannot read the audit log");
+	if (r < 0) {
+		if (buf)
+			evbuffer_free(buf);
+		reply_svc_err(c->req, &err);
+		return;
+	}
+	struct stream_sink *k = follow ? http_sink_new(c->req) : NULL;
+	if (k && svc_audit_follow(s, next, k, &err) == 0) {
+		http_sink_start(k, "application/x-ndjson");
+		if (evbuffer_get_length(buf))
+			k->write(k, evbuffer_pullup(buf, -1), evbuffer_get_length(buf));
+	} else {
+		free(k); /* not started: nothing else knows of it */
+		reply_buf(c->req, 200, "application/x-ndjson", buf);
+	}
+	evbuffer_free(buf);
+}
+
+/* ---- the daemon ---- */
+
+static void v1_healthz(struct ctx *c)
+{
+	reply_json(c->req, 200, svc_health());
+}
+
+static void v1_metrics(struct ctx *c)
+{
+	_cleanup_free_ char *text = metrics_render();
+	struct evbuffer *buf = evbuffer_new();
+	if (!text || !buf) {
+		if (buf)
+			evbuffer_free(buf);
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	evbuffer_add(buf, text, strlen(text));
+	reply_buf(c->req, 200, "text/plain; version=0.0.4", buf);
+	evbuffer_free(buf);
+}
+
+static void v1_runtimes(struct ctx *c)
+{
+	reply_json(c->req, 200, svc_runtimes());
+}
+
+/* ---- the table ---- */
+
+#define GET EVHTTP_REQ_GET
+#define POST EVHTTP_REQ_POST
+#define PUT EVHTTP_REQ_PUT
+#define DELETE EVHTTP_REQ_DELETE
+#define SB "/v1/sandboxes/{id}"
+
+static const struct route v1_routes[] = {
+	{GET, "/healthz", v1_healthz},
+	{GET, "/metrics", v1_metrics},
+	{GET, "/v1/runtimes", v1_runtimes},
+	{POST, "/v1/sandboxes", v1_create},
+	{GET, "/v1/sandboxes", v1_list},
+	{GET, SB, v1_info, BODY_API, ST_ANY},
+	{DELETE, SB, v1_destroy, BODY_API, ST_ANY},
+	{POST, SB "/timeout", v1_timeout, BODY_API, ST_ANY},
+	{PUT, SB "/network", v1_network, BODY_API, ST_RUNNING},
+	{POST, SB "/exec", v1_exec, BODY_API, ST_RUNNING},
+	{POST, SB "/processes", v1_proc_start, BODY_API, ST_RUNNING},
+	{GET, SB "/processes", v1_proc_list, BODY_API, ST_RUNNING},
+	{POST, SB "/processes/{pid}/stdin", v1_proc_stdin, BODY_API, ST_RUNNING},
+	{POST, SB "/processes/{pid}/signal", v1_proc_signal, BODY_API, ST_RUNNING},
+	{GET, SB "/processes/{pid}/events", v1_proc_events, BODY_API, ST_RUNNING},
+	{GET, SB "/files", v1_file_get, BODY_API, ST_RUNNING},
+	{PUT, SB "/files", v1_file_put, BODY_UPLOAD, ST_RUNNING},
+	{DELETE, SB "/files", v1_file_delete, BODY_API, ST_RUNNING},
+	{GET, SB "/files/list", v1_file_list, BODY_API, ST_RUNNING},
+	{GET, SB "/files/stat", v1_file_stat, BODY_API, ST_RUNNING},
+	{POST, SB "/files/mkdir", v1_file_mkdir, BODY_API, ST_RUNNING},
+	{POST, SB "/files/move", v1_file_move, BODY_API, ST_RUNNING},
+	{GET, SB "/audit", v1_audit, BODY_API, ST_ANY},
+	{GET, "/v1/templates", handle_template_list},
+	{POST, "/v1/templates", handle_template_build, BODY_BUILD},
+	{GET, "/v1/templates/{name}", handle_template_get},
+	{DELETE, "/v1/templates/{name}", handle_template_delete},
+};
+
+const struct surface v1_surface = {"v1", v1_routes, ELEMENTSOF(v1_routes)};
