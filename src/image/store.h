@@ -35,7 +35,7 @@
 
 #include <jansson.h>
 
-#include <cordon/cordon.h>
+#include <cordon/spec.h>
 #include <cordon/err.h>
 
 #define STORE_DEFAULT_DIR "/var/lib/cordon/templates"

@@ -9,9 +9,9 @@
 
 #include <linux/filter.h>
 
-#include <cordon/cordon.h>
+#include <cordon/spec.h>
 
-/* policy/seccomp.policy: every sandbox (declared in cordon.h, the default of spec->seccomp). */
+/* policy/seccomp.policy: every sandbox (the runtime's default of spec->seccomp, also declared in cordon.h). */
 extern const struct cordon_seccomp cordon_seccomp_sandbox;
 /* policy/egress.policy: the egress proxy, cordon-egress. */
 extern const struct cordon_seccomp cordon_seccomp_egress;

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cordon/cordon.h>
+#include <cordon/spec.h>
 #include <cordon/err.h>
 
 /* Every limit an attacker could push on has a name and a test. */

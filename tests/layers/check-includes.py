@@ -20,18 +20,19 @@ import subprocess
 import sys
 import tempfile
 
-# What each layer may include, beside itself. "err" is the public cordon/err.h, "cordon" the
-# public cordon.h (the types of a spec and the runtime's entry points).
+# What each layer may include, beside itself. "err" is the public cordon/err.h, "types" the
+# public cordon/spec.h (the plain data of a sandbox's spec), "cordon" the public cordon.h (the
+# runtime's entry points: the runtime layer's own API, so only it and what stands on it).
 BELOW = {
     "basic": {"err"},
     "lib": {"basic", "err"},
     "audit": {"basic", "err"},
-    "spec": {"basic", "err", "cordon"},
-    "policy": {"basic", "err", "cordon"},
+    "spec": {"basic", "err", "types"},
+    "policy": {"basic", "err", "types"},
 }
-LAYER1 = {"basic", "err", "cordon", "lib", "spec", "policy", "audit"}
-BELOW.update({"runtime": LAYER1, "net": LAYER1, "image": LAYER1})
-LAYER2 = LAYER1 | {"runtime", "net", "image"}
+LAYER1 = {"basic", "err", "types", "lib", "spec", "policy", "audit"}
+BELOW.update({"runtime": LAYER1 | {"cordon"}, "net": LAYER1, "image": LAYER1})
+LAYER2 = LAYER1 | {"cordon", "runtime", "net", "image"}
 BELOW["build"] = LAYER2
 BELOW["daemon"] = LAYER2 | {"build"}
 BELOW["cli"] = LAYER2 | {"build"}
@@ -39,7 +40,7 @@ BELOW["init"] = {"basic", "err", "lib/frame.h", "lib/initproto.h"}  # files, not
 
 LAYERS = ["basic", "lib", "spec", "policy", "audit", "runtime", "net", "image", "build",
           "daemon", "cli", "init"]
-COLUMNS = ["err", "cordon"] + LAYERS
+COLUMNS = ["err", "types", "cordon"] + LAYERS
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
@@ -48,6 +49,8 @@ def target_of(delim, path):
     """The layer (or public header) an include names; None for a system header."""
     if path == "cordon/err.h":
         return "err"
+    if path == "cordon/spec.h":
+        return "types"
     if path == "cordon/cordon.h":
         return "cordon"
     if delim == "<":
@@ -125,6 +128,8 @@ PLANTS = [
     ("src/runtime/host.c", '#include "net/nft.h"\n'),       # runtime -> net (sideways)
     ("src/init/agent.c", '#include "lib/caps.h"\n'),        # init -> lib beyond the codec
     ("src/basic/parse.c", "#include <cordon/cordon.h>\n"),  # basic -> the runtime's API
+    ("src/spec/api.h", "#include <cordon/cordon.h>\n"),    # spec -> the runtime's API
+    ("src/image/store.h", "#include <cordon/cordon.h>\n"), # image -> the runtime's (sideways)
     ("src/net/nft.c", '#include "../daemon/daemon.h"\n'),   # a relative path
 ]
 
