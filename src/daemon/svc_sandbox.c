@@ -48,15 +48,25 @@ static int network_check(const struct api_network *n, const char *prefix, struct
 	return 0;
 }
 
+/* What this host can give one sandbox, read once (a syscall and /proc/meminfo): off the
+ * create path after the first. */
+static const struct api_host_max *host_max(void)
+{
+	static struct api_host_max max;
+	uint64_t mem;
+	if (max.cpus_milli)
+		return &max;
+	if (host_memory_bytes(&mem) == 0)
+		max.memory_mb = mem >> 20 > UINT32_MAX ? UINT32_MAX : (uint32_t)(mem >> 20);
+	max.cpus_milli = host_cpus_milli(); /* last: never 0, so it says "read" */
+	return &max;
+}
+
 /* Limits over what this host has are a 400 naming the host's maximum (api_limits_check()). */
 static int limits_check(const struct api_limits *l, struct svc_err *err)
 {
-	struct api_host_max max = {.cpus_milli = host_cpus_milli()};
 	struct cordon_err e = {};
-	uint64_t mem;
-	if (host_memory_bytes(&mem) == 0)
-		max.memory_mb = mem >> 20 > UINT32_MAX ? UINT32_MAX : (uint32_t)(mem >> 20);
-	if (api_limits_check(l, &max, &e) == 0)
+	if (api_limits_check(l, host_max(), &e) == 0)
 		return 0;
 	return svc_fail(err, API_ERR_INVALID_FIELD, "%s", e.msg);
 }
