@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,9 @@
 
 #include <cordon/cordon.h>
 
+#include "basic/child.h"
 #include "basic/cleanup.h"
+#include "basic/clock.h"
 #include "basic/fileio.h"
 #include "basic/tree.h"
 #include "build/build-int.h"
@@ -135,6 +139,38 @@ static int from_oci(struct build *b, const char *path)
  * packages, checks their signatures against the host's keyring and unpacks them), its second
  * stage (dpkg, maintainer scripts) in a jail over that tree. */
 
+/* debootstrap's first stage downloads a base system: minutes on a slow mirror, never an
+ * hour. Past this the command is killed and the build fails. */
+#define HOST_COMMAND_DEADLINE_MS (30 * 60 * 1000)
+
+/* Forwards @fd's output to the build log until it ends; at @deadline_ms kills @pid and
+ * reaps it (-ETIMEDOUT). */
+static int relay_output(struct build *b, int fd, pid_t pid, uint64_t deadline_ms)
+{
+	char buf[8192];
+	for (;;) {
+		uint64_t now = now_ms();
+		int left = now < deadline_ms ? (int)(deadline_ms - now) : 0;
+		int p = poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, left);
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p == 0) {
+			bld_flush_log(b);
+			kill(pid, SIGKILL);
+			(void)child_wait_deadline(pid, 1000, NULL);
+			return -ETIMEDOUT;
+		}
+		ssize_t n = p < 0 ? -1 : read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		bld_emit_log(b, buf, n);
+	}
+	bld_flush_log(b);
+	return 0;
+}
+
 static int run_host_command(struct build *b, char *const argv[])
 {
 	int pipefd[2];
@@ -157,15 +193,16 @@ static int run_host_command(struct build *b, char *const argv[])
 		_exit(127);
 	}
 	close(pipefd[1]);
-	char buf[8192];
-	ssize_t n;
-	while ((n = TEMP_FAILURE_RETRY(read(pipefd[0], buf, sizeof(buf)))) > 0)
-		bld_emit_log(b, buf, n);
-	bld_flush_log(b);
+	int r = relay_output(b, pipefd[0], pid, now_ms() + HOST_COMMAND_DEADLINE_MS);
 	close(pipefd[0]);
 	int status;
-	if (TEMP_FAILURE_RETRY(waitpid(pid, &status, 0)) < 0)
-		return cordon_err_set(b->err, -errno, "wait for %s", argv[0]);
+	if (r == 0)
+		r = child_wait_deadline(pid, 1000, &status);
+	if (r == -ETIMEDOUT)
+		return cordon_err_setf(b->err, r, "%s did not finish in %d minutes: killed", argv[0],
+				       HOST_COMMAND_DEADLINE_MS / 60000);
+	if (r < 0)
+		return cordon_err_set(b->err, r, "wait for %s", argv[0]);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return cordon_err_setf(b->err, -ECANCELED, "%s failed (status %d)", argv[0],
 				       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));

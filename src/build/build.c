@@ -19,6 +19,7 @@
 
 #include <cordon/cordon.h>
 
+#include "basic/child.h"
 #include "basic/cleanup.h"
 #include "basic/tree.h"
 #include "build/build-int.h"
@@ -26,6 +27,9 @@
 #include "image/oci.h"
 #include "image/recipe.h"
 #include "image/store.h"
+
+/* cordon-egress exits when its control socket closes; one that does not is killed. */
+#define EGRESS_EXIT_DEADLINE_MS 5000
 
 double bld_now(void)
 {
@@ -537,8 +541,8 @@ out:
 	if (b.work[0])
 		bld_remove_path(b.work);
 	if (b.egress.fd >= 0) {
-		close(b.egress.fd);
-		(void)waitpid(b.egress.pid, NULL, 0);
+		close(b.egress.fd); /* the proxy ends when its control socket does */
+		(void)child_wait_deadline(b.egress.pid, EGRESS_EXIT_DEADLINE_MS, NULL);
 	}
 	for (size_t i = 0; i < b.n_lowers; i++)
 		free(b.lowers[i]);

@@ -20,6 +20,7 @@
 #include <linux/mount.h>
 #include <unistd.h>
 
+#include "basic/child.h"
 #include "basic/cleanup.h"
 #include "basic/log.h"
 #include "lib/idmap.h"
@@ -54,26 +55,6 @@ static int scratch_dirfd(void)
  * event loop. */
 #define MKE2FS_DEADLINE_MS 10000
 
-/* Waits for @pid at most @ms; kills and reaps it past that (-ETIMEDOUT). */
-static int wait_deadline(pid_t pid, int ms)
-{
-	int status;
-	for (int waited = 0;; waited += 5) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
-		if (w < 0 && errno != EINTR)
-			return -errno;
-		if (waited >= ms) {
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-				;
-			return -ETIMEDOUT;
-		}
-		usleep(5000);
-	}
-}
-
 /* mke2fs by absolute path, with no environment of ours: a tool we run once per size. No
  * journal (a scratch dies with its sandbox: nothing to recover), no reserved blocks (all of
  * --disk is the sandbox's), inode tables left to the kernel (the image is sparse: they read
@@ -102,7 +83,7 @@ static int run_mke2fs(const char *path)
 	posix_spawn_file_actions_destroy(&fa);
 	if (r != 0)
 		return -r;
-	return wait_deadline(pid, MKE2FS_DEADLINE_MS);
+	return child_wait_ok(pid, MKE2FS_DEADLINE_MS);
 }
 
 /* The empty filesystem of @mb MiB, made once and shared by every sandbox of that size: made
