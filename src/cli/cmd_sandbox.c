@@ -18,183 +18,85 @@
 
 #define PATH_MAX_API 16384
 
-/* ---- values ---- */
-
-static int parse_uint(const char *name, const char *arg, long long min, long long max,
-		      long long *ret)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(arg, &end, 10);
-	if (errno || end == arg || *end || v < min || v > max) {
-		log_error("--%s '%s': expected an integer between %lld and %lld", name, arg, min, max);
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
-/* The API's whole MiB, in the one vocabulary of sizes (cordon_parse_size()): "512" is
- * 512 MiB, as for cordon run; "1G" and "256M" are sizes. cordond checks the range. */
-static int parse_mb(const char *name, const char *arg, long long *ret)
-{
-	uint64_t bytes;
-	if (cordon_parse_size(arg, &bytes) < 0 || bytes == 0 || bytes % (1 << 20) ||
-	    bytes >> 20 > INT32_MAX) {
-		log_error("--%s '%s': expected whole MiB, such as 512 (MiB), 256M or 2G", name, arg);
-		return -EINVAL;
-	}
-	*ret = (long long)(bytes >> 20);
-	return 0;
-}
-
 /* ---- create ---- */
 
-struct create_ctx {
-	struct cli_common co;
-	json_t *req, *limits, *env, *meta;
-	json_t *network; /* {"policy": .., "allow": [..]}: shared with `cordon network` */
-	json_t *add, *remove; /* cordon network --add/--remove: rules to edit in */
-};
+/* The API's whole MiB of a SIZE that --@name gave. cordond checks the range. */
+static int set_mib(json_t *limits, const char *name, const char *key, uint64_t bytes)
+{
+	if (bytes == CLI_UNSET)
+		return 0;
+	if (bytes == 0 || bytes % (1 << 20) || bytes >> 20 > INT32_MAX) {
+		log_error("--%s: expected whole MiB, such as 512 (MiB), 256M or 2G", name);
+		return -EINVAL;
+	}
+	return json_object_set_new(limits, key, json_integer((json_int_t)(bytes >> 20))) < 0 ? -ENOMEM : 0;
+}
+
+static json_t *create_limits(const struct cli_values *v)
+{
+	_cleanup_(json_decrefp) json_t *lim = json_object();
+	if (!lim || set_mib(lim, "memory", "memory_mb", v->memory_bytes) < 0 ||
+	    set_mib(lim, "disk", "disk_mb", v->disk_bytes) < 0)
+		return NULL;
+	if (v->pids != CLI_UNSET && json_object_set_new(lim, "pids", json_integer((json_int_t)v->pids)) < 0)
+		return NULL;
+	if (v->cpus_milli != CLI_UNSET &&
+	    json_object_set_new(lim, "cpus", json_real(v->cpus_milli / 1000.0)) < 0)
+		return NULL;
+	return TAKE_PTR(lim);
+}
 
 /* --net and --allow, for create and network: {"policy": "allow", "allow": [RULE...]}. */
-static int opt_net(void *ctx, const char *a)
+static json_t *network_json(const struct cli_values *v)
 {
-	struct create_ctx *c = ctx;
-	if (strcmp(a, "none") == 0)
-		a = "deny";
-	if (strcmp(a, "deny") != 0 && strcmp(a, "allow") != 0 && strcmp(a, "public") != 0) {
-		log_error("--net '%s': expected none, allow or public", a);
-		return -EINVAL;
-	}
-	return json_object_set_new(c->network, "policy", json_string(a)) < 0 ? -ENOMEM : 0;
+	_cleanup_(json_decrefp) json_t *net = json_object();
+	const char *policy = v->net && strcmp(v->net, "none") == 0 ? "deny" : v->net;
+	if (!policy && v->allow.n)
+		policy = "allow";
+	if (!net || (policy && json_object_set_new(net, "policy", json_string(policy)) < 0))
+		return NULL;
+	if (v->allow.n && json_object_set_new(net, "allow", cli_list_json(&v->allow, "allow")) < 0)
+		return NULL;
+	return TAKE_PTR(net);
 }
 
-static int opt_allow(void *ctx, const char *a)
-{
-	struct create_ctx *c = ctx;
-	json_t *rules = json_object_get(c->network, "allow");
-	if (!rules) {
-		rules = json_array();
-		if (json_object_set_new(c->network, "allow", rules) < 0)
-			return -ENOMEM;
-	}
-	if (!json_object_get(c->network, "policy"))
-		json_object_set_new(c->network, "policy", json_string("allow"));
-	return json_array_append_new(rules, json_string(a)) < 0 ? -ENOMEM : 0;
-}
-
-static int set_int(json_t *obj, const char *key, long long v)
-{
-	return json_object_set_new(obj, key, json_integer(v)) < 0 ? -ENOMEM : 0;
-}
-
-/* Checked by the server, which knows what it can run. */
-static int opt_runtime(void *ctx, const char *a)
-{
-	struct create_ctx *c = ctx;
-	return json_object_set_new(c->req, "runtime", json_string(a)) < 0 ? -EINVAL : 0;
-}
-
-static int opt_template(void *ctx, const char *a)
-{
-	struct create_ctx *c = ctx;
-	return json_object_set_new(c->req, "template", json_string(a)) < 0 ? -EINVAL : 0;
-}
-
-static int opt_timeout(void *ctx, const char *a)
-{
-	struct create_ctx *c = ctx;
-	long long v;
-	return cli_parse_seconds("--timeout", a, 1, &v) ?: set_int(c->req, "timeout_s", v);
-}
-
-static int opt_memory(void *ctx, const char *a)
-{
-	struct create_ctx *c = ctx;
-	long long v;
-	return parse_mb("memory", a, &v) ?: set_int(c->limits, "memory_mb", v);
-}
-
-static int opt_disk(void *ctx, const char *a)
-{
-	struct create_ctx *c = ctx;
-	long long v;
-	return parse_mb("disk", a, &v) ?: set_int(c->limits, "disk_mb", v);
-}
-
-static int opt_pids(void *ctx, const char *a)
-{
-	struct create_ctx *c = ctx;
-	long long v;
-	return parse_uint("pids", a, 1, 1 << 22, &v) ?: set_int(c->limits, "pids", v);
-}
-
-static int opt_cpus(void *ctx, const char *a)
-{
-	struct create_ctx *c = ctx;
-	char *end;
-	errno = 0;
-	double v = strtod(a, &end);
-	if (errno || end == a || *end || !isfinite(v) || v <= 0) {
-		log_error("--cpus '%s': expected a number of CPUs such as 0.5 or 2", a);
-		return -EINVAL;
-	}
-	return json_object_set_new(c->limits, "cpus", json_real(v)) < 0 ? -ENOMEM : 0;
-}
-
-static int opt_env(void *ctx, const char *a)
-{
-	return cli_add_kv(((struct create_ctx *)ctx)->env, "env", a);
-}
-
-static int opt_meta(void *ctx, const char *a)
-{
-	return cli_add_kv(((struct create_ctx *)ctx)->meta, "meta", a);
-}
-
-static const struct cli_option create_options[] = {
-	{"template", "NAME", opt_template, "template to start from [host]"},
-	{"runtime", "NAME", opt_runtime, "jail, or auto: the strongest the server can run [jail]"},
-	{"timeout", "SECONDS", opt_timeout, "destroy the sandbox after this long [server: 300]"},
-	{"memory", "SIZE", opt_memory, "memory limit: MiB, or 256M, 2G [512]"},
-	{"cpus", "N", opt_cpus, "CPU limit, fractions allowed, at most the host's [1]"},
-	{"pids", "N", opt_pids, "process limit [256]"},
-	{"disk", "SIZE", opt_disk, "the sandbox's disk: MiB, or 2G [4G]"},
-	{"env", "K=V", opt_env, "environment of every process (repeatable)"},
-	{"meta", "K=V", opt_meta, "a metadata label to find it by (repeatable)"},
-	{"net", "none|allow|public", opt_net, "network: loopback only, --allow rules, or the internet [none]"},
-	{"allow", "RULE", opt_allow, "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
-	{"json", NULL, cli_opt_json, "print the whole sandbox as JSON"},
-	{"socket", "PATH", cli_opt_socket, "cordond's socket [$CORDON_SOCKET or " CLIENT_DEFAULT_SOCKET "]"},
-};
-
-/* Puts the non-empty sub-objects into the request. */
-static int create_finish(struct create_ctx *c)
+/* The request of POST /v1/sandboxes: the non-empty sub-objects only. */
+static json_t *create_request(const struct cli_values *v)
 {
 	static const char *const keys[] = {"limits", "env", "metadata", "network"};
-	json_t *objs[] = {c->limits, c->env, c->meta, c->network};
-	for (size_t i = 0; i < ELEMENTSOF(keys); i++)
-		if (json_object_size(objs[i]) && json_object_set(c->req, keys[i], objs[i]) < 0)
-			return -ENOMEM;
-	return 0;
+	_cleanup_(json_decrefp) json_t *req = json_object();
+	long long secs;
+	int r = cli_seconds("timeout", v->timeout_ms, 1, &secs);
+	if (!req || (r < 0 && r != -ENOENT) ||
+	    (r == 0 && json_object_set_new(req, "timeout_s", json_integer(secs)) < 0) ||
+	    cli_set_string(req, "template", v->template) < 0 || cli_set_string(req, "runtime", v->runtime) < 0)
+		return NULL;
+	json_t *objs[] = {create_limits(v), cli_kv_json(&v->env, "env"),
+			  cli_kv_json(&v->meta, "meta"), network_json(v)};
+	bool ok = true;
+	for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+		ok = ok && objs[i];
+		if (ok && json_object_size(objs[i]) && json_object_set(req, keys[i], objs[i]) < 0)
+			ok = false;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(objs); i++)
+		json_decref(objs[i]);
+	return ok ? TAKE_PTR(req) : NULL;
 }
 
 int cmd_create(int argc, char **argv)
 {
-	_cleanup_(json_decrefp) json_t *req = json_object(), *limits = json_object(),
-				       *env = json_object(), *meta = json_object(), *net = json_object();
-	struct create_ctx c = {.req = req, .limits = limits, .env = env, .meta = meta, .network = net};
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(cli_args_done) struct cli_args a = {};
+	struct cli_values v;
 	const char *id;
 
-	if (!req || !limits || !env || !meta || !net)
-		return 1;
-	int r = cli_parse("create", create_options, ELEMENTSOF(create_options), &c, argc, argv, 0, &a);
+	cli_values_init(&v);
+	int r = cli_parse(CLI_CREATE, argc, argv, CLI_NO_COMMAND, &v, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "create [OPTIONS]", create_options, ELEMENTSOF(create_options));
+		cli_print_usage(stdout, CLI_CREATE, "create [OPTIONS]");
 		printf("\nSIZE: a bare number is MiB (512); K, M, G, T suffixes are binary (256M, 2G).\n"
+		       "DURATION: whole seconds here: 300, 90s, 5m.\n"
 		       "cordond refuses --cpus and --memory over what its host has.\n");
 		return 0;
 	}
@@ -203,16 +105,17 @@ int cmd_create(int argc, char **argv)
 			log_error("create: unexpected argument '%s'", a.n_pos ? a.pos[0] : a.rest[0]);
 		return CORDON_EXIT_USAGE;
 	}
-	if (create_finish(&c) < 0)
-		return 1;
-	r = cli_call(&c.co, "POST", "/v1/sandboxes", req, &res);
+	_cleanup_(json_decrefp) json_t *req = create_request(&v);
+	if (!req)
+		return CORDON_EXIT_USAGE;
+	r = cli_call(v.socket, "POST", "/v1/sandboxes", req, &res);
 	if (r)
 		return r;
 	if (json_unpack(res.json, "{s:s}", "id", &id) < 0) {
 		log_error("create: the answer carries no sandbox id");
 		return 1;
 	}
-	if (c.co.json)
+	if (v.json)
 		cli_print_json(res.json);
 	else
 		printf("%s\n", id);
@@ -221,43 +124,24 @@ int cmd_create(int argc, char **argv)
 
 /* ---- ls ---- */
 
-struct ls_ctx {
-	struct cli_common co;
-	char query[PATH_MAX_API];
-};
-
-static int opt_filter(void *ctx, const char *a)
+/* "?metadata.K=V&metadata.K2=V2" for --meta K=V... into @query. */
+static int ls_query(char *query, size_t size, const struct cli_list *meta)
 {
-	struct ls_ctx *c = ctx;
-	const char *eq = strchr(a, '=');
-	_cleanup_free_ char *key = eq ? strndup(a, (size_t)(eq - a)) : NULL;
-	size_t n = strlen(c->query);
-
-	if (!eq || eq == a) {
-		log_error("--meta '%s': expected KEY=VALUE", a);
-		return -EINVAL;
-	}
-	if (!key || n + 12 >= sizeof(c->query))
-		return -E2BIG;
-	strcat(c->query, n ? "&metadata." : "?metadata.");
-	if (client_urlencode(c->query, sizeof(c->query), key) < 0 ||
-	    strlen(c->query) + 2 >= sizeof(c->query)) {
-		log_error("--meta: the filters are too long");
-		return -E2BIG;
-	}
-	strcat(c->query, "=");
-	if (client_urlencode(c->query, sizeof(c->query), eq + 1) < 0) {
-		log_error("--meta: the filters are too long");
-		return -E2BIG;
+	for (size_t i = 0; i < meta->n; i++) {
+		const char *a = meta->v[i], *eq = strchr(a, '=');
+		_cleanup_free_ char *key = strndup(a, (size_t)(eq - a));
+		size_t n = strlen(query);
+		if (!key || n + 12 >= size)
+			return -E2BIG;
+		strcat(query, n ? "&metadata." : "?metadata.");
+		if (client_urlencode(query, size, key) < 0 || strlen(query) + 2 >= size ||
+		    !strcat(query, "=") || client_urlencode(query, size, eq + 1) < 0) {
+			log_error("--meta: the filters are too long");
+			return -E2BIG;
+		}
 	}
 	return 0;
 }
-
-static const struct cli_option ls_options[] = {
-	{"meta", "K=V", opt_filter, "only sandboxes with this metadata (repeatable)"},
-	{"json", NULL, cli_opt_json, "print the list as JSON"},
-	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
-};
 
 /* "3m ago", "in 4m59s": a person's reading of an RFC 3339 UTC time. */
 static void relative_time(const char *iso, char *buf, size_t size)
@@ -366,14 +250,15 @@ static int ls_table(json_t *list, bool tty)
 
 int cmd_ls(int argc, char **argv)
 {
-	struct ls_ctx c = {};
+	struct cli_values v;
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(cli_args_done) struct cli_args a = {};
-	char path[PATH_MAX_API + 16];
+	char query[PATH_MAX_API] = "", path[PATH_MAX_API + 16];
 
-	int r = cli_parse("ls", ls_options, ELEMENTSOF(ls_options), &c, argc, argv, 0, &a);
+	cli_values_init(&v);
+	int r = cli_parse(CLI_LS, argc, argv, CLI_NO_COMMAND, &v, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "ls [OPTIONS]", ls_options, ELEMENTSOF(ls_options));
+		cli_print_usage(stdout, CLI_LS, "ls [OPTIONS]");
 		return 0;
 	}
 	if (r < 0 || a.n_pos || a.n_rest) {
@@ -381,8 +266,10 @@ int cmd_ls(int argc, char **argv)
 			log_error("ls: unexpected argument '%s'", a.n_pos ? a.pos[0] : a.rest[0]);
 		return CORDON_EXIT_USAGE;
 	}
-	snprintf(path, sizeof(path), "/v1/sandboxes%s", c.query);
-	r = cli_call(&c.co, "GET", path, NULL, &res);
+	if (ls_query(query, sizeof(query), &v.meta) < 0)
+		return CORDON_EXIT_USAGE;
+	snprintf(path, sizeof(path), "/v1/sandboxes%s", query);
+	r = cli_call(v.socket, "GET", path, NULL, &res);
 	if (r)
 		return r;
 	json_t *list = json_object_get(res.json, "sandboxes");
@@ -390,7 +277,7 @@ int cmd_ls(int argc, char **argv)
 		log_error("ls: the answer carries no sandbox list");
 		return 1;
 	}
-	if (c.co.json) {
+	if (v.json) {
 		cli_print_json(list);
 		return 0;
 	}
@@ -398,11 +285,6 @@ int cmd_ls(int argc, char **argv)
 }
 
 /* ---- info ---- */
-
-static const struct cli_option info_options[] = {
-	{"json", NULL, cli_opt_json, "print the sandbox as JSON"},
-	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
-};
 
 static void info_print(json_t *sb)
 {
@@ -433,14 +315,15 @@ static void info_print(json_t *sb)
 
 int cmd_info(int argc, char **argv)
 {
-	struct cli_common co = {};
+	struct cli_values co;
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	char path[256];
 
-	int r = cli_parse("info", info_options, ELEMENTSOF(info_options), &co, argc, argv, 0, &a);
+	cli_values_init(&co);
+	int r = cli_parse(CLI_INFO, argc, argv, CLI_NO_COMMAND, &co, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "info [OPTIONS] ID", info_options, ELEMENTSOF(info_options));
+		cli_print_usage(stdout, CLI_INFO, "info [OPTIONS] ID");
 		return 0;
 	}
 	if (r < 0 || a.n_pos != 1 || a.n_rest) {
@@ -450,7 +333,7 @@ int cmd_info(int argc, char **argv)
 	}
 	if (cli_sandbox_path(path, sizeof(path), a.pos[0], "") < 0)
 		return CORDON_EXIT_USAGE;
-	r = cli_call(&co, "GET", path, NULL, &res);
+	r = cli_call(co.socket, "GET", path, NULL, &res);
 	if (r)
 		return r;
 	if (co.json)
@@ -462,20 +345,17 @@ int cmd_info(int argc, char **argv)
 
 /* ---- kill ---- */
 
-static const struct cli_option kill_options[] = {
-	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
-};
-
 int cmd_kill(int argc, char **argv)
 {
-	struct cli_common co = {};
+	struct cli_values co;
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	char path[256];
 	int status = 0;
 
-	int r = cli_parse("kill", kill_options, ELEMENTSOF(kill_options), &co, argc, argv, 0, &a);
+	cli_values_init(&co);
+	int r = cli_parse(CLI_KILL, argc, argv, CLI_NO_COMMAND, &co, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "kill [OPTIONS] ID...", kill_options, ELEMENTSOF(kill_options));
+		cli_print_usage(stdout, CLI_KILL, "kill [OPTIONS] ID...");
 		return 0;
 	}
 	if (r < 0 || a.n_pos + a.n_rest == 0) {
@@ -490,7 +370,7 @@ int cmd_kill(int argc, char **argv)
 			status = status ?: 1;
 			continue;
 		}
-		r = cli_call(&co, "DELETE", path, NULL, &res);
+		r = cli_call(co.socket, "DELETE", path, NULL, &res);
 		if (r == CLI_EXIT_UNREACHABLE)
 			return r;
 		if (r == 0)
@@ -502,25 +382,19 @@ int cmd_kill(int argc, char **argv)
 
 /* ---- timeout ---- */
 
-static const struct cli_option timeout_options[] = {
-	{"json", NULL, cli_opt_json, "print the sandbox as JSON"},
-	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
-};
-
 int cmd_timeout(int argc, char **argv)
 {
-	struct cli_common co = {};
+	struct cli_values co;
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	_cleanup_(json_decrefp) json_t *req = NULL;
 	long long secs;
 	char path[256];
 
-	int r = cli_parse("timeout", timeout_options, ELEMENTSOF(timeout_options), &co, argc, argv,
-			  0, &a);
+	cli_values_init(&co);
+	int r = cli_parse(CLI_TIMEOUT, argc, argv, CLI_NO_COMMAND, &co, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "timeout [OPTIONS] ID SECONDS", timeout_options,
-				ELEMENTSOF(timeout_options));
+		cli_print_usage(stdout, CLI_TIMEOUT, "timeout [OPTIONS] ID SECONDS");
 		return 0;
 	}
 	if (r < 0 || a.n_pos != 2 || a.n_rest) {
@@ -532,7 +406,7 @@ int cmd_timeout(int argc, char **argv)
 	    cli_parse_seconds("timeout", a.pos[1], 1, &secs) < 0)
 		return CORDON_EXIT_USAGE;
 	req = json_pack("{s:I}", "timeout_s", (json_int_t)secs);
-	r = cli_call(&co, "POST", path, req, &res);
+	r = cli_call(co.socket, "POST", path, req, &res);
 	if (r)
 		return r;
 	if (co.json)
@@ -545,34 +419,11 @@ int cmd_timeout(int argc, char **argv)
 
 /* ---- network ---- */
 
-static int opt_rule_list(json_t **list, const char *name, const char *a)
-{
-	if (!*list && !(*list = json_array()))
-		return -ENOMEM;
-	if (json_array_append_new(*list, json_string(a)) < 0) {
-		log_error("--%s: the rule is not valid UTF-8", name);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int opt_add(void *ctx, const char *a)
-{
-	return opt_rule_list(&((struct create_ctx *)ctx)->add, "add", a);
-}
-
-static int opt_remove(void *ctx, const char *a)
-{
-	return opt_rule_list(&((struct create_ctx *)ctx)->remove, "remove", a);
-}
-
-static const struct cli_option network_options[] = {
-	{"net", "none|allow|public", opt_net, "the new policy (--allow and --add imply allow)"},
-	{"allow", "RULE", opt_allow, "replace the rules with these (repeatable)"},
-	{"add", "RULE", opt_add, "add a rule to those in force (repeatable)"},
-	{"remove", "RULE", opt_remove, "remove a rule from those in force (repeatable)"},
-	{"json", NULL, cli_opt_json, "print the policy as JSON"},
-	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
+/* What cordon network was asked; @add and @remove are NULL without --add, --remove. */
+struct network_ctx {
+	const char *socket;
+	bool json;
+	json_t *network, *add, *remove;
 };
 
 static ssize_t rule_index(json_t *rules, const char *rule)
@@ -586,7 +437,7 @@ static ssize_t rule_index(json_t *rules, const char *rule)
 }
 
 /* The rules in force (@cur's), less --remove's, plus --add's not there yet. */
-static json_t *edited_rules(const struct create_ctx *c, json_t *cur)
+static json_t *edited_rules(const struct network_ctx *c, json_t *cur)
 {
 	_cleanup_(json_decrefp) json_t *rules = json_deep_copy(json_object_get(cur, "allow"));
 	size_t i;
@@ -611,14 +462,14 @@ static json_t *edited_rules(const struct create_ctx *c, json_t *cur)
 
 /* --add and --remove: reads the policy in force (GET), edits it into c->network, which the
  * caller PUTs. Not atomic: a change another client makes between the two is lost. */
-static int network_edit(struct create_ctx *c, const char *id)
+static int network_edit(struct network_ctx *c, const char *id)
 {
 	_cleanup_(client_response_done) struct client_response res = {};
 	char path[256];
 
 	if (cli_sandbox_path(path, sizeof(path), id, "") < 0)
 		return CORDON_EXIT_USAGE;
-	int r = cli_call(&c->co, "GET", path, NULL, &res);
+	int r = cli_call(c->socket, "GET", path, NULL, &res);
 	if (r)
 		return r;
 	json_t *cur = json_object_get(res.json, "network");
@@ -646,9 +497,9 @@ static int network_edit(struct create_ctx *c, const char *id)
 	return 0;
 }
 
-static void network_print(const struct create_ctx *c, json_t *pol)
+static void network_print(const struct network_ctx *c, json_t *pol)
 {
-	if (c->co.json) {
+	if (c->json) {
 		cli_print_json(pol);
 		return;
 	}
@@ -663,21 +514,26 @@ static void network_print(const struct create_ctx *c, json_t *pol)
  * without options; --net and --allow replace it; --add and --remove edit the rules in force. */
 int cmd_network(int argc, char **argv)
 {
-	_cleanup_(json_decrefp) json_t *net = json_object();
-	struct create_ctx c = {.network = net};
+	struct cli_values v;
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	char path[256];
 
-	int r = cli_parse("network", network_options, ELEMENTSOF(network_options), &c, argc, argv, 0, &a);
-	_cleanup_(json_decrefp) json_t *add = c.add, *remove = c.remove;
+	cli_values_init(&v);
+	int r = cli_parse(CLI_NETWORK, argc, argv, CLI_NO_COMMAND, &v, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "network [OPTIONS] ID", network_options, ELEMENTSOF(network_options));
+		cli_print_usage(stdout, CLI_NETWORK, "network [OPTIONS] ID");
 		printf("\nWithout options it shows the policy. --net and --allow replace it; --add and\n"
 		       "--remove read the rules in force, edit them and write them back (a change\n"
 		       "another client makes in between is lost); removing a rule not in force fails.\n");
 		return 0;
 	}
+	_cleanup_(json_decrefp) json_t *net = r == 0 ? network_json(&v) : NULL;
+	_cleanup_(json_decrefp) json_t *add = v.add.n ? cli_list_json(&v.add, "add") : NULL;
+	_cleanup_(json_decrefp) json_t *remove = v.remove.n ? cli_list_json(&v.remove, "remove") : NULL;
+	struct network_ctx c = {v.socket, v.json, net, add, remove};
+	if ((v.add.n && !add) || (v.remove.n && !remove))
+		return CORDON_EXIT_USAGE;
 	if (r < 0 || a.n_pos != 1 || a.n_rest || !net) {
 		if (r >= 0)
 			log_error("network: expected one sandbox id");
@@ -692,7 +548,7 @@ int cmd_network(int argc, char **argv)
 	bool change = json_object_size(net) > 0;
 	if (cli_sandbox_path(path, sizeof(path), a.pos[0], change ? "/network" : "") < 0)
 		return CORDON_EXIT_USAGE;
-	r = cli_call(&c.co, change ? "PUT" : "GET", path, change ? net : NULL, &res);
+	r = cli_call(c.socket, change ? "PUT" : "GET", path, change ? net : NULL, &res);
 	if (r)
 		return r;
 	network_print(&c, change ? res.json : json_object_get(res.json, "network"));
