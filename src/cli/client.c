@@ -740,6 +740,21 @@ json_t *cli_kv_json(const struct cli_list *l, const char *what)
 	return TAKE_PTR(obj);
 }
 
+/* --net and --allow, for create and network: {"policy": "allow", "allow": [RULE...]}. */
+json_t *cli_network_json(const struct cli_values *v)
+{
+	_cleanup_(json_decrefp) json_t *net = json_object();
+	const char *policy = v->net && strcmp(v->net, "none") == 0 ? "deny" : v->net;
+	if (!policy && v->allow.n)
+		policy = "allow";
+	if (!net || (policy && json_object_set_new(net, "policy", json_string(policy)) < 0))
+		return NULL;
+	if (v->allow.n && json_object_set_new(net, "allow", cli_list_json(&v->allow, "allow")) < 0)
+		return NULL;
+	return TAKE_PTR(net);
+}
+
+
 int cli_set_string(json_t *obj, const char *key, const char *s)
 {
 	return s && json_object_set_new(obj, key, json_string(s)) < 0 ? -EINVAL : 0;

@@ -170,6 +170,10 @@ void cli_print_json(json_t *j);
  * why (not UTF-8) or out of memory. */
 json_t *cli_kv_json(const struct cli_list *l, const char *what);
 
+/* --net and --allow, for create and network: {"policy": P, "allow": [RULE...]}, "none" as the
+ * API's "deny", --allow alone meaning "allow"; NULL after printing why. */
+json_t *cli_network_json(const struct cli_values *v);
+
 /* @obj[@key] = @s, unless @s is NULL (an option not given). -EINVAL: not UTF-8. */
 int cli_set_string(json_t *obj, const char *key, const char *s);
 

@@ -1,5 +1,5 @@
 /* cordon logs ID [--follow] [--json]: a sandbox's audit records from cordond, one line each.
- * cordon audit verify FILE: runs cordon-audit (audit_main.c), which checks it locally. */
+ * (cordon audit verify FILE checks a copy locally: cmd_audit.c.) */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -153,30 +153,4 @@ int cmd_logs(int argc, char **argv)
 	if (cli_sandbox_path(path, sizeof(path), a.pos[0], c.follow ? "/audit?follow=1" : "/audit") < 0)
 		return CORDON_EXIT_USAGE;
 	return logs_stream(&c, path);
-}
-
-/* ---- audit and template: binaries of their own (audit_main.c, template_main.c), so that
- * cordon does not load libcrypto and libarchive ---- */
-
-static int exec_helper(const char *name, const char *env, char **argv)
-{
-	char path[PATH_MAX];
-	if (helper_path(name, env, path, sizeof(path)) < 0) {
-		log_error("%s not found (%s)", name, path);
-		return 1;
-	}
-	argv[0] = (char *)name;
-	execv(path, argv);
-	log_error("exec %s: %m", path);
-	return 1;
-}
-
-int cmd_audit(int argc, char **argv)
-{
-	return exec_helper("cordon-audit", "CORDON_AUDIT", argv);
-}
-
-int cmd_template(int argc, char **argv)
-{
-	return exec_helper("cordon-template", "CORDON_TEMPLATE", argv);
 }

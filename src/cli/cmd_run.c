@@ -1,4 +1,4 @@
-/* cordon run [OPTIONS] -- CMD [ARGS...]: one command, one fresh sandbox, nothing left after. */
+/* cordon run [OPTIONS] [--] CMD [ARGS...]: one command, one fresh sandbox, nothing left after. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
