@@ -1,7 +1,9 @@
 #pragma once
 
 /* One function per subcommand: (argc, argv) after the subcommand name; returns the exit
- * status. `run` works without a daemon; the others are clients of cordond (client.h). */
+ * status. Each lives in cmd_<name>.c; main.c is the dispatch table. `run` works without a
+ * daemon, `audit` and `template` exec helper binaries, the others are clients of cordond
+ * (client.h). */
 int cmd_run(int argc, char **argv);
 int cmd_create(int argc, char **argv);
 int cmd_ls(int argc, char **argv);

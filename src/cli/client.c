@@ -720,131 +720,62 @@ bool client_valid_id(const char *s, size_t len)
 	return true;
 }
 
-/* ---- option parsing ---- */
-
-static const struct cli_option *find_option(const struct cli_option *opts, size_t n,
-					    const char *name, size_t len)
-{
-	for (size_t k = 0; k < n; k++)
-		if (strlen(opts[k].name) == len && strncmp(opts[k].name, name, len) == 0)
-			return &opts[k];
-	return NULL;
-}
-
-static int parse_one(const char *cmd, const struct cli_option *opts, size_t n_opts, void *ctx,
-		     int argc, char **argv, int *i)
-{
-	const char *a = argv[*i];
-	const char *eq = strchr(a + 2, '=');
-	size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-	const struct cli_option *o = find_option(opts, n_opts, a + 2, len);
-
-	if (!o) {
-		log_error("%s: unknown option '%s' (see 'cordon %s --help')", cmd, a, cmd);
-		return -EINVAL;
-	}
-	if (!o->arg) {
-		if (eq) {
-			log_error("%s: --%s takes no value", cmd, o->name);
-			return -EINVAL;
-		}
-		return o->fn(ctx, NULL);
-	}
-	const char *val = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
-	if (!val) {
-		log_error("%s: --%s needs a value (%s)", cmd, o->name, o->arg);
-		return -EINVAL;
-	}
-	return o->fn(ctx, val);
-}
-
-int cli_parse(const char *cmd, const struct cli_option *opts, size_t n_opts, void *ctx, int argc,
-	      char **argv, int stop_after, struct cli_args *ret)
-{
-	*ret = (struct cli_args){.pos = calloc((size_t)argc + 1, sizeof(char *))};
-	if (!ret->pos)
-		return -ENOMEM;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		/* `exec ID --timeout 1 -- CMD`: options after ID are still ours; the command
-		 * starts at `--` or at the first word that is not an option, as for cordon run. */
-		if (stop_after && ret->n_pos == stop_after && a[0] != '-') {
-			ret->rest = argv + i;
-			ret->n_rest = argc - i;
-			return 0;
-		}
-		if (strcmp(a, "--") == 0) {
-			ret->rest = argv + i + 1;
-			ret->n_rest = argc - i - 1;
-			return 0;
-		}
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-			return 1;
-		if (a[0] == '-' && a[1] == '-') {
-			int r = parse_one(cmd, opts, n_opts, ctx, argc, argv, &i);
-			if (r < 0)
-				return -EINVAL;
-		} else if (a[0] == '-' && a[1]) {
-			log_error("%s: unknown option '%s' (see 'cordon %s --help')", cmd, a, cmd);
-			return -EINVAL;
-		} else {
-			ret->pos[ret->n_pos++] = argv[i];
-		}
-	}
-	return 0;
-}
-
-void cli_print_usage(FILE *f, const char *synopsis, const struct cli_option *opts, size_t n_opts)
-{
-	fprintf(f, "usage: cordon %s\n", synopsis);
-	if (n_opts)
-		fprintf(f, "\noptions:\n");
-	for (size_t i = 0; i < n_opts; i++) {
-		char left[64];
-		snprintf(left, sizeof(left), "--%s%s%s", opts[i].name, opts[i].arg ? " " : "",
-			 opts[i].arg ? opts[i].arg : "");
-		fprintf(f, "  %-24s %s\n", left, opts[i].help);
-	}
-}
-
-int cli_opt_socket(void *ctx, const char *arg)
-{
-	((struct cli_common *)ctx)->socket = arg;
-	return 0;
-}
-
-int cli_opt_json(void *ctx, const char *arg)
-{
-	((struct cli_common *)ctx)->json = true;
-	return 0;
-}
-
 void cli_print_json(json_t *j)
 {
 	json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	fputc('\n', stdout);
 }
 
-int cli_add_kv(json_t *obj, const char *what, const char *arg)
+json_t *cli_kv_json(const struct cli_list *l, const char *what)
 {
-	const char *eq = strchr(arg, '=');
-	if (!eq || eq == arg) {
-		log_error("--%s '%s': expected KEY=VALUE", what, arg);
-		return -EINVAL;
+	_cleanup_(json_decrefp) json_t *obj = json_object();
+	for (size_t i = 0; obj && i < l->n; i++) {
+		const char *arg = l->v[i], *eq = strchr(arg, '=');
+		_cleanup_free_ char *key = strndup(arg, (size_t)(eq - arg));
+		if (!key || json_object_set_new(obj, key, json_string(eq + 1)) < 0) {
+			log_error("--%s '%s': not valid UTF-8", what, arg);
+			return NULL;
+		}
 	}
-	_cleanup_free_ char *key = strndup(arg, (size_t)(eq - arg));
-	if (!key || json_object_set_new(obj, key, json_string(eq + 1)) < 0) {
-		log_error("--%s '%s': not valid UTF-8", what, arg);
-		return -EINVAL;
-	}
-	return 0;
+	return TAKE_PTR(obj);
 }
 
-int cli_call(const struct cli_common *co, const char *method, const char *path, json_t *req,
+/* --net and --allow, for create and network: {"policy": "allow", "allow": [RULE...]}. */
+json_t *cli_network_json(const struct cli_values *v)
+{
+	_cleanup_(json_decrefp) json_t *net = json_object();
+	const char *policy = v->net && strcmp(v->net, "none") == 0 ? "deny" : v->net;
+	if (!policy && v->allow.n)
+		policy = "allow";
+	if (!net || (policy && json_object_set_new(net, "policy", json_string(policy)) < 0))
+		return NULL;
+	if (v->allow.n && json_object_set_new(net, "allow", cli_list_json(&v->allow, "allow")) < 0)
+		return NULL;
+	return TAKE_PTR(net);
+}
+
+
+int cli_set_string(json_t *obj, const char *key, const char *s)
+{
+	return s && json_object_set_new(obj, key, json_string(s)) < 0 ? -EINVAL : 0;
+}
+
+json_t *cli_list_json(const struct cli_list *l, const char *what)
+{
+	_cleanup_(json_decrefp) json_t *a = json_array();
+	for (size_t i = 0; a && i < l->n; i++)
+		if (json_array_append_new(a, json_string(l->v[i])) < 0) {
+			log_error("--%s '%s': not valid UTF-8", what, l->v[i]);
+			return NULL;
+		}
+	return TAKE_PTR(a);
+}
+
+int cli_call(const char *socket, const char *method, const char *path, json_t *req,
 	     struct client_response *ret_res)
 {
 	struct client c;
-	int r = client_init(&c, co->socket);
+	int r = client_init(&c, socket);
 	if (r < 0)
 		return CORDON_EXIT_USAGE;
 	r = client_json(&c, method, path, req, ret_res);

@@ -29,6 +29,8 @@
 
 #include <jansson.h>
 
+#include "cli/opts.h"
+
 #define CLIENT_DEFAULT_SOCKET	 "/run/cordon/cordon.sock"
 #define CLIENT_TIMEOUT_MS	 30000
 #define CLIENT_HEAD_MAX		 (64 * 1024)	     /* status line and headers */
@@ -149,46 +151,10 @@ int client_urlencode(char *buf, size_t size, const char *s);
 /* Sandbox ids as the API accepts them: [A-Za-z0-9_-]{1,64}. */
 bool client_valid_id(const char *s, size_t len);
 
-/* ---- table-driven option parsing for the client subcommands ---- */
-
-/* Every subcommand's context starts with this, so the shared options can fill it. */
-struct cli_common {
-	const char *socket;
-	bool json;
-};
-
-struct cli_option {
-	const char *name;
-	const char *arg; /* NULL: a flag, @fn gets NULL */
-	int (*fn)(void *ctx, const char *arg);
-	const char *help;
-};
-
-struct cli_args {
-	char **pos; /* positional arguments (pointers into argv) */
-	int n_pos;
-	char **rest; /* after `--`, or from the first word after the @stop_after-th positional */
-	int n_rest;
-};
-
-/* Parses argv[1..] against @opts; options and positionals may mix until `--`. With
- * @stop_after (0: never), the first non-option word after @stop_after positionals also
- * starts @ret->rest, so `exec ID --timeout 1 -- CMD` and `exec ID CMD` both work. Returns 0,
- * 1 for --help, or -EINVAL after printing why. @ret->pos is allocated (free it). */
-int cli_parse(const char *cmd, const struct cli_option *opts, size_t n_opts, void *ctx, int argc,
-	      char **argv, int stop_after, struct cli_args *ret);
-static inline void cli_args_done(struct cli_args *a)
-{
-	free(a->pos);
-}
-void cli_print_usage(FILE *f, const char *synopsis, const struct cli_option *opts, size_t n_opts);
-
-int cli_opt_socket(void *ctx, const char *arg);
-int cli_opt_json(void *ctx, const char *arg);
-
 /* One JSON exchange for a subcommand: 0 on a 2xx answer (in @ret_res), else the exit status
- * after printing why (1 API error, 2 bad setup, 3 daemon unreachable). */
-int cli_call(const struct cli_common *co, const char *method, const char *path, json_t *req,
+ * after printing why (1 API error, 2 bad setup, 3 daemon unreachable). @socket: --socket or
+ * NULL. */
+int cli_call(const char *socket, const char *method, const char *path, json_t *req,
 	     struct client_response *ret_res);
 
 /* "/v1/sandboxes/<id><suffix>" into @buf; -EINVAL (with a message) for a malformed id. */
@@ -200,5 +166,16 @@ int cli_parse_seconds(const char *name, const char *arg, long long min, long lon
 /* Prints @j as indented JSON and a newline to stdout. */
 void cli_print_json(json_t *j);
 
-/* Adds "K=V" to the object @obj as a string; @what names the option in messages. */
-int cli_add_kv(json_t *obj, const char *what, const char *arg);
+/* The "K=V" values of --@what as an object of strings (a later K wins); NULL after printing
+ * why (not UTF-8) or out of memory. */
+json_t *cli_kv_json(const struct cli_list *l, const char *what);
+
+/* --net and --allow, for create and network: {"policy": P, "allow": [RULE...]}, "none" as the
+ * API's "deny", --allow alone meaning "allow"; NULL after printing why. */
+json_t *cli_network_json(const struct cli_values *v);
+
+/* @obj[@key] = @s, unless @s is NULL (an option not given). -EINVAL: not UTF-8. */
+int cli_set_string(json_t *obj, const char *key, const char *s);
+
+/* The strings of @l as a JSON array; NULL after printing why. */
+json_t *cli_list_json(const struct cli_list *l, const char *what);

@@ -27,11 +27,6 @@
 
 #define STDIN_CHUNK (48 * 1024) /* 64 KiB of base64: well under the 1 MiB body limit */
 
-struct exec_ctx {
-	struct cli_common co;
-	json_t *req, *env;
-};
-
 struct exec_state {
 	struct client c;
 	char base[256]; /* /v1/sandboxes/<id>/processes */
@@ -41,52 +36,6 @@ struct exec_state {
 	bool exited;
 	int timed_out, oom; /* jansson's "b" fills an int */
 	int exit_code, signal;
-};
-
-static int opt_user(void *ctx, const char *a)
-{
-	if (strcmp(a, "user") != 0 && strcmp(a, "root") != 0) {
-		log_error("--user '%s': expected 'user' or 'root'", a);
-		return -EINVAL;
-	}
-	return json_object_set_new(((struct exec_ctx *)ctx)->req, "user", json_string(a));
-}
-
-static int opt_cwd(void *ctx, const char *a)
-{
-	if (a[0] != '/') {
-		log_error("--cwd '%s': expected an absolute path", a);
-		return -EINVAL;
-	}
-	return json_object_set_new(((struct exec_ctx *)ctx)->req, "cwd", json_string(a)) ? -EINVAL : 0;
-}
-
-static int opt_env(void *ctx, const char *a)
-{
-	return cli_add_kv(((struct exec_ctx *)ctx)->env, "env", a);
-}
-
-static int opt_timeout(void *ctx, const char *a)
-{
-	long long v;
-	int r = cli_parse_seconds("--timeout", a, 0, &v);
-	if (r < 0)
-		return r;
-	return json_object_set_new(((struct exec_ctx *)ctx)->req, "timeout_s", json_integer(v));
-}
-
-static int opt_tag(void *ctx, const char *a)
-{
-	return json_object_set_new(((struct exec_ctx *)ctx)->req, "tag", json_string(a)) ? -EINVAL : 0;
-}
-
-static const struct cli_option exec_options[] = {
-	{"user", "user|root", opt_user, "who runs it: uid 1000 or uid 0 inside [user]"},
-	{"cwd", "DIR", opt_cwd, "working directory [the user's home]"},
-	{"env", "K=V", opt_env, "set a variable (repeatable)"},
-	{"timeout", "SECONDS", opt_timeout, "kill it after this long; 0: as long as the sandbox [60]"},
-	{"tag", "TAG", opt_tag, "a label to find the process by"},
-	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
 };
 
 /* ---- the side requests ---- */
@@ -291,36 +240,42 @@ static int exec_stream(struct exec_state *st, json_t *req)
 	return exit_status(st);
 }
 
-static int exec_build(struct exec_ctx *c, struct cli_args *a)
+/* The request of POST .../processes: the options and the command. */
+static json_t *exec_request(const struct cli_values *v, const struct cli_args *a)
 {
+	_cleanup_(json_decrefp) json_t *req = json_object();
+	_cleanup_(json_decrefp) json_t *env = cli_kv_json(&v->env, "env");
 	json_t *argv = json_array();
-	if (json_object_set_new(c->req, "argv", argv) < 0)
-		return -ENOMEM;
+	long long secs;
+	int r = cli_seconds("timeout", v->timeout_ms, 0, &secs);
+
+	if (!req || !env || json_object_set_new(req, "argv", argv) < 0 || (r < 0 && r != -ENOENT))
+		return NULL;
+	if ((r == 0 && json_object_set_new(req, "timeout_s", json_integer(secs)) < 0) ||
+	    cli_set_string(req, "user", v->user) < 0 || cli_set_string(req, "cwd", v->workdir) < 0 ||
+	    cli_set_string(req, "tag", v->tag) < 0 ||
+	    (json_object_size(env) && json_object_set(req, "env", env) < 0))
+		return NULL;
 	for (int i = 0; i < a->n_rest; i++)
 		if (json_array_append_new(argv, json_string(a->rest[i])) < 0) {
 			log_error("exec: argument %d is not valid UTF-8", i + 1);
-			return -EINVAL;
+			return NULL;
 		}
-	if (json_object_size(c->env) && json_object_set(c->req, "env", c->env) < 0)
-		return -ENOMEM;
-	return 0;
+	return TAKE_PTR(req);
 }
 
 int cmd_exec(int argc, char **argv)
 {
-	_cleanup_(json_decrefp) json_t *req = json_object(), *env = json_object();
-	struct exec_ctx c = {.req = req, .env = env};
+	struct cli_values v;
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	struct exec_state st = {.forward_stdin = stdin_wanted(), .stdin_open = true};
 
-	if (!req || !env)
-		return CLI_EXIT_API;
-	int r = cli_parse("exec", exec_options, ELEMENTSOF(exec_options), &c, argc, argv, 1, &a);
+	cli_values_init(&v);
+	int r = cli_parse(CLI_EXEC, argc, argv, 1, &v, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "exec [OPTIONS] ID [OPTIONS] [--] CMD [ARGS...]", exec_options,
-				ELEMENTSOF(exec_options));
+		cli_print_usage(stdout, CLI_EXEC, "exec [OPTIONS] ID [OPTIONS] [--] CMD [ARGS...]");
 		printf("\nOptions may come before or after ID; CMD starts at -- or at the first word\n"
-		       "after ID that is not an option.\n");
+		       "after ID that is not an option. DURATION: whole seconds here: 60, 90s, 5m.\n");
 		printf("\nexit status: CMD's; 128+N if it died of signal N; %d timed out, %d out of "
 		       "memory;\n1 API error, 2 usage, 3 cordond unreachable.\n",
 		       CORDON_EXIT_TIMEOUT, CORDON_EXIT_OOM);
@@ -331,10 +286,10 @@ int cmd_exec(int argc, char **argv)
 			log_error("exec: expected a sandbox id and a command (cordon exec ID -- CMD)");
 		return CORDON_EXIT_USAGE;
 	}
-	if (cli_sandbox_path(st.base, sizeof(st.base), a.pos[0], "/processes") < 0 ||
-	    exec_build(&c, &a) < 0)
+	if (cli_sandbox_path(st.base, sizeof(st.base), a.pos[0], "/processes") < 0)
 		return CORDON_EXIT_USAGE;
-	if (client_init(&st.c, c.co.socket) < 0)
+	_cleanup_(json_decrefp) json_t *req = exec_request(&v, &a);
+	if (!req || client_init(&st.c, v.socket) < 0)
 		return CORDON_EXIT_USAGE;
 	return exec_stream(&st, req);
 }

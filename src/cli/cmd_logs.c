@@ -1,5 +1,5 @@
 /* cordon logs ID [--follow] [--json]: a sandbox's audit records from cordond, one line each.
- * cordon audit verify FILE: runs cordon-audit (audit_main.c), which checks it locally. */
+ * (cordon audit verify FILE checks a copy locally: cmd_audit.c.) */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -20,31 +20,6 @@
 #include "audit/audit.h"
 
 #define SUMMARY_VALUE_MAX 200
-
-struct logs_ctx {
-	struct cli_common co;
-	bool follow;
-	bool net; /* network decisions only */
-};
-
-static int opt_follow(void *ctx, const char *a)
-{
-	((struct logs_ctx *)ctx)->follow = true;
-	return 0;
-}
-
-static int opt_net(void *ctx, const char *a)
-{
-	((struct logs_ctx *)ctx)->net = true;
-	return 0;
-}
-
-static const struct cli_option logs_options[] = {
-	{"follow", NULL, opt_follow, "keep printing new records as they happen"},
-	{"net", NULL, opt_net, "only network decisions (net.decision records)"},
-	{"json", NULL, cli_opt_json, "print the records exactly as written (JSON Lines)"},
-	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
-};
 
 /* The fields worth one line, per event (docs/audit.md); others print all their fields. */
 static const struct {
@@ -111,16 +86,16 @@ static void print_summary(const char *event, json_t *fields)
 
 static int on_record(char *line, size_t len, void *userdata)
 {
-	const struct logs_ctx *c = userdata;
+	const struct cli_values *c = userdata;
 	_cleanup_(json_decrefp) json_t *rec = NULL;
 	const char *t = "-", *event = "?";
 	json_t *fields = NULL;
 
 	rec = json_loadb(line, len, 0, NULL);
-	if (c->net && (!rec || strcmp(json_string_value(json_object_get(rec, "event")) ?: "",
+	if (c->net_only && (!rec || strcmp(json_string_value(json_object_get(rec, "event")) ?: "",
 				      AUDIT_NET_DECISION) != 0))
 		return 0;
-	if (c->co.json) {
+	if (c->json) {
 		printf("%s\n", line);
 	} else {
 		if (!rec || json_unpack(rec, "{s?s, s?s, s?o}", "t", &t, "event", &event, "fields",
@@ -137,14 +112,14 @@ static int on_record(char *line, size_t len, void *userdata)
 	return 0;
 }
 
-static int logs_stream(struct logs_ctx *lc, const char *path)
+static int logs_stream(struct cli_values *lc, const char *path)
 {
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(client_conn_freep) struct client_conn *conn = NULL;
 	struct client_lines lines = {.cb = on_record, .userdata = lc};
 	struct client c;
 
-	if (client_init(&c, lc->co.socket) < 0)
+	if (client_init(&c, lc->socket) < 0)
 		return CORDON_EXIT_USAGE;
 	int r = client_get_stream(&c, path, &res, &conn);
 	if (r)
@@ -160,13 +135,14 @@ static int logs_stream(struct logs_ctx *lc, const char *path)
 
 int cmd_logs(int argc, char **argv)
 {
-	struct logs_ctx c = {};
+	struct cli_values c;
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	char path[256];
 
-	int r = cli_parse("logs", logs_options, ELEMENTSOF(logs_options), &c, argc, argv, 0, &a);
+	cli_values_init(&c);
+	int r = cli_parse(CLI_LOGS, argc, argv, CLI_NO_COMMAND, &c, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "logs [OPTIONS] ID", logs_options, ELEMENTSOF(logs_options));
+		cli_print_usage(stdout, CLI_LOGS, "logs [OPTIONS] ID");
 		return 0;
 	}
 	if (r < 0 || a.n_pos != 1 || a.n_rest) {
@@ -177,30 +153,4 @@ int cmd_logs(int argc, char **argv)
 	if (cli_sandbox_path(path, sizeof(path), a.pos[0], c.follow ? "/audit?follow=1" : "/audit") < 0)
 		return CORDON_EXIT_USAGE;
 	return logs_stream(&c, path);
-}
-
-/* ---- audit and template: binaries of their own (audit_main.c, template_main.c), so that
- * cordon does not load libcrypto and libarchive ---- */
-
-static int exec_helper(const char *name, const char *env, char **argv)
-{
-	char path[PATH_MAX];
-	if (helper_path(name, env, path, sizeof(path)) < 0) {
-		log_error("%s not found (%s)", name, path);
-		return 1;
-	}
-	argv[0] = (char *)name;
-	execv(path, argv);
-	log_error("exec %s: %m", path);
-	return 1;
-}
-
-int cmd_audit(int argc, char **argv)
-{
-	return exec_helper("cordon-audit", "CORDON_AUDIT", argv);
-}
-
-int cmd_template(int argc, char **argv)
-{
-	return exec_helper("cordon-template", "CORDON_TEMPLATE", argv);
 }

@@ -1,5 +1,6 @@
-/* cordon: the command line. `cordon run` builds a sandbox in-process through libcordon; the
- * other subcommands are clients of cordond. */
+/* cordon: the command line, a dispatch table of subcommands (one file each: cmd_<name>.c).
+ * `cordon run` builds a sandbox in-process through the runtime; the other subcommands are
+ * clients of cordond. A new subcommand is one row here, one declaration in cli.h, one file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

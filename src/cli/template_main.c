@@ -21,6 +21,7 @@
 #include "basic/cleanup.h"
 #include "basic/log.h"
 #include "build/build.h"
+#include "cli/opts.h"
 #include "image/oci.h"
 #include "image/store.h"
 
@@ -130,36 +131,37 @@ static void print_json(json_t *j)
 	fputc('\n', stdout);
 }
 
-/* Splits @argv into at most @max positional arguments and the flags named in @flags. */
-static int parse(int argc, char **argv, const char *const *flags, bool *set, const char **pos,
-		 int max)
+/* What a command returns for --help: no exit status is this. */
+#define TPL_HELP 256
+
+/* Parses @argv for @cmd into @v: exactly @n positional words (pointers into argv), no
+ * command. -EINVAL (the usage line follows) for anything else; TPL_HELP for --help. */
+static int parse(enum cli_cmd cmd, int argc, char **argv, struct cli_values *v, const char **pos,
+		 int n)
 {
-	int n = 0;
-	for (int i = 1; i < argc; i++) {
-		size_t f = 0;
-		for (; flags[f] && strcmp(argv[i], flags[f]) != 0; f++)
-			;
-		if (flags[f])
-			set[f] = true;
-		else if (argv[i][0] == '-' || n == max)
-			return -EINVAL;
-		else
-			pos[n++] = argv[i];
-	}
-	return n;
+	_cleanup_(cli_args_done) struct cli_args a = {};
+	cli_values_init(v);
+	int r = cli_parse(cmd, argc, argv, CLI_NO_COMMAND, v, &a);
+	if (r != 0)
+		return r < 0 ? -EINVAL : TPL_HELP;
+	if (a.n_pos != n || a.n_rest)
+		return -EINVAL;
+	for (int i = 0; i < n; i++)
+		pos[i] = a.pos[i];
+	return 0;
 }
 
 static int do_import(int argc, char **argv)
 {
-	static const char *const flags[] = {"--replace", "--json", NULL};
-	bool set[2] = {};
+	struct cli_values v;
 	const char *pos[2];
 	struct cordon_err err = {};
 	struct import_ctx c;
 	char real[PATH_MAX];
 
-	if (parse(argc, argv, flags, set, pos, 2) != 2)
-		return -EINVAL;
+	int r = parse(CLI_TEMPLATE_IMPORT, argc, argv, &v, pos, 2);
+	if (r)
+		return r;
 	if (!realpath(pos[1], real)) {
 		log_error("template: '%s': %m", pos[1]);
 		return 1;
@@ -167,9 +169,9 @@ static int do_import(int argc, char **argv)
 	c.file = pos[1];
 	snprintf(c.source, sizeof(c.source), "oci-archive:%s", real);
 	_cleanup_(json_decrefp) json_t *meta = NULL;
-	if (store_import(pos[0], set[0], fill_from_oci, &c, &meta, &err) < 0)
+	if (store_import(pos[0], v.replace, fill_from_oci, &c, &meta, &err) < 0)
 		return fail(&err);
-	if (set[1])
+	if (v.json)
 		print_json(meta);
 	else
 		printf("%s\n", pos[0]);
@@ -178,18 +180,18 @@ static int do_import(int argc, char **argv)
 
 static int do_ls(int argc, char **argv)
 {
-	static const char *const flags[] = {"--json", NULL};
-	bool json = false;
+	struct cli_values v;
 	struct cordon_err err = {};
 	_cleanup_(json_decrefp) json_t *list = NULL;
 	size_t i;
 	json_t *m;
 
-	if (parse(argc, argv, flags, &json, NULL, 0) != 0)
-		return -EINVAL;
+	int r = parse(CLI_TEMPLATE_LS, argc, argv, &v, NULL, 0);
+	if (r)
+		return r;
 	if (store_list(&list, &err) < 0)
 		return fail(&err);
-	if (json) {
+	if (v.json) {
 		print_json(list);
 		return 0;
 	}
@@ -206,13 +208,14 @@ static int do_ls(int argc, char **argv)
 
 static int do_inspect(int argc, char **argv)
 {
-	static const char *const flags[] = {NULL};
+	struct cli_values v;
 	const char *name;
 	struct cordon_err err = {};
 	_cleanup_(json_decrefp) json_t *meta = NULL;
 
-	if (parse(argc, argv, flags, NULL, &name, 1) != 1)
-		return -EINVAL;
+	int r = parse(CLI_TEMPLATE_INSPECT, argc, argv, &v, &name, 1);
+	if (r)
+		return r;
 	if (store_read(name, &meta, &err) < 0)
 		return fail(&err);
 	print_json(meta);
@@ -221,12 +224,13 @@ static int do_inspect(int argc, char **argv)
 
 static int do_rm(int argc, char **argv)
 {
-	static const char *const flags[] = {NULL};
+	struct cli_values v;
 	const char *name;
 	struct cordon_err err = {};
 
-	if (parse(argc, argv, flags, NULL, &name, 1) != 1)
-		return -EINVAL;
+	int r = parse(CLI_TEMPLATE_RM, argc, argv, &v, &name, 1);
+	if (r)
+		return r;
 	return store_remove(name, &err) < 0 ? fail(&err) : 0;
 }
 
@@ -338,68 +342,44 @@ static void progress_event(void *data, json_t *ev)
 	}
 }
 
-struct build_flag {
-	const char *name;
-	int (*set)(struct build_opts *o, const char *v);
-};
-
-static int set_file(struct build_opts *o, const char *v) { o->recipe = v; return 0; }
-static int set_context(struct build_opts *o, const char *v) { o->context = v; return 0; }
-static int set_source(struct build_opts *o, const char *v) { o->source = v; return 0; }
-static int set_context_tar(struct build_opts *o, const char *v) { o->context_tar = v; return 0; }
-static int set_memory(struct build_opts *o, const char *v) { return cordon_parse_size(v, &o->memory_bytes); }
-static int set_disk(struct build_opts *o, const char *v) { return cordon_parse_size(v, &o->disk_bytes); }
-static int set_timeout(struct build_opts *o, const char *v) { return cordon_parse_duration_ms(v, &o->step_timeout_ms); }
-static int set_cpus(struct build_opts *o, const char *v)
+/* The options into the builder's: SIZE, DURATION and N CPUs as everywhere (opts.h). */
+static int build_options(int argc, char **argv, struct build_opts *o, const char **args,
+			 bool *json)
 {
-	char *end;
-	double c = strtod(v, &end);
-	if (*end || c < 0.01 || c > 1024)
+	struct cli_values v;
+	int r = parse(CLI_TEMPLATE_BUILD, argc, argv, &v, &o->name, 1);
+	if (r)
+		return r;
+	if (!v.file || v.build_arg.n > 64) {
+		log_error("template build: %s", v.file ? "at most 64 --build-arg" : "-f FILE is missing");
 		return -EINVAL;
-	o->cpus_milli = (uint32_t)(c * 1000);
+	}
+	*o = (struct build_opts){.name = o->name, .recipe = v.file, .context = v.context,
+				 .context_tar = v.context_tar, .source = v.source,
+				 .no_cache = v.no_cache, .confine = v.confine};
+	if (v.memory_bytes != CLI_UNSET)
+		o->memory_bytes = v.memory_bytes;
+	if (v.disk_bytes != CLI_UNSET)
+		o->disk_bytes = v.disk_bytes;
+	if (v.cpus_milli != CLI_UNSET)
+		o->cpus_milli = (uint32_t)v.cpus_milli;
+	if (v.timeout_ms != CLI_UNSET)
+		o->step_timeout_ms = v.timeout_ms;
+	memcpy(args, v.build_arg.v, v.build_arg.n * sizeof(*args));
+	*json = v.json;
 	return 0;
 }
-
-static const struct build_flag build_flags[] = {
-	{"-f", set_file},	  {"--file", set_file}, {"--context", set_context},
-	{"--memory", set_memory}, {"--disk", set_disk}, {"--cpus", set_cpus},
-	{"--timeout", set_timeout}, {"--source", set_source}, {"--context-tar", set_context_tar},
-};
 
 static int do_build(int argc, char **argv)
 {
 	struct build_opts o = {.recipe = NULL};
 	struct progress p = {.tty = isatty(2)};
 	const char *args[65] = {NULL};
-	size_t n_args = 0;
 	struct cordon_err err = {};
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		size_t f = 0;
-		for (; f < ELEMENTSOF(build_flags) && strcmp(a, build_flags[f].name) != 0; f++)
-			;
-		if (f < ELEMENTSOF(build_flags)) {
-			if (i + 1 >= argc || build_flags[f].set(&o, argv[++i]) < 0) {
-				log_error("template build: %s: bad or missing value", a);
-				return CORDON_EXIT_USAGE;
-			}
-		} else if (strcmp(a, "--build-arg") == 0 && i + 1 < argc && n_args < 64) {
-			args[n_args++] = argv[++i];
-		} else if (strcmp(a, "--no-cache") == 0) {
-			o.no_cache = true;
-		} else if (strcmp(a, "--confine") == 0) {
-			o.confine = true;
-		} else if (strcmp(a, "--json") == 0) {
-			p.json = true;
-		} else if (a[0] != '-' && !o.name) {
-			o.name = a;
-		} else {
-			return -EINVAL;
-		}
-	}
-	if (!o.name || !o.recipe)
-		return -EINVAL;
+	int r = build_options(argc, argv, &o, args, &p.json);
+	if (r)
+		return r;
 	o.build_args = args;
 	char real[PATH_MAX], source[PATH_MAX + 8];
 	if (!o.source && realpath(o.recipe, real)) { /* template.json names the recipe absolutely */
@@ -408,7 +388,7 @@ static int do_build(int argc, char **argv)
 	}
 	o.emit = progress_event;
 	o.emit_data = &p;
-	int r = build_template(&o, NULL, &err);
+	r = build_template(&o, NULL, &err);
 	if (r < 0) {
 		if (p.tty)
 			fprintf(stderr, "\r\033[K%s", p.log ? p.log : "");
@@ -431,15 +411,16 @@ static int do_build(int argc, char **argv)
  * then layers. */
 static int do_gc(int argc, char **argv)
 {
-	static const char *const flags[] = {NULL};
+	struct cli_values v;
 	struct cordon_err err = {};
 	struct store_gc g;
 	unsigned layers;
 	uint64_t bytes;
 	char size[32], vsize[32];
 
-	if (parse(argc, argv, flags, NULL, NULL, 0) != 0)
-		return -EINVAL;
+	int r = parse(CLI_TEMPLATE_GC, argc, argv, &v, NULL, 0);
+	if (r)
+		return r;
 	if (store_gc_versions(&g, &err) < 0 || build_gc(&layers, &bytes, &err) < 0)
 		return fail(&err);
 	format_size(size, bytes);
@@ -499,6 +480,8 @@ int main(int argc, char **argv)
 		if (argc >= 3 && strcmp(argv[2], "--help") == 0)
 			return usage(stdout);
 		int r = commands[i].run(argc - 1, argv + 1);
+		if (r == TPL_HELP)
+			return usage(stdout);
 		if (r == -EINVAL) {
 			fprintf(stderr, "usage: cordon template %s\n", commands[i].usage);
 			return CORDON_EXIT_USAGE;

@@ -1,4 +1,4 @@
-/* cordon run [OPTIONS] -- CMD [ARGS...]: one command, one fresh sandbox, nothing left after. */
+/* cordon run [OPTIONS] [--] CMD [ARGS...]: one command, one fresh sandbox, nothing left after. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +18,7 @@
 #include "basic/log.h"
 #include "basic/sigfd.h"
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "cli/run-secrets.h"
 #include "lib/rootfs.h"
 #include "net/egressctl.h"
@@ -45,135 +46,113 @@ struct run_ctx {
 	int json_fd;
 };
 
-typedef int (*opt_fn)(struct run_ctx *ctx, const char *arg);
+/* ---- the options (opts.h) into the spec: what only a one-shot run checks ---- */
 
-/* One vocabulary with cordon create, cordond and the template builder (cordon_parse_size()):
- * a bare number is MiB. Below @min the jail refuses anyway; say so as a usage error. */
-static int opt_size(const char *name, const char *arg, uint64_t min, uint64_t *ret)
+/* Below @min the jail refuses anyway; say so as a usage error. */
+static int size_at_least(const char *name, uint64_t v, uint64_t min)
 {
-	if (cordon_parse_size(arg, ret) < 0 || *ret < min) {
-		log_error("--%s '%s': expected a size of at least %lluM, such as 512 (MiB), 512M or 2G",
-			  name, arg, (unsigned long long)(min >> 20));
-		return -EINVAL;
-	}
-	return 0;
+	if (v >= min)
+		return 0;
+	log_error("--%s: expected a size of at least %lluM, such as 512 (MiB), 512M or 2G", name,
+		  (unsigned long long)(min >> 20));
+	return -EINVAL;
 }
 
 /* More than the host has could never be honoured: refused, as cordond refuses it. */
-static int opt_memory(struct run_ctx *c, const char *a)
+static int use_memory(struct run_ctx *c, const struct cli_values *v)
 {
 	uint64_t host;
-	int r = opt_size("memory", a, 8ULL << 20, &c->spec.memory_bytes);
-	if (r == 0 && host_memory_bytes(&host) == 0 && c->spec.memory_bytes > host) {
-		log_error("--memory '%s': this host has %llu MiB of memory", a,
-			  (unsigned long long)(host >> 20));
+	if (v->memory_bytes == CLI_UNSET)
+		return 0;
+	c->spec.memory_bytes = v->memory_bytes;
+	if (size_at_least("memory", v->memory_bytes, 8ULL << 20) < 0)
+		return -EINVAL;
+	if (host_memory_bytes(&host) == 0 && v->memory_bytes > host) {
+		log_error("--memory %lluM: this host has %llu MiB of memory",
+			  (unsigned long long)(v->memory_bytes >> 20), (unsigned long long)(host >> 20));
 		return -EINVAL;
 	}
-	return r;
+	return 0;
 }
 
-static int opt_disk(struct run_ctx *c, const char *a) { return opt_size("disk", a, 1ULL << 20, &c->spec.disk_bytes); }
-
-static int opt_cpus(struct run_ctx *c, const char *a)
+static int use_disk(struct run_ctx *c, const struct cli_values *v)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(a, &end);
+	if (v->disk_bytes == CLI_UNSET)
+		return 0;
+	c->spec.disk_bytes = v->disk_bytes;
+	return size_at_least("disk", v->disk_bytes, 1ULL << 20);
+}
+
+static int use_cpus(struct run_ctx *c, const struct cli_values *v)
+{
 	uint32_t host = host_cpus_milli();
-	if (errno || end == a || *end || !(v >= 0.01 && v <= 1024)) {
-		log_error("--cpus '%s': expected a number of CPUs between 0.01 and %g", a, host / 1000.0);
-		return -EINVAL;
-	}
-	c->spec.cpus_milli = (uint32_t)(v * 1000 + 0.5);
+	if (v->cpus_milli == CLI_UNSET)
+		return 0;
+	c->spec.cpus_milli = (uint32_t)v->cpus_milli;
 	if (c->spec.cpus_milli > host) {
-		log_error("--cpus '%s': this host has %g CPUs", a, host / 1000.0);
+		log_error("--cpus '%g': this host has %g CPUs", v->cpus_milli / 1000.0, host / 1000.0);
 		return -EINVAL;
 	}
 	return 0;
 }
 
-static int opt_pids(struct run_ctx *c, const char *a)
+static int use_numbers(struct run_ctx *c, const struct cli_values *v)
 {
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(a, &end, 10);
-	if (errno || *end || *a == '-' || v < 2 || v > 1 << 22) {
-		log_error("--pids '%s': expected a number of processes between 2 and 4194304", a);
-		return -EINVAL;
+	if (v->pids != CLI_UNSET)
+		c->spec.pids = v->pids;
+	if (v->timeout_ms != CLI_UNSET)
+		c->spec.timeout_ms = v->timeout_ms;
+	if (v->json_result_fd == CLI_UNSET)
+		return 0;
+	if (fcntl((int)v->json_result_fd, F_GETFD) < 0) {
+		log_error("--json-result '%llu': expected an open file descriptor",
+			  (unsigned long long)v->json_result_fd);
+		return -EBADF;
 	}
-	c->spec.pids = v;
-	return 0;
-}
-
-static int opt_timeout(struct run_ctx *c, const char *a)
-{
-	if (cordon_parse_duration_ms(a, &c->spec.timeout_ms) < 0) {
-		log_error("--timeout '%s': expected a duration such as 30s, 500ms or 5m (0: none)", a);
-		return -EINVAL;
-	}
+	c->json_fd = (int)v->json_result_fd;
 	return 0;
 }
 
 /* Resolved now, so that a runtime this host cannot run is a usage error naming the ones it can. */
-static int opt_runtime(struct run_ctx *c, const char *a)
+static int use_runtime(struct run_ctx *c, const struct cli_values *v)
 {
 	struct cordon_err err = {};
-	if (cordon_runtime_resolve(a, &c->spec.runtime, &err) < 0) {
+	if (v->runtime && cordon_runtime_resolve(v->runtime, &c->spec.runtime, &err) < 0) {
 		log_error("--runtime: %s", err.msg);
 		return -EINVAL;
 	}
 	return 0;
 }
 
-static int opt_env(struct run_ctx *c, const char *a)
+static int use_env(struct run_ctx *c, const struct cli_values *v)
 {
-	const char *eq = strchr(a, '=');
-	if (!eq || !env_name_valid(a, eq - a)) {
-		log_error("--env '%s': expected NAME=VALUE with NAME made of letters, digits and _", a);
-		return -EINVAL;
-	}
-	if (c->spec.n_env >= CORDON_MAX_ENV) {
+	if (v->env.n > CORDON_MAX_ENV) {
 		log_error("--env: at most %d entries", CORDON_MAX_ENV);
 		return -E2BIG;
 	}
-	c->env[c->spec.n_env++] = a;
+	for (size_t i = 0; i < v->env.n; i++)
+		c->env[c->spec.n_env++] = v->env.v[i];
 	return 0;
 }
 
-static int opt_workdir(struct run_ctx *c, const char *a)
+static int use_user(struct run_ctx *c, const struct cli_values *v)
 {
-	if (a[0] != '/') {
-		log_error("--workdir '%s': expected an absolute path", a);
-		return -EINVAL;
+	if (v->workdir) {
+		c->spec.workdir = v->workdir;
+		c->workdir_set = true;
 	}
-	c->spec.workdir = a;
-	c->workdir_set = true;
-	return 0;
-}
-
-static int opt_user(struct run_ctx *c, const char *a)
-{
-	c->user_set = true;
-	if (strcmp(a, "user") == 0)
-		c->spec.user = CORDON_USER_USER;
-	else if (strcmp(a, "root") == 0)
-		c->spec.user = CORDON_USER_ROOT;
-	else {
-		log_error("--user '%s': expected 'user' or 'root'", a);
-		return -EINVAL;
+	if (v->user) {
+		c->spec.user = strcmp(v->user, "root") == 0 ? CORDON_USER_ROOT : CORDON_USER_USER;
+		c->user_set = true;
 	}
 	return 0;
 }
 
-static int opt_ro_bind(struct run_ctx *c, const char *a)
+static int use_bind(struct run_ctx *c, const char *a)
 {
 	const char *colon = strchr(a, ':');
 	struct cordon_err err = {};
 
-	if (!colon || colon == a || !colon[1]) {
-		log_error("--ro-bind '%s': expected HOST:SANDBOX", a);
-		return -EINVAL;
-	}
 	if (c->spec.n_binds >= CORDON_MAX_BINDS) {
 		log_error("--ro-bind: at most %d", CORDON_MAX_BINDS);
 		return -E2BIG;
@@ -183,10 +162,6 @@ static int opt_ro_bind(struct run_ctx *c, const char *a)
 		return -ENOMEM;
 	c->bind_buf[c->spec.n_binds] = host;
 	c->spec.binds[c->spec.n_binds++] = (struct cordon_bind){host, (char *)colon + 1};
-	if (host[0] != '/') {
-		log_error("--ro-bind '%s': the host path must be absolute", a);
-		return -EINVAL;
-	}
 	if (rootfs_check_sandbox_path(colon + 1, &err) < 0) {
 		log_error("--ro-bind %s", err.msg);
 		return -EINVAL;
@@ -194,59 +169,76 @@ static int opt_ro_bind(struct run_ctx *c, const char *a)
 	return 0;
 }
 
-static int opt_net(struct run_ctx *c, const char *a)
+static int use_binds(struct run_ctx *c, const struct cli_values *v)
 {
-	c->net_set = true;
+	for (size_t i = 0; i < v->ro_bind.n; i++)
+		if (use_bind(c, v->ro_bind.v[i]) < 0)
+			return -EINVAL;
+	return 0;
+}
+
+static int use_net(struct run_ctx *c, const struct cli_values *v)
+{
 	static const char *const names[] = {"none", "allow", "public"};
-	for (size_t i = 0; i < ELEMENTSOF(names); i++)
-		if (strcmp(a, names[i]) == 0) {
+	for (size_t i = 0; v->net && i < ELEMENTSOF(names); i++)
+		if (strcmp(v->net, names[i]) == 0)
 			c->net = (enum run_net)i;
-			return 0;
-		}
-	log_error("--net '%s': expected none (loopback only), allow (only --allow rules) or public", a);
-	return -EINVAL;
+	c->net_set = v->net;
+	for (size_t i = 0; i < v->allow.n; i++)
+		c->allow[c->n_allow++] = v->allow.v[i];
+	if (v->allow.n && !v->net)
+		c->net = RUN_NET_ALLOW;
+	return 0;
 }
 
-static int opt_secret(struct run_ctx *c, const char *a)
+/* Every --secret before the --secret-in that names it. An inline value is overwritten in
+ * argv's own (writable) bytes. */
+static int use_secrets(struct run_ctx *c, const struct cli_values *v)
 {
-	return run_secret_add(&c->secrets, (char *)a); /* argv's own bytes: writable */
-}
-
-static int opt_secret_in(struct run_ctx *c, const char *a) { return run_secret_in(&c->secrets, a); }
-
-static int opt_allow(struct run_ctx *c, const char *a)
-{
-	if (c->n_allow >= EGRESS_RULES_MAX) {
-		log_error("--allow: at most %d rules", EGRESS_RULES_MAX);
-		return -E2BIG;
-	}
-	c->allow[c->n_allow++] = a;
-	c->net = RUN_NET_ALLOW;
+	for (size_t i = 0; i < v->secret.n; i++)
+		if (run_secret_add(&c->secrets, (char *)v->secret.v[i]) < 0)
+			return -EINVAL;
+	for (size_t i = 0; i < v->secret_in.n; i++)
+		if (run_secret_in(&c->secrets, v->secret_in.v[i]) < 0)
+			return -EINVAL;
 	return 0;
 }
 
 /* The version the template's name points to now is held until we exit: a rebuild or a
- * removal meanwhile does not touch the sandbox's tree. */
-static int opt_template(struct run_ctx *c, const char *a)
+ * removal meanwhile does not touch the sandbox's tree. --rootfs, when given too, wins. */
+static int use_template(struct run_ctx *c, const struct cli_values *v)
 {
 	struct cordon_err err = {};
-	store_version_close(&c->version, false); /* a second --template */
-	c->spec.rootfs = NULL;
-	c->template_name = NULL;
-	if (strcmp(a, "host") == 0)
-		return 0;
-	int r = store_version_open(a, &c->version, &err);
-	if (r == -ENOENT)
-		log_error("--template '%s': no such template (cordon template ls)", a);
-	else if (r == -EINVAL && !store_name_valid(a))
-		log_error("--template '%s': not a template name ([a-z0-9][a-z0-9._-]*)", a);
-	else if (r < 0)
-		log_error("--template '%s': %s", a, err.msg);
-	else {
+	const char *a = v->template;
+	if (a && strcmp(a, "host") != 0) {
+		int r = store_version_open(a, &c->version, &err);
+		if (r == -ENOENT)
+			log_error("--template '%s': no such template (cordon template ls)", a);
+		else if (r == -EINVAL && !store_name_valid(a))
+			log_error("--template '%s': not a template name ([a-z0-9][a-z0-9._-]*)", a);
+		else if (r < 0)
+			log_error("--template '%s': %s", a, err.msg);
+		if (r < 0)
+			return r;
 		c->spec.rootfs = c->version.rootfs;
 		c->template_name = a;
 	}
-	return r;
+	if (v->rootfs)
+		c->spec.rootfs = v->rootfs;
+	return 0;
+}
+
+static int (*const run_uses[])(struct run_ctx *c, const struct cli_values *v) = {
+	use_memory, use_disk, use_cpus, use_numbers, use_runtime, use_env, use_user, use_binds,
+	use_net, use_secrets, use_template,
+};
+
+static int use_options(struct run_ctx *c, const struct cli_values *v)
+{
+	for (size_t i = 0; i < ELEMENTSOF(run_uses); i++)
+		if (run_uses[i](c, v) < 0)
+			return -EINVAL;
+	return 0;
 }
 
 /* A growing string for the script below. */
@@ -354,60 +346,9 @@ static int apply_template(struct run_ctx *c, char **argv)
 	return 0;
 }
 
-static int opt_rootfs(struct run_ctx *c, const char *a)
-{
-	if (a[0] != '/') {
-		log_error("--rootfs '%s': expected an absolute path", a);
-		return -EINVAL;
-	}
-	c->spec.rootfs = a;
-	return 0;
-}
-
-static int opt_json_result(struct run_ctx *c, const char *a)
-{
-	char *end;
-	long fd = strtol(a, &end, 10);
-	if (*end || fd < 0 || fd > 1 << 20 || fcntl((int)fd, F_GETFD) < 0) {
-		log_error("--json-result '%s': expected an open file descriptor", a);
-		return -EBADF;
-	}
-	c->json_fd = fd;
-	return 0;
-}
-
-static const struct {
-	const char *name;
-	opt_fn fn;
-	const char *arg, *help;
-} options[] = {
-	{"template", opt_template, "NAME", "image to run from [host]"},
-	{"rootfs", opt_rootfs, "DIR", "a directory holding a root filesystem, read-only"},
-	{"memory", opt_memory, "SIZE", "memory limit: MiB, or 256M, 2G [512M]"},
-	{"cpus", opt_cpus, "N", "CPU limit, fractions allowed, at most the host's [1]"},
-	{"pids", opt_pids, "N", "process limit [256]"},
-	{"disk", opt_disk, "SIZE", "the sandbox's disk (/, /tmp, /home/user): MiB, or 2G [4G]"},
-	{"timeout", opt_timeout, "DURATION", "wall-clock limit [300s]"},
-	{"runtime", opt_runtime, "NAME", "jail, or auto: the strongest this host can run [auto]"},
-	{"env", opt_env, "K=V", "set a variable (repeatable)"},
-	{"workdir", opt_workdir, "DIR", "working directory [the user's home]"},
-	{"user", opt_user, "user|root", "who runs inside: uid 1000 or uid 0 [user]"},
-	{"ro-bind", opt_ro_bind, "HOST:SANDBOX", "share a file or directory read-only"},
-	{"net", opt_net, "none|allow|public", "network: loopback only, --allow rules, or the internet [none]"},
-	{"allow", opt_allow, "RULE", "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
-	{"secret", opt_secret, "NAME=VALUE@HOST[,HOST]", "NAME holds a placeholder; the proxy puts VALUE in requests to HOST (repeatable)"},
-	{"secret-in", opt_secret_in, "NAME=header,query,body", "where the proxy may put NAME's value [header]"},
-	{"json-result", opt_json_result, "FD", "write a JSON record of the run to FD"},
-};
-
 static int run_usage(FILE *f)
 {
-	fprintf(f, "usage: cordon run [OPTIONS] -- CMD [ARGS...]\n\noptions:\n");
-	for (size_t i = 0; i < ELEMENTSOF(options); i++) {
-		char left[64];
-		snprintf(left, sizeof(left), "--%s %s", options[i].name, options[i].arg);
-		fprintf(f, "  %-24s %s\n", left, options[i].help);
-	}
+	cli_print_usage(f, CLI_RUN, "run [OPTIONS] [--] CMD [ARGS...]");
 	fprintf(f, "\nSIZE: a bare number is MiB (512); K, M, G, T suffixes are binary (256M, 2G);\n"
 		   "B is bytes. DURATION: 30s, 500ms, 5m, 2h; a bare number is seconds.\n");
 	fprintf(f, "\nexit status: CMD's; 128+N if it died of signal N; %d timeout, %d out of memory,\n"
@@ -415,40 +356,6 @@ static int run_usage(FILE *f)
 		CORDON_EXIT_TIMEOUT, CORDON_EXIT_OOM, CORDON_EXIT_SETUP, CORDON_EXIT_NOEXEC,
 		CORDON_EXIT_NOTFOUND, CORDON_EXIT_USAGE);
 	return f == stderr ? CORDON_EXIT_USAGE : 0;
-}
-
-/* Parses options up to "--" or the first non-option; returns the index of CMD. */
-static int parse_options(struct run_ctx *c, int argc, char **argv)
-{
-	int i = 1;
-	for (; i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--") == 0)
-			return i + 1;
-		if (strncmp(a, "--", 2) != 0)
-			return i;
-		if (strcmp(a, "--help") == 0)
-			return -1;
-		const char *eq = strchr(a + 2, '=');
-		size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-		size_t k = 0;
-		while (k < ELEMENTSOF(options) &&
-		       !(strlen(options[k].name) == len && strncmp(options[k].name, a + 2, len) == 0))
-			k++;
-		if (k == ELEMENTSOF(options)) {
-			log_error("run: unknown option '%s'", a);
-			return -EINVAL;
-		}
-		const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-		if (!val) {
-			log_error("run: --%s needs a value (%s)", options[k].name, options[k].arg);
-			return -EINVAL;
-		}
-		int r = options[k].fn(c, val);
-		if (r < 0)
-			return r;
-	}
-	return i;
 }
 
 static int exit_status(const struct cordon_spec *spec, const struct cordon_result *res)
@@ -594,19 +501,23 @@ int cmd_run(int argc, char **argv)
 	struct run_ctx c = {.json_fd = -1, .egress = {.fd = -1}, .version = STORE_VERSION_INIT};
 	int status;
 
+	struct cli_values v;
+	_cleanup_(cli_args_done) struct cli_args a = {};
+
 	cordon_spec_init(&c.spec);
-	int k = parse_options(&c, argc, argv);
-	if (k == -1)
+	cli_values_init(&v);
+	int r = cli_parse(CLI_RUN, argc, argv, 0, &v, &a);
+	if (r == 1)
 		status = run_usage(stdout);
-	else if (k < 0)
+	else if (r < 0 || use_options(&c, &v) < 0)
 		status = CORDON_EXIT_USAGE;
-	else if (k >= argc) {
+	else if (a.n_rest == 0) {
 		log_error("run: no command given");
 		status = run_usage(stderr);
 	} else {
 		c.spec.env = c.env;
-		c.spec.argv = argv + k;
-		status = apply_template(&c, argv + k);
+		c.spec.argv = a.rest;
+		status = apply_template(&c, a.rest);
 		if (status == 0)
 			status = setup_network(&c);
 		if (status == 0)

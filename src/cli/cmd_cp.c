@@ -24,10 +24,6 @@ struct remote {
 	const char *path;
 };
 
-static const struct cli_option cp_options[] = {
-	{"socket", "PATH", cli_opt_socket, "cordond's socket"},
-};
-
 /* "ID:/abs/path" -> @ret; false for anything else (a local path). */
 static bool parse_remote(const char *arg, struct remote *ret)
 {
@@ -119,7 +115,7 @@ static int upload_body(const char *local, int *fd, char **mem, struct client_bod
 	return 0;
 }
 
-static int cp_upload(const struct cli_common *co, const char *local, const struct remote *rem)
+static int cp_upload(const struct cli_values *co, const char *local, const struct remote *rem)
 {
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_close_ int fd = -1;
@@ -164,7 +160,7 @@ static int open_local(const char *local, const struct remote *rem)
 	return fd < 0 ? -errno : fd;
 }
 
-static int cp_download(const struct cli_common *co, const struct remote *rem, const char *local)
+static int cp_download(const struct cli_values *co, const struct remote *rem, const char *local)
 {
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(client_conn_freep) struct client_conn *conn = NULL;
@@ -192,15 +188,15 @@ static int cp_download(const struct cli_common *co, const struct remote *rem, co
 
 int cmd_cp(int argc, char **argv)
 {
-	struct cli_common co = {};
+	struct cli_values co;
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	struct remote src, dst;
 
-	int r = cli_parse("cp", cp_options, ELEMENTSOF(cp_options), &co, argc, argv, 0, &a);
+	cli_values_init(&co);
+	int r = cli_parse(CLI_CP, argc, argv, CLI_NO_COMMAND, &co, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "cp [OPTIONS] LOCAL ID:PATH | ID:PATH LOCAL\n\n"
-					"'-' as LOCAL is stdin or stdout; PATH is absolute.",
-				cp_options, ELEMENTSOF(cp_options));
+		cli_print_usage(stdout, CLI_CP, "cp [OPTIONS] LOCAL ID:PATH | ID:PATH LOCAL\n\n"
+						"'-' as LOCAL is stdin or stdout; PATH is absolute.");
 		return 0;
 	}
 	char *args[2];
