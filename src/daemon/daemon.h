@@ -287,7 +287,7 @@ struct sbx *sbx_find(const struct api_key *principal, const char *id);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);
-/* templates.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
+/* svc_template.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
 void templates_watch(void (*changed)(void));
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
 void sbx_chan_add(struct sbx *s, struct chan *ch, const struct chan_ops *ops); /* sets ch->id */
@@ -310,12 +310,6 @@ bool daemon_settled(void);
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
  * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
 int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
-
-/* templates.c: GET, DELETE /v1/templates/{name}; GET, POST /v1/templates (a build, streamed) */
-void handle_template_list(struct ctx *c);
-void handle_template_get(struct ctx *c);
-void handle_template_delete(struct ctx *c);
-void handle_template_build(struct ctx *c);
 
 /* network.c */
 int network_start(void);

@@ -194,7 +194,16 @@ struct http_sink {
 	struct evbuffer_cb_entry *watch;
 	void (*drained)(void *arg);
 	void *drained_arg;
+	struct event *hangup;            /* EV_CLOSED on the connection's fd (watch_hangup) */
 };
+
+/* The client went while we owed @req an answer: libevent has let go of such a request (it
+ * has no connection any more), and it is ours to free. */
+static void forget_request(struct evhttp_request *req)
+{
+	if (!evhttp_request_get_connection(req))
+		evhttp_request_free(req);
+}
 
 static int sink_write(struct stream_sink *k, const void *data, size_t len)
 {
@@ -206,6 +215,7 @@ static int sink_write(struct stream_sink *k, const void *data, size_t len)
  * with the connection. */
 static void sink_unwatch(struct http_sink *h)
 {
+	h->hangup = loop_event_free(h->hangup); /* the reply may close the fd at once */
 	if (h->watch)
 		evbuffer_remove_cb_entry(h->out, h->watch);
 	h->watch = NULL;
@@ -261,7 +271,37 @@ static void sink_on_close(struct evhttp_connection *evcon, void *arg)
 	sink_unwatch(h);
 	if (h->k.gone)
 		h->k.gone(h->k.gone_arg);
+	forget_request(h->req);
 	free(h);
+}
+
+/* The peer hung up. evhttp reads nothing while it writes a reply, so without this a reader
+ * gone during a quiet stretch would be noticed only at the next write. */
+static void on_sink_hangup(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_sink *h = arg;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(h->req);
+	h->hangup = loop_event_free(h->hangup);
+	if (!evcon)
+		return;
+	req_on_close(h->req, NULL, NULL); /* the front's own close handler stays and frees its gate */
+	sink_unwatch(h);
+	if (h->k.gone)
+		h->k.gone(h->k.gone_arg);
+	free(h);
+	evhttp_connection_free(evcon); /* frees the request with it */
+}
+
+static void sink_watch_hangup(struct stream_sink *k)
+{
+	struct http_sink *h = OWNER_OF(k, struct http_sink, k);
+	struct evhttp_connection *evcon = evhttp_request_get_connection(h->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	if (!bev || h->hangup || !(event_base_get_features(D.base) & EV_FEATURE_EARLY_CLOSE))
+		return;
+	h->hangup = loop_event_new(bufferevent_getfd(bev), EV_CLOSED, on_sink_hangup, h);
+	if (h->hangup)
+		event_add(h->hangup, NULL);
 }
 
 struct stream_sink *http_sink_new(struct evhttp_request *req)
@@ -270,7 +310,7 @@ struct stream_sink *http_sink_new(struct evhttp_request *req)
 	if (!h)
 		return NULL;
 	*h = (struct http_sink){.k = {.write = sink_write, .end = sink_end, .backlog = sink_backlog,
-				      .watch = sink_watch},
+				      .watch = sink_watch, .watch_hangup = sink_watch_hangup},
 				.req = req};
 	return &h->k;
 }
@@ -329,6 +369,7 @@ static void hr_on_close(struct evhttp_connection *evcon, void *arg)
 	struct http_reply *h = arg;
 	if (h->r.gone)
 		h->r.gone(h->r.gone_arg);
+	forget_request(h->req);
 	free(h);
 }
 

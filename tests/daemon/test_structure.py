@@ -14,12 +14,13 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "daemon")
 
 # No HTTP in these: the sandbox object, and the services, which take parsed arguments and
 # answer through svc_reply / stream_sink.
-SERVICES = ["sandbox.c", "proc.c", "files.c", "svc_sandbox.c", "create.c", "service.h"]
+SERVICES = ["sandbox.c", "proc.c", "files.c", "svc_sandbox.c", "svc_template.c", "create.c",
+            "service.h"]
 # What sandbox.c must not call: everything that uses a sandbox rather than being it.
 ABOVE_SANDBOX = ["proc.c", "files.c", "v1.c", "create.c", "network.c", "svc_sandbox.c",
-                 "templates.c", "http.c"]
+                 "svc_template.c", "http.c"]
 DOMAIN = ["sandbox.c", "proc.c", "files.c", "v1.c", "create.c", "network.c", "svc_sandbox.c",
-          "templates.c", "http.c"]
+          "svc_template.c", "http.c"]
 # Pairs allowed to call each other: none (the pool hears of template rebuilds through the
 # callback it gives templates_watch()).
 KNOWN_CYCLES = set()
@@ -44,7 +45,8 @@ def calls(caller, callee):
 @pytest.mark.parametrize("name", SERVICES)
 def test_services_see_no_http(name):
     body = source(name)
-    for word in ("evhttp", "struct ctx", "reply_error(", "reply_json(", "reply_buf(", "req_on_close("):
+    for word in ("evhttp", "struct ctx", "reply_error(", "reply_json(", "reply_buf(", "req_on_close(",
+                 "stream_start(", "stream_end("):
         assert word not in body, f"{name} uses {word!r}: a service answers through svc_reply"
 
 
@@ -70,3 +72,13 @@ def test_the_checks_see_functions():
     assert {"sbx_send", "sbx_destroy", "sbx_chan_add"} <= exported("sandbox.c")
     assert {"svc_proc_start", "proc_spawn_template"} <= exported("proc.c")
     assert calls("v1.c", "proc.c")
+    assert {"svc_template_build", "svc_template_delete", "templates_watch"} <= exported("svc_template.c")
+    assert calls("v1.c", "svc_template.c")
+
+
+def test_the_route_tables_hold_no_domain_logic():
+    """Every route of v1.c calls a service or renders; none reaches the store or spawns."""
+    body = source("v1.c")
+    for word in ("store_", "posix_spawn", "audit_append(", "fork(", "D.daemon_audit"):
+        assert word not in body, f"v1.c uses {word!r}: that belongs behind a service function"
+
