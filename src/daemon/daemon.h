@@ -197,10 +197,14 @@ struct route {
 	enum body_kind body;
 	enum route_state state;
 };
+/* One API surface: its route table and how it renders an error (the body of a 4xx/5xx its
+ * routes answer; v1: {"error": {"code", "message"}}, api_error_render()). http_start() takes
+ * a list of them; a request goes to the first route of the first surface that matches. */
 struct surface {
 	const char *name;
 	const struct route *routes;
 	size_t n;
+	char *(*render_error)(enum api_error e, const char *message); /* malloc'd; NULL: no body */
 };
 extern const struct surface v1_surface;
 
@@ -229,7 +233,8 @@ struct stream_sink *http_sink_new(struct evhttp_request *req);
 void http_sink_start(struct stream_sink *k, const char *content_type);
 /* A svc_reply answered on @req (service.h); NULL when out of memory. */
 struct svc_reply *http_reply_new(struct evhttp_request *req);
-int http_start(const struct surface *surface); /* its routes on both listeners */
+/* The routes of @surfaces[0..@n) on both listeners; borrowed for the daemon's life. */
+int http_start(const struct surface *const *surfaces, size_t n);
 void http_stop(void);
 void reply_json(struct evhttp_request *req, int status, json_t *body); /* steals @body */
 void reply_error(struct evhttp_request *req, enum api_error e, const char *fmt, ...)

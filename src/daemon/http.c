@@ -29,7 +29,9 @@
 #define MAX_HEADERS (16u << 10)
 #define HTTP_TIMEOUT_S 120
 
-static const struct surface *api; /* the routes both listeners answer (http_start) */
+/* The surfaces both listeners answer (http_start), in the order they are matched. */
+static const struct surface *const *surfaces;
+static size_t n_surfaces;
 
 static const char *reason(int status)
 {
@@ -81,11 +83,14 @@ void reply_json(struct evhttp_request *req, int status, json_t *body)
 	evbuffer_free(buf);
 }
 
+static const struct surface *surface_of(struct evhttp_request *req);
+
 static void reply_error_v(struct evhttp_request *req, enum api_error e, const char *fmt, va_list ap)
 {
 	char msg[600];
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	_cleanup_free_ char *s = api_error_render(e, msg);
+	const struct surface *sf = surface_of(req);
+	_cleanup_free_ char *s = sf ? sf->render_error(e, msg) : api_error_render(e, msg);
 	struct evbuffer *buf = evbuffer_new();
 	if (!buf)
 		return;
@@ -504,34 +509,65 @@ static const char *method_name(enum evhttp_cmd_type m)
 	return "?";
 }
 
-/* The route of @method and @raw (a path, a trailing slash allowed), its parameters cut out of
- * @path; NULL with -ENOENT (no such path) or -EOPNOTSUPP (not with @method; @allow lists the
- * methods that are) in @ret_r. */
+/* @raw without a trailing slash into @path; false when it is no path a route could match. */
+static bool route_path(const char *raw, char path[520])
+{
+	if (snprintf(path, 520, "%s", raw) >= 520)
+		return false;
+	size_t n = strlen(path);
+	if (n > 1 && path[n - 1] == '/')
+		path[n - 1] = '\0';
+	return true;
+}
+
+/* Whether route @rt matches @raw, its parameters then cut out of @path. */
+static bool route_match(const struct route *rt, const char *raw, char path[520],
+			const char *params[2])
+{
+	params[0] = params[1] = NULL;
+	return route_path(raw, path) && match(rt->pattern, path, params);
+}
+
+/* The route of @method and @raw (a path, a trailing slash allowed) in the first surface that
+ * has one, its parameters cut out of @path; NULL with -ENOENT (no such path) or -EOPNOTSUPP
+ * (not with @method; @allow lists the methods that are) in @ret_r. */
 static const struct route *route_find(int method, const char *raw, char path[520],
 				      const char *params[2], char *allow, size_t allow_size, int *ret_r)
 {
 	bool path_known = false;
 	if (allow_size)
 		allow[0] = '\0';
-	const struct route *routes = api->routes;
-	for (size_t i = 0; i < api->n; i++) {
-		snprintf(path, 520, "%s", raw);
-		size_t n = strlen(path);
-		if (n > 1 && path[n - 1] == '/')
-			path[n - 1] = '\0';
-		params[0] = params[1] = NULL;
-		if (!match(routes[i].pattern, path, params))
-			continue;
-		if ((int)routes[i].method == method)
-			return &routes[i];
-		if (allow_size && !strstr(allow, method_name(routes[i].method))) {
-			size_t l = strlen(allow);
-			snprintf(allow + l, allow_size - l, "%s%s", l ? ", " : "", method_name(routes[i].method));
+	for (size_t k = 0; k < n_surfaces; k++)
+		for (size_t i = 0; i < surfaces[k]->n; i++) {
+			const struct route *rt = &surfaces[k]->routes[i];
+			if (!route_match(rt, raw, path, params))
+				continue;
+			if ((int)rt->method == method)
+				return rt;
+			if (allow_size && !strstr(allow, method_name(rt->method))) {
+				size_t l = strlen(allow);
+				snprintf(allow + l, allow_size - l, "%s%s", l ? ", " : "",
+					 method_name(rt->method));
+			}
+			path_known = true;
 		}
-		path_known = true;
-	}
 	*ret_r = path_known ? -EOPNOTSUPP : -ENOENT;
 	return NULL;
+}
+
+/* The surface whose table has @req's path (its errors are rendered its way); the first one
+ * for a path none has, NULL before http_start(). */
+static const struct surface *surface_of(struct evhttp_request *req)
+{
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
+	const char *params[2];
+	char path[520];
+	for (size_t k = 0; raw && k < n_surfaces; k++)
+		for (size_t i = 0; i < surfaces[k]->n; i++)
+			if (route_match(&surfaces[k]->routes[i], raw, path, params))
+				return surfaces[k];
+	return n_surfaces ? surfaces[0] : NULL;
 }
 
 int http_route_body_limit(int method, const char *raw, size_t *ret_max, char *allow,
@@ -661,9 +697,10 @@ static int socket_gid(gid_t *ret)
 	return 0;
 }
 
-int http_start(const struct surface *surface)
+int http_start(const struct surface *const *list, size_t n)
 {
-	api = surface;
+	surfaces = list;
+	n_surfaces = n;
 	gid_t gid;
 	int r = socket_gid(&gid);
 	if (r < 0)

@@ -519,4 +519,6 @@ static const struct route v1_routes[] = {
 	{DELETE, "/v1/templates/{name}", v1_template_delete},
 };
 
-const struct surface v1_surface = {"v1", v1_routes, ELEMENTSOF(v1_routes)};
+const struct surface v1_surface = {
+	"v1", v1_routes, ELEMENTSOF(v1_routes), api_error_render,
+};

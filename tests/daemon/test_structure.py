@@ -82,3 +82,36 @@ def test_the_route_tables_hold_no_domain_logic():
     for word in ("store_", "posix_spawn", "audit_append(", "fork(", "D.daemon_audit"):
         assert word not in body, f"v1.c uses {word!r}: that belongs behind a service function"
 
+
+
+def function_lengths(name):
+    """(lines, function) for each function defined in @name: from its '{' to its '}' at column 0."""
+    lines, out, head, start = source(name).split("\n"), [], None, None
+    for i, line in enumerate(lines):
+        m = re.match(r"^(?:static )?[a-z][\w \*]*?\b(\w+)\(", line)
+        if m and not line.rstrip().endswith(";") and start is None:
+            head = m.group(1)
+        elif line == "{" and head:
+            start = i
+        elif line == "}" and start is not None:
+            out.append((i - start - 1, head))
+            head = start = None
+    return out
+
+
+@pytest.mark.parametrize("name", ["create.c", "svc_sandbox.c", "svc_template.c"])
+def test_service_functions_are_short(name):
+    """A service call reads as its steps (svc_sandbox_create: runtime, obtain, set up, record,
+    answer), each a function of its own."""
+    found = function_lengths(name)
+    assert len(found) > 10, found  # the parser sees the file's functions
+    long = [(n, f) for n, f in found if n > 50]
+    assert not long, f"{name}: functions over 50 lines: {long}"
+    assert name != "create.c" or dict((f, n) for n, f in found)["svc_sandbox_create"] <= 30
+
+
+def test_the_surfaces_are_a_list():
+    """http.c knows no surface by name: main.c hands it the list, a second surface is a row."""
+    assert "v1_surface" not in source("http.c")
+    assert re.search(r"surfaces\[\] = \{&v1_surface\}", source("main.c"))
+    assert "render_error" in source("http.c")
