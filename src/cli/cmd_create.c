@@ -70,20 +70,13 @@ int cmd_create(int argc, char **argv)
 	struct cli_values v;
 	const char *id;
 
-	cli_values_init(&v);
-	int r = cli_parse(CLI_CREATE, argc, argv, CLI_NO_COMMAND, &v, &a);
-	if (r == 1) {
-		cli_print_usage(stdout, CLI_CREATE, "create [OPTIONS]");
-		printf("\nSIZE: a bare number is MiB (512); K, M, G, T suffixes are binary (256M, 2G).\n"
-		       "DURATION: whole seconds here: 300, 90s, 5m.\n"
-		       "cordond refuses --cpus and --memory over what its host has.\n");
-		return 0;
-	}
-	if (r < 0 || a.n_pos || a.n_rest) {
-		if (r >= 0)
-			log_error("create: unexpected argument '%s'", a.n_pos ? a.pos[0] : a.rest[0]);
-		return CORDON_EXIT_USAGE;
-	}
+	int r = cli_parse_cmd(CLI_CREATE, "create [OPTIONS]",
+			      "SIZE: a bare number is MiB (512); K, M, G, T suffixes are binary (256M, 2G).\n"
+			      "DURATION: whole seconds here: 300, 90s, 5m.\n"
+			      "cordond refuses --cpus and --memory over what its host has.\n",
+			      argc, argv, 0, CLI_NO_COMMAND, &v, &a);
+	if (r != CLI_GO_ON)
+		return r;
 	_cleanup_(json_decrefp) json_t *req = create_request(&v);
 	if (!req)
 		return CORDON_EXIT_USAGE;

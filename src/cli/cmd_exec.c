@@ -270,22 +270,17 @@ int cmd_exec(int argc, char **argv)
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	struct exec_state st = {.forward_stdin = stdin_wanted(), .stdin_open = true};
 
-	cli_values_init(&v);
-	int r = cli_parse(CLI_EXEC, argc, argv, 1, &v, &a);
-	if (r == 1) {
-		cli_print_usage(stdout, CLI_EXEC, "exec [OPTIONS] ID [OPTIONS] [--] CMD [ARGS...]");
-		printf("\nOptions may come before or after ID; CMD starts at -- or at the first word\n"
-		       "after ID that is not an option. DURATION: whole seconds here: 60, 90s, 5m.\n");
-		printf("\nexit status: CMD's; 128+N if it died of signal N; %d timed out, %d out of "
-		       "memory;\n1 API error, 2 usage, 3 cordond unreachable.\n",
-		       CORDON_EXIT_TIMEOUT, CORDON_EXIT_OOM);
-		return 0;
-	}
-	if (r < 0 || a.n_pos != 1 || a.n_rest == 0) {
-		if (r >= 0)
-			log_error("exec: expected a sandbox id and a command (cordon exec ID -- CMD)");
-		return CORDON_EXIT_USAGE;
-	}
+	char more[320];
+	snprintf(more, sizeof(more),
+		 "Options may come before or after ID; CMD starts at -- or at the first word\n"
+		 "after ID that is not an option. DURATION: whole seconds here: 60, 90s, 5m.\n\n"
+		 "exit status: CMD's; 128+N if it died of signal N; %d timed out, %d out of memory;\n"
+		 "1 API error, 2 usage, 3 cordond unreachable.\n",
+		 CORDON_EXIT_TIMEOUT, CORDON_EXIT_OOM);
+	int r = cli_parse_cmd(CLI_EXEC, "exec [OPTIONS] ID [OPTIONS] [--] CMD [ARGS...]", more, argc,
+			      argv, 1, 1, &v, &a);
+	if (r != CLI_GO_ON)
+		return r;
 	if (cli_sandbox_path(st.base, sizeof(st.base), a.pos[0], "/processes") < 0)
 		return CORDON_EXIT_USAGE;
 	_cleanup_(json_decrefp) json_t *req = exec_request(&v, &a);

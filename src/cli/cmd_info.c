@@ -48,17 +48,10 @@ int cmd_info(int argc, char **argv)
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	char path[256];
 
-	cli_values_init(&co);
-	int r = cli_parse(CLI_INFO, argc, argv, CLI_NO_COMMAND, &co, &a);
-	if (r == 1) {
-		cli_print_usage(stdout, CLI_INFO, "info [OPTIONS] ID");
-		return 0;
-	}
-	if (r < 0 || a.n_pos != 1 || a.n_rest) {
-		if (r >= 0)
-			log_error("info: expected one sandbox id");
-		return CORDON_EXIT_USAGE;
-	}
+	int r = cli_parse_cmd(CLI_INFO, "info [OPTIONS] ID", NULL, argc, argv, 1, CLI_NO_COMMAND,
+			      &co, &a);
+	if (r != CLI_GO_ON)
+		return r;
 	if (cli_sandbox_path(path, sizeof(path), a.pos[0], "") < 0)
 		return CORDON_EXIT_USAGE;
 	r = cli_call(co.socket, "GET", path, NULL, &res);

@@ -139,17 +139,10 @@ int cmd_logs(int argc, char **argv)
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	char path[256];
 
-	cli_values_init(&c);
-	int r = cli_parse(CLI_LOGS, argc, argv, CLI_NO_COMMAND, &c, &a);
-	if (r == 1) {
-		cli_print_usage(stdout, CLI_LOGS, "logs [OPTIONS] ID");
-		return 0;
-	}
-	if (r < 0 || a.n_pos != 1 || a.n_rest) {
-		if (r >= 0)
-			log_error("logs: expected one sandbox id");
-		return CORDON_EXIT_USAGE;
-	}
+	int r = cli_parse_cmd(CLI_LOGS, "logs [OPTIONS] ID", NULL, argc, argv, 1, CLI_NO_COMMAND,
+			      &c, &a);
+	if (r != CLI_GO_ON)
+		return r;
 	if (cli_sandbox_path(path, sizeof(path), a.pos[0], c.follow ? "/audit?follow=1" : "/audit") < 0)
 		return CORDON_EXIT_USAGE;
 	return logs_stream(&c, path);

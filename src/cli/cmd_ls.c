@@ -108,17 +108,9 @@ int cmd_ls(int argc, char **argv)
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	char query[PATH_MAX_API] = "", path[PATH_MAX_API + 16];
 
-	cli_values_init(&v);
-	int r = cli_parse(CLI_LS, argc, argv, CLI_NO_COMMAND, &v, &a);
-	if (r == 1) {
-		cli_print_usage(stdout, CLI_LS, "ls [OPTIONS]");
-		return 0;
-	}
-	if (r < 0 || a.n_pos || a.n_rest) {
-		if (r >= 0)
-			log_error("ls: unexpected argument '%s'", a.n_pos ? a.pos[0] : a.rest[0]);
-		return CORDON_EXIT_USAGE;
-	}
+	int r = cli_parse_cmd(CLI_LS, "ls [OPTIONS]", NULL, argc, argv, 0, CLI_NO_COMMAND, &v, &a);
+	if (r != CLI_GO_ON)
+		return r;
 	if (ls_query(query, sizeof(query), &v.meta) < 0)
 		return CORDON_EXIT_USAGE;
 	snprintf(path, sizeof(path), "/v1/sandboxes%s", query);

@@ -114,26 +114,21 @@ int cmd_network(int argc, char **argv)
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	char path[256];
 
-	cli_values_init(&v);
-	int r = cli_parse(CLI_NETWORK, argc, argv, CLI_NO_COMMAND, &v, &a);
-	if (r == 1) {
-		cli_print_usage(stdout, CLI_NETWORK, "network [OPTIONS] ID");
-		printf("\nWithout options it shows the policy. --net and --allow replace it; --add and\n"
-		       "--remove read the rules in force, edit them and write them back (a change\n"
-		       "another client makes in between is lost); removing a rule not in force fails.\n");
-		return 0;
-	}
-	_cleanup_(json_decrefp) json_t *net = r == 0 ? cli_network_json(&v) : NULL;
+	int r = cli_parse_cmd(CLI_NETWORK, "network [OPTIONS] ID",
+			      "Without options it shows the policy. --net and --allow replace it; --add and\n"
+			      "--remove read the rules in force, edit them and write them back (a change\n"
+			      "another client makes in between is lost); removing a rule not in force fails.\n",
+			      argc, argv, 1, CLI_NO_COMMAND, &v, &a);
+	if (r != CLI_GO_ON)
+		return r;
+	_cleanup_(json_decrefp) json_t *net = cli_network_json(&v);
 	_cleanup_(json_decrefp) json_t *add = v.add.n ? cli_list_json(&v.add, "add") : NULL;
 	_cleanup_(json_decrefp) json_t *remove = v.remove.n ? cli_list_json(&v.remove, "remove") : NULL;
 	struct network_ctx c = {v.socket, v.json, net, add, remove};
 	if ((v.add.n && !add) || (v.remove.n && !remove))
 		return CORDON_EXIT_USAGE;
-	if (r < 0 || a.n_pos != 1 || a.n_rest || !net) {
-		if (r >= 0)
-			log_error("network: expected one sandbox id");
+	if (!net)
 		return CORDON_EXIT_USAGE;
-	}
 	if ((add || remove) && json_object_get(net, "allow")) {
 		log_error("network: --allow replaces the rules, --add and --remove edit them: not both");
 		return CORDON_EXIT_USAGE;

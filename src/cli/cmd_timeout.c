@@ -22,17 +22,10 @@ int cmd_timeout(int argc, char **argv)
 	long long secs;
 	char path[256];
 
-	cli_values_init(&co);
-	int r = cli_parse(CLI_TIMEOUT, argc, argv, CLI_NO_COMMAND, &co, &a);
-	if (r == 1) {
-		cli_print_usage(stdout, CLI_TIMEOUT, "timeout [OPTIONS] ID SECONDS");
-		return 0;
-	}
-	if (r < 0 || a.n_pos != 2 || a.n_rest) {
-		if (r >= 0)
-			log_error("timeout: expected a sandbox id and a number of seconds");
-		return CORDON_EXIT_USAGE;
-	}
+	int r = cli_parse_cmd(CLI_TIMEOUT, "timeout [OPTIONS] ID SECONDS", NULL, argc, argv, 2,
+			      CLI_NO_COMMAND, &co, &a);
+	if (r != CLI_GO_ON)
+		return r;
 	if (cli_sandbox_path(path, sizeof(path), a.pos[0], "/timeout") < 0 ||
 	    cli_parse_seconds("timeout", a.pos[1], 1, &secs) < 0)
 		return CORDON_EXIT_USAGE;

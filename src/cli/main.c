@@ -10,6 +10,9 @@
 #include "basic/cleanup.h"
 #include "basic/log.h"
 #include "cli/cli.h"
+#include "cli/opts.h"
+
+_Static_assert(CLI_EXIT_USAGE == CORDON_EXIT_USAGE, "the option parser's usage status");
 
 struct subcommand {
 	const char *name;

@@ -371,6 +371,26 @@ void cli_print_usage(FILE *f, enum cli_cmd cmd, const char *synopsis)
 	}
 }
 
+int cli_parse_cmd(enum cli_cmd cmd, const char *synopsis, const char *more, int argc,
+		  char **argv, int n_pos, int cmd_at, struct cli_values *v, struct cli_args *a)
+{
+	cli_values_init(v);
+	int r = cli_parse(cmd, argc, argv, cmd_at, v, a);
+	if (r == 1) {
+		cli_print_usage(stdout, cmd, synopsis);
+		if (more)
+			printf("\n%s", more);
+		return 0;
+	}
+	if (r < 0)
+		return CLI_EXIT_USAGE;
+	if ((n_pos != CLI_ANY && a->n_pos != n_pos) || (cmd_at >= 0) != (a->n_rest > 0)) {
+		log_error("%s: usage: cordon %s", cli_cmd_name(cmd), synopsis);
+		return CLI_EXIT_USAGE;
+	}
+	return CLI_GO_ON;
+}
+
 int cli_seconds(const char *name, uint64_t ms, long long min, long long *ret)
 {
 	if (ms == CLI_UNSET)

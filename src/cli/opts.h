@@ -108,6 +108,17 @@ static inline void cli_args_done(struct cli_args *a)
 	a->pos = NULL;
 }
 
+/* A subcommand's whole parse: cli_parse(), --help answered (cli_print_usage(stdout, @cmd,
+ * @synopsis), then @more unless NULL), exactly @n_pos positional words (CLI_ANY: any
+ * number), and a command (at least one word) if and only if @cmd_at >= 0. Returns CLI_GO_ON,
+ * else the exit status to return now: 0 after --help, CLI_EXIT_USAGE after a usage error
+ * (said in one line). */
+#define CLI_GO_ON      (-1)
+#define CLI_ANY	       (-1)
+#define CLI_EXIT_USAGE 2 /* CORDON_EXIT_USAGE */
+int cli_parse_cmd(enum cli_cmd cmd, const char *synopsis, const char *more, int argc,
+		  char **argv, int n_pos, int cmd_at, struct cli_values *v, struct cli_args *a);
+
 /* "usage: cordon SYNOPSIS" and the options @cmd accepts. */
 void cli_print_usage(FILE *f, enum cli_cmd cmd, const char *synopsis);
 

@@ -534,80 +534,135 @@ static int add_waiter(struct sbx *s, struct svc_reply *rp, uint64_t t0)
 	return 0;
 }
 
-int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
-		       struct svc_reply *rp, struct svc_err *e)
+/* ---- svc_sandbox_create, step by step ---- */
+
+/* The runtime @req names, resolved on this host; -1 with @e set when it cannot run here. */
+static int create_runtime(const struct api_create *req, const char **ret, struct svc_err *e)
 {
-	uint64_t t0 = now_ms();
-	bool host = strcmp(req->template_name, "host") == 0;
-	const char *runtime;
-	struct cordon_err rerr = {};
-	int rr = cordon_runtime_resolve(api_runtime_name(req->runtime), &runtime, &rerr);
-	if (rr < 0) { /* known to the API, refused by this host: nothing made */
-		return svc_fail(e, rr == -ENOENT ? API_ERR_INVALID_FIELD : API_ERR_UNSUPPORTED_RUNTIME,
-				"%s", rerr.msg);
+	struct cordon_err err = {};
+	int r = cordon_runtime_resolve(api_runtime_name(req->runtime), ret, &err);
+	if (r < 0) /* known to the API, refused by this host: nothing made */
+		return svc_fail(e, r == -ENOENT ? API_ERR_INVALID_FIELD : API_ERR_UNSUPPORTED_RUNTIME,
+				"%s", err.msg);
+	return 0;
+}
+
+/* Room for one sandbox more: a pooled sandbox gives its place to a real request. */
+static int make_room(struct svc_err *e)
+{
+	if (D.n_live < D.cfg.max_sandboxes)
+		return 0;
+	for (struct sbx *p = D.sandboxes; p; p = p->next)
+		if (p->pooled && p->state != SBX_DESTROYED) {
+			sbx_destroy(p, "pool_evicted");
+			break;
+		}
+	if (D.n_live < D.cfg.max_sandboxes)
+		return 0;
+	return svc_fail(e, API_ERR_CAPACITY, "the server runs its maximum of %llu sandboxes",
+			(unsigned long long)D.cfg.max_sandboxes);
+}
+
+/* A sandbox made now for @req, of @version (NULL: the host's), which it takes. */
+static struct sbx *sandbox_make(const struct api_create *req, const char *runtime,
+				struct store_version *version, const char *warm_name,
+				struct svc_err *e)
+{
+	struct cordon_err err = {};
+	bool room = make_room(e) == 0;
+	struct sbx *s = room ? sbx_new(false, (uint64_t)req->limits.disk_mb << 20,
+				       version ? version->rootfs : NULL, runtime, &err) : NULL;
+	if (!s) {
+		version_free(version);
+		if (!room)
+			return NULL;
+		/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
+		metric_inc(M_CREATE_FAILURES);
+		svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
+			 "could not make the sandbox: %s", err.msg);
+		return NULL;
 	}
+	s->version = version;
+	snprintf(s->template_name, sizeof(s->template_name), "%s", warm_name);
+	return s;
+}
+
+/* A sandbox for @req: a pooled one when the pool has it (it holds sandboxes with the default
+ * disk only), else one made now; NULL with @e set. */
+static struct sbx *create_obtain(const struct api_create *req, const char *runtime, bool host,
+				 bool *ret_from_pool, struct svc_err *e)
+{
 	const char *warm_name = host ? "" : req->template_name;
-	/* The pool holds sandboxes with the default disk; anything else is built now. */
 	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
-	struct cordon_err err = {};
 
+	*ret_from_pool = from_pool;
 	if (!s && !host && !(version = template_open(req->template_name, e)))
-		return -1;
+		return NULL;
 	if (from_pool)
 		warm_touch(warm_name); /* kept warm from now on */
-	if (!s && D.n_live >= D.cfg.max_sandboxes) {
-		/* Make room from the pool: a pooled sandbox gives its place to a real request. */
-		for (struct sbx *p = D.sandboxes; p; p = p->next)
-			if (p->pooled && p->state != SBX_DESTROYED) {
-				sbx_destroy(p, "pool_evicted");
-				break;
-			}
-		if (D.n_live >= D.cfg.max_sandboxes) {
-			version_free(version);
-			return svc_fail(e, API_ERR_CAPACITY, "the server runs its maximum of %llu sandboxes",
-					(unsigned long long)D.cfg.max_sandboxes);
-		}
-	}
-	if (!s) {
-		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : version->rootfs,
-			    runtime, &err);
-		if (!s) {
-			version_free(version);
-			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
-			metric_inc(M_CREATE_FAILURES);
-			return svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
-					"could not make the sandbox: %s", err.msg);
-		}
-		s->version = version;
-		snprintf(s->template_name, sizeof(s->template_name), "%s", warm_name);
-	}
+	return s ? s : sandbox_make(req, runtime, version, warm_name, e);
+}
+
+/* The request and the template applied to @s. @ret_ready: it is up already (pooled, with no
+ * START or READY to run), to be answered now; else @rp waits for it. */
+static int create_setup(struct sbx *s, const struct svc_caller *who, const struct api_create *req,
+			bool host, struct svc_reply *rp, uint64_t t0, bool *ret_ready)
+{
 	int r = apply_request(s, who, req);
 	if (r >= 0 && !host)
 		r = apply_template(s);
 	bool pooled = s->state == SBX_RUNNING; /* from the pool: ready already */
 	bool starts = pooled && (s->start || s->ready); /* its template's START and READY run now */
-	if (r >= 0 && (!pooled || starts))
+	*ret_ready = pooled && !starts;
+	if (r >= 0 && !*ret_ready)
 		r = add_waiter(s, rp, t0);
 	if (r >= 0 && starts && template_start(s) < 0)
 		r = -EIO;
-	if (r < 0) {
-		bool waiting = s->waiters != NULL;
-		metric_inc(M_CREATE_FAILURES);
-		sbx_destroy(s, "create_failed"); /* answers a waiter */
-		return waiting ? 0 : svc_fail(e, API_ERR_INTERNAL, "could not set the sandbox up: %s",
-					      strerror(-r));
-	}
-	/* The records before the sandbox is handed out; without them it is not. */
-	if ((r = audit_create(s, req)) < 0 ||
-	    (pooled && !starts && (r = sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL)) < 0)) {
-		bool waiting = s->waiters != NULL;
-		metric_inc(M_CREATE_FAILURES);
-		sbx_destroy(s, "create_failed"); /* answers a waiter */
-		return waiting ? 0 : svc_fail_audit(e, r);
-	}
-	if (pooled && !starts) {
+	return r;
+}
+
+/* The records before the sandbox is handed out; without them it is not. */
+static int create_records(struct sbx *s, const struct api_create *req, bool ready)
+{
+	int r = audit_create(s, req);
+	if (r >= 0 && ready)
+		r = sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL);
+	return r;
+}
+
+/* @s cannot be handed out (-@r; @audit: its record could not be written): destroyed, which
+ * answers its waiter if it has one (then 0); else -1 with @e set. */
+static int create_failed(struct sbx *s, int r, bool audit, struct svc_err *e)
+{
+	bool waiting = s->waiters != NULL;
+	metric_inc(M_CREATE_FAILURES);
+	sbx_destroy(s, "create_failed"); /* answers a waiter */
+	if (waiting)
+		return 0;
+	if (audit)
+		return svc_fail_audit(e, r);
+	return svc_fail(e, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
+}
+
+int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
+		       struct svc_reply *rp, struct svc_err *e)
+{
+	uint64_t t0 = now_ms();
+	bool host = strcmp(req->template_name, "host") == 0, from_pool, ready;
+	const char *runtime;
+	struct sbx *s;
+
+	if (create_runtime(req, &runtime, e) < 0 ||
+	    !(s = create_obtain(req, runtime, host, &from_pool, e)))
+		return -1;
+	int r = create_setup(s, who, req, host, rp, t0, &ready);
+	if (r < 0)
+		return create_failed(s, r, false, e);
+	if ((r = create_records(s, req, ready)) < 0)
+		return create_failed(s, r, true, e);
+	if (ready) {
 		metric_inc(M_CREATES);
 		metric_observe(H_CREATE, (now_ms() - t0) / 1000.0);
 		answer_created(rp, s);

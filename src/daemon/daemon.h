@@ -197,10 +197,14 @@ struct route {
 	enum body_kind body;
 	enum route_state state;
 };
+/* One API surface: its route table and how it renders an error (the body of a 4xx/5xx its
+ * routes answer; v1: {"error": {"code", "message"}}, api_error_render()). http_start() takes
+ * a list of them; a request goes to the first route of the first surface that matches. */
 struct surface {
 	const char *name;
 	const struct route *routes;
 	size_t n;
+	char *(*render_error)(enum api_error e, const char *message); /* malloc'd; NULL: no body */
 };
 extern const struct surface v1_surface;
 
@@ -229,7 +233,8 @@ struct stream_sink *http_sink_new(struct evhttp_request *req);
 void http_sink_start(struct stream_sink *k, const char *content_type);
 /* A svc_reply answered on @req (service.h); NULL when out of memory. */
 struct svc_reply *http_reply_new(struct evhttp_request *req);
-int http_start(const struct surface *surface); /* its routes on both listeners */
+/* The routes of @surfaces[0..@n) on both listeners; borrowed for the daemon's life. */
+int http_start(const struct surface *const *surfaces, size_t n);
 void http_stop(void);
 void reply_json(struct evhttp_request *req, int status, json_t *body); /* steals @body */
 void reply_error(struct evhttp_request *req, enum api_error e, const char *fmt, ...)
@@ -287,7 +292,7 @@ struct sbx *sbx_find(const struct api_key *principal, const char *id);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);
-/* templates.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
+/* svc_template.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
 void templates_watch(void (*changed)(void));
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);
 void sbx_chan_add(struct sbx *s, struct chan *ch, const struct chan_ops *ops); /* sets ch->id */
@@ -310,12 +315,6 @@ bool daemon_settled(void);
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
  * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
 int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
-
-/* templates.c: GET, DELETE /v1/templates/{name}; GET, POST /v1/templates (a build, streamed) */
-void handle_template_list(struct ctx *c);
-void handle_template_get(struct ctx *c);
-void handle_template_delete(struct ctx *c);
-void handle_template_build(struct ctx *c);
 
 /* network.c */
 int network_start(void);

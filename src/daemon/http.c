@@ -29,7 +29,9 @@
 #define MAX_HEADERS (16u << 10)
 #define HTTP_TIMEOUT_S 120
 
-static const struct surface *api; /* the routes both listeners answer (http_start) */
+/* The surfaces both listeners answer (http_start), in the order they are matched. */
+static const struct surface *const *surfaces;
+static size_t n_surfaces;
 
 static const char *reason(int status)
 {
@@ -81,11 +83,14 @@ void reply_json(struct evhttp_request *req, int status, json_t *body)
 	evbuffer_free(buf);
 }
 
+static const struct surface *surface_of(struct evhttp_request *req);
+
 static void reply_error_v(struct evhttp_request *req, enum api_error e, const char *fmt, va_list ap)
 {
 	char msg[600];
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	_cleanup_free_ char *s = api_error_render(e, msg);
+	const struct surface *sf = surface_of(req);
+	_cleanup_free_ char *s = sf ? sf->render_error(e, msg) : api_error_render(e, msg);
 	struct evbuffer *buf = evbuffer_new();
 	if (!buf)
 		return;
@@ -194,7 +199,16 @@ struct http_sink {
 	struct evbuffer_cb_entry *watch;
 	void (*drained)(void *arg);
 	void *drained_arg;
+	struct event *hangup;            /* EV_CLOSED on the connection's fd (watch_hangup) */
 };
+
+/* The client went while we owed @req an answer: libevent has let go of such a request (it
+ * has no connection any more), and it is ours to free. */
+static void forget_request(struct evhttp_request *req)
+{
+	if (!evhttp_request_get_connection(req))
+		evhttp_request_free(req);
+}
 
 static int sink_write(struct stream_sink *k, const void *data, size_t len)
 {
@@ -206,6 +220,7 @@ static int sink_write(struct stream_sink *k, const void *data, size_t len)
  * with the connection. */
 static void sink_unwatch(struct http_sink *h)
 {
+	h->hangup = loop_event_free(h->hangup); /* the reply may close the fd at once */
 	if (h->watch)
 		evbuffer_remove_cb_entry(h->out, h->watch);
 	h->watch = NULL;
@@ -261,7 +276,37 @@ static void sink_on_close(struct evhttp_connection *evcon, void *arg)
 	sink_unwatch(h);
 	if (h->k.gone)
 		h->k.gone(h->k.gone_arg);
+	forget_request(h->req);
 	free(h);
+}
+
+/* The peer hung up. evhttp reads nothing while it writes a reply, so without this a reader
+ * gone during a quiet stretch would be noticed only at the next write. */
+static void on_sink_hangup(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_sink *h = arg;
+	struct evhttp_connection *evcon = evhttp_request_get_connection(h->req);
+	h->hangup = loop_event_free(h->hangup);
+	if (!evcon)
+		return;
+	req_on_close(h->req, NULL, NULL); /* the front's own close handler stays and frees its gate */
+	sink_unwatch(h);
+	if (h->k.gone)
+		h->k.gone(h->k.gone_arg);
+	free(h);
+	evhttp_connection_free(evcon); /* frees the request with it */
+}
+
+static void sink_watch_hangup(struct stream_sink *k)
+{
+	struct http_sink *h = OWNER_OF(k, struct http_sink, k);
+	struct evhttp_connection *evcon = evhttp_request_get_connection(h->req);
+	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+	if (!bev || h->hangup || !(event_base_get_features(D.base) & EV_FEATURE_EARLY_CLOSE))
+		return;
+	h->hangup = loop_event_new(bufferevent_getfd(bev), EV_CLOSED, on_sink_hangup, h);
+	if (h->hangup)
+		event_add(h->hangup, NULL);
 }
 
 struct stream_sink *http_sink_new(struct evhttp_request *req)
@@ -270,7 +315,7 @@ struct stream_sink *http_sink_new(struct evhttp_request *req)
 	if (!h)
 		return NULL;
 	*h = (struct http_sink){.k = {.write = sink_write, .end = sink_end, .backlog = sink_backlog,
-				      .watch = sink_watch},
+				      .watch = sink_watch, .watch_hangup = sink_watch_hangup},
 				.req = req};
 	return &h->k;
 }
@@ -329,6 +374,7 @@ static void hr_on_close(struct evhttp_connection *evcon, void *arg)
 	struct http_reply *h = arg;
 	if (h->r.gone)
 		h->r.gone(h->r.gone_arg);
+	forget_request(h->req);
 	free(h);
 }
 
@@ -463,34 +509,65 @@ static const char *method_name(enum evhttp_cmd_type m)
 	return "?";
 }
 
-/* The route of @method and @raw (a path, a trailing slash allowed), its parameters cut out of
- * @path; NULL with -ENOENT (no such path) or -EOPNOTSUPP (not with @method; @allow lists the
- * methods that are) in @ret_r. */
+/* @raw without a trailing slash into @path; false when it is no path a route could match. */
+static bool route_path(const char *raw, char path[520])
+{
+	if (snprintf(path, 520, "%s", raw) >= 520)
+		return false;
+	size_t n = strlen(path);
+	if (n > 1 && path[n - 1] == '/')
+		path[n - 1] = '\0';
+	return true;
+}
+
+/* Whether route @rt matches @raw, its parameters then cut out of @path. */
+static bool route_match(const struct route *rt, const char *raw, char path[520],
+			const char *params[2])
+{
+	params[0] = params[1] = NULL;
+	return route_path(raw, path) && match(rt->pattern, path, params);
+}
+
+/* The route of @method and @raw (a path, a trailing slash allowed) in the first surface that
+ * has one, its parameters cut out of @path; NULL with -ENOENT (no such path) or -EOPNOTSUPP
+ * (not with @method; @allow lists the methods that are) in @ret_r. */
 static const struct route *route_find(int method, const char *raw, char path[520],
 				      const char *params[2], char *allow, size_t allow_size, int *ret_r)
 {
 	bool path_known = false;
 	if (allow_size)
 		allow[0] = '\0';
-	const struct route *routes = api->routes;
-	for (size_t i = 0; i < api->n; i++) {
-		snprintf(path, 520, "%s", raw);
-		size_t n = strlen(path);
-		if (n > 1 && path[n - 1] == '/')
-			path[n - 1] = '\0';
-		params[0] = params[1] = NULL;
-		if (!match(routes[i].pattern, path, params))
-			continue;
-		if ((int)routes[i].method == method)
-			return &routes[i];
-		if (allow_size && !strstr(allow, method_name(routes[i].method))) {
-			size_t l = strlen(allow);
-			snprintf(allow + l, allow_size - l, "%s%s", l ? ", " : "", method_name(routes[i].method));
+	for (size_t k = 0; k < n_surfaces; k++)
+		for (size_t i = 0; i < surfaces[k]->n; i++) {
+			const struct route *rt = &surfaces[k]->routes[i];
+			if (!route_match(rt, raw, path, params))
+				continue;
+			if ((int)rt->method == method)
+				return rt;
+			if (allow_size && !strstr(allow, method_name(rt->method))) {
+				size_t l = strlen(allow);
+				snprintf(allow + l, allow_size - l, "%s%s", l ? ", " : "",
+					 method_name(rt->method));
+			}
+			path_known = true;
 		}
-		path_known = true;
-	}
 	*ret_r = path_known ? -EOPNOTSUPP : -ENOENT;
 	return NULL;
+}
+
+/* The surface whose table has @req's path (its errors are rendered its way); the first one
+ * for a path none has, NULL before http_start(). */
+static const struct surface *surface_of(struct evhttp_request *req)
+{
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
+	const char *params[2];
+	char path[520];
+	for (size_t k = 0; raw && k < n_surfaces; k++)
+		for (size_t i = 0; i < surfaces[k]->n; i++)
+			if (route_match(&surfaces[k]->routes[i], raw, path, params))
+				return surfaces[k];
+	return n_surfaces ? surfaces[0] : NULL;
 }
 
 int http_route_body_limit(int method, const char *raw, size_t *ret_max, char *allow,
@@ -620,9 +697,10 @@ static int socket_gid(gid_t *ret)
 	return 0;
 }
 
-int http_start(const struct surface *surface)
+int http_start(const struct surface *const *list, size_t n)
 {
-	api = surface;
+	surfaces = list;
+	n_surfaces = n;
 	gid_t gid;
 	int r = socket_gid(&gid);
 	if (r < 0)

@@ -75,6 +75,9 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopexit(D.base, NULL);
 }
 
+/* The API surfaces, matched in this order: one route table and error renderer each. */
+static const struct surface *const surfaces[] = {&v1_surface};
+
 static int setup(int argc, char **argv)
 {
 	int r = config_parse(&D.cfg, argc, argv);
@@ -93,7 +96,7 @@ static int setup(int argc, char **argv)
 	D.base = event_base_new();
 	if (!D.base)
 		return -ENOMEM;
-	if ((r = http_start(&v1_surface)) < 0)
+	if ((r = http_start(surfaces, ELEMENTSOF(surfaces))) < 0)
 		return r;
 	int sigs[] = {SIGTERM, SIGINT};
 	for (int i = 0; i < 2; i++) {

@@ -36,9 +36,12 @@ int svc_fail(struct svc_err *err, enum api_error code, const char *fmt, ...)
 /* The audit record of the action could not be written (-@r), so the action was not done. */
 int svc_fail_audit(struct svc_err *err, int r);
 
-/* Who asks: the API key of a TCP client, NULL for the unix socket (which may do anything). */
+/* Who asks: the API key of a TCP client, NULL for the unix socket (which may do anything);
+ * and what they asked, in the surface's words, for the audit record of an API call (the
+ * templates' service writes one; NULL where none is written). */
 struct svc_caller {
 	struct api_key *principal;
+	const char *method, *path;
 };
 
 /* Where a stream's bytes go. The surface implements it; a service pushes into it and never
@@ -60,6 +63,10 @@ struct stream_sink {
 	 * returns and must not be used again. */
 	void (*gone)(void *arg);
 	void *gone_arg;
+	/* Optional (NULL where the surface cannot tell): gone() as soon as the reader hangs up,
+	 * not only when a write fails, for a stream that may stay quiet for minutes (a build's
+	 * step). */
+	void (*watch_hangup)(struct stream_sink *k);
 };
 
 /* Where an answer goes that comes after the service returned (the agent's, for a file
@@ -129,6 +136,21 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
 		  struct svc_err *err);
 int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 		 struct svc_reply *r, struct svc_err *err);
+
+/* ---- templates (svc_template.c): reads from the store, changes by a cordon-template child ---- */
+
+int svc_template_list(json_t **ret, struct svc_err *err); /* [template.json...] */
+int svc_template_get(const char *name, json_t **ret, struct svc_err *err);
+/* Building and removing change what every tenant's sandboxes run: the unix socket's alone
+ * (403 otherwise). A route checks this before it parses a body. */
+int svc_template_may_change(const struct svc_caller *who, const char *what, struct svc_err *err);
+/* Removes @name; the answer (204, or why not) goes to @r when the child is done. */
+int svc_template_delete(const struct svc_caller *who, const char *name, struct svc_reply *r,
+			struct svc_err *err);
+/* Builds @b; @r becomes the stream of its events (NDJSON, last {"event":"exit"}). A reader
+ * that goes takes the build with it. */
+int svc_template_build(const struct svc_caller *who, const struct api_build *b,
+		       struct svc_reply *r, struct svc_err *err);
 
 /* ---- audit (svc_sandbox.c) ---- */
 

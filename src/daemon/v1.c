@@ -400,6 +400,60 @@ static void v1_audit(struct ctx *c)
 	evbuffer_free(buf);
 }
 
+/* ---- templates ---- */
+
+/* The caller, with what it asked for the audit record. */
+static struct svc_caller caller(const struct ctx *c, const char *method)
+{
+	return (struct svc_caller){c->principal, method, c->path};
+}
+
+static void v1_template_list(struct ctx *c)
+{
+	struct svc_err err = {};
+	json_t *out = NULL;
+	int r = svc_template_list(&out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
+static void v1_template_get(struct ctx *c)
+{
+	struct svc_err err = {};
+	json_t *out = NULL;
+	int r = svc_template_get(c->params[0], &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
+static void v1_template_delete(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct svc_caller who = caller(c, "DELETE");
+	struct svc_reply *rp = deferred(c); /* 204 once cordon-template rm is done */
+	if (rp && svc_template_delete(&who, c->params[0], rp, &err) < 0)
+		rp->error(rp, &err);
+}
+
+static void v1_template_build(struct ctx *c)
+{
+	struct api_build *b = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct svc_caller who = caller(c, "POST");
+	if (svc_template_may_change(&who, "build", &err) < 0) {
+		reply_svc_err(c->req, &err);
+		return;
+	}
+	int r = api_build_parse(c->body, c->body_len, &b, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	struct svc_reply *rp = deferred(c); /* the build's events, streamed */
+	if (rp && svc_template_build(&who, b, rp, &err) < 0)
+		rp->error(rp, &err);
+	api_build_free(b);
+}
+
 /* ---- the daemon ---- */
 
 static void v1_healthz(struct ctx *c)
@@ -459,10 +513,12 @@ static const struct route v1_routes[] = {
 	{POST, SB "/files/mkdir", v1_file_mkdir, BODY_API, ST_RUNNING},
 	{POST, SB "/files/move", v1_file_move, BODY_API, ST_RUNNING},
 	{GET, SB "/audit", v1_audit, BODY_API, ST_ANY},
-	{GET, "/v1/templates", handle_template_list},
-	{POST, "/v1/templates", handle_template_build, BODY_BUILD},
-	{GET, "/v1/templates/{name}", handle_template_get},
-	{DELETE, "/v1/templates/{name}", handle_template_delete},
+	{GET, "/v1/templates", v1_template_list},
+	{POST, "/v1/templates", v1_template_build, BODY_BUILD},
+	{GET, "/v1/templates/{name}", v1_template_get},
+	{DELETE, "/v1/templates/{name}", v1_template_delete},
 };
 
-const struct surface v1_surface = {"v1", v1_routes, ELEMENTSOF(v1_routes)};
+const struct surface v1_surface = {
+	"v1", v1_routes, ELEMENTSOF(v1_routes), api_error_render,
+};

@@ -14,12 +14,13 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "daemon")
 
 # No HTTP in these: the sandbox object, and the services, which take parsed arguments and
 # answer through svc_reply / stream_sink.
-SERVICES = ["sandbox.c", "proc.c", "files.c", "svc_sandbox.c", "create.c", "service.h"]
+SERVICES = ["sandbox.c", "proc.c", "files.c", "svc_sandbox.c", "svc_template.c", "create.c",
+            "service.h"]
 # What sandbox.c must not call: everything that uses a sandbox rather than being it.
 ABOVE_SANDBOX = ["proc.c", "files.c", "v1.c", "create.c", "network.c", "svc_sandbox.c",
-                 "templates.c", "http.c"]
+                 "svc_template.c", "http.c"]
 DOMAIN = ["sandbox.c", "proc.c", "files.c", "v1.c", "create.c", "network.c", "svc_sandbox.c",
-          "templates.c", "http.c"]
+          "svc_template.c", "http.c"]
 # Pairs allowed to call each other: none (the pool hears of template rebuilds through the
 # callback it gives templates_watch()).
 KNOWN_CYCLES = set()
@@ -44,7 +45,8 @@ def calls(caller, callee):
 @pytest.mark.parametrize("name", SERVICES)
 def test_services_see_no_http(name):
     body = source(name)
-    for word in ("evhttp", "struct ctx", "reply_error(", "reply_json(", "reply_buf(", "req_on_close("):
+    for word in ("evhttp", "struct ctx", "reply_error(", "reply_json(", "reply_buf(", "req_on_close(",
+                 "stream_start(", "stream_end("):
         assert word not in body, f"{name} uses {word!r}: a service answers through svc_reply"
 
 
@@ -70,3 +72,46 @@ def test_the_checks_see_functions():
     assert {"sbx_send", "sbx_destroy", "sbx_chan_add"} <= exported("sandbox.c")
     assert {"svc_proc_start", "proc_spawn_template"} <= exported("proc.c")
     assert calls("v1.c", "proc.c")
+    assert {"svc_template_build", "svc_template_delete", "templates_watch"} <= exported("svc_template.c")
+    assert calls("v1.c", "svc_template.c")
+
+
+def test_the_route_tables_hold_no_domain_logic():
+    """Every route of v1.c calls a service or renders; none reaches the store or spawns."""
+    body = source("v1.c")
+    for word in ("store_", "posix_spawn", "audit_append(", "fork(", "D.daemon_audit"):
+        assert word not in body, f"v1.c uses {word!r}: that belongs behind a service function"
+
+
+
+def function_lengths(name):
+    """(lines, function) for each function defined in @name: from its '{' to its '}' at column 0."""
+    lines, out, head, start = source(name).split("\n"), [], None, None
+    for i, line in enumerate(lines):
+        m = re.match(r"^(?:static )?[a-z][\w \*]*?\b(\w+)\(", line)
+        if m and not line.rstrip().endswith(";") and start is None:
+            head = m.group(1)
+        elif line == "{" and head:
+            start = i
+        elif line == "}" and start is not None:
+            out.append((i - start - 1, head))
+            head = start = None
+    return out
+
+
+@pytest.mark.parametrize("name", ["create.c", "svc_sandbox.c", "svc_template.c"])
+def test_service_functions_are_short(name):
+    """A service call reads as its steps (svc_sandbox_create: runtime, obtain, set up, record,
+    answer), each a function of its own."""
+    found = function_lengths(name)
+    assert len(found) > 10, found  # the parser sees the file's functions
+    long = [(n, f) for n, f in found if n > 50]
+    assert not long, f"{name}: functions over 50 lines: {long}"
+    assert name != "create.c" or dict((f, n) for n, f in found)["svc_sandbox_create"] <= 30
+
+
+def test_the_surfaces_are_a_list():
+    """http.c knows no surface by name: main.c hands it the list, a second surface is a row."""
+    assert "v1_surface" not in source("http.c")
+    assert re.search(r"surfaces\[\] = \{&v1_surface\}", source("main.c"))
+    assert "render_error" in source("http.c")

@@ -346,6 +346,25 @@ def test_client_disconnect_kills_the_build(client, daemon):
     assert daemon.alive()
 
 
+def test_a_slow_reader_gets_every_line(client, daemon):
+    """A reader that lags more than the daemon's backlog (8 MiB) holds the builder back (the
+    pipe is not read until the stream drains); no line of the build's output is dropped."""
+    name, lines, text = unique("loud"), 250000, "x" * 79  # 20 MB of output
+    s = client.stream("POST", "/v1/templates",
+                      {"name": name, "recipe": f"FROM tiny\nRUN yes {text} | head -n {lines}\n"},
+                      timeout=300)
+    assert isinstance(s, EventStream), f"build was refused: {s.describe()}"
+    time.sleep(3)  # not reading while it writes
+    got = 0
+    while (ev := s.next()) is not None:
+        if ev.get("event") == "log" and ev.get("step") == 2:
+            got += len(ev["data"])
+    s.close()
+    assert s.events[-1] == {"event": "exit", "status": 0}, s.events[-3:]
+    assert got == lines * 80, f"{got} bytes of output, want {lines * 80}"
+    client.delete(f"/v1/templates/{name}")
+
+
 def test_at_most_two_builds(client, daemon):
     names = [unique("slow"), unique("slow")]
     streams = [start_build(client, n, "FROM tiny\nRUN sleep 600\n") for n in names]

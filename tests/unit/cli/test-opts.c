@@ -345,6 +345,42 @@ static void test_usage_lists_the_rows(void **state)
 	free(buf);
 }
 
+/* The whole parse of a subcommand: go on, 0 after --help, 2 on a word too many or missing. */
+static void test_parse_cmd(void **state)
+{
+	static const struct {
+		enum cli_cmd cmd;
+		int n_pos, cmd_at;
+		const char *argv[6];
+		int want;
+	} c[] = {
+		{CLI_INFO, 1, CLI_NO_COMMAND, {"info", "sb1", "--json"}, CLI_GO_ON},
+		{CLI_INFO, 1, CLI_NO_COMMAND, {"info"}, CLI_EXIT_USAGE},
+		{CLI_INFO, 1, CLI_NO_COMMAND, {"info", "a", "b"}, CLI_EXIT_USAGE},
+		{CLI_INFO, 1, CLI_NO_COMMAND, {"info", "a", "--", "b"}, CLI_EXIT_USAGE},
+		{CLI_INFO, 1, CLI_NO_COMMAND, {"info", "--help"}, 0},
+		{CLI_INFO, 1, CLI_NO_COMMAND, {"info", "--bogus", "a"}, CLI_EXIT_USAGE},
+		{CLI_EXEC, 1, 1, {"exec", "sb1", "--timeout", "5", "true"}, CLI_GO_ON},
+		{CLI_EXEC, 1, 1, {"exec", "sb1"}, CLI_EXIT_USAGE},
+		{CLI_EXEC, 1, 1, {"exec", "sb1", "--"}, CLI_EXIT_USAGE},
+		{CLI_EXEC, 1, 1, {"exec", "--", "sh"}, CLI_EXIT_USAGE},
+		{CLI_KILL, CLI_ANY, CLI_NO_COMMAND, {"kill", "a", "b", "c"}, CLI_GO_ON},
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct cli_values v;
+		struct cli_args a = {};
+		int argc = 0;
+		while (c[i].argv[argc])
+			argc++;
+		int r = cli_parse_cmd(c[i].cmd, "X", NULL, argc, (char **)c[i].argv, c[i].n_pos,
+				      c[i].cmd_at, &v, &a);
+		if (r != c[i].want)
+			fail_msg("case %zu (%s %s): r=%d, want %d", i, c[i].argv[0],
+				 c[i].argv[1] ?: "", r, c[i].want);
+		cli_args_done(&a);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -363,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_template_build_vocabulary),
 		cmocka_unit_test(test_the_table),
 		cmocka_unit_test(test_usage_lists_the_rows),
+		cmocka_unit_test(test_parse_cmd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

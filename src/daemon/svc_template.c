@@ -1,4 +1,6 @@
-/* The template routes: list, inspect, remove, and build.
+/* The template service (service.h): list, inspect, remove, and build. No HTTP here: the
+ * route table (v1.c) parses and renders; a removal answers through a svc_reply, a build's
+ * events go to a stream_sink.
  *
  * Reads (GET) go to the store (image/store.h) directly: they read small files. What changes
  * the store runs as a child, `cordon-template build|rm`, so that nothing here waits for the
@@ -7,12 +9,13 @@
  *
  * A build (POST /v1/templates) writes the recipe into a private directory (0700, under the
  * runtime directory), which is also the build's context: COPY through the API sees the
- * recipe and nothing else. The builder's --json events are passed on line by line as a
- * chunked application/x-ndjson reply, then {"event":"exit","status":N}. The pipe is read from
- * the event loop without blocking; a reader that lags more than SUBSCRIBER_BACKLOG behind
- * stops the reading (the builder then blocks on its pipe) until its connection drains. A
- * client that goes away takes its build with it: SIGTERM to the builder's process group,
- * SIGKILL BUILD_KILL_GRACE_S later. At most BUILD_MAX builds run at once.
+ * recipe and nothing else. The builder's --json events are passed on line by line as an
+ * application/x-ndjson stream, then {"event":"exit","status":N}. The pipe is read from the
+ * event loop without blocking; a reader that lags more than SUBSCRIBER_BACKLOG behind stops
+ * the reading (the builder then blocks on its pipe) until the sink drains: no line is
+ * dropped. A client that goes away (the sink's gone(), told at once of a hang-up) takes its
+ * build with it: SIGTERM to the builder's process group, SIGKILL BUILD_KILL_GRACE_S later.
+ * At most BUILD_MAX builds run at once.
  *
  * Building and removing change what every tenant's sandboxes run, so they are the unix
  * socket's alone; API keys (tenants) may read.
@@ -31,7 +34,6 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
 #include "basic/fdwatch.h"
 #include "basic/fileio.h"
@@ -40,6 +42,7 @@
 #include "basic/tree.h"
 #include "audit/audit.h"
 #include "daemon/daemon.h"
+#include "daemon/service.h"
 #include "image/recipe.h"
 #include "image/store.h"
 
@@ -69,14 +72,16 @@ _Static_assert(API_MAX_RECIPE == RECIPE_MAX_BYTES, "the API takes what the build
 
 enum job_kind { JOB_BUILD, JOB_REMOVE, _JOB_MAX };
 
-/* One `cordon-template` child and the request it answers. */
+/* One `cordon-template` child and the client it answers. */
 struct job {
 	enum job_kind kind;
-	struct evhttp_request *req; /* NULL once the client has gone */
+	struct svc_reply *reply;    /* remove: the answer owed; NULL once given or its client gone */
+	struct stream_sink *sink;   /* build: the events; NULL once ended or its reader gone */
 	pid_t pid;                  /* 0 once reaped; also its process group */
 	int pidfd, out;             /* out: read end of its stdout */
-	struct event *exit_ev, *out_ev, *kill_ev, *closed_ev;
+	struct event *exit_ev, *out_ev, *kill_ev;
 	struct evbuffer *in;        /* output read and not yet passed on */
+	struct evbuffer *pending;   /* build: whole lines the sink has not taken (its reader lags) */
 	bool paused, eof, saw_error, overflow;
 	char name[STORE_NAME_MAX + 1];
 	char dir[PATH_MAX];         /* build: the recipe's private directory, removed with the job */
@@ -100,7 +105,7 @@ static void job_free(struct job *j)
 {
 	if (!j)
 		return;
-	struct event *evs[] = {j->exit_ev, j->out_ev, j->kill_ev, j->closed_ev};
+	struct event *evs[] = {j->exit_ev, j->out_ev, j->kill_ev};
 	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
 		loop_event_free(evs[i]);
 	if (j->pid > 0) { /* only on a failed start: the child has not been watched yet */
@@ -111,6 +116,8 @@ static void job_free(struct job *j)
 	fd_close(j->out);
 	if (j->in)
 		evbuffer_free(j->in);
+	if (j->pending)
+		evbuffer_free(j->pending);
 	job_remove_dir(j);
 	n_jobs[j->kind]--;
 	free(j);
@@ -125,7 +132,8 @@ static struct job *job_new(enum job_kind kind, const char *name)
 	snprintf(j->name, sizeof(j->name), "%s", name);
 	n_jobs[kind]++;
 	j->in = evbuffer_new();
-	if (!j->in) {
+	j->pending = evbuffer_new();
+	if (!j->in || !j->pending) {
 		job_free(j);
 		return NULL;
 	}
@@ -200,72 +208,50 @@ static void build_abandon(struct job *j)
 	job_remove_dir(j);
 }
 
-/* ---- the client ---- */
-
-/* Forgets the client. A request libevent has let go of (its connection failed while we still
- * owed it a reply) is ours to free. */
-static void job_detach(struct job *j)
-{
-	j->closed_ev = loop_event_free(j->closed_ev); /* evhttp closes its fd next */
-	if (j->req && !evhttp_request_get_connection(j->req))
-		evhttp_request_free(j->req);
-	j->req = NULL;
-}
-
-static void on_client_close(struct evhttp_connection *evcon, void *arg)
-{
-	struct job *j = arg;
-	job_detach(j);
-	if (j->kind == JOB_BUILD)
-		build_abandon(j);
-}
-
-/* The peer hung up. evhttp reads nothing while it writes a reply, so without this a client
- * gone during a quiet step would be noticed only at the next line. */
-static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
-{
-	struct job *j = arg;
-	struct evhttp_connection *evcon = j->req ? evhttp_request_get_connection(j->req) : NULL;
-	j->closed_ev = loop_event_free(j->closed_ev);
-	if (!evcon)
-		return;
-	req_on_close(j->req, NULL, NULL); /* the front's own close handler stays and frees its gate */
-	j->req = NULL;
-	evhttp_connection_free(evcon); /* frees the request with it */
-	build_abandon(j);
-}
-
-static void watch_peer(struct job *j)
-{
-	struct evhttp_connection *evcon = evhttp_request_get_connection(j->req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-	if (!bev || !(event_base_get_features(D.base) & EV_FEATURE_EARLY_CLOSE))
-		return;
-	j->closed_ev = loop_event_new(bufferevent_getfd(bev), EV_CLOSED, on_peer_closed, j);
-	if (j->closed_ev)
-		event_add(j->closed_ev, NULL);
-}
-
 /* ---- build: the builder's lines, as they come ---- */
 
-static void on_drained(struct evhttp_connection *evcon, void *arg)
+static bool sink_lags(const struct job *j)
 {
-	struct job *j = arg;
-	if (j->paused && !j->eof && j->out_ev) {
-		j->paused = false;
-		event_add(j->out_ev, NULL);
+	return j->sink->backlog(j->sink) > SUBSCRIBER_BACKLOG;
+}
+
+static void pause_reading(struct job *j)
+{
+	if (!j->paused && j->out_ev) {
+		j->paused = true;
+		event_del(j->out_ev);
 	}
 }
 
-static void build_send(struct job *j, struct evbuffer *buf)
+/* Hands the pending lines to the sink unless its reader lags; then the pipe is not read
+ * until the reader catches up (build_drained). Without a reader they are dropped. */
+static void build_flush(struct job *j)
 {
-	struct evhttp_connection *evcon = evhttp_request_get_connection(j->req);
-	struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-	evhttp_send_reply_chunk_with_cb(j->req, buf, on_drained, j);
-	if (bev && evbuffer_get_length(bufferevent_get_output(bev)) > SUBSCRIBER_BACKLOG &&
-	    !j->paused && j->out_ev) {
-		j->paused = true;
-		event_del(j->out_ev);
+	size_t n = evbuffer_get_length(j->pending);
+	if (!j->sink || !n) {
+		evbuffer_drain(j->pending, n);
+		return;
+	}
+	if (sink_lags(j)) {
+		pause_reading(j);
+		return;
+	}
+	int r = j->sink->write(j->sink, evbuffer_pullup(j->pending, -1), n);
+	if (r == 0 || j->sink->backlog(j->sink) == 0) /* not watched: nothing to wait for */
+		evbuffer_drain(j->pending, n);
+	if (r < 0 || sink_lags(j))
+		pause_reading(j);
+}
+
+static void build_drained(void *arg)
+{
+	struct job *j = arg;
+	if (!j->paused || sink_lags(j))
+		return;
+	build_flush(j);
+	if (!sink_lags(j) && !evbuffer_get_length(j->pending) && !j->eof && j->out_ev) {
+		j->paused = false;
+		event_add(j->out_ev, NULL);
 	}
 }
 
@@ -273,22 +259,17 @@ static void build_event(struct job *j, json_t *ev) /* steals @ev */
 {
 	_cleanup_(json_decrefp) json_t *e = ev;
 	_cleanup_free_ char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
-	struct evbuffer *buf = s && j->req ? evbuffer_new() : NULL;
-	if (!buf)
-		return;
-	evbuffer_add_printf(buf, "%s\n", s);
-	build_send(j, buf);
-	evbuffer_free(buf);
+	if (s && j->sink)
+		evbuffer_add_printf(j->pending, "%s\n", s);
 }
 
-/* Passes on every complete line in j->in. The builder is ours, but what a RUN step prints
- * is not: its lines are JSON-escaped by the builder, and a line is bounded here. */
+/* Queues every complete line in j->in and flushes. The builder is ours, but what a RUN step
+ * prints is not: its lines are JSON-escaped by the builder, and a line is bounded here. */
 static void build_output(struct job *j)
 {
-	struct evbuffer *buf = j->req && !j->overflow ? evbuffer_new() : NULL;
 	char *line;
 	size_t len;
-	if (!buf) {
+	if (!j->sink || j->overflow) {
 		evbuffer_drain(j->in, evbuffer_get_length(j->in));
 		return;
 	}
@@ -297,14 +278,11 @@ static void build_output(struct job *j)
 		if (strstr(line, "\"event\":\"error\""))
 			j->saw_error = true;
 		if (len) {
-			evbuffer_add(buf, line, len);
-			evbuffer_add(buf, "\n", 1);
+			evbuffer_add(j->pending, line, len);
+			evbuffer_add(j->pending, "\n", 1);
 		}
 		free(line);
 	}
-	if (evbuffer_get_length(buf))
-		build_send(j, buf);
-	evbuffer_free(buf);
 	if (evbuffer_get_length(j->in) > BUILD_LINE_MAX) {
 		j->overflow = true;
 		j->saw_error = true;
@@ -313,21 +291,32 @@ static void build_output(struct job *j)
 					 "the builder wrote a line over 1 MiB; build stopped"));
 		job_signal(j, SIGKILL);
 	}
+	build_flush(j);
 }
 
-
+/* The last lines, whatever the backlog, and the end of the stream. */
 static void build_exited(struct job *j, int status)
 {
 	char msg[80];
-	if (!j->req)
+	if (!j->sink)
 		return;
 	if (status != 0 && !j->saw_error) {
 		snprintf(msg, sizeof(msg), "cordon-template ended with status %d", status);
 		build_event(j, json_pack("{s:s, s:s}", "event", "error", "message", msg));
 	}
 	build_event(j, json_pack("{s:s, s:i}", "event", "exit", "status", status));
-	stream_end(j->req);
-	j->req = NULL;
+	size_t n = evbuffer_get_length(j->pending);
+	j->sink->end(j->sink, n ? evbuffer_pullup(j->pending, -1) : NULL, n);
+	j->sink = NULL;
+}
+
+/* The reader has gone: so does the build. Its recipe directory goes now, not at the
+ * reaping, which a stopping daemon does not wait for. */
+static void build_gone(void *arg)
+{
+	struct job *j = arg;
+	j->sink = NULL;
+	build_abandon(j);
 }
 
 /* ---- remove: the answer once `cordon-template rm` is done ---- */
@@ -360,19 +349,27 @@ static const char *remove_message(struct job *j, char *buf, size_t size)
 static void remove_exited(struct job *j, int status)
 {
 	char buf[REMOVE_OUTPUT_MAX + 1];
-	struct cordon_err err = {};
+	struct cordon_err e = {};
+	struct svc_err err = {};
 	json_t *meta = NULL;
-	if (!j->req)
+	if (!j->reply)
 		return;
 	if (status == 0)
-		reply_empty(j->req, 204);
-	else if (store_read(j->name, &meta, &err) == -ENOENT) /* gone meanwhile */
-		reply_error(j->req, API_ERR_NOT_FOUND, "no template '%s'", j->name);
+		j->reply->json(j->reply, 204, NULL);
+	else if (store_read(j->name, &meta, &e) == -ENOENT) /* gone meanwhile */
+		svc_fail(&err, API_ERR_NOT_FOUND, "no template '%s'", j->name);
 	else
-		reply_error(j->req, API_ERR_INTERNAL, "remove template '%s': %s", j->name,
-			    remove_message(j, buf, sizeof(buf)));
+		svc_fail(&err, API_ERR_INTERNAL, "remove template '%s': %s", j->name,
+			 remove_message(j, buf, sizeof(buf)));
+	if (status != 0)
+		j->reply->error(j->reply, &err);
 	json_decref(meta);
-	j->req = NULL;
+	j->reply = NULL;
+}
+
+static void remove_gone(void *arg)
+{
+	((struct job *)arg)->reply = NULL;
 }
 
 static const struct job_ops {
@@ -425,8 +422,6 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 		return;
 	j->pid = 0;
 	job_drain(j);
-	/* The reply may close the connection's fd at once: stop watching it first. */
-	j->closed_ev = loop_event_free(j->closed_ev);
 	int status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	log_debug("template %s: cordon-template %s ended with status %d", j->name,
 		  j->kind == JOB_BUILD ? "build" : "rm", status);
@@ -435,8 +430,8 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 	names_changed(); /* pooled sandboxes of the version a build or removal replaced retire */
 }
 
-/* Takes the started child into the loop and the request with it. */
-static int job_watch(struct job *j, struct ctx *c)
+/* Takes the started child into the loop. */
+static int job_watch(struct job *j)
 {
 	j->exit_ev = loop_event_new(j->pidfd, EV_READ | EV_PERSIST, on_exit_ev, j);
 	j->out_ev = loop_event_new(j->out, EV_READ | EV_PERSIST, on_out, j);
@@ -444,101 +439,96 @@ static int job_watch(struct job *j, struct ctx *c)
 	if (!j->exit_ev || !j->out_ev || !j->kill_ev || event_add(j->exit_ev, NULL) < 0 ||
 	    event_add(j->out_ev, NULL) < 0)
 		return -ENOMEM;
-	j->req = c->req;
-	req_on_close(c->req, on_client_close, j);
 	return 0;
 }
 
-/* ---- requests ---- */
+/* ---- the service ---- */
 
-static bool local_only(struct ctx *c, const char *what)
+int svc_template_may_change(const struct svc_caller *who, const char *what, struct svc_err *err)
 {
-	if (!c->principal)
-		return true;
-	reply_error(c->req, API_ERR_FORBIDDEN, "only the unix socket may %s templates", what);
-	return false;
+	if (!who->principal)
+		return 0;
+	return svc_fail(err, API_ERR_FORBIDDEN, "only the unix socket may %s templates", what);
 }
 
-static bool name_ok(struct ctx *c, const char *name)
+static int name_check(const char *name, struct svc_err *err)
 {
 	if (name && store_name_valid(name))
-		return true;
-	reply_error(c->req, API_ERR_INVALID_FIELD, "name: " NAME_RULE);
-	return false;
+		return 0;
+	return svc_fail(err, API_ERR_INVALID_FIELD, "name: " NAME_RULE);
 }
 
 /* Records the request in the daemon-wide audit log, where there is one, before it is acted
- * on; -errno if the record could not be written (then nothing is done). */
-static int template_audit(const struct ctx *c, const char *method, const char *name)
+ * on; -1 with @err set if the record could not be written (then nothing is done). */
+static int template_audit(const struct svc_caller *who, const char *name, struct svc_err *err)
 {
 	if (!D.daemon_audit)
 		return 0;
 	_cleanup_(json_decrefp) json_t *f = json_pack(
-		"{s:s, s:s, s:s, s:s}", "principal", c->principal ? c->principal->name : "local",
-		"method", method, "path", c->path, "template", name);
-	return f ? audit_append(D.daemon_audit, NULL, AUDIT_API_CALL, f) : -ENOMEM;
+		"{s:s, s:s, s:s, s:s}", "principal", who->principal ? who->principal->name : "local",
+		"method", who->method, "path", who->path, "template", name);
+	if (!f || audit_append(D.daemon_audit, NULL, AUDIT_API_CALL, f) < 0)
+		return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE, "cannot write the audit record");
+	return 0;
 }
 
-void handle_template_list(struct ctx *c)
+int svc_template_list(json_t **ret, struct svc_err *err)
 {
-	struct cordon_err err = {};
-	json_t *list = NULL;
-	if (store_list(&list, &err) < 0)
-		reply_error(c->req, API_ERR_INTERNAL, "%s", err.msg);
-	else
-		reply_json(c->req, 200, list);
+	struct cordon_err e = {};
+	if (store_list(ret, &e) < 0)
+		return svc_fail(err, API_ERR_INTERNAL, "%s", e.msg);
+	return 0;
 }
 
-void handle_template_get(struct ctx *c)
+int svc_template_get(const char *name, json_t **ret, struct svc_err *err)
 {
-	struct cordon_err err = {};
-	json_t *meta = NULL;
-	const char *name = c->params[0];
-	if (!name_ok(c, name))
-		return;
-	int r = store_read(name, &meta, &err);
+	struct cordon_err e = {};
+	if (name_check(name, err) < 0)
+		return -1;
+	int r = store_read(name, ret, &e);
 	if (r == -ENOENT)
-		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", name);
-	else if (r < 0)
-		reply_error(c->req, API_ERR_INTERNAL, "%s", err.msg);
-	else
-		reply_json(c->req, 200, meta);
+		return svc_fail(err, API_ERR_NOT_FOUND, "no template '%s'", name);
+	if (r < 0)
+		return svc_fail(err, API_ERR_INTERNAL, "%s", e.msg);
+	return 0;
 }
 
-void handle_template_delete(struct ctx *c)
+static int remove_start(struct job *j, const char *name)
 {
-	const char *name = c->params[0];
-	struct cordon_err err = {};
-	json_t *meta = NULL;
-	if (!local_only(c, "remove") || !name_ok(c, name))
-		return;
-	int r = store_read(name, &meta, &err); /* a damaged template.json may still be removed */
-	json_decref(meta);
-	if (r == -ENOENT) {
-		reply_error(c->req, API_ERR_NOT_FOUND, "no template '%s'", name);
-		return;
-	}
-	if (n_jobs[JOB_REMOVE] >= REMOVE_MAX) {
-		reply_error(c->req, API_ERR_CAPACITY, "at most %u template removals run at once",
-			    REMOVE_MAX);
-		return;
-	}
-	if (template_audit(c, "DELETE", name) < 0) {
-		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "cannot write the audit record");
-		return;
-	}
 	char *argv[] = {"cordon-template", "rm", (char *)name, NULL};
+	int r = job_spawn(j, argv, true);
+	return r < 0 ? r : job_watch(j);
+}
+
+int svc_template_delete(const struct svc_caller *who, const char *name, struct svc_reply *rp,
+			struct svc_err *err)
+{
+	struct cordon_err e = {};
+	json_t *meta = NULL;
+	if (svc_template_may_change(who, "remove", err) < 0 || name_check(name, err) < 0)
+		return -1;
+	int r = store_read(name, &meta, &e); /* a damaged template.json may still be removed */
+	json_decref(meta);
+	if (r == -ENOENT)
+		return svc_fail(err, API_ERR_NOT_FOUND, "no template '%s'", name);
+	if (n_jobs[JOB_REMOVE] >= REMOVE_MAX)
+		return svc_fail(err, API_ERR_CAPACITY, "at most %u template removals run at once",
+				REMOVE_MAX);
+	if (template_audit(who, name, err) < 0)
+		return -1;
 	struct job *j = job_new(JOB_REMOVE, name);
-	r = j ? job_spawn(j, argv, true) : -ENOMEM;
-	if (r >= 0)
-		r = job_watch(j, c);
+	r = j ? remove_start(j, name) : -ENOMEM;
 	if (r < 0) {
 		job_free(j);
-		reply_error(c->req, API_ERR_INTERNAL, "cannot run cordon-template: %s", strerror(-r));
+		return svc_fail(err, API_ERR_INTERNAL, "cannot run cordon-template: %s", strerror(-r));
 	}
+	j->reply = rp;
+	rp->gone = remove_gone;
+	rp->gone_arg = j;
+	return 0;
 }
 
-/* ---- POST /v1/templates: the build ---- */
+/* ---- the build's child ---- */
 
 /* The recipe into a new private directory under the runtime directory (the job's from now
  * on); its path into @path. */
@@ -603,7 +593,7 @@ static int build_argv(const struct api_build *b, const char *path, char **argv, 
 	return 0;
 }
 
-static int build_start(struct ctx *c, const struct api_build *b, struct job *j)
+static int build_start(const struct api_build *b, struct job *j)
 {
 	char path[sizeof(j->dir) + sizeof("/" RECIPE_FILE)];
 	char ctx[sizeof(j->dir) + sizeof("/" CONTEXT_FILE)];
@@ -616,36 +606,44 @@ static int build_start(struct ctx *c, const struct api_build *b, struct job *j)
 		r = job_spawn(j, argv, false);
 	for (size_t i = 0; i < BUILD_MAX_ARGS; i++)
 		free(kv[i]);
-	return r < 0 ? r : job_watch(j, c);
+	return r < 0 ? r : job_watch(j);
 }
 
-void handle_template_build(struct ctx *c)
+/* The build's events become @rp's stream, told at once when its reader hangs up. */
+static int build_stream(struct job *j, struct svc_reply *rp)
 {
-	struct api_build *b = NULL;
-	struct cordon_err err = {};
-	if (!local_only(c, "build"))
-		return;
-	int r = api_build_parse(c->body, c->body_len, &b, &err);
+	struct stream_sink *k = rp->stream(rp, "application/x-ndjson");
+	if (!k)
+		return -ENOMEM;
+	j->sink = k;
+	k->gone = build_gone;
+	k->gone_arg = j;
+	(void)k->watch(k, build_drained, j); /* without it: never paused */
+	if (k->watch_hangup)
+		k->watch_hangup(k);
+	return 0;
+}
+
+int svc_template_build(const struct svc_caller *who, const struct api_build *b,
+		       struct svc_reply *rp, struct svc_err *err)
+{
+	if (svc_template_may_change(who, "build", err) < 0)
+		return -1;
+	if (n_jobs[JOB_BUILD] >= BUILD_MAX)
+		return svc_fail(err, API_ERR_CAPACITY, "at most %u template builds run at once",
+				BUILD_MAX);
+	if (template_audit(who, b->name, err) < 0)
+		return -1;
+	struct job *j = job_new(JOB_BUILD, b->name);
+	int r = j ? build_start(b, j) : -ENOMEM;
+	if (r >= 0)
+		r = build_stream(j, rp);
 	if (r < 0) {
-		reply_errno(c->req, r, err.msg);
-	} else if (n_jobs[JOB_BUILD] >= BUILD_MAX) {
-		reply_error(c->req, API_ERR_CAPACITY, "at most %u template builds run at once",
-			    BUILD_MAX);
-	} else if (template_audit(c, "POST", b->name) < 0) {
-		reply_error(c->req, API_ERR_AUDIT_UNAVAILABLE, "cannot write the audit record");
-	} else {
-		struct job *j = job_new(JOB_BUILD, b->name);
-		r = j ? build_start(c, b, j) : -ENOMEM;
-		if (r < 0) {
-			job_free(j);
-			log_warning("template %s: cannot start the build: %s", b->name, strerror(-r));
-			reply_error(c->req, API_ERR_INTERNAL, "cannot start the build: %s", strerror(-r));
-		} else {
-			stream_start(c->req, "application/x-ndjson");
-			watch_peer(j);
-		}
+		job_free(j);
+		log_warning("template %s: cannot start the build: %s", b->name, strerror(-r));
+		return svc_fail(err, API_ERR_INTERNAL, "cannot start the build: %s", strerror(-r));
 	}
-	api_build_free(b);
+	return 0;
 }
 
 /* ---- the store's names, watched ----
