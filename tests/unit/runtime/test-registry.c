@@ -130,7 +130,8 @@ static void test_optional_verbs_answer_eopnotsupp(void **state)
 	assert_string_equal(cordon_sandbox_runtime(sb), "fake");
 	assert_int_equal(cordon_sandbox_pause(sb), -EOPNOTSUPP);
 	assert_int_equal(cordon_sandbox_resume(sb), -EOPNOTSUPP);
-	assert_int_equal(cordon_sandbox_snapshot(sb, "/nonexistent", &err), -EOPNOTSUPP);
+	struct cordon_snapshot_info info;
+	assert_int_equal(cordon_sandbox_snapshot(sb, -1, &info, &err), -EOPNOTSUPP);
 	assert_string_equal(err.msg, "runtime 'fake': cannot snapshot");
 	assert_int_equal(cordon_sandbox_stats(sb, &st), -EOPNOTSUPP);
 	assert_int_equal(cordon_sandbox_set_limits(sb, 64 << 20, 1000, 64), -EOPNOTSUPP);
