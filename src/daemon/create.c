@@ -467,12 +467,18 @@ static int apply_request(struct sbx *s, const struct svc_caller *who,
 	return 0;
 }
 
+/* The first record of a sandbox's log; one from a snapshot names it (and a fork's child its
+ * parent). */
 static int audit_create(struct sbx *s, const struct api_create *req)
 {
-	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE,
-			    json_pack("{s:s, s:s, s:O, s:O, s:s}", "template", req->template_name,
-				      "runtime", s->runtime, "limits", s->limits, "network", s->network,
-				      "principal", s->owner ? s->owner->name : "local"));
+	json_t *f = json_pack("{s:s, s:s, s:O, s:O, s:s}", "template", req->template_name,
+			      "runtime", s->runtime, "limits", s->limits, "network", s->network,
+			      "principal", s->owner ? s->owner->name : "local");
+	if (f && s->from_snapshot[0])
+		json_object_set_new(f, "snapshot", json_string(s->from_snapshot));
+	if (f && s->parent[0])
+		json_object_set_new(f, "parent", json_string(s->parent));
+	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE, f);
 }
 
 /* What the template's template.json says about running it: its ENV after the request's
@@ -534,8 +540,9 @@ static int add_waiter(struct sbx *s, struct svc_reply *rp, uint64_t t0)
 	return 0;
 }
 
-int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
-		       struct svc_reply *rp, struct svc_err *e)
+/* A create; @from is the snapshot's fs/ directory (-1: none), @parent a fork's parent. */
+static int create(const struct svc_caller *who, const struct api_create *req, int from,
+		  const char *parent, struct svc_reply *rp, struct svc_err *e)
 {
 	uint64_t t0 = now_ms();
 	bool host = strcmp(req->template_name, "host") == 0;
@@ -548,7 +555,7 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 	}
 	const char *warm_name = host ? "" : req->template_name;
 	/* The pool holds sandboxes with the default disk; anything else is built now. */
-	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB;
+	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && from < 0;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 	struct cordon_err err = {};
@@ -572,7 +579,7 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 	}
 	if (!s) {
 		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : version->rootfs,
-			    runtime, &err);
+			    runtime, from, &err);
 		if (!s) {
 			version_free(version);
 			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
@@ -582,6 +589,8 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 		}
 		s->version = version;
 		snprintf(s->template_name, sizeof(s->template_name), "%s", warm_name);
+		snprintf(s->from_snapshot, sizeof(s->from_snapshot), "%s", from >= 0 ? req->snapshot : "");
+		snprintf(s->parent, sizeof(s->parent), "%s", parent ? parent : "");
 	}
 	int r = apply_request(s, who, req);
 	if (r >= 0 && !host)
@@ -617,6 +626,52 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 	return 0;
 }
 
+
+/* The request with what a snapshot's meta says in place of what the body left out: its
+ * template, runtime and limits. Strings point into @meta. */
+static void from_snapshot(struct api_create *c, json_t *meta)
+{
+	json_t *lim = json_object_get(meta, "limits");
+	if (!c->template_set)
+		c->template_name = json_string_value(json_object_get(meta, "template"));
+	if (!c->runtime_set)
+		(void)api_runtime_from_name(json_string_value(json_object_get(meta, "runtime")),
+					    &c->runtime);
+	if (!c->limits_set && json_is_object(lim))
+		c->limits = (struct api_limits){
+			.cpus_milli = (uint32_t)(json_number_value(json_object_get(lim, "cpus")) * 1000 + 0.5),
+			.memory_mb = (uint32_t)json_integer_value(json_object_get(lim, "memory_mb")),
+			.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids")),
+			.disk_mb = (uint32_t)json_integer_value(json_object_get(lim, "disk_mb")),
+		};
+}
+
+int svc_sandbox_create_from(const struct svc_caller *who, const struct api_create *req,
+			    const char *parent, struct svc_reply *rp, struct svc_err *e)
+{
+	if (!req->snapshot)
+		return create(who, req, -1, NULL, rp, e);
+	_cleanup_(json_decrefp) json_t *meta = NULL;
+	int r = snapstore_read(req->snapshot, &meta);
+	const char *owner = meta ? json_string_value(json_object_get(meta, "owner")) : NULL;
+	if (r < 0 || !owner || strcmp(owner, who->principal ? who->principal->name : "local") != 0)
+		return svc_fail(e, API_ERR_NOT_FOUND, "no snapshot '%s'", req->snapshot);
+	if (!json_is_string(json_object_get(meta, "template")) ||
+	    !json_is_string(json_object_get(meta, "runtime")))
+		return svc_fail(e, API_ERR_INTERNAL, "snapshot '%s': its meta.json is damaged", req->snapshot);
+	struct api_create c = *req;
+	from_snapshot(&c, meta);
+	_cleanup_close_ int fs = snapstore_fs(req->snapshot);
+	if (fs < 0)
+		return svc_fail(e, API_ERR_NOT_FOUND, "no snapshot '%s'", req->snapshot);
+	return create(who, &c, fs, parent, rp, e);
+}
+
+int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
+		       struct svc_reply *rp, struct svc_err *e)
+{
+	return svc_sandbox_create_from(who, req, NULL, rp, e);
+}
 
 /* True once every destroyed sandbox is reaped and no pooled one is on its way. */
 bool daemon_settled(void)
