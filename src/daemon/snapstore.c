@@ -21,15 +21,21 @@ static int snap_dir(char *buf, size_t size, const char *prefix, const char *id)
 	return (size_t)snprintf(buf, size, "%s%s", prefix, id) < size ? 0 : -ENAMETOOLONG;
 }
 
+/* A directory stream of its own (a dup would share the offset with every other scan). */
+static DIR *snap_opendir(void)
+{
+	int fd = D.snap_dirfd < 0 ? -1 : openat(D.snap_dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
 static void sweep_temporaries(void)
 {
-	int fd = dup(D.snap_dirfd);
-	_cleanup_closedir_ DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	_cleanup_closedir_ DIR *d = snap_opendir();
+	if (!d)
 		return;
-	}
 	struct dirent *de;
 	while ((de = readdir(d)))
 		if (strncmp(de->d_name, ".tmp-", 5) == 0 || strncmp(de->d_name, ".rm-", 4) == 0)
@@ -157,13 +163,9 @@ static int by_created(const void *a, const void *b)
 
 void snapstore_each(void (*fn)(json_t *meta, void *arg), void *arg)
 {
-	int fd = D.snap_dirfd < 0 ? -1 : dup(D.snap_dirfd);
-	_cleanup_closedir_ DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	_cleanup_closedir_ DIR *d = snap_opendir();
+	if (!d)
 		return;
-	}
 	_cleanup_(json_decrefp) json_t *all = json_array();
 	struct dirent *de;
 	json_t *m;

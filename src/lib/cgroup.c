@@ -82,7 +82,7 @@ static bool ctl_used(enum cgroup_mode mode, enum ctl c)
 	/* cpuacct is often co-mounted with cpu; then cpuacct's directory is the same one. The
 	 * freezer is optional: without it a sandbox cannot be paused, nothing else. */
 	if (c == CTL_FREEZER)
-		return access(CGROUP_ROOT "/freezer/freezer.state", F_OK) == 0;
+		return access(CGROUP_ROOT "/freezer/cgroup.procs", F_OK) == 0; /* the root has no state */
 	return c != CTL_CPUACCT || access(CGROUP_ROOT "/cpuacct/cpuacct.usage", F_OK) == 0;
 }
 
