@@ -35,6 +35,7 @@ int treecopy_walk(char *path, size_t size, int sfd, int dfd, unsigned depth, tre
 	_cleanup_closedir_ DIR *d = tree_opendir_dup(sfd);
 	if (!d)
 		return cordon_err_set(err, -errno, "%s: read directory '%s'", what, path);
+	rewinddir(d); /* the copy shares the offset of @sfd, which another walk may have moved */
 	size_t len = strlen(path);
 	struct dirent *de;
 	while ((errno = 0, de = readdir(d))) {

@@ -26,7 +26,8 @@ static void test_registry_lists_the_known_runtimes(void **state)
 			assert_string_equal(info.reason, "");
 			assert_true(info.caps & CORDON_RUNTIME_CAP_ONESHOT);
 			assert_true(info.caps & CORDON_RUNTIME_CAP_AGENT);
-			assert_false(info.caps & CORDON_RUNTIME_CAP_PAUSE);
+			assert_true(info.caps & CORDON_RUNTIME_CAP_PAUSE);
+			assert_true(info.caps & CORDON_RUNTIME_CAP_SNAPSHOT);
 		} else {
 			assert_false(info.available);
 			assert_string_equal(info.reason, "not built yet");
