@@ -102,6 +102,12 @@ static int opt_template(void *ctx, const char *a)
 	return json_object_set_new(c->req, "template", json_string(a)) < 0 ? -EINVAL : 0;
 }
 
+static int opt_snapshot(void *ctx, const char *a)
+{
+	struct create_ctx *c = ctx;
+	return json_object_set_new(c->req, "snapshot", json_string(a)) < 0 ? -EINVAL : 0;
+}
+
 static int opt_timeout(void *ctx, const char *a)
 {
 	struct create_ctx *c = ctx;
@@ -155,6 +161,7 @@ static int opt_meta(void *ctx, const char *a)
 
 static const struct cli_option create_options[] = {
 	{"template", "NAME", opt_template, "template to start from [host]"},
+	{"snapshot", "ID", opt_snapshot, "start from a snapshot (its template and limits unless given)"},
 	{"runtime", "NAME", opt_runtime, "jail, or auto: the strongest the server can run [jail]"},
 	{"timeout", "SECONDS", opt_timeout, "destroy the sandbox after this long [server: 300]"},
 	{"memory", "SIZE", opt_memory, "memory limit: MiB, or 256M, 2G [512]"},
