@@ -292,6 +292,9 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const 
 		    int from, struct cordon_err *err);
 /* Pauses (@pause) or resumes the sandbox's processes and its TTL; -errno of the runtime. */
 int sbx_pause(struct sbx *s, bool pause);
+/* For a watchdog that fired (an agent's answer overdue): true, with @ev armed again for
+ * AGENT_GRACE_MS, when the sandbox is paused (a frozen agent answers nothing). */
+bool sbx_watchdog_defer(struct sbx *s, struct event *ev);
 /* Takes a started runtime (s->rt) into the event loop and the list of sandboxes. */
 void sbx_adopt(struct sbx *s);
 void sbx_arm_ttl(struct sbx *s);

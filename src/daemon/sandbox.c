@@ -366,6 +366,15 @@ static void on_pause_timeout(evutil_socket_t fd, short what, void *arg)
 	sbx_destroy(s, "pause_timeout");
 }
 
+bool sbx_watchdog_defer(struct sbx *s, struct event *ev)
+{
+	if (!s->paused)
+		return false;
+	struct timeval tv = {AGENT_GRACE_MS / 1000, AGENT_GRACE_MS % 1000 * 1000};
+	evtimer_add(ev, &tv);
+	return true;
+}
+
 /* The TTL stops while paused: what is left of it is kept and counts again from the resume. */
 int sbx_pause(struct sbx *s, bool pause)
 {
@@ -559,6 +568,10 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = runtime;
+	/* One made from a snapshot is named after itself: a fork's children differ from each
+	 * other and from their parent (which is "cordon", as every sandbox from a template). */
+	if (from >= 0)
+		s->spec.hostname = s->id;
 	int r = from >= 0 ? cordon_sandbox_restore(&s->spec, from, &s->rt, err)
 			  : cordon_sandbox_start(&s->spec, &s->rt, err);
 	if (r < 0) {

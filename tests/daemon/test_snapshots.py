@@ -221,6 +221,8 @@ def test_fork_children_are_independent(client, made, runtime):
     assert sh(client, sid, "cat /tmp/who; ls /tmp | grep -c mine || true") == "parent\n0\n"
     seen = [tuple(identity(client, x)) for x in ids + [sid]]
     assert len({s[1] for s in seen}) == 4, f"each child has its own uid range: {seen}"
+    assert len({s[0] for s in seen}) == 4, f"each child has its own hostname: {seen}"
+    assert [s[0] for s in seen[:3]] == ids, "a child's hostname is its id"
     for k in ids:
         info = client.info(k)
         assert info["parent"] == sid and info["timeout_s"] == 60
