@@ -637,13 +637,19 @@ static void from_snapshot(struct api_create *c, json_t *meta)
 	if (!c->runtime_set)
 		(void)api_runtime_from_name(json_string_value(json_object_get(meta, "runtime")),
 					    &c->runtime);
-	if (!c->limits_set && json_is_object(lim))
-		c->limits = (struct api_limits){
-			.cpus_milli = (uint32_t)(json_number_value(json_object_get(lim, "cpus")) * 1000 + 0.5),
-			.memory_mb = (uint32_t)json_integer_value(json_object_get(lim, "memory_mb")),
-			.pids = (uint32_t)json_integer_value(json_object_get(lim, "pids")),
-			.disk_mb = (uint32_t)json_integer_value(json_object_get(lim, "disk_mb")),
-		};
+	uint32_t cpus = (uint32_t)(json_number_value(json_object_get(lim, "cpus")) * 1000 + 0.5);
+	const struct {
+		unsigned bit;
+		uint32_t *dst, v;
+	} from[] = {
+		{API_LIMIT_CPUS, &c->limits.cpus_milli, cpus},
+		{API_LIMIT_MEMORY, &c->limits.memory_mb, (uint32_t)json_integer_value(json_object_get(lim, "memory_mb"))},
+		{API_LIMIT_PIDS, &c->limits.pids, (uint32_t)json_integer_value(json_object_get(lim, "pids"))},
+		{API_LIMIT_DISK, &c->limits.disk_mb, (uint32_t)json_integer_value(json_object_get(lim, "disk_mb"))},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(from); i++)
+		if (!(c->limits_set & from[i].bit) && from[i].v)
+			*from[i].dst = from[i].v;
 }
 
 int svc_sandbox_create_from(const struct svc_caller *who, const struct api_create *req,

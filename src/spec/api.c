@@ -641,13 +641,12 @@ static const struct strdef snapshot_def = {API_SNAPSHOT_ID_LEN, snapshot_id_ok,
 	}
 CREATE_SET(fld_string, template_name, template_set)
 CREATE_SET(fld_enum, runtime, runtime_set)
-CREATE_SET(fld_object, limits, limits_set)
 
 static const struct field create_fields[] = {
     {"template", fld_string_set, 0, &template_def},
     {"runtime", fld_enum_set, 0, &runtime_def},
     {"timeout_s", fld_create_timeout, 0, NULL},
-    {"limits", fld_object_set, 0, &limits_def},
+    {"limits", fld_object, offsetof(struct api_create, limits), &limits_def},
     {"snapshot", fld_string, offsetof(struct api_create, snapshot), &snapshot_def},
     {"network", fld_object, offsetof(struct api_create, network), &network_def},
     {"env", fld_kvmap, offsetof(struct api_create, env), &env_def},
@@ -704,6 +703,12 @@ int api_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 	r = network_check(&c->network, "network.", err);
 	if (r < 0)
 		return r;
+	static const char *const limit_keys[] = {"cpus", "memory_mb", "pids", "disk_mb"};
+	json_t *lim = json_object_get(c->root_, "limits");
+	for (size_t i = 0; i < ELEMENTSOF(limit_keys); i++)
+		if (json_is_object(lim) && json_object_get(lim, limit_keys[i]) &&
+		    !json_is_null(json_object_get(lim, limit_keys[i])))
+			c->limits_set |= 1u << i;
 	r = build_env_strv(&c->env, &c->env_strv, &c->env_buf_, err);
 	if (r < 0)
 		return r;

@@ -110,6 +110,8 @@ struct api_limits {
 	uint32_t disk_mb;
 };
 
+enum { API_LIMIT_CPUS = 1, API_LIMIT_MEMORY = 2, API_LIMIT_PIDS = 4, API_LIMIT_DISK = 8 };
+
 struct api_create {
 	const char *template_name; /* [a-z0-9][a-z0-9._-]{0,63}; default "host" */
 	enum api_runtime runtime;
@@ -121,7 +123,8 @@ struct api_create {
 	const char **env_strv; /* env as "K=V", env.n entries, NULL-terminated */
 	const char *snapshot;  /* "sn-" + 20 of [a-z2-7]: start from it; NULL: from a template */
 	/* Which fields the body gave: from a snapshot, the rest are the snapshot's. */
-	bool template_set, runtime_set, limits_set;
+	bool template_set, runtime_set;
+	unsigned limits_set; /* API_LIMIT_* given in "limits" */
 
 	struct json_t *root_;
 	char *env_buf_;
@@ -198,7 +201,8 @@ struct api_exec {
 	const char **env_strv; /* env as "K=V", env.n entries, NULL-terminated */
 	const char *snapshot;  /* "sn-" + 20 of [a-z2-7]: start from it; NULL: from a template */
 	/* Which fields the body gave: from a snapshot, the rest are the snapshot's. */
-	bool template_set, runtime_set, limits_set;
+	bool template_set, runtime_set;
+	unsigned limits_set; /* API_LIMIT_* given in "limits" */
 	enum cordon_user user;
 	bool user_given;    /* "user" was in the request (else a template's USER may apply) */
 	const char *stdin_data; /* API_EXEC_RUN only; NULL: none (stdin is /dev/null) */

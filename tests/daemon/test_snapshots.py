@@ -115,6 +115,18 @@ def test_pause_stops_processes_and_resume_continues(client, made, runtime):
     time.sleep(0.5)
     n1 = counter(client, sid)
     assert n1 > n0, "the loop continues after resume"
+    events = [l for l in open(os.path.join(client_daemon(client).audit_dir, sid + ".jsonl"))]
+    assert any('"sandbox.pause"' in l for l in events) and any('"sandbox.resume"' in l for l in events)
+
+
+def test_destroy_of_a_paused_sandbox(client, made, runtime):
+    sid = create(client, made, runtime)["id"]
+    slot = slot_of(client, sid)
+    background(client, sid, "sleep 1000")
+    assert client.post(f"/v1/sandboxes/{sid}/pause").status == 200
+    client.destroy(sid)
+    assert client.get(f"/v1/sandboxes/{sid}").status == 404
+    assert wait_until(lambda: not slot_leaked(slot), 10), "a frozen sandbox is killed whole"
 
 
 def test_paused_counter_is_frozen(client, made, runtime):
@@ -161,7 +173,7 @@ def test_pause_has_its_own_bound(runtime):
 
 
 def test_snapshot_then_create_sees_the_files(client, made, runtime):
-    sb = create(client, made, runtime)
+    sb = create(client, made, runtime, limits={"pids": 128, "disk_mb": 2048})
     sid = sb["id"]
     lic = sh(client, sid, "ls /usr/share/common-licenses | head -1").strip()
     assert lic
@@ -189,6 +201,13 @@ def test_snapshot_then_create_sees_the_files(client, made, runtime):
     assert int(size) == (1 << 30) + 4 and int(blocks) * 512 < 1 << 20, "sparse after restore"
     assert sh(client, cid, "tail -c 4 /tmp/sparse") == "end\n"
     assert sh(client, cid, "stat -c %U /home/user/d/f").strip() == sh(client, sid, "stat -c %U /home/user/d/f").strip()
+    # limits from the snapshot unless the request gives them
+    other = client.create({"snapshot": snap["id"], "limits": {"memory_mb": 256, "disk_mb": None}})
+    made.append(other["id"])
+    assert other["limits"]["memory_mb"] == 256, other
+    assert other["limits"]["pids"] == 128 and other["limits"]["disk_mb"] == 2048, other
+    assert child["limits"] == sb["limits"], (child, sb)
+    assert sh(client, other["id"], "cat /tmp/a") == "hello\n"
     # the parent is untouched by the child's writes
     sh(client, cid, "echo child > /tmp/a")
     assert sh(client, sid, "cat /tmp/a") == "hello\n"
