@@ -427,3 +427,24 @@ def test_cli(client, daemon, made, runtime):
     cli(daemon, "snapshot", "rm", snap)
     assert snap not in cli(daemon, "snapshot", "ls")
     cli(daemon, "snapshot", "rm", snap, code=1)
+
+
+def test_fork_reports_each_child(runtime):
+    """Past the daemon's --max-sandboxes the children that cannot be made are answered as
+    errors in their place; the others are made."""
+    d = start_daemon(pool=0, max_sandboxes=3)
+    try:
+        c = d.client(timeout=60)
+        sid = c.create({"runtime": runtime})["id"]
+        r = c.post(f"/v1/sandboxes/{sid}/fork", {"count": 4})
+        assert r.status == 200, r.describe()
+        kids = r.json()
+        assert len(kids) == 4
+        ok = [k for k in kids if "id" in k]
+        bad = [k for k in kids if "error" in k]
+        assert len(ok) == 2 and len(bad) == 2, kids
+        assert all(k["error"]["code"] == "capacity" and k["error"]["message"] for k in bad), kids
+        for k in ok:
+            assert c.sh(k["id"], "echo ok") == "ok\n"
+    finally:
+        d.cleanup()
