@@ -582,8 +582,12 @@ static int create(const struct svc_caller *who, const struct api_create *req, in
 			    runtime, from, &err);
 		if (!s) {
 			version_free(version);
-			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
+			/* Whatever the errno, a sandbox that cannot be made is the server's failure,
+			 * but for a snapshot that does not fit the disk the request asked for. */
 			metric_inc(M_CREATE_FAILURES);
+			if (from >= 0 && err.code == -ENOSPC)
+				return svc_fail(e, API_ERR_INVALID_FIELD, "limits.disk_mb: the snapshot "
+						"does not fit in a disk of %u MiB", req->limits.disk_mb);
 			return svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
 					"could not make the sandbox: %s", err.msg);
 		}

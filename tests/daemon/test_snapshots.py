@@ -300,6 +300,21 @@ def test_fork_bad_input(client, made, runtime, body, code):
     assert_error(client.post(f"/v1/sandboxes/{sb['id']}/fork", body), 400, code)
 
 
+def test_a_snapshot_that_does_not_fit_the_disk(client, made, runtime):
+    sid = create(client, made, runtime)["id"]
+    sh(client, sid, "head -c 40000000 /dev/zero > /tmp/fill")
+    snap = snapshot(client, sid)
+    root = client_daemon(client).root
+    mine = lambda: {l for l in loop_devices() if root in l[1]}  # noqa: E731
+    loops = mine()
+    e = assert_error(client.post("/v1/sandboxes", {"snapshot": snap["id"], "limits": {"disk_mb": 32}}),
+                     400, "invalid_field")
+    assert "disk_mb" in e["message"]
+    assert wait_until(lambda: not mine() - loops, 10), "the failed restore left its disk"
+    assert len(client.get("/v1/sandboxes").json()["sandboxes"]) == len(made)
+    client.delete(f"/v1/snapshots/{snap['id']}")
+
+
 def test_create_from_bad_snapshots(client, runtime):
     assert_error(client.post("/v1/sandboxes", {"snapshot": "sn-" + "a" * 20}), 404, "not_found")
     assert_error(client.post("/v1/sandboxes", {"snapshot": "nope"}), 400, "invalid_field")
