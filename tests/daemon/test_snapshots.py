@@ -144,6 +144,25 @@ def test_paused_counter_is_frozen(client, made, runtime):
     assert after - before < 40, f"the loop ran while paused: {before} -> {after}"
 
 
+def test_a_long_pause_with_an_exec_in_flight(client, made, runtime):
+    """The agent's watchdog (an exec's timeout + 10 s) waits for the resume: a frozen agent
+    answering nothing is not a broken one."""
+    import threading
+    sid = create(client, made, runtime)["id"]
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=client.exec(sid, cmd="sleep 0.5; echo done",
+                                                                 timeout_s=1)))
+    t.start()
+    time.sleep(0.1)
+    assert client.post(f"/v1/sandboxes/{sid}/pause").status == 200
+    time.sleep(12)
+    assert client.info(sid)["state"] == "paused", "still there after the watchdog's time"
+    assert client.post(f"/v1/sandboxes/{sid}/resume").status == 200
+    t.join(30)
+    assert "r" in out, "the exec was answered"
+    assert sh(client, sid, "echo alive") == "alive\n"
+
+
 def test_ttl_stops_while_paused(client, made, runtime):
     sb = create(client, made, runtime, timeout_s=3)
     sid = sb["id"]
