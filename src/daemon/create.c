@@ -671,6 +671,10 @@ int svc_sandbox_create_from(const struct svc_caller *who, const struct api_creat
 		return svc_fail(e, API_ERR_INTERNAL, "snapshot '%s': its meta.json is damaged", req->snapshot);
 	struct api_create c = *req;
 	from_snapshot(&c, meta);
+	/* What the snapshot gave is checked as a request's would be (a fork's children too):
+	 * the limits this host has, the template, the key's quota. */
+	if (svc_sandbox_check(who, &c, e) < 0)
+		return -1;
 	_cleanup_close_ int fs = snapstore_fs(req->snapshot);
 	if (fs < 0)
 		return svc_fail(e, API_ERR_NOT_FOUND, "no snapshot '%s'", req->snapshot);

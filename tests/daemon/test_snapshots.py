@@ -482,3 +482,38 @@ def test_fork_reports_each_child(runtime):
             assert c.sh(k["id"], "echo ok") == "ok\n"
     finally:
         d.cleanup()
+
+
+KEYS = """alpha-key-0123456789abcdef alice 3
+beta-key-fedcba9876543210 bob 5
+"""
+ALICE, BOB = "alpha-key-0123456789abcdef", "beta-key-fedcba9876543210"
+
+
+def test_snapshots_are_their_makers_and_forks_keep_the_quota(runtime):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = start_daemon(pool=0, listen=f"127.0.0.1:{port}", api_keys=KEYS)
+    try:
+        alice, bob = d.tcp_client(ALICE), d.tcp_client(BOB)
+        sid = alice.create({"runtime": runtime})["id"]
+        snap = alice.post(f"/v1/sandboxes/{sid}/snapshots")
+        assert snap.status == 201, snap.describe()
+        snap = snap.json()["id"]
+        assert "owner" not in alice.get(f"/v1/snapshots/{snap}").json()
+        # bob cannot see, use or delete it, nor snapshot or fork alice's sandbox
+        assert bob.get("/v1/snapshots").json()["snapshots"] == []
+        assert_error(bob.get(f"/v1/snapshots/{snap}"), 404, "not_found")
+        assert_error(bob.post("/v1/sandboxes", {"snapshot": snap}), 404, "not_found")
+        assert_error(bob.delete(f"/v1/snapshots/{snap}"), 404, "not_found")
+        assert_error(bob.post(f"/v1/sandboxes/{sid}/fork", {"count": 1}), 404, "not_found")
+        assert_error(bob.post(f"/v1/sandboxes/{sid}/pause"), 404, "not_found")
+        # alice holds 1 of 3: a fork of 4 makes 2 and answers the quota for the others
+        kids = alice.post(f"/v1/sandboxes/{sid}/fork", {"count": 4}).json()
+        assert [("id" in k) for k in kids] == [True, True, False, False], kids
+        assert {k["error"]["code"] for k in kids[2:]} == {"quota_exceeded"}, kids
+        assert len(alice.get("/v1/sandboxes").json()["sandboxes"]) == 3
+    finally:
+        d.cleanup()
