@@ -2,8 +2,8 @@
  * <state>/snapshots, its meta.json (what the API shows) and fs/ (what the runtime wrote).
  * A snapshot is made under .tmp-<id> and renamed into place whole, so that a crash leaves a
  * temporary name the next start removes, never half a snapshot under a real one; removal
- * renames it to .rm-<id> first for the same reason. Sizes are the meta's, counted by a scan
- * (a few snapshots: cheap, and right after any crash). */
+ * renames it to .rm-<id> first for the same reason. Sizes are the meta's: summed by a scan
+ * at start, then kept as snapshots come and go (/metrics and every snapshot read them). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +15,17 @@
 #include "basic/log.h"
 #include "basic/tree.h"
 #include "daemon/daemon.h"
+
+static struct {
+	size_t n;
+	uint64_t bytes;
+} usage;
+
+static uint64_t meta_size(json_t *meta)
+{
+	json_int_t v = json_integer_value(json_object_get(meta, "size_bytes"));
+	return v > 0 ? (uint64_t)v : 0;
+}
 
 static int snap_dir(char *buf, size_t size, const char *prefix, const char *id)
 {
@@ -42,6 +53,8 @@ static void sweep_temporaries(void)
 			(void)tree_remove_at(D.snap_dirfd, de->d_name, TREE_MAX_DEPTH);
 }
 
+static void add_usage(json_t *meta, void *arg);
+
 int snapstore_open(const char *state_dir)
 {
 	char path[4096];
@@ -52,6 +65,7 @@ int snapstore_open(const char *state_dir)
 	if (D.snap_dirfd < 0)
 		return -errno;
 	sweep_temporaries();
+	snapstore_each(add_usage, NULL);
 	return 0;
 }
 
@@ -97,9 +111,12 @@ int snapstore_commit(const char *id, json_t *meta)
 		r = -EIO;
 	if (r == 0 && renameat(D.snap_dirfd, tmp, D.snap_dirfd, id) < 0)
 		r = -errno;
-	if (r < 0)
+	if (r < 0) {
 		snapstore_abort(id);
-	return r;
+		return r;
+	}
+	add_usage(meta, &usage);
+	return 0;
 }
 
 void snapstore_abort(const char *id)
@@ -144,8 +161,13 @@ int snapstore_remove(const char *id)
 	if (!api_snapshot_id_ok(id))
 		return -ENOENT;
 	snap_dir(rm, sizeof(rm), ".rm-", id);
+	json_t *meta = NULL;
+	uint64_t size = snapstore_read(id, &meta) == 0 ? meta_size(meta) : 0;
+	json_decref(meta);
 	if (renameat(D.snap_dirfd, id, D.snap_dirfd, rm) < 0)
 		return -errno;
+	usage.n -= usage.n > 0;
+	usage.bytes -= size < usage.bytes ? size : usage.bytes;
 	int r = tree_remove_at(D.snap_dirfd, rm, TREE_MAX_DEPTH);
 	if (r < 0)
 		log_warning("snapshot %s: removal left files (%s); the next start removes them", id,
@@ -183,22 +205,15 @@ void snapstore_each(void (*fn)(json_t *meta, void *arg), void *arg)
 	free(v);
 }
 
-struct usage {
-	size_t n;
-	uint64_t bytes;
-};
-
 static void add_usage(json_t *meta, void *arg)
 {
-	struct usage *u = arg;
-	u->n++;
-	u->bytes += (uint64_t)json_integer_value(json_object_get(meta, "size_bytes"));
+	(void)arg;
+	usage.n++;
+	usage.bytes += meta_size(meta);
 }
 
 void snapstore_usage(size_t *ret_n, uint64_t *ret_bytes)
 {
-	struct usage u = {0};
-	snapstore_each(add_usage, &u);
-	*ret_n = u.n;
-	*ret_bytes = u.bytes;
+	*ret_n = usage.n;
+	*ret_bytes = usage.bytes;
 }

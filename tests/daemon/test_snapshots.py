@@ -517,3 +517,25 @@ def test_snapshots_are_their_makers_and_forks_keep_the_quota(runtime):
         assert len(alice.get("/v1/sandboxes").json()["sandboxes"]) == 3
     finally:
         d.cleanup()
+
+
+def test_snapshots_outlive_the_daemon(runtime):
+    d = start_daemon(pool=0)
+    try:
+        c = d.client(timeout=60)
+        sid = c.create({"runtime": runtime})["id"]
+        c.sh(sid, "echo kept > /tmp/k")
+        snap = snapshot(c, sid)
+        d.stop()
+        os.makedirs(os.path.join(d.state_dir, "snapshots", ".tmp-sn-" + "c" * 20, "fs"))
+        d.start()
+        c = d.client(timeout=60)
+        assert [s["id"] for s in c.get("/v1/snapshots").json()["snapshots"]] == [snap["id"]]
+        assert not [n for n in os.listdir(os.path.join(d.state_dir, "snapshots")) if n.startswith(".")], \
+            "what a crash left half-made is swept at start"
+        m = get_metrics(c)
+        assert m.total("cordon_snapshots") == 1 and m.total("cordon_snapshot_bytes") == snap["size_bytes"]
+        child = c.create({"snapshot": snap["id"]})
+        assert c.sh(child["id"], "cat /tmp/k") == "kept\n"
+    finally:
+        d.cleanup()
