@@ -65,8 +65,11 @@ struct copy {
 	struct link_seen *seen;
 	size_t n_seen, cap_seen;
 	char path[4096]; /* of the entry being copied, for messages */
+	char *names, *val; /* XATTR_LIST_MAX and XATTR_SIZE_MAX bytes, made on first use */
 	struct cordon_err *err;
 };
+
+#define XATTR_BUF 65536
 
 static int map_id(const struct copy *c, unsigned id, unsigned *ret)
 {
@@ -101,13 +104,15 @@ static int copy_xattrs(struct copy *c, int in, int out)
 	if (!c->o->xattrs)
 		return treecopy_is_opaque(in) && fsetxattr(out, OPAQUE_XATTR, "y", 1, 0) < 0 ?
 			       fail(c, -errno, "mark opaque") : 0;
-	char names[4096], val[4096];
-	ssize_t n = flistxattr(in, names, sizeof(names));
+	/* The kernel's bounds: a sandbox may fill both. */
+	if (!c->names && (!(c->names = malloc(XATTR_BUF)) || !(c->val = malloc(XATTR_BUF))))
+		return fail(c, -ENOMEM, "copy the attributes of");
+	ssize_t n = flistxattr(in, c->names, XATTR_BUF);
 	if (n < 0)
 		return errno == ENOTSUP ? 0 : fail(c, -errno, "list the attributes of");
-	for (char *k = names; k < names + n; k += strlen(k) + 1) {
-		ssize_t l = fgetxattr(in, k, val, sizeof(val));
-		if (l < 0 || fsetxattr(out, k, val, (size_t)l, 0) < 0)
+	for (char *k = c->names; k < c->names + n; k += strlen(k) + 1) {
+		ssize_t l = fgetxattr(in, k, c->val, XATTR_BUF);
+		if (l < 0 || fsetxattr(out, k, c->val, (size_t)l, 0) < 0)
 			return fail(c, -errno, "copy an attribute of");
 	}
 	return 0;
@@ -305,5 +310,7 @@ int treecopy(int src_fd, int dst_fd, const struct treecopy_opts *o, struct cordo
 	for (size_t i = 0; i < c.cap_seen; i++)
 		free(c.seen[i].path);
 	free(c.seen);
+	free(c.names);
+	free(c.val);
 	return r;
 }

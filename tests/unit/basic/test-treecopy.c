@@ -59,6 +59,9 @@ static void test_sparse_links_modes_xattrs(void **state)
 	assert_int_equal(ftruncate(fd, 1LL << 30), 0);
 	assert_int_equal(pwrite(fd, "end", 3, 1LL << 30), 3);
 	(void)fsetxattr(fd, "user.k", "v", 1, 0); /* where the filesystem has user xattrs */
+	static char big[60000];
+	memset(big, 'x', sizeof(big));
+	(void)fsetxattr(fd, "user.big", big, sizeof(big), 0); /* larger than a page */
 	close(fd);
 	assert_int_equal(linkat(d->src, "sparse", d->src, "hard", 0), 0);
 	assert_int_equal(mkdirat(d->src, "sub", 0751), 0);
@@ -89,6 +92,9 @@ static void test_sparse_links_modes_xattrs(void **state)
 		memset(v, 0, sizeof(v));
 		assert_int_equal(fgetxattr(dfd, "user.k", v, sizeof(v)), 1);
 		assert_string_equal(v, "v");
+		static char back[60000];
+		if (fgetxattr(sfd, "user.big", back, sizeof(back)) == sizeof(back)) /* ea_inode, tmpfs */
+			assert_int_equal(fgetxattr(dfd, "user.big", back, sizeof(back)), sizeof(back));
 	}
 	close(sfd);
 }
