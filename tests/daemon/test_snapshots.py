@@ -200,6 +200,11 @@ def test_snapshot_then_create_sees_the_files(client, made, runtime):
                     "truncate -s 1G /tmp/sparse && echo end >> /tmp/sparse && "
                     "ln /tmp/a /tmp/hard && chmod 0751 /tmp/a")
     sh(client, sid, f"rm /usr/share/common-licenses/{lic} && echo new > /usr/share/added", user="root")
+    # a directory removed and made again is opaque in the overlay: the template's entries
+    # under it stay hidden (trusted.overlay.opaque kept by the copy)
+    doc = sh(client, sid, "ls -d /usr/share/doc/*/ | head -1").strip().rstrip("/")
+    assert doc and sh(client, sid, f"ls {doc} | wc -l").strip() != "0"
+    sh(client, sid, f"rm -rf {doc} && mkdir {doc} && touch {doc}/only", user="root")
     snap = snapshot(client, sid)
     assert re.fullmatch(r"sn-[a-z2-7]{20}", snap["id"]), snap
     assert snap["sandbox"] == sid and snap["memory"] is False
@@ -214,6 +219,7 @@ def test_snapshot_then_create_sees_the_files(client, made, runtime):
     cid = child["id"]
     assert sh(client, cid, "cat /tmp/a /home/user/d/f /usr/share/added") == "hello\ndeep\nnew\n"
     sh(client, cid, f"test ! -e /usr/share/common-licenses/{lic}")  # the whiteout held
+    assert sh(client, cid, f"ls {doc}") == "only\n", "the opaque directory held"
     assert sh(client, cid, "stat -c %a /tmp/a").strip() == "751"
     assert sh(client, cid, "stat -c %h /tmp/a").strip() == "2", "hard links stay links"
     size, blocks = sh(client, cid, "stat -c '%s %b' /tmp/sparse").split()
