@@ -540,9 +540,8 @@ static int add_waiter(struct sbx *s, struct svc_reply *rp, uint64_t t0)
 	return 0;
 }
 
-/* A create; @from is the snapshot's fs/ directory (-1: none), @parent a fork's parent. */
-static int create(const struct svc_caller *who, const struct api_create *req, int from,
-		  const char *parent, struct svc_reply *rp, struct svc_err *e)
+int svc_sandbox_create_at(const struct svc_caller *who, const struct api_create *req, int from,
+			  const char *parent, struct svc_reply *rp, struct svc_err *e)
 {
 	uint64_t t0 = now_ms();
 	bool host = strcmp(req->template_name, "host") == 0;
@@ -631,60 +630,10 @@ static int create(const struct svc_caller *who, const struct api_create *req, in
 }
 
 
-/* The request with what a snapshot's meta says in place of what the body left out: its
- * template, runtime and limits. Strings point into @meta. */
-static void from_snapshot(struct api_create *c, json_t *meta)
-{
-	json_t *lim = json_object_get(meta, "limits");
-	if (!c->template_set)
-		c->template_name = json_string_value(json_object_get(meta, "template"));
-	if (!c->runtime_set)
-		(void)api_runtime_from_name(json_string_value(json_object_get(meta, "runtime")),
-					    &c->runtime);
-	uint32_t cpus = (uint32_t)(json_number_value(json_object_get(lim, "cpus")) * 1000 + 0.5);
-	const struct {
-		unsigned bit;
-		uint32_t *dst, v;
-	} from[] = {
-		{API_LIMIT_CPUS, &c->limits.cpus_milli, cpus},
-		{API_LIMIT_MEMORY, &c->limits.memory_mb, (uint32_t)json_integer_value(json_object_get(lim, "memory_mb"))},
-		{API_LIMIT_PIDS, &c->limits.pids, (uint32_t)json_integer_value(json_object_get(lim, "pids"))},
-		{API_LIMIT_DISK, &c->limits.disk_mb, (uint32_t)json_integer_value(json_object_get(lim, "disk_mb"))},
-	};
-	for (size_t i = 0; i < ELEMENTSOF(from); i++)
-		if (!(c->limits_set & from[i].bit) && from[i].v)
-			*from[i].dst = from[i].v;
-}
-
-int svc_sandbox_create_from(const struct svc_caller *who, const struct api_create *req,
-			    const char *parent, struct svc_reply *rp, struct svc_err *e)
-{
-	if (!req->snapshot)
-		return create(who, req, -1, NULL, rp, e);
-	_cleanup_(json_decrefp) json_t *meta = NULL;
-	int r = snapstore_read(req->snapshot, &meta);
-	const char *owner = meta ? json_string_value(json_object_get(meta, "owner")) : NULL;
-	if (r < 0 || !owner || strcmp(owner, who->principal ? who->principal->name : "local") != 0)
-		return svc_fail(e, API_ERR_NOT_FOUND, "no snapshot '%s'", req->snapshot);
-	if (!json_is_string(json_object_get(meta, "template")) ||
-	    !json_is_string(json_object_get(meta, "runtime")))
-		return svc_fail(e, API_ERR_INTERNAL, "snapshot '%s': its meta.json is damaged", req->snapshot);
-	struct api_create c = *req;
-	from_snapshot(&c, meta);
-	/* What the snapshot gave is checked as a request's would be (a fork's children too):
-	 * the limits this host has, the template, the key's quota. */
-	if (svc_sandbox_check(who, &c, e) < 0)
-		return -1;
-	_cleanup_close_ int fs = snapstore_fs(req->snapshot);
-	if (fs < 0)
-		return svc_fail(e, API_ERR_NOT_FOUND, "no snapshot '%s'", req->snapshot);
-	return create(who, &c, fs, parent, rp, e);
-}
-
 int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
 		       struct svc_reply *rp, struct svc_err *e)
 {
-	return svc_sandbox_create_from(who, req, NULL, rp, e);
+	return svc_sandbox_create_at(who, req, -1, NULL, rp, e);
 }
 
 /* True once every destroyed sandbox is reaped and no pooled one is on its way. */

@@ -89,9 +89,13 @@ int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req
  * answer (201 and the sandbox) goes to @r once it is up and its template's READY passed. */
 int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
 		       struct svc_reply *r, struct svc_err *err);
-/* svc_sandbox_create() for a request that may name a snapshot (req->snapshot: its template,
- * runtime and limits unless the request gives them, its files in the new sandbox's scratch)
- * and, for a fork's child, the @parent its first audit record names. */
+/* The create path (create.c) with the scratch filled from a snapshot's fs/ directory @from
+ * (-1: none) and, for a fork's child, the @parent its first audit record names. */
+int svc_sandbox_create_at(const struct svc_caller *who, const struct api_create *req, int from,
+			  const char *parent, struct svc_reply *r, struct svc_err *err);
+/* svc_sandbox_create() for a request that may name a snapshot (svc_snapshot.c): its
+ * template, runtime and limits unless the request gives them (checked as a request's), its
+ * files in the new sandbox's scratch. */
 int svc_sandbox_create_from(const struct svc_caller *who, const struct api_create *req,
 			    const char *parent, struct svc_reply *r, struct svc_err *err);
 /* The sandboxes @who may see whose metadata matches @f: {"sandboxes": [...]}. */

@@ -37,7 +37,7 @@ static void v1_create(struct ctx *c)
 		reply_svc_err(c->req, &err);
 	} else {
 		struct svc_reply *rp = deferred(c); /* 201 once the sandbox is up */
-		if (rp && svc_sandbox_create(&who, req, rp, &err) < 0)
+		if (rp && svc_sandbox_create_from(&who, req, NULL, rp, &err) < 0)
 			rp->error(rp, &err);
 	}
 	api_create_free(req);
