@@ -545,3 +545,35 @@ def test_snapshots_outlive_the_daemon(runtime):
         assert c.sh(child["id"], "cat /tmp/k") == "kept\n"
     finally:
         d.cleanup()
+
+
+@pytest.mark.skipif(not os.path.isfile("/bin/busybox"), reason="needs /bin/busybox")
+def test_snapshot_of_a_template_sandbox(runtime, tmp_path, monkeypatch):
+    """A built template's sandbox: its image is a writable overlay whose upper directory the
+    snapshot keeps (a file deleted from the image stays deleted in the new sandbox)."""
+    import shutil
+    store = tmp_path / "store"
+    monkeypatch.setenv("CORDON_TEMPLATES", str(store))
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    shutil.copy("/bin/busybox", ctx / "busybox")
+    (ctx / "Cordonfile").write_text('FROM scratch\nCOPY busybox /bin/busybox\n'
+                                    'RUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
+                                    'RUN mkdir -p /srv && echo image > /srv/a && echo b > /srv/b\n')
+    p = subprocess.run([CORDON, "template", "build", "bb", "-f", str(ctx / "Cordonfile")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    d = start_daemon(pool=0)
+    try:
+        c = d.client(timeout=60)
+        sid = c.create({"runtime": runtime, "template": "bb"})["id"]
+        r = c.exec(sid, cmd="echo changed > /srv/a && rm /srv/b && echo new > /srv/c", user="root")
+        assert r["exit_code"] == 0, r
+        snap = snapshot(c, sid)
+        assert snap["template"] == "bb"
+        child = c.create({"snapshot": snap["id"]})
+        assert child["template"] == "bb"
+        r = c.exec(child["id"], cmd="cat /srv/a /srv/c; test ! -e /srv/b && echo gone")
+        assert r["stdout"] == "changed\nnew\ngone\n", r
+    finally:
+        d.cleanup()
