@@ -155,13 +155,28 @@ uint64_t cordon_sandbox_oom_kills(struct cordon_sandbox *sb);
 int cordon_sandbox_attach_net(struct cordon_sandbox *sb, cordon_net_hook hook, void *data,
 			      struct cordon_err *err);
 
-/* Freezes and thaws every process of the sandbox; snapshot writes its state to the empty
- * directory @dir, restore makes a sandbox from one. -EOPNOTSUPP from a runtime without
- * them (the jail has none of the four yet). */
+/* Freezes and thaws every process of the sandbox (the jail: its cgroup's freezer); paused,
+ * a sandbox keeps its memory and its processes but runs nothing. -EOPNOTSUPP from a runtime
+ * without them, or a host without a freezer. Paused twice or resumed while running is 0. */
 int cordon_sandbox_pause(struct cordon_sandbox *sb);
 int cordon_sandbox_resume(struct cordon_sandbox *sb);
-int cordon_sandbox_snapshot(struct cordon_sandbox *sb, const char *dir, struct cordon_err *err);
-int cordon_sandbox_restore(const struct cordon_spec *spec, const char *dir,
+bool cordon_sandbox_paused(const struct cordon_sandbox *sb);
+
+/* What a snapshot holds. */
+struct cordon_snapshot_info {
+	bool memory;	     /* memory and processes too (not the jail: its filesystem only) */
+	uint64_t bytes;	     /* what it takes on disk (allocated: holes cost nothing) */
+};
+
+/* Writes the sandbox's state into the empty directory @dirfd (the caller's): the writable
+ * trees of its scratch disk, owners made relative to its uid range, and what else the
+ * runtime can keep. The sandbox is paused for the copy unless it is paused already. Half a
+ * snapshot may be left on failure: the caller removes the directory. */
+int cordon_sandbox_snapshot(struct cordon_sandbox *sb, int dirfd, struct cordon_snapshot_info *ret,
+			    struct cordon_err *err);
+/* cordon_sandbox_start() of a sandbox whose scratch disk is filled from the snapshot in
+ * @dirfd (the caller's) before its trees are made; spec->runtime must be the snapshot's. */
+int cordon_sandbox_restore(const struct cordon_spec *spec, int dirfd,
 			   struct cordon_sandbox **ret_sb, struct cordon_err *err);
 
 /* Kills every process of the sandbox at once (the pid namespace's init, then the cgroup). */

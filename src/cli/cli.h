@@ -16,3 +16,8 @@ int cmd_template(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+/* cmd_snapshot.c: pause, resume, snapshot (and snapshot ls|rm), fork */
+int cmd_pause(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_fork(int argc, char **argv);

@@ -48,7 +48,8 @@ static json_t *create_request(const struct cli_values *v)
 	int r = cli_seconds("timeout", v->timeout_ms, 1, &secs);
 	if (!req || (r < 0 && r != -ENOENT) ||
 	    (r == 0 && json_object_set_new(req, "timeout_s", json_integer(secs)) < 0) ||
-	    cli_set_string(req, "template", v->template) < 0 || cli_set_string(req, "runtime", v->runtime) < 0)
+	    cli_set_string(req, "template", v->template) < 0 || cli_set_string(req, "runtime", v->runtime) < 0 ||
+	    cli_set_string(req, "snapshot", v->snapshot) < 0)
 		return NULL;
 	json_t *objs[] = {create_limits(v), cli_kv_json(&v->env, "env"),
 			  cli_kv_json(&v->meta, "meta"), cli_network_json(v)};

@@ -31,6 +31,10 @@ static const struct subcommand subcommands[] = {
 	{"timeout", cmd_timeout, "set a sandbox's deadline to now + SECONDS"},
 	{"network", cmd_network, "show, replace or edit a sandbox's network policy"},
 	{"kill", cmd_kill, "destroy sandboxes"},
+	{"pause", cmd_pause, "freeze a sandbox's processes (its TTL stops)"},
+	{"resume", cmd_resume, "let a paused sandbox run again"},
+	{"snapshot", cmd_snapshot, "snapshot a sandbox; snapshot ls, snapshot rm ID"},
+	{"fork", cmd_fork, "snapshot a sandbox and start N children from it"},
 	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
 	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},
 };

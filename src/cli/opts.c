@@ -99,6 +99,15 @@ static int cli_pids(const struct cli_option *o, const char *arg, void *field)
 	return 0;
 }
 
+static int cli_count(const struct cli_option *o, const char *arg, void *field)
+{
+	if (parse_uint(arg, 1, 100, field) < 0) {
+		log_error("--%s '%s': expected 1 to 100", o->name, arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int cli_fd(const struct cli_option *o, const char *arg, void *field)
 {
 	if (parse_uint(arg, 0, 1 << 20, field) < 0) {
@@ -166,10 +175,12 @@ static int cli_bind(const struct cli_option *o, const char *arg, void *field)
 #define LIMITS	(CLI_RUN | CLI_CREATE | CLI_TEMPLATE_BUILD)
 #define JSON_CMDS                                                                                  \
 	(CLI_CREATE | CLI_LS | CLI_INFO | CLI_TIMEOUT | CLI_NETWORK | CLI_LOGS |                    \
-	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS)
+	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS)
 
 const struct cli_option cli_options[] = {
 	{"template", 0, "NAME", cli_string, F(template), SANDBOX, "template to start from [host]"},
+	{"snapshot", 0, "ID", cli_string, F(snapshot), CLI_CREATE,
+	 "start from a snapshot (its template and limits unless given)"},
 	{"runtime", 0, "NAME", cli_string, F(runtime), SANDBOX,
 	 "jail, or auto: the strongest runtime that works there"},
 	{"rootfs", 0, "DIR", cli_path, F(rootfs), CLI_RUN,
@@ -184,6 +195,9 @@ const struct cli_option cli_options[] = {
 	 "wall-clock limit of the sandbox [300s]"},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_EXEC,
 	 "kill the process after this long; 0: as long as the sandbox [60s]"},
+	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_FORK,
+	 "the children's TTL, whole seconds [the parent's]"},
+	{"count", 'n', "N", cli_count, F(count), CLI_FORK, "children to start, 1 to 100 [1]"},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_TEMPLATE_BUILD,
 	 "wall-clock limit of each RUN step"},
 	{"env", 'e', "K=V", cli_env, F(env), SANDBOX | CLI_EXEC, "set a variable (repeatable)"},
@@ -232,7 +246,7 @@ const size_t cli_n_options = ELEMENTSOF(cli_options);
 static const char *const cmd_names[] = {
 	"run", "create", "exec", "ls", "info", "kill", "timeout", "network", "logs", "cp",
 	"template build", "template import", "template ls", "template inspect", "template rm",
-	"template gc",
+	"template gc", "pause", "resume", "snapshot", "snapshot ls", "snapshot rm", "fork",
 };
 
 const char *cli_cmd_name(enum cli_cmd cmd)
@@ -252,6 +266,7 @@ void cli_values_init(struct cli_values *v)
 		.cpus_milli = CLI_UNSET,
 		.pids = CLI_UNSET,
 		.json_result_fd = CLI_UNSET,
+		.count = CLI_UNSET,
 	};
 }
 

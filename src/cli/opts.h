@@ -42,9 +42,17 @@ enum cli_cmd {
 	CLI_TEMPLATE_INSPECT = 1u << 13,
 	CLI_TEMPLATE_RM = 1u << 14,
 	CLI_TEMPLATE_GC = 1u << 15,
+	CLI_PAUSE = 1u << 16,
+	CLI_RESUME = 1u << 17,
+	CLI_SNAPSHOT = 1u << 18,
+	CLI_SNAPSHOT_LS = 1u << 19,
+	CLI_SNAPSHOT_RM = 1u << 20,
+	CLI_FORK = 1u << 21,
 };
+#define CLI_SNAPSHOT_CMDS (CLI_PAUSE | CLI_RESUME | CLI_SNAPSHOT | CLI_SNAPSHOT_LS | \
+			   CLI_SNAPSHOT_RM | CLI_FORK)
 #define CLI_CLIENT_CMDS (CLI_CREATE | CLI_EXEC | CLI_LS | CLI_INFO | CLI_KILL | CLI_TIMEOUT | \
-			 CLI_NETWORK | CLI_LOGS | CLI_CP)
+			 CLI_NETWORK | CLI_LOGS | CLI_CP | CLI_SNAPSHOT_CMDS)
 
 #define CLI_UNSET     UINT64_MAX /* a number no option gave */
 #define CLI_LIST_MAX  256	 /* values of one repeatable option */
@@ -58,12 +66,13 @@ struct cli_list {
 
 /* What the options said. Numbers are CLI_UNSET and strings NULL unless given. */
 struct cli_values {
-	const char *template, *runtime, *rootfs, *user, *workdir, *net, *tag, *socket;
+	const char *template, *runtime, *rootfs, *user, *workdir, *net, *tag, *socket, *snapshot;
 	uint64_t memory_bytes, disk_bytes; /* SIZE */
 	uint64_t timeout_ms;		   /* DURATION */
 	uint64_t cpus_milli;		   /* N CPUs, 0.01..1024 */
 	uint64_t pids;			   /* 2..4194304 */
 	uint64_t json_result_fd;
+	uint64_t count;			   /* fork: 1..100 */
 	struct cli_list env;   /* NAME=VALUE, NAME a valid variable name */
 	struct cli_list meta;  /* KEY=VALUE */
 	struct cli_list allow, add, remove, secret, secret_in, build_arg;

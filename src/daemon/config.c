@@ -33,6 +33,8 @@ static const struct option_def {
 	{"max-peer-connections", OPT_UINT, offsetof(struct config, max_peer_connections), "64", "TCP connections at once from one address (0: no limit)"},
 	{"header-timeout", OPT_UINT, offsetof(struct config, header_timeout_s), "5", "seconds a connection has to send its request headers"},
 	{"max-inflight", OPT_SIZE, offsetof(struct config, max_inflight), "256M", "request body bytes held at once, per listener"},
+	{"max-snapshot-bytes", OPT_SIZE, offsetof(struct config, max_snapshot_bytes), "10G", "total size of the snapshots kept on disk"},
+	{"max-pause", OPT_UINT, offsetof(struct config, max_pause_s), "3600", "seconds a sandbox may stay paused before it is destroyed"},
 	{"egress-limits", OPT_STR, offsetof(struct config, egress_limits), "256,200,16777216", "per sandbox: connections, new connections/s, bytes/s"},
 	{"verbose", OPT_FLAG, offsetof(struct config, verbose), "0", "log every request"},
 };

@@ -467,12 +467,18 @@ static int apply_request(struct sbx *s, const struct svc_caller *who,
 	return 0;
 }
 
+/* The first record of a sandbox's log; one from a snapshot names it (and a fork's child its
+ * parent). */
 static int audit_create(struct sbx *s, const struct api_create *req)
 {
-	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE,
-			    json_pack("{s:s, s:s, s:O, s:O, s:s}", "template", req->template_name,
-				      "runtime", s->runtime, "limits", s->limits, "network", s->network,
-				      "principal", s->owner ? s->owner->name : "local"));
+	json_t *f = json_pack("{s:s, s:s, s:O, s:O, s:s}", "template", req->template_name,
+			      "runtime", s->runtime, "limits", s->limits, "network", s->network,
+			      "principal", s->owner ? s->owner->name : "local");
+	if (f && s->from_snapshot[0])
+		json_object_set_new(f, "snapshot", json_string(s->from_snapshot));
+	if (f && s->parent[0])
+		json_object_set_new(f, "parent", json_string(s->parent));
+	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE, f);
 }
 
 /* What the template's template.json says about running it: its ENV after the request's
@@ -536,6 +542,13 @@ static int add_waiter(struct sbx *s, struct svc_reply *rp, uint64_t t0)
 
 /* ---- svc_sandbox_create, step by step ---- */
 
+/* What a create starts from besides its template: a snapshot's fs/ (-1: none) and, for a
+ * fork's child, the parent's id. */
+struct create_from {
+	int fd;
+	const char *parent;
+};
+
 /* The runtime @req names, resolved on this host; -1 with @e set when it cannot run here. */
 static int create_runtime(const struct api_create *req, const char **ret, struct svc_err *e)
 {
@@ -563,37 +576,46 @@ static int make_room(struct svc_err *e)
 			(unsigned long long)D.cfg.max_sandboxes);
 }
 
-/* A sandbox made now for @req, of @version (NULL: the host's), which it takes. */
+/* A sandbox made now for @req, of @version (NULL: the host's), which it takes; its disk
+ * filled from @from's snapshot when there is one. */
 static struct sbx *sandbox_make(const struct api_create *req, const char *runtime,
 				struct store_version *version, const char *warm_name,
-				struct svc_err *e)
+				const struct create_from *from, struct svc_err *e)
 {
 	struct cordon_err err = {};
 	bool room = make_room(e) == 0;
 	struct sbx *s = room ? sbx_new(false, (uint64_t)req->limits.disk_mb << 20,
-				       version ? version->rootfs : NULL, runtime, &err) : NULL;
+				       version ? version->rootfs : NULL, runtime, from->fd, &err) : NULL;
 	if (!s) {
 		version_free(version);
 		if (!room)
 			return NULL;
-		/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
+		/* Whatever the errno, a sandbox that cannot be made is the server's failure,
+		 * but for a snapshot that does not fit the disk the request asked for. */
 		metric_inc(M_CREATE_FAILURES);
-		svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
-			 "could not make the sandbox: %s", err.msg);
+		if (from->fd >= 0 && err.code == -ENOSPC)
+			svc_fail(e, API_ERR_INVALID_FIELD, "limits.disk_mb: the snapshot does not "
+				 "fit in a disk of %u MiB", req->limits.disk_mb);
+		else
+			svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
+				 "could not make the sandbox: %s", err.msg);
 		return NULL;
 	}
 	s->version = version;
 	snprintf(s->template_name, sizeof(s->template_name), "%s", warm_name);
+	snprintf(s->from_snapshot, sizeof(s->from_snapshot), "%s", from->fd >= 0 ? req->snapshot : "");
+	snprintf(s->parent, sizeof(s->parent), "%s", from->parent ? from->parent : "");
 	return s;
 }
 
 /* A sandbox for @req: a pooled one when the pool has it (it holds sandboxes with the default
- * disk only), else one made now; NULL with @e set. */
+ * disk and no snapshot only), else one made now; NULL with @e set. */
 static struct sbx *create_obtain(const struct api_create *req, const char *runtime, bool host,
-				 bool *ret_from_pool, struct svc_err *e)
+				 const struct create_from *from, bool *ret_from_pool,
+				 struct svc_err *e)
 {
 	const char *warm_name = host ? "" : req->template_name;
-	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB;
+	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && from->fd < 0;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 
@@ -602,7 +624,7 @@ static struct sbx *create_obtain(const struct api_create *req, const char *runti
 		return NULL;
 	if (from_pool)
 		warm_touch(warm_name); /* kept warm from now on */
-	return s ? s : sandbox_make(req, runtime, version, warm_name, e);
+	return s ? s : sandbox_make(req, runtime, version, warm_name, from, e);
 }
 
 /* The request and the template applied to @s. @ret_ready: it is up already (pooled, with no
@@ -646,16 +668,17 @@ static int create_failed(struct sbx *s, int r, bool audit, struct svc_err *e)
 	return svc_fail(e, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
 }
 
-int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
-		       struct svc_reply *rp, struct svc_err *e)
+int svc_sandbox_create_at(const struct svc_caller *who, const struct api_create *req, int from_fd,
+			  const char *parent, struct svc_reply *rp, struct svc_err *e)
 {
+	const struct create_from from = {.fd = from_fd, .parent = parent};
 	uint64_t t0 = now_ms();
 	bool host = strcmp(req->template_name, "host") == 0, from_pool, ready;
 	const char *runtime;
 	struct sbx *s;
 
 	if (create_runtime(req, &runtime, e) < 0 ||
-	    !(s = create_obtain(req, runtime, host, &from_pool, e)))
+	    !(s = create_obtain(req, runtime, host, &from, &from_pool, e)))
 		return -1;
 	int r = create_setup(s, who, req, host, rp, t0, &ready);
 	if (r < 0)
@@ -672,6 +695,11 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 	return 0;
 }
 
+int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
+		       struct svc_reply *rp, struct svc_err *e)
+{
+	return svc_sandbox_create_at(who, req, -1, NULL, rp, e);
+}
 
 /* True once every destroyed sandbox is reaped and no pooled one is on its way. */
 bool daemon_settled(void)

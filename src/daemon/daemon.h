@@ -52,6 +52,8 @@ struct config {
 	uint64_t max_peer_connections; /* TCP, at once from one address; 0: no per-address cap */
 	uint64_t header_timeout_s;     /* to send a complete request head */
 	uint64_t max_inflight;         /* request body bytes held at once, per listener */
+	uint64_t max_snapshot_bytes;   /* the snapshots' total size on disk */
+	uint64_t max_pause_s;          /* a sandbox paused longer is destroyed */
 	uint64_t verbose;
 };
 
@@ -132,6 +134,13 @@ struct sbx {
 	json_t *start, *ready;
 	struct event *ready_ev;
 	uint64_t ready_deadline_ms;
+	/* Paused (sbx_pause()): the TTL stops, what was left of it is kept, and the pause has
+	 * a bound of its own (--max-pause), past which the sandbox is destroyed. */
+	bool paused;
+	uint64_t ttl_left_ms, paused_ms;
+	struct event *pause_ev;
+	/* Made from a snapshot (and by a fork of @parent): named in its first audit record. */
+	char from_snapshot[32], parent[SBX_ID_LEN + 1];
 	struct sbx *next, *prev;
 };
 
@@ -151,6 +160,7 @@ struct daemon {
 	bool stopping;
 	struct bufferevent *egress; /* cordon-egress's control socket; NULL without networking */
 	uint16_t egress_tcp_port, egress_dns_port;
+	int snap_dirfd; /* <state>/snapshots (snapstore.c) */
 };
 
 extern struct daemon D;
@@ -159,9 +169,10 @@ extern struct daemon D;
 enum metric {
 	M_NET_BLOCKED, M_NET_ALLOWED,
 	M_CREATES, M_CREATE_FAILURES, M_DESTROYS, M_TIMEOUTS, M_PROC_TIMEOUTS, M_OOM_KILLS,
-	M_AUDIT_EVENTS, M_EXECS, M_AGENT_ERRORS, M_HTTP_ERRORS, _M_MAX
+	M_AUDIT_EVENTS, M_EXECS, M_AGENT_ERRORS, M_HTTP_ERRORS, M_PAUSES, M_SNAPSHOTS, M_FORKS,
+	M_PAUSE_TIMEOUTS, _M_MAX
 };
-enum histogram { H_CREATE, H_EXEC, _H_MAX };
+enum histogram { H_CREATE, H_EXEC, H_SNAPSHOT, _H_MAX };
 void metric_inc(enum metric m);
 void metric_observe(enum histogram h, double seconds);
 char *metrics_render(void);
@@ -189,7 +200,9 @@ typedef void (*handler_fn)(struct ctx *c);
 enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
 /* The states of sandbox {id} a route accepts: ST_NONE, it names none; ST_ANY, any but
  * destroyed (else 404); ST_RUNNING, one whose agent runs (else 409). */
-enum route_state { ST_NONE, ST_ANY, ST_RUNNING };
+/* ST_RUNNING also refuses a paused one (409 sandbox_paused); ST_LIVE takes one whose agent
+ * runs, paused or not (pause, resume, snapshots, fork). */
+enum route_state { ST_NONE, ST_ANY, ST_RUNNING, ST_LIVE };
 struct route {
 	enum evhttp_cmd_type method;
 	const char *pattern; /* "{x}" captures one segment: {id} first, then one more */
@@ -278,9 +291,15 @@ struct sbx_hooks {
 };
 void sbx_hooks_add(const struct sbx_hooks *h); /* at start, before any sandbox exists */
 struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
-/* Starts a runtime for a sandbox of @rootfs (NULL: host); -errno in @err. */
+/* Starts a runtime for a sandbox of @rootfs (NULL: host), its scratch filled from the
+ * snapshot directory @from (-1: none); -errno in @err. */
 struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
-		    struct cordon_err *err);
+		    int from, struct cordon_err *err);
+/* Pauses (@pause) or resumes the sandbox's processes and its TTL; -errno of the runtime. */
+int sbx_pause(struct sbx *s, bool pause);
+/* For a watchdog that fired (an agent's answer overdue): true, with @ev armed again for
+ * AGENT_GRACE_MS, when the sandbox is paused (a frozen agent answers nothing). */
+bool sbx_watchdog_defer(struct sbx *s, struct event *ev);
 /* Takes a started runtime (s->rt) into the event loop and the list of sandboxes. */
 void sbx_adopt(struct sbx *s);
 void sbx_arm_ttl(struct sbx *s);
@@ -292,6 +311,20 @@ struct sbx *sbx_find(const struct api_key *principal, const char *id);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);
+/* snapstore.c: the snapshots on disk, <state>/snapshots/<id>/{meta.json, fs/}; a snapshot
+ * is made under .tmp-<id> and renamed into place whole, removed by a rename to .rm-<id>
+ * first. The meta is the JSON the API shows. */
+int snapstore_open(const char *state_dir); /* and sweeps what a crash left */
+void snapstore_new_id(char out[32]);
+int snapstore_begin(const char *id, int *ret_fsfd);        /* .tmp-<id>/fs, empty */
+int snapstore_commit(const char *id, json_t *meta);        /* meta.json, then the rename */
+void snapstore_abort(const char *id);
+int snapstore_read(const char *id, json_t **ret_meta);     /* -ENOENT: none */
+int snapstore_fs(const char *id);                          /* its fs/ directory, an fd */
+int snapstore_remove(const char *id);
+/* Every snapshot's meta, oldest first: @fn(@meta, @arg). */
+void snapstore_each(void (*fn)(json_t *meta, void *arg), void *arg);
+void snapstore_usage(size_t *ret_n, uint64_t *ret_bytes);
 /* svc_template.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
 void templates_watch(void (*changed)(void));
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);

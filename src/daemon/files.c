@@ -89,7 +89,8 @@ static void on_gone(void *arg)
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 {
 	struct fileop *op = arg;
-	sbx_agent_failed(op->s, "a file operation got no answer");
+	if (!sbx_watchdog_defer(op->s, op->watchdog))
+		sbx_agent_failed(op->s, "a file operation got no answer");
 }
 
 static const char *type_name(uint32_t t)

@@ -153,8 +153,14 @@ struct sbx *ctx_sbx(struct ctx *c)
 		reply_error(c->req, API_ERR_NOT_FOUND, "no sandbox '%.64s'", c->params[0]);
 		return NULL;
 	}
-	if (c->route->state == ST_RUNNING && s->state != SBX_RUNNING) {
+	bool live = c->route->state == ST_RUNNING || c->route->state == ST_LIVE;
+	if (live && s->state != SBX_RUNNING) {
 		reply_error(c->req, API_ERR_CONFLICT, "the sandbox is not running");
+		return NULL;
+	}
+	if (c->route->state == ST_RUNNING && s->paused) {
+		reply_error(c->req, API_ERR_SANDBOX_PAUSED,
+			    "the sandbox is paused: POST /v1/sandboxes/%s/resume first", s->id);
 		return NULL;
 	}
 	return s;

@@ -12,7 +12,7 @@
 #include "audit/audit.h"
 #include "daemon/daemon.h"
 
-struct daemon D = {.audit_dirfd = -1};
+struct daemon D = {.audit_dirfd = -1, .snap_dirfd = -1};
 
 static int load_keys(const char *path)
 {
@@ -64,7 +64,12 @@ static int make_dirs(void)
 	/* Sandbox disks (runtime/scratch.h) live in the state directory, on its filesystem. */
 	setenv("CORDON_SCRATCH_DIR", scratch, 0);
 	D.audit_dirfd = open(audit, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	return D.audit_dirfd < 0 ? -errno : 0;
+	if (D.audit_dirfd < 0)
+		return -errno;
+	int r = snapstore_open(D.cfg.state_dir);
+	if (r < 0)
+		log_error("snapshots: %s/snapshots: %s", D.cfg.state_dir, strerror(-r));
+	return r;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)

@@ -21,6 +21,10 @@ static const struct {
 	[M_EXECS] = {"cordon_process_starts_total", "Processes started through the API."},
 	[M_AGENT_ERRORS] = {"cordon_agent_errors_total", "Sandboxes destroyed for a broken or hostile agent."},
 	[M_HTTP_ERRORS] = {"cordon_http_errors_total", "API requests answered with an error."},
+	[M_PAUSES] = {"cordon_sandbox_pauses_total", "Sandboxes paused."},
+	[M_SNAPSHOTS] = {"cordon_snapshots_total", "Snapshots made."},
+	[M_FORKS] = {"cordon_forks_total", "Forks (one snapshot, N children)."},
+	[M_PAUSE_TIMEOUTS] = {"cordon_pause_timeouts_total", "Sandboxes destroyed for staying paused past --max-pause."},
 };
 
 /* Buckets in seconds, from 100 us to 10 s. */
@@ -38,6 +42,7 @@ static const struct {
 } hist_info[_H_MAX] = {
 	[H_CREATE] = {"cordon_create_latency_seconds", "Time from a create request to a ready sandbox."},
 	[H_EXEC] = {"cordon_exec_latency_seconds", "Time from an exec request to its result."},
+	[H_SNAPSHOT] = {"cordon_snapshot_latency_seconds", "Time to copy a sandbox's snapshot."},
 };
 
 void metric_inc(enum metric m)
@@ -65,6 +70,14 @@ char *metrics_render(void)
 		   "# TYPE cordon_sandboxes_live gauge\ncordon_sandboxes_live %zu\n", D.n_live);
 	fprintf(f, "# HELP cordon_pool_ready Ready sandboxes waiting in the warm pool.\n"
 		   "# TYPE cordon_pool_ready gauge\ncordon_pool_ready %zu\n", D.n_pool_ready);
+	size_t n_snap;
+	uint64_t snap_bytes;
+	snapstore_usage(&n_snap, &snap_bytes);
+	fprintf(f, "# HELP cordon_snapshots Snapshots kept on disk.\n"
+		   "# TYPE cordon_snapshots gauge\ncordon_snapshots %zu\n", n_snap);
+	fprintf(f, "# HELP cordon_snapshot_bytes Bytes the snapshots take on disk.\n"
+		   "# TYPE cordon_snapshot_bytes gauge\ncordon_snapshot_bytes %llu\n",
+		(unsigned long long)snap_bytes);
 	for (int m = 0; m < _M_MAX; m++)
 		fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[m].name,
 			counter_info[m].help, counter_info[m].name, counter_info[m].name,

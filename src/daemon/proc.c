@@ -362,7 +362,8 @@ static void proc_exited(struct proc *p)
 static void on_watchdog(evutil_socket_t fd, short what, void *arg)
 {
 	struct proc *p = arg;
-	sbx_agent_failed(p->s, "a process outlived its timeout");
+	if (!sbx_watchdog_defer(p->s, p->watchdog))
+		sbx_agent_failed(p->s, "a process outlived its timeout");
 }
 
 /* ---- frames from the agent ---- */

@@ -184,13 +184,20 @@ json_t *sbx_json(const struct sbx *s)
 	static const char *const states[] = {"creating", "ready", "running", "destroyed"};
 	char created[40], expires[40];
 	enum sbx_state st = s->state == SBX_RUNNING && !s->used ? SBX_READY : s->state;
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
-			 "id", s->id, "template", s->template_name[0] ? s->template_name : "host",
-			 "runtime", s->runtime ? s->runtime : "jail", "state",
-			 states[st], "created_at", iso_time(s->created_ms, created),
-			 "expires_at", iso_time(s->deadline_ms, expires), "timeout_s",
-			 (json_int_t)s->timeout_s, "limits", s->limits, "network", s->network,
-			 "metadata", s->metadata);
+	/* Paused, the deadline is what is left of the TTL from now (it moves until resumed). */
+	uint64_t deadline = s->paused ? now_ms() + s->ttl_left_ms : s->deadline_ms;
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
+			      "id", s->id, "template", s->template_name[0] ? s->template_name : "host",
+			      "runtime", s->runtime ? s->runtime : "jail", "state",
+			      s->paused ? "paused" : states[st], "created_at",
+			      iso_time(s->created_ms, created), "expires_at",
+			      iso_time(deadline, expires), "timeout_s", (json_int_t)s->timeout_s,
+			      "limits", s->limits, "network", s->network, "metadata", s->metadata);
+	if (j && s->from_snapshot[0])
+		json_object_set_new(j, "snapshot", json_string(s->from_snapshot));
+	if (j && s->parent[0])
+		json_object_set_new(j, "parent", json_string(s->parent));
+	return j;
 }
 
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg)
@@ -270,6 +277,8 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	s->agent = loop_bev_free(s->agent);
 	evtimer_del(s->ttl_ev);
 	evtimer_del(s->hello_ev);
+	if (s->pause_ev)
+		evtimer_del(s->pause_ev);
 	if (s->ready_ev)
 		evtimer_del(s->ready_ev);
 	if (s->setup_ev)
@@ -304,7 +313,8 @@ void version_free(struct store_version *v)
 static void sbx_final(struct sbx *s)
 {
 	/* The events first: the jail closes the fds they watch. */
-	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev};
+	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev,
+			       s->pause_ev};
 	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
 		loop_event_free(evs[i]);
 	cordon_sandbox_free(s->rt);
@@ -343,6 +353,53 @@ static void on_ttl(evutil_socket_t fd, short what, void *arg)
 	metric_inc(M_TIMEOUTS);
 	sbx_audit(s, AUDIT_SANDBOX_TIMEOUT, json_pack("{s:I}", "timeout_s", (json_int_t)s->timeout_s));
 	sbx_destroy(s, "timeout");
+}
+
+/* ---- pause ---- */
+
+static void on_pause_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct sbx *s = arg;
+	metric_inc(M_PAUSE_TIMEOUTS);
+	sbx_audit(s, AUDIT_SANDBOX_PAUSE_TIMEOUT,
+		  json_pack("{s:I}", "max_pause_s", (json_int_t)D.cfg.max_pause_s));
+	sbx_destroy(s, "pause_timeout");
+}
+
+bool sbx_watchdog_defer(struct sbx *s, struct event *ev)
+{
+	if (!s->paused)
+		return false;
+	struct timeval tv = {AGENT_GRACE_MS / 1000, AGENT_GRACE_MS % 1000 * 1000};
+	evtimer_add(ev, &tv);
+	return true;
+}
+
+/* The TTL stops while paused: what is left of it is kept and counts again from the resume. */
+int sbx_pause(struct sbx *s, bool pause)
+{
+	if (pause == s->paused)
+		return 0;
+	if (pause && !s->pause_ev && !(s->pause_ev = evtimer_new(D.base, on_pause_timeout, s)))
+		return -ENOMEM;
+	int r = pause ? cordon_sandbox_pause(s->rt) : cordon_sandbox_resume(s->rt);
+	if (r < 0)
+		return r;
+	uint64_t now = now_ms();
+	s->paused = pause;
+	if (pause) {
+		s->ttl_left_ms = s->deadline_ms > now ? s->deadline_ms - now : 0;
+		s->paused_ms = now;
+		evtimer_del(s->ttl_ev);
+		struct timeval tv = {(time_t)D.cfg.max_pause_s, 0};
+		evtimer_add(s->pause_ev, &tv);
+	} else {
+		evtimer_del(s->pause_ev);
+		s->deadline_ms = now + s->ttl_left_ms;
+		sbx_arm_ttl(s);
+	}
+	state_put(s);
+	return 0;
 }
 
 /* ---- the agent connection ---- */
@@ -502,7 +559,7 @@ void sbx_adopt(struct sbx *s)
 }
 
 struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
-		    const char *runtime, struct cordon_err *err)
+		    const char *runtime, int from, struct cordon_err *err)
 {
 	struct sbx *s = sbx_alloc(pooled, disk_bytes);
 	if (!s) {
@@ -511,7 +568,13 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = runtime;
-	if (cordon_sandbox_start(&s->spec, &s->rt, err) < 0) {
+	/* One made from a snapshot is named after itself: a fork's children differ from each
+	 * other and from their parent (which is "cordon", as every sandbox from a template). */
+	if (from >= 0)
+		s->spec.hostname = s->id;
+	int r = from >= 0 ? cordon_sandbox_restore(&s->spec, from, &s->rt, err)
+			  : cordon_sandbox_start(&s->spec, &s->rt, err);
+	if (r < 0) {
 		sbx_final(s);
 		return NULL;
 	}
@@ -523,6 +586,11 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s)
 {
 	s->timeout_s = timeout_s;
+	if (s->paused) { /* counts from the resume */
+		s->ttl_left_ms = timeout_s * 1000;
+		state_put(s);
+		return 0;
+	}
 	s->deadline_ms = now_ms() + timeout_s * 1000;
 	sbx_arm_ttl(s);
 	state_put(s);

@@ -96,6 +96,15 @@ int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req
  * answer (201 and the sandbox) goes to @r once it is up and its template's READY passed. */
 int svc_sandbox_create(const struct svc_caller *who, const struct api_create *req,
 		       struct svc_reply *r, struct svc_err *err);
+/* The create path (create.c) with the scratch filled from a snapshot's fs/ directory @from
+ * (-1: none) and, for a fork's child, the @parent its first audit record names. */
+int svc_sandbox_create_at(const struct svc_caller *who, const struct api_create *req, int from,
+			  const char *parent, struct svc_reply *r, struct svc_err *err);
+/* svc_sandbox_create() for a request that may name a snapshot (svc_snapshot.c): its
+ * template, runtime and limits unless the request gives them (checked as a request's), its
+ * files in the new sandbox's scratch. */
+int svc_sandbox_create_from(const struct svc_caller *who, const struct api_create *req,
+			    const char *parent, struct svc_reply *r, struct svc_err *err);
 /* The sandboxes @who may see whose metadata matches @f: {"sandboxes": [...]}. */
 json_t *svc_sandbox_list(const struct svc_caller *who, const struct api_filter *f);
 json_t *svc_sandbox_info(const struct sbx *s);
@@ -107,6 +116,25 @@ int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret
 			struct svc_err *err);
 json_t *svc_runtimes(void);
 json_t *svc_health(void);
+
+/* ---- pause, snapshots, fork (svc_snapshot.c) ---- */
+
+/* Freezes the sandbox's processes and stops its TTL (--max-pause bounds the pause); the
+ * sandbox's JSON in @ret. Paused, exec and files answer 409 sandbox_paused. */
+int svc_sandbox_pause(struct sbx *s, json_t **ret, struct svc_err *err);
+int svc_sandbox_resume(struct sbx *s, json_t **ret, struct svc_err *err);
+/* A snapshot of @s's filesystem (and memory where the runtime can) under the state
+ * directory, within --max-snapshot-bytes (507 snapshot_limit); its meta in @ret. */
+int svc_snapshot_create(const struct svc_caller *who, struct sbx *s, json_t **ret,
+			struct svc_err *err);
+json_t *svc_snapshot_list(const struct svc_caller *who); /* {"snapshots": [...]} */
+int svc_snapshot_get(const struct svc_caller *who, const char *id, json_t **ret,
+		     struct svc_err *err);
+int svc_snapshot_delete(const struct svc_caller *who, const char *id, struct svc_err *err);
+/* One snapshot of @s, then @f->count children made from it at once; the answer (200, one
+ * entry per child: {"id": ...} or {"error": {...}}) goes to @r when the last is up. */
+int svc_sandbox_fork(const struct svc_caller *who, struct sbx *s, const struct api_fork *f,
+		     struct svc_reply *r, struct svc_err *err);
 
 /* ---- processes (proc.c): each is one agent channel ---- */
 

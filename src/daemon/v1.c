@@ -37,7 +37,7 @@ static void v1_create(struct ctx *c)
 		reply_svc_err(c->req, &err);
 	} else {
 		struct svc_reply *rp = deferred(c); /* 201 once the sandbox is up */
-		if (rp && svc_sandbox_create(&who, req, rp, &err) < 0)
+		if (rp && svc_sandbox_create_from(&who, req, NULL, rp, &err) < 0)
 			rp->error(rp, &err);
 	}
 	api_create_free(req);
@@ -108,6 +108,83 @@ static void v1_network(struct ctx *c)
 	r = svc_sandbox_network(s, &n->network, &out, &err);
 	reply_svc(c->req, r, 200, out, &err);
 	api_network_free(n);
+}
+
+/* ---- pause, snapshots, fork (svc_snapshot.c) ---- */
+
+static void v1_pause_resume(struct ctx *c, bool pause)
+{
+	struct svc_err err = {};
+	json_t *out = NULL;
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = pause ? svc_sandbox_pause(s, &out, &err) : svc_sandbox_resume(s, &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
+static void v1_pause(struct ctx *c)
+{
+	v1_pause_resume(c, true);
+}
+
+static void v1_resume(struct ctx *c)
+{
+	v1_pause_resume(c, false);
+}
+
+static void v1_snapshot(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct svc_caller who = {c->principal};
+	json_t *out = NULL;
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = svc_snapshot_create(&who, s, &out, &err);
+	reply_svc(c->req, r, 201, out, &err);
+}
+
+static void v1_fork(struct ctx *c)
+{
+	struct api_fork f;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct svc_caller who = {c->principal};
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = api_fork_parse(c->body, c->body_len, D.cfg.max_timeout_s, &f, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	struct svc_reply *rp = deferred(c); /* when the last child is up */
+	if (rp && svc_sandbox_fork(&who, s, &f, rp, &err) < 0)
+		rp->error(rp, &err);
+}
+
+static void v1_snapshot_list(struct ctx *c)
+{
+	struct svc_caller who = {c->principal};
+	reply_json(c->req, 200, svc_snapshot_list(&who));
+}
+
+static void v1_snapshot_get(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct svc_caller who = {c->principal};
+	json_t *out = NULL;
+	int r = svc_snapshot_get(&who, c->params[0], &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
+static void v1_snapshot_delete(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct svc_caller who = {c->principal};
+	int r = svc_snapshot_delete(&who, c->params[0], &err);
+	reply_svc(c->req, r, 204, NULL, &err);
 }
 
 /* ---- processes ---- */
@@ -498,6 +575,13 @@ static const struct route v1_routes[] = {
 	{GET, SB, v1_info, BODY_API, ST_ANY},
 	{DELETE, SB, v1_destroy, BODY_API, ST_ANY},
 	{POST, SB "/timeout", v1_timeout, BODY_API, ST_ANY},
+	{POST, SB "/pause", v1_pause, BODY_API, ST_LIVE},
+	{POST, SB "/resume", v1_resume, BODY_API, ST_LIVE},
+	{POST, SB "/snapshots", v1_snapshot, BODY_API, ST_LIVE},
+	{POST, SB "/fork", v1_fork, BODY_API, ST_LIVE},
+	{GET, "/v1/snapshots", v1_snapshot_list},
+	{GET, "/v1/snapshots/{id}", v1_snapshot_get},
+	{DELETE, "/v1/snapshots/{id}", v1_snapshot_delete},
 	{PUT, SB "/network", v1_network, BODY_API, ST_RUNNING},
 	{POST, SB "/exec", v1_exec, BODY_API, ST_RUNNING},
 	{POST, SB "/processes", v1_proc_start, BODY_API, ST_RUNNING},

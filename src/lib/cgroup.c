@@ -1,7 +1,8 @@
 /* cgroup v1 and v2 behind one small interface.
  *
- * v2 has one directory per sandbox; v1 has one per controller (memory, pids, cpu, cpuacct,
- * freezer is not needed: the pid namespace is the kill switch, see jail.c). The layout differs
+ * v2 has one directory per sandbox; v1 has one per controller (memory, pids, cpu, cpuacct, and
+ * freezer where it is mounted: pause and resume; the kill switch is the pid namespace, see
+ * jail.c). The layout differs
  * by little, so both are described by tables of (controller, file, value) rather than code.
  */
 #include <dirent.h>
@@ -23,11 +24,12 @@
 #define CGROUP_ROOT "/sys/fs/cgroup"
 #define CORDON_DIR  "cordon"
 
-enum ctl { CTL_UNIFIED, CTL_MEMORY, CTL_PIDS, CTL_CPU, CTL_CPUACCT, _CTL_MAX };
+enum ctl { CTL_UNIFIED, CTL_MEMORY, CTL_PIDS, CTL_CPU, CTL_CPUACCT, CTL_FREEZER, _CTL_MAX };
 
 /* v1 controller mount points under CGROUP_ROOT; v2 uses CGROUP_ROOT itself for everything. */
 static const char *const v1_dirs[_CTL_MAX] = {
 	[CTL_MEMORY] = "memory", [CTL_PIDS] = "pids", [CTL_CPU] = "cpu", [CTL_CPUACCT] = "cpuacct",
+	[CTL_FREEZER] = "freezer",
 };
 
 struct cgroup {
@@ -77,7 +79,10 @@ static bool ctl_used(enum cgroup_mode mode, enum ctl c)
 		return c == CTL_UNIFIED;
 	if (c == CTL_UNIFIED)
 		return false;
-	/* cpuacct is often co-mounted with cpu; then cpuacct's directory is the same one. */
+	/* cpuacct is often co-mounted with cpu; then cpuacct's directory is the same one. The
+	 * freezer is optional: without it a sandbox cannot be paused, nothing else. */
+	if (c == CTL_FREEZER)
+		return access(CGROUP_ROOT "/freezer/cgroup.procs", F_OK) == 0; /* the root has no state */
 	return c != CTL_CPUACCT || access(CGROUP_ROOT "/cpuacct/cpuacct.usage", F_OK) == 0;
 }
 
@@ -348,7 +353,11 @@ int cgroup_kill(struct cgroup *cg)
 	if (cg->mode == CGROUP_V2 && write_file_at(cg->dirfd[CTL_UNIFIED], "cgroup.kill", "1") == 0)
 		return 0;
 	int fd = cg->mode == CGROUP_V2 ? cg->dirfd[CTL_UNIFIED] : cg->dirfd[CTL_PIDS];
-	return fd >= 0 ? kill_procs_at(fd) : 0;
+	int n = fd >= 0 ? kill_procs_at(fd) : 0;
+	/* A task frozen by v1's freezer dies only once thawed (v2 lets SIGKILL through). */
+	if (cg->mode == CGROUP_V1 && cg->dirfd[CTL_FREEZER] >= 0)
+		(void)write_file_at(cg->dirfd[CTL_FREEZER], "freezer.state", "THAWED");
+	return n;
 }
 
 /* v1, or v2 before 5.14: kill until empty, since a process may fork while we read, and a
@@ -363,6 +372,52 @@ static int cgroup_kill_wait(struct cgroup *cg)
 		nanosleep(&ts, NULL);
 	}
 	return -EBUSY;
+}
+
+/* ---- the freezer ---- */
+
+#define FREEZE_DEADLINE_MS 5000
+
+/* Whether the cgroup has reached @frozen: v2's cgroup.events "frozen", v1's freezer.state
+ * (FREEZING until every task has stopped). */
+static int freeze_reached(const struct cgroup *cg, bool frozen)
+{
+	if (cg->mode == CGROUP_V2) {
+		uint64_t v = 0;
+		int r = read_keyed_u64_at(cg->dirfd[CTL_UNIFIED], "cgroup.events", "frozen", &v);
+		return r < 0 ? r : (v == 1) == frozen;
+	}
+	char buf[32];
+	ssize_t n = read_file_at(cg->dirfd[CTL_FREEZER], "freezer.state", buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	return strncmp(buf, frozen ? "FROZEN" : "THAWED", 6) == 0;
+}
+
+int cgroup_freeze(struct cgroup *cg, bool frozen)
+{
+	int r;
+	if (cg->mode == CGROUP_V2)
+		r = write_file_at(cg->dirfd[CTL_UNIFIED], "cgroup.freeze", frozen ? "1" : "0");
+	else if (cg->dirfd[CTL_FREEZER] >= 0)
+		r = write_file_at(cg->dirfd[CTL_FREEZER], "freezer.state", frozen ? "FROZEN" : "THAWED");
+	else
+		return -EOPNOTSUPP;
+	if (r < 0)
+		return r == -ENOENT ? -EOPNOTSUPP : r; /* v2 before 5.2: no cgroup.freeze */
+	/* A task in an uninterruptible sleep (D state) freezes when it wakes: bounded, the
+	 * caller is an event loop. */
+	for (int ms = 0; ms < FREEZE_DEADLINE_MS; ms++) {
+		if ((r = freeze_reached(cg, frozen)) != 0)
+			return r < 0 ? r : 0;
+		struct timespec ts = {0, 1000 * 1000};
+		nanosleep(&ts, NULL);
+		if (cg->mode == CGROUP_V1 && frozen) /* v1 may stay FREEZING: ask again */
+			(void)write_file_at(cg->dirfd[CTL_FREEZER], "freezer.state", "FROZEN");
+	}
+	if (frozen)
+		(void)cgroup_freeze(cg, false);
+	return -ETIMEDOUT;
 }
 
 /* Removes one sandbox directory; dying processes may hold it for a moment (EBUSY). */
@@ -409,6 +464,11 @@ struct cgroup *cgroup_free(struct cgroup *cg)
 
 static void sweep_one(enum cgroup_mode mode, const char *name)
 {
+	/* A sandbox frozen when its holder died: its tasks die only once thawed (v1). */
+	char path[256];
+	snprintf(path, sizeof(path), CGROUP_ROOT "/freezer/" CORDON_DIR "/%s/freezer.state", name);
+	if (mode == CGROUP_V1)
+		(void)write_file_at(AT_FDCWD, path, "THAWED");
 	for (int c = 0; c < _CTL_MAX; c++) {
 		if (!ctl_used(mode, c))
 			continue;

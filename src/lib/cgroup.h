@@ -52,6 +52,11 @@ uint64_t cgroup_oom_kills(struct cgroup *cg);
 /* SIGKILLs every process in the cgroup, in one pass (no waiting); returns how many were
  * signalled. cgroup_free() waits until it is empty. */
 int cgroup_kill(struct cgroup *cg);
+/* Freezes (@frozen) or thaws every process of the cgroup, and returns once the kernel says
+ * it is done (at most 5 s, then -ETIMEDOUT, thawed again). v2's cgroup.freeze, v1's freezer
+ * controller; -EOPNOTSUPP where there is neither. A SIGKILL reaches a frozen process on v2;
+ * on v1 cgroup_kill() and cgroup_free() thaw first. */
+int cgroup_freeze(struct cgroup *cg, bool frozen);
 /* Kills what is left, removes the directories. Accepts NULL; returns NULL. */
 struct cgroup *cgroup_free(struct cgroup *cg);
 

@@ -89,6 +89,11 @@ uint64_t runtime_host_oom_kills(struct runtime_host *h)
 	return h->cg ? cgroup_oom_kills(h->cg) : 0;
 }
 
+int runtime_host_freeze(struct runtime_host *h, bool frozen)
+{
+	return h->cg ? cgroup_freeze(h->cg, frozen) : -EOPNOTSUPP;
+}
+
 void runtime_host_kill(struct runtime_host *h)
 {
 	if (h->cg)

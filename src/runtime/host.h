@@ -53,6 +53,9 @@ int runtime_host_set_limits(struct runtime_host *h, uint64_t memory_bytes, uint3
 			    uint32_t pids);
 int runtime_host_stats(struct runtime_host *h, struct cordon_stats *ret);
 uint64_t runtime_host_oom_kills(struct runtime_host *h);
+/* Freezes or thaws the cgroup (cgroup_freeze()): pause and resume of a runtime whose
+ * processes are in it. -EOPNOTSUPP without a cgroup or a freezer. */
+int runtime_host_freeze(struct runtime_host *h, bool frozen);
 /* The cgroup kill: the second fence after the runtime's own. */
 void runtime_host_kill(struct runtime_host *h);
 /* What the cgroup counted, over @res (cpu, peak memory, OOM kills). */

@@ -231,22 +231,50 @@ int cordon_sandbox_attach_net(struct cordon_sandbox *sb, cordon_net_hook hook, v
 
 int cordon_sandbox_pause(struct cordon_sandbox *sb)
 {
-	return sb->ops->pause ? sb->ops->pause(sb) : -EOPNOTSUPP;
+	if (!sb->ops->pause)
+		return -EOPNOTSUPP;
+	if (sb->paused)
+		return 0;
+	int r = sb->ops->pause(sb);
+	sb->paused = r == 0;
+	return r;
 }
 
 int cordon_sandbox_resume(struct cordon_sandbox *sb)
 {
-	return sb->ops->resume ? sb->ops->resume(sb) : -EOPNOTSUPP;
+	if (!sb->ops->resume)
+		return -EOPNOTSUPP;
+	if (!sb->paused)
+		return 0;
+	int r = sb->ops->resume(sb);
+	sb->paused = r != 0;
+	return r;
 }
 
-int cordon_sandbox_snapshot(struct cordon_sandbox *sb, const char *dir, struct cordon_err *err)
+bool cordon_sandbox_paused(const struct cordon_sandbox *sb)
+{
+	return sb->paused;
+}
+
+/* The copy sees the sandbox still: paused for it unless paused already (or the runtime
+ * cannot pause, then it copies what it can, as a running sandbox leaves it). */
+int cordon_sandbox_snapshot(struct cordon_sandbox *sb, int dirfd, struct cordon_snapshot_info *ret,
+			    struct cordon_err *err)
 {
 	if (!sb->ops->snapshot)
 		return cordon_err_setf(err, -EOPNOTSUPP, "runtime '%s': cannot snapshot", sb->ops->name);
-	return sb->ops->snapshot(sb, dir, err);
+	bool was = sb->paused;
+	int p = cordon_sandbox_pause(sb);
+	if (p < 0 && p != -EOPNOTSUPP)
+		return cordon_err_set(err, p, "snapshot: pause the sandbox");
+	*ret = (struct cordon_snapshot_info){0};
+	int r = sb->ops->snapshot(sb, dirfd, ret, err);
+	if (!was && p == 0)
+		(void)cordon_sandbox_resume(sb);
+	return r;
 }
 
-int cordon_sandbox_restore(const struct cordon_spec *spec, const char *dir,
+int cordon_sandbox_restore(const struct cordon_spec *spec, int dirfd,
 			   struct cordon_sandbox **ret_sb, struct cordon_err *err)
 {
 	const struct runtime_ops *ops;
@@ -260,7 +288,7 @@ int cordon_sandbox_restore(const struct cordon_spec *spec, const char *dir,
 	struct cordon_sandbox *sb = sandbox_alloc(ops, spec);
 	if (!sb)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
-	if ((r = ops->restore(sb, spec, dir, err)) < 0) {
+	if ((r = ops->restore(sb, spec, dirfd, err)) < 0) {
 		cordon_sandbox_free(sb);
 		return r;
 	}

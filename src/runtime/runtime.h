@@ -60,8 +60,14 @@ struct runtime_ops {
 			  struct cordon_err *err);
 	int (*pause)(struct cordon_sandbox *sb);
 	int (*resume)(struct cordon_sandbox *sb);
-	int (*snapshot)(struct cordon_sandbox *sb, const char *dir, struct cordon_err *err);
-	int (*restore)(struct cordon_sandbox *sb, const struct cordon_spec *spec, const char *dir,
+	/* snapshot() is called with the sandbox paused (runtime.c pauses it when the runtime
+	 * has pause, and resumes it after); it writes into the empty directory @dirfd and says
+	 * in @ret what it kept. The filesystem part is scratch_snapshot() for any runtime on a
+	 * per-sandbox scratch (scratch.h). restore() is start() with the sandbox's scratch
+	 * filled from @dirfd (scratch_trees()' @from) before its trees are made. */
+	int (*snapshot)(struct cordon_sandbox *sb, int dirfd, struct cordon_snapshot_info *ret,
+			struct cordon_err *err);
+	int (*restore)(struct cordon_sandbox *sb, const struct cordon_spec *spec, int dirfd,
 		       struct cordon_err *err);
 };
 
@@ -73,6 +79,7 @@ struct cordon_sandbox {
 	uint64_t start_ms, deadline_ms;
 	bool reaped;
 	bool timed_out;
+	bool paused;		  /* cordon_sandbox_pause()'s, cleared by resume */
 	int signals_forwarded;
 	struct cordon_result result;
 };

@@ -23,6 +23,7 @@
 #include "basic/child.h"
 #include "basic/cleanup.h"
 #include "basic/log.h"
+#include "basic/treecopy.h"
 #include "lib/idmap.h"
 #include "lib/overlay.h"
 #include "runtime/scratch.h"
@@ -375,7 +376,45 @@ static void make_overlays(int stage_fd, const char *stage, int userns, uid_t bas
 	}
 }
 
-int scratch_trees(struct scratch *sc, int userns, uid_t base, const char *rootfs,
+/* The trees a snapshot keeps (the sandbox's `/` and the overlays' uppers) from @sfd into
+ * @dfd, owners moved from the range at @from to the one at @to. The overlays' work and
+ * staging directories are the host's and made anew. */
+static const char *const kept_trees[] = {"root", "upper"};
+
+static int copy_trees(int sfd, int dfd, uid_t from, uid_t to, uint64_t *alloc,
+		      struct cordon_err *err)
+{
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < ELEMENTSOF(kept_trees); i++) {
+		const char *n = kept_trees[i];
+		/* upper/ itself is the host's (0700 root), its entries the overlays' roots. */
+		struct treecopy_opts o = {.what = "snapshot", .from = from, .to = to, .xattrs = true,
+					  .top_attrs = i == 0, .bytes = &bytes, .alloc = alloc};
+		if (mkdirat(dfd, n, 0700) < 0 && errno != EEXIST)
+			return cordon_err_set(err, -errno, "snapshot: mkdir '%s'", n);
+		_cleanup_close_ int in = openat(sfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (in < 0 && errno == ENOENT)
+			continue; /* a tree the sandbox never had */
+		_cleanup_close_ int out = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (in < 0 || out < 0)
+			return cordon_err_set(err, -errno, "snapshot: open '%s'", n);
+		int r = treecopy(in, out, &o, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int scratch_snapshot(const struct scratch *sc, uid_t base, int dirfd, uint64_t *alloc,
+		     struct cordon_err *err)
+{
+	if (sc->mnt < 0)
+		return cordon_err_setf(err, -EOPNOTSUPP,
+				       "snapshot: the sandbox has no disk-backed scratch (a tmpfs root)");
+	return copy_trees(sc->mnt, dirfd, base, 0, alloc, err);
+}
+
+int scratch_trees(struct scratch *sc, int userns, uid_t base, const char *rootfs, int from,
 		  struct scratch_trees *ret, struct cordon_err *err)
 {
 	char stage[PATH_MAX];
@@ -404,6 +443,9 @@ int scratch_trees(struct scratch *sc, int userns, uid_t base, const char *rootfs
 		r = cordon_err_set(err, sfd < 0 ? -errno : r, "scratch: lay out '%s'", stage);
 		goto out;
 	}
+	uint64_t alloc = 0;
+	if (from >= 0 && (r = copy_trees(from, sfd, 0, base, &alloc, err)) < 0)
+		goto out;
 	char root[PATH_MAX + 8];
 	snprintf(root, sizeof(root), "%s/root", stage);
 	ret->root = syscall(SYS_open_tree, AT_FDCWD, root, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);

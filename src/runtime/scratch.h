@@ -46,9 +46,19 @@ struct scratch_trees {
 int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordon_err *err);
 
 /* The trees for a sandbox whose user namespace is @userns_fd and whose root is host uid
- * @base: its root, and the overlays over @rootfs (NULL: the host's image directories). */
-int scratch_trees(struct scratch *sc, int userns_fd, uid_t base, const char *rootfs,
+ * @base: its root, and the overlays over @rootfs (NULL: the host's image directories). With
+ * @from (a snapshot's directory, else -1) the scratch is filled from it first. sc->mnt stays
+ * open: the sandbox's snapshots read it (scratch_close() when the sandbox goes). */
+int scratch_trees(struct scratch *sc, int userns_fd, uid_t base, const char *rootfs, int from,
 		  struct scratch_trees *ret, struct cordon_err *err);
+
+/* The filesystem part of a snapshot, for any runtime on a scratch: the sandbox's `/` and the
+ * overlays' upper directories (whiteouts, opaque marks, xattrs, holes, hard links kept) into
+ * @dirfd's root/ and upper/, owners made relative to the sandbox's range at @base (0 is its
+ * root); the bytes it takes are added to *@alloc. The caller has paused the sandbox.
+ * -EOPNOTSUPP for a sandbox on a tmpfs root. */
+int scratch_snapshot(const struct scratch *sc, uid_t base, int dirfd, uint64_t *alloc,
+		     struct cordon_err *err);
 
 void scratch_trees_close(struct scratch_trees *t);
 void scratch_close(struct scratch *sc);

@@ -575,6 +575,16 @@ static const struct enumval runtimes[] = {
 static const struct enumdef runtime_def = {
     runtimes, ELEMENTSOF(runtimes), "must be one of \"jail\", \"auto\", \"gvisor\", \"microvm\""};
 
+int api_runtime_from_name(const char *name, enum api_runtime *ret)
+{
+	for (size_t i = 0; name && i < ELEMENTSOF(runtimes); i++)
+		if (strcmp(runtimes[i].name, name) == 0) {
+			*ret = (enum api_runtime)runtimes[i].value;
+			return 0;
+		}
+	return -ENOENT;
+}
+
 const char *api_runtime_name(enum api_runtime r)
 {
 	for (size_t i = 0; i < ELEMENTSOF(runtimes); i++)
@@ -604,11 +614,40 @@ static int fld_create_timeout(json_t *v, void *dst, const struct field *f, const
 	return 0;
 }
 
+/* "sn-" and 20 characters of base32, as cordond names snapshots. */
+static bool snapshot_id_ok(const char *s, size_t len)
+{
+	if (len != API_SNAPSHOT_ID_LEN || strncmp(s, "sn-", 3) != 0)
+		return false;
+	return strspn(s + 3, "abcdefghijklmnopqrstuvwxyz234567") == len - 3;
+}
+
+bool api_snapshot_id_ok(const char *s)
+{
+	return s && snapshot_id_ok(s, strlen(s));
+}
+
+static const struct strdef snapshot_def = {API_SNAPSHOT_ID_LEN, snapshot_id_ok,
+					   "must be a snapshot id (sn-...)"};
+
+/* The fields a create from a snapshot takes from it unless the body gives them. */
+#define CREATE_SET(parser, member, flag)                                                    \
+	static int parser##_set(json_t *v, void *dst, const struct field *f, const char *path,    \
+				struct cordon_err *err)                                            \
+	{                                                                                          \
+		struct api_create *c = dst;                                                        \
+		c->flag = true;                                                                    \
+		return parser(v, &c->member, f, path, err);                                        \
+	}
+CREATE_SET(fld_string, template_name, template_set)
+CREATE_SET(fld_enum, runtime, runtime_set)
+
 static const struct field create_fields[] = {
-    {"template", fld_string, offsetof(struct api_create, template_name), &template_def},
-    {"runtime", fld_enum, offsetof(struct api_create, runtime), &runtime_def},
+    {"template", fld_string_set, 0, &template_def},
+    {"runtime", fld_enum_set, 0, &runtime_def},
     {"timeout_s", fld_create_timeout, 0, NULL},
     {"limits", fld_object, offsetof(struct api_create, limits), &limits_def},
+    {"snapshot", fld_string, offsetof(struct api_create, snapshot), &snapshot_def},
     {"network", fld_object, offsetof(struct api_create, network), &network_def},
     {"env", fld_kvmap, offsetof(struct api_create, env), &env_def},
     {"metadata", fld_kvmap, offsetof(struct api_create, metadata), &metadata_def},
@@ -664,6 +703,12 @@ int api_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 	r = network_check(&c->network, "network.", err);
 	if (r < 0)
 		return r;
+	static const char *const limit_keys[] = {"cpus", "memory_mb", "pids", "disk_mb"};
+	json_t *lim = json_object_get(c->root_, "limits");
+	for (size_t i = 0; i < ELEMENTSOF(limit_keys); i++)
+		if (json_is_object(lim) && json_object_get(lim, limit_keys[i]) &&
+		    !json_is_null(json_object_get(lim, limit_keys[i])))
+			c->limits_set |= 1u << i;
 	r = build_env_strv(&c->env, &c->env_strv, &c->env_buf_, err);
 	if (r < 0)
 		return r;
@@ -694,6 +739,52 @@ void api_create_to_spec(const struct api_create *c, struct cordon_spec *spec)
 	spec->env = c->env_strv;
 	spec->n_env = c->env.n;
 	spec->net = CORDON_NET_NONE;
+}
+
+/* ---- fork --------------------------------------------------------------------------------- */
+
+static const struct range fork_range = {1, API_MAX_FORK};
+
+/* The server's maximum TTL is known at run time: the request's own parser has it. */
+struct fork_ctx {
+	struct api_fork f;
+	uint32_t max_timeout_s;
+};
+
+static int fld_fork_timeout(json_t *v, void *dst, const struct field *f, const char *path,
+			    struct cordon_err *err)
+{
+	struct fork_ctx *ctx = dst;
+	int64_t i = 0;
+	int r = get_int(v, 1, ctx->max_timeout_s, path, &i, err);
+	if (r < 0)
+		return r;
+	ctx->f.timeout_s = (uint32_t)i;
+	return 0;
+}
+
+static const struct field fork_fields[] = {
+    {"count", fld_u32, offsetof(struct fork_ctx, f.count), &fork_range},
+    {"timeout_s", fld_fork_timeout, 0, NULL},
+};
+static const struct objdef fork_def = {fork_fields, ELEMENTSOF(fork_fields)};
+
+int api_fork_parse(const char *body, size_t len, uint32_t max_timeout_s, struct api_fork *ret,
+		   struct cordon_err *err)
+{
+	struct fork_ctx ctx = {.max_timeout_s = max_timeout_s < 1 ? 1 : max_timeout_s};
+	json_t *root = NULL;
+	int r = load_body(body, len, false, &root, err);
+	if (r < 0)
+		return r;
+	r = parse_object(root, &fork_def, &ctx, "", err);
+	json_decref(root);
+	if (r < 0)
+		return r;
+	if (ctx.f.count == 0)
+		return missing(err, "count");
+	*ret = ctx.f;
+	return 0;
 }
 
 /* ---- timeout ------------------------------------------------------------------------------ */
@@ -1389,6 +1480,8 @@ static const struct {
     [API_ERR_CROSS_DEVICE] = {"cross_device", 409},
     [API_ERR_AUDIT_UNAVAILABLE] = {"audit_unavailable", 503},
     [API_ERR_UNSUPPORTED_RUNTIME] = {"unsupported_runtime", 400},
+    [API_ERR_SANDBOX_PAUSED] = {"sandbox_paused", 409},
+    [API_ERR_SNAPSHOT_LIMIT] = {"snapshot_limit", 507},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */

@@ -80,6 +80,8 @@ enum api_runtime {
 };
 
 /* "jail", "auto", ...: the name a request gave, for cordon_runtime_resolve(). */
+/* The runtime called @name in the API ("jail", "gvisor", ...); -ENOENT for none. */
+int api_runtime_from_name(const char *name, enum api_runtime *ret);
 const char *api_runtime_name(enum api_runtime r);
 
 enum api_net_policy {
@@ -108,6 +110,8 @@ struct api_limits {
 	uint32_t disk_mb;
 };
 
+enum { API_LIMIT_CPUS = 1, API_LIMIT_MEMORY = 2, API_LIMIT_PIDS = 4, API_LIMIT_DISK = 8 };
+
 struct api_create {
 	const char *template_name; /* [a-z0-9][a-z0-9._-]{0,63}; default "host" */
 	enum api_runtime runtime;
@@ -117,6 +121,10 @@ struct api_create {
 	struct api_kvmap env;
 	struct api_kvmap metadata;
 	const char **env_strv; /* env as "K=V", env.n entries, NULL-terminated */
+	const char *snapshot;  /* "sn-" + 20 of [a-z2-7]: start from it; NULL: from a template */
+	/* Which fields the body gave: from a snapshot, the rest are the snapshot's. */
+	bool template_set, runtime_set;
+	unsigned limits_set; /* API_LIMIT_* given in "limits" */
 
 	struct json_t *root_;
 	char *env_buf_;
@@ -154,6 +162,22 @@ void api_create_to_spec(const struct api_create *c, struct cordon_spec *spec);
 int api_timeout_parse(const char *body, size_t len, uint32_t max_timeout_s, uint32_t *ret_timeout_s,
 		      struct cordon_err *err);
 
+/* ---- POST /v1/sandboxes/{id}/fork ------------------------------------------------------- */
+
+#define API_MAX_FORK 100 /* children of one fork */
+#define API_SNAPSHOT_ID_LEN 23 /* "sn-" + 20 */
+
+struct api_fork {
+	uint32_t count;	    /* 1..API_MAX_FORK; required */
+	uint32_t timeout_s; /* the children's TTL, 1..@max_timeout_s; 0: the parent's */
+};
+
+/* {count, timeout_s}. */
+int api_fork_parse(const char *body, size_t len, uint32_t max_timeout_s, struct api_fork *ret,
+		   struct cordon_err *err);
+/* Whether @s is a snapshot id as cordond makes them. */
+bool api_snapshot_id_ok(const char *s);
+
 /* ---- POST /v1/sandboxes/{id}/exec and POST /v1/sandboxes/{id}/processes ------------------ */
 
 enum api_exec_kind {
@@ -175,6 +199,10 @@ struct api_exec {
 	const char *cwd; /* absolute; NULL: the user's home */
 	struct api_kvmap env;
 	const char **env_strv; /* env as "K=V", env.n entries, NULL-terminated */
+	const char *snapshot;  /* "sn-" + 20 of [a-z2-7]: start from it; NULL: from a template */
+	/* Which fields the body gave: from a snapshot, the rest are the snapshot's. */
+	bool template_set, runtime_set;
+	unsigned limits_set; /* API_LIMIT_* given in "limits" */
 	enum cordon_user user;
 	bool user_given;    /* "user" was in the request (else a template's USER may apply) */
 	const char *stdin_data; /* API_EXEC_RUN only; NULL: none (stdin is /dev/null) */
@@ -329,6 +357,8 @@ enum api_error {
 	API_ERR_CROSS_DEVICE,	   /* 409 EXDEV: a move between two file systems */
 	API_ERR_AUDIT_UNAVAILABLE, /* 503: the action's audit record cannot be written */
 	API_ERR_UNSUPPORTED_RUNTIME, /* 400: a runtime this host cannot run */
+	API_ERR_SANDBOX_PAUSED,	   /* 409: the sandbox is paused (POST .../resume first) */
+	API_ERR_SNAPSHOT_LIMIT,	   /* 507: the snapshots' total size cap is reached */
 	_API_ERR_MAX,
 };
 

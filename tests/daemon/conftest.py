@@ -50,6 +50,7 @@ ERROR_STATUS = {
     "is_a_directory": 409, "cross_device": 409,
     "audit_unavailable": 503,
     "unsupported_runtime": 400,
+    "sandbox_paused": 409, "snapshot_limit": 507,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",

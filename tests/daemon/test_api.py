@@ -670,18 +670,21 @@ def test_routes_agree_with_contract(client, fresh):
         ("POST", "/v1/sandboxes/{id}/files/mkdir"): {"path": "/home/user/rdir", "parents": True},
         ("POST", "/v1/sandboxes/{id}/files/move"): {"from": "/home/user/rdir", "to": "/home/user/rdir2"},
         ("PUT", "/v1/sandboxes/{id}/network"): {"policy": "deny"},
+        ("POST", "/v1/sandboxes/{id}/fork"): {"count": 1},
     }
+    snap = client.post(f"/v1/sandboxes/{sid}/snapshots").json()["id"]
     query = {"/v1/sandboxes/{id}/files": "?path=/home/user/r.txt",
              "/v1/sandboxes/{id}/files/list": "?path=/home/user",
              "/v1/sandboxes/{id}/files/stat": "?path=/home/user"}
     routes = documented_routes()
     # Destructive ones last.
     last = [("POST", "/v1/sandboxes/{id}/files/move"), ("DELETE", "/v1/sandboxes/{id}/files"),
-            ("DELETE", "/v1/sandboxes/{id}")]
+            ("DELETE", "/v1/snapshots/{id}"), ("DELETE", "/v1/sandboxes/{id}")]
     routes = [r for r in routes if r not in last] + [r for r in last if r in routes]
     bad = []
     for method, tmpl in routes:
-        path = tmpl.replace("{id}", sid).replace("{pid}", str(proc.pid)) + query.get(tmpl, "")
+        the_id = snap if tmpl.startswith("/v1/snapshots/") else sid
+        path = tmpl.replace("{id}", the_id).replace("{pid}", str(proc.pid)) + query.get(tmpl, "")
         if tmpl.endswith("/events") or (method, tmpl) == ("POST", "/v1/sandboxes/{id}/processes"):
             s = client.stream(method, path, bodies.get((method, tmpl)), timeout=10)
             status = s.status
@@ -691,6 +694,11 @@ def test_routes_agree_with_contract(client, fresh):
             status = r.status
             if (method, tmpl) == ("POST", "/v1/sandboxes") and status == 201:
                 client.destroy(r.json()["id"])
+            if tmpl.endswith("/fork") and status == 200:
+                for kid in r.json():
+                    client.destroy(kid["id"], missing_ok=True)
+            if tmpl.endswith("/pause"):
+                client.post(f"/v1/sandboxes/{sid}/resume")
             if status in (404, 405) or status >= 500:
                 bad.append(r.describe())
             continue

@@ -144,7 +144,8 @@ def test_runtimes_listing(client):
         assert set(x) == {"name", "available", "reason", "capabilities"}, x
     jail = by_name["jail"]
     assert jail["available"] is True and jail["reason"] is None, jail
-    assert {"oneshot", "agent", "egress", "limits", "stats", "overlay"} == set(jail["capabilities"])
+    assert {"oneshot", "agent", "egress", "limits", "stats", "overlay", "pause",
+            "snapshot"} == set(jail["capabilities"])
     for name in ("gvisor", "microvm"):
         assert by_name[name]["available"] is False, by_name[name]
         assert by_name[name]["reason"] == "not built yet", by_name[name]

@@ -13,12 +13,13 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      CordonUnavailable, CrossDevice, Forbidden, InternalError, InvalidField,
                      InvalidPath, IsADirectory, LengthRequired, MethodNotAllowed, NoSpace,
                      NotADirectory, NotFound, PayloadTooLarge, QuotaExceeded, ReadOnly,
-                     StreamLagged, Timeout, Unauthorized, Unavailable, UnknownField,
-                     UnsupportedRuntime)
+                     SandboxPaused, SnapshotLimit, StreamLagged, Timeout, Unauthorized,
+                     Unavailable, UnknownField, UnsupportedRuntime)
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
 from .sandbox import Sandbox
+from .snapshots import Snapshot, Snapshots
 from .templates import BuildFailed, Templates
 
 __version__ = "0.1.0"
@@ -33,7 +34,7 @@ def health(socket=None, url=None, api_key=None, timeout=5.0):
 
 
 __all__ = [
-    "Sandbox", "Templates", "BuildFailed", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
+    "Sandbox", "Snapshot", "Snapshots", "SandboxPaused", "SnapshotLimit", "Templates", "BuildFailed", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
     "Processes", "Files", "FileEntry", "Client", "DEFAULT_SOCKET", "health",
     "CordonError", "BadRequest", "InvalidField", "UnknownField", "UnsupportedRuntime", "PayloadTooLarge", "NotFound",
     "Conflict", "QuotaExceeded", "CapacityError", "Unauthorized", "Forbidden", "InternalError",

@@ -221,23 +221,36 @@ class AuditUnavailable(Unavailable):
     code = "audit_unavailable"
 
 
+class SandboxPaused(Conflict):
+    """409 ``sandbox_paused``: the sandbox is paused; :meth:`Sandbox.resume` it first."""
+    code = "sandbox_paused"
+
+
+class SnapshotLimit(CordonError):
+    """507 ``snapshot_limit``: the snapshots kept reach the server's total size cap
+    (``--max-snapshot-bytes``); delete some (:meth:`Snapshots.delete`)."""
+    code = "snapshot_limit"
+    default_status = 507
+
+
 _BY_CODE: Dict[str, Type[CordonError]] = {
     cls.code: cls
     for cls in (BadRequest, InvalidField, UnknownField, UnsupportedRuntime, PayloadTooLarge, NotFound, Conflict,
                 QuotaExceeded, CapacityError, Unauthorized, Forbidden, InternalError,
                 Unavailable, Timeout, MethodNotAllowed, LengthRequired, AuditUnavailable,
                 InvalidPath, ReadOnly, NoSpace, NotADirectory, IsADirectory, CrossDevice,
-                StreamLagged)
+                StreamLagged, SandboxPaused, SnapshotLimit)
 }
 
 _BY_STATUS: Dict[int, Type[CordonError]] = {
     400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed,
     409: Conflict, 411: LengthRequired, 413: PayloadTooLarge, 429: QuotaExceeded,
-    500: InternalError, 503: Unavailable, 504: Timeout,
+    500: InternalError, 503: Unavailable, 504: Timeout, 507: SnapshotLimit,
 }
 
 __all__ += ["InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
-            "CrossDevice", "StreamLagged", "MethodNotAllowed", "LengthRequired", "AuditUnavailable"]
+            "CrossDevice", "StreamLagged", "MethodNotAllowed", "LengthRequired", "AuditUnavailable",
+            "SandboxPaused", "SnapshotLimit"]
 
 
 def error_from_response(status: int, body: bytes,

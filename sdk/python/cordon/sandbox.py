@@ -11,6 +11,7 @@ from ._http import DEFAULT_REQUEST_TIMEOUT, Client, quote_segment
 from .files import Files
 from .models import ExecResult, SandboxInfo
 from .processes import Processes, command_fields
+from .snapshots import Snapshot
 
 log = logging.getLogger("cordon")
 
@@ -48,6 +49,7 @@ class Sandbox:
                network: Union[str, Mapping[str, Any], None] = None,
                env: Optional[Mapping[str, str]] = None,
                metadata: Optional[Mapping[str, str]] = None,
+               snapshot: Union[str, Snapshot, None] = None,
                socket: Optional[str] = None, url: Optional[str] = None,
                api_key: Optional[str] = None, client: Optional[Client] = None,
                request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT) -> "Sandbox":
@@ -64,6 +66,8 @@ class Sandbox:
                 ``{"policy": "allow", "allow": ["*.github.com:443"]}``.
             env: environment variables of every process in it.
             metadata: free-form labels, to find it with :meth:`list`.
+            snapshot: start from a :class:`Snapshot` (or its id): its files, and its
+                template, runtime and limits unless given here.
             socket, url, api_key: where cordond is (default: ``$CORDON_URL`` +
                 ``$CORDON_API_KEY``, ``$CORDON_SOCKET``, ``/run/cordon/cordon.sock``).
             client: an existing :class:`cordon.Client` to share.
@@ -76,7 +80,8 @@ class Sandbox:
                      ("limits", dict(limits) if limits is not None else None),
                      ("network", dict(network) if network is not None else None),
                      ("env", dict(env) if env is not None else None),
-                     ("metadata", dict(metadata) if metadata is not None else None)):
+                     ("metadata", dict(metadata) if metadata is not None else None),
+                     ("snapshot", snapshot.id if isinstance(snapshot, Snapshot) else snapshot)):
             if v is not None:
                 body[k] = v
         info = SandboxInfo.from_json(c.request("POST", "/v1/sandboxes", json_body=body).json())
@@ -161,6 +166,41 @@ class Sandbox:
             return True
         except errors.NotFound:
             return False
+
+    # -- pause, snapshots, fork --------------------------------------------------------------
+
+    def pause(self) -> SandboxInfo:
+        """Freeze every process (state ``paused``); the TTL stops, exec and files raise
+        :class:`cordon.SandboxPaused` until :meth:`resume`."""
+        self._info = SandboxInfo.from_json(self._client.request("POST", self._path("pause")).json())
+        return self._info
+
+    def resume(self) -> SandboxInfo:
+        """Let a paused sandbox run again; its TTL counts on from where it stopped."""
+        self._info = SandboxInfo.from_json(self._client.request("POST", self._path("resume")).json())
+        return self._info
+
+    def snapshot(self) -> Snapshot:
+        """A snapshot of the sandbox's filesystem (``memory`` False on the jail), for
+        :meth:`create` ``(snapshot=...)``. Raises :class:`cordon.SnapshotLimit` past the
+        server's total size cap."""
+        return Snapshot.from_json(self._client.request("POST", self._path("snapshots")).json())
+
+    def fork(self, n: int = 1, timeout: Optional[int] = None) -> List[Any]:
+        """One snapshot, ``n`` (1..100) children started from it: a list with a
+        :class:`Sandbox` per child made, or the :class:`cordon.CordonError` of one that was
+        not, in order. Children are independent: destroying the parent leaves them."""
+        body: Dict[str, Any] = {"count": n}
+        if timeout is not None:
+            body["timeout_s"] = timeout
+        out: List[Any] = []
+        for entry in self._client.request("POST", self._path("fork"), json_body=body).json():
+            if "id" in entry:
+                out.append(Sandbox(entry["id"], self._client))
+            else:
+                e = entry.get("error", {})
+                out.append(errors.error_from_response(0, json.dumps({"error": e}).encode()))
+        return out
 
     def set_network(self, policy: str, allow: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         """Replace the network policy (``deny``/``allow``/``public``); returns the one in force."""

@@ -164,14 +164,13 @@ static int scratch_make(struct jail *j, const struct cordon_spec *spec, struct s
 			struct cordon_err *err)
 {
 	if (j->scratch.mnt < 0)
-		return 0;
+		return j->restore_fd < 0 ? 0 : cordon_err_setf(err, -EOPNOTSUPP,
+			"restore: a snapshot needs the disk-backed scratch, which this host cannot give");
 	_cleanup_close_ int userns = open_userns(j->sb.pid);
 	if (userns < 0)
 		return cordon_err_set(err, userns, "scratch: open the sandbox's user namespace");
-	int r = scratch_trees(&j->scratch, userns, idmap_slot_base(&j->sb.host.slot), spec->rootfs,
-			      t, err);
-	scratch_close(&j->scratch);
-	return r;
+	return scratch_trees(&j->scratch, userns, idmap_slot_base(&j->sb.host.slot), spec->rootfs,
+			     j->restore_fd, t, err);
 }
 
 /* "go", with the trees (SCM_RIGHTS) the child mounts: struct jail_go. */
@@ -280,12 +279,14 @@ static pid_t clone_child(struct jail *j)
 	return syscall(SYS_clone, CLONE_FLAGS | SIGCHLD, NULL, &j->pidfd, NULL, NULL);
 }
 
-static int jail_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
+/* start and restore: @from is a snapshot's directory to fill the scratch from, or -1. */
+static int start_from(struct cordon_sandbox *sb, const struct cordon_spec *spec, int from,
 		      struct cordon_err *err)
 {
 	struct jail *j = jail_of(sb);
 	j->pidfd = j->agent_fd = j->status_fd = j->sync_fd = -1;
 	j->scratch.mnt = -1;
+	j->restore_fd = from;
 
 	struct jail_child c = {.spec = spec, .sync_fd = -1, .chan_fd = -1, .image_fd = -1,
 			       .image_tree = -1, .root_tree = -1,
@@ -322,6 +323,7 @@ static int jail_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	if ((r = host_adopt(j, spec, err)) < 0 || (r = host_go(j, spec, err)) < 0)
 		goto fail;
 	jail_child_free(&c);
+	j->restore_fd = -1; /* the caller's, used during start only */
 	if (spec->argv)
 		j->status_fd = TAKE_FD(chan[0]);
 	else
@@ -329,11 +331,18 @@ static int jail_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	return 0;
 
 fail:
+	j->restore_fd = -1;
 	scratch_close(&j->scratch);
 	close_fds(sync, 2);
 	close_fds(chan, 2);
 	jail_child_free(&c);
 	return r; /* runtime.c frees the sandbox */
+}
+
+static int jail_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
+		      struct cordon_err *err)
+{
+	return start_from(sb, spec, -1, err);
 }
 
 static int jail_setup_fd(const struct cordon_sandbox *sb)
@@ -426,6 +435,34 @@ static void jail_free(struct cordon_sandbox *sb)
 	struct jail *j = jail_of(sb);
 	int fds[] = {j->pidfd, j->agent_fd, j->status_fd, j->sync_fd};
 	close_fds(fds, ELEMENTSOF(fds));
+	scratch_close(&j->scratch);
+}
+
+/* The freezer of the sandbox's cgroup: every process stops where it is. */
+static int jail_pause(struct cordon_sandbox *sb)
+{
+	return runtime_host_freeze(&sb->host, true);
+}
+
+static int jail_resume(struct cordon_sandbox *sb)
+{
+	return runtime_host_freeze(&sb->host, false);
+}
+
+/* The filesystem only: a jail's memory is its processes', which no kernel interface of
+ * ours can save (the snapshot says "memory": false). */
+static int jail_snapshot(struct cordon_sandbox *sb, int dirfd, struct cordon_snapshot_info *ret,
+			 struct cordon_err *err)
+{
+	ret->memory = false;
+	return scratch_snapshot(&jail_of(sb)->scratch, runtime_host_uid(&sb->host), dirfd,
+				&ret->bytes, err);
+}
+
+static int jail_restore(struct cordon_sandbox *sb, const struct cordon_spec *spec, int dirfd,
+			struct cordon_err *err)
+{
+	return start_from(sb, spec, dirfd, err);
 }
 
 static int jail_set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes, uint32_t cpus_milli,
@@ -498,7 +535,8 @@ const struct runtime_ops jail_ops = {
     .name = "jail",
     .strength = 10,
     .caps = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT | CORDON_RUNTIME_CAP_EGRESS |
-	    CORDON_RUNTIME_CAP_LIMITS | CORDON_RUNTIME_CAP_STATS | CORDON_RUNTIME_CAP_OVERLAY,
+	    CORDON_RUNTIME_CAP_LIMITS | CORDON_RUNTIME_CAP_STATS | CORDON_RUNTIME_CAP_OVERLAY |
+	    CORDON_RUNTIME_CAP_PAUSE | CORDON_RUNTIME_CAP_SNAPSHOT,
     .size = sizeof(struct jail),
     .available = jail_available,
     .prepare = jail_prepare,
@@ -515,4 +553,8 @@ const struct runtime_ops jail_ops = {
     .set_limits = jail_set_limits,
     .stats = jail_stats,
     .attach_net = jail_attach_net,
+    .pause = jail_pause,
+    .resume = jail_resume,
+    .snapshot = jail_snapshot,
+    .restore = jail_restore,
 };

@@ -22,7 +22,8 @@ struct jail {
 	int sync_fd;   /* until setup is over */
 	int setup_stage; /* 0: building, 1: child said ok, 2: exec'd */
 	bool cg_attach_needed;
-	struct scratch scratch; /* until the trees are made */
+	struct scratch scratch; /* the sandbox's disk, for its life (snapshots read it) */
+	int restore_fd;		/* a snapshot to fill the scratch from, during start; else -1 */
 };
 
 static inline struct jail *jail_of(struct cordon_sandbox *sb)

@@ -1,5 +1,5 @@
-/* cgroup: limits written and read back, attach, stats, kill, free, and a child joining by
- * itself. Needs root and a cgroup v1 or v2 hierarchy with memory, pids and cpu; makes real
+/* cgroup: limits written and read back, attach, stats, kill, free, a child joining by
+ * itself, and the freezer. Needs root and a cgroup v1 or v2 hierarchy with memory, pids and cpu; makes real
  * cgroups named cordon-unit-<pid>-<n> under cordon/ and removes them. */
 #include <errno.h>
 #include <fcntl.h>
@@ -416,6 +416,49 @@ static void test_sweep(void **state)
 	assert_false(dir_exists("pids"));
 }
 
+/* A process counting in shared memory: frozen, the count stands still; thawed, it goes on;
+ * killed while frozen, it dies (v1 thaws for the kill). */
+static void test_freeze(void **state)
+{
+	if (!available())
+		skip();
+	struct cgroup_limits lim = {.memory_bytes = 64 << 20, .cpus_milli = 1000, .pids = 16};
+	struct cordon_err e = {};
+	assert_int_equal(cgroup_create(name, &lim, &cg, &e), 0);
+	volatile uint64_t *n = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(n != MAP_FAILED);
+	pid_t pid = worker = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		for (;;)
+			(*n)++;
+	assert_int_equal(cgroup_attach(cg, pid, &e), 0);
+	struct timespec ms50 = {0, 50 * 1000 * 1000};
+	nanosleep(&ms50, NULL);
+	int r = cgroup_freeze(cg, true);
+	if (r == -EOPNOTSUPP) {
+		print_message("skip: no freezer here\n");
+		munmap((void *)n, 4096);
+		skip();
+	}
+	assert_int_equal(r, 0);
+	uint64_t a = *n;
+	nanosleep(&ms50, NULL);
+	assert_true(*n == a); /* frozen: not one more step */
+	assert_int_equal(cgroup_freeze(cg, true), 0); /* again: still 0 */
+	assert_int_equal(cgroup_freeze(cg, false), 0);
+	nanosleep(&ms50, NULL);
+	assert_true(*n > a);
+	assert_int_equal(cgroup_freeze(cg, true), 0);
+	cgroup_kill(cg);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	worker = 0;
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	munmap((void *)n, 4096);
+	cg = cgroup_free(cg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -427,6 +470,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_pids_limit, teardown),
 		cmocka_unit_test_teardown(test_join_self, teardown),
 		cmocka_unit_test_teardown(test_sweep, teardown),
+		cmocka_unit_test_teardown(test_freeze, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

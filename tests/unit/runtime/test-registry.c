@@ -26,7 +26,8 @@ static void test_registry_lists_the_known_runtimes(void **state)
 			assert_string_equal(info.reason, "");
 			assert_true(info.caps & CORDON_RUNTIME_CAP_ONESHOT);
 			assert_true(info.caps & CORDON_RUNTIME_CAP_AGENT);
-			assert_false(info.caps & CORDON_RUNTIME_CAP_PAUSE);
+			assert_true(info.caps & CORDON_RUNTIME_CAP_PAUSE);
+			assert_true(info.caps & CORDON_RUNTIME_CAP_SNAPSHOT);
 		} else {
 			assert_false(info.available);
 			assert_string_equal(info.reason, "not built yet");
@@ -130,7 +131,8 @@ static void test_optional_verbs_answer_eopnotsupp(void **state)
 	assert_string_equal(cordon_sandbox_runtime(sb), "fake");
 	assert_int_equal(cordon_sandbox_pause(sb), -EOPNOTSUPP);
 	assert_int_equal(cordon_sandbox_resume(sb), -EOPNOTSUPP);
-	assert_int_equal(cordon_sandbox_snapshot(sb, "/nonexistent", &err), -EOPNOTSUPP);
+	struct cordon_snapshot_info info;
+	assert_int_equal(cordon_sandbox_snapshot(sb, -1, &info, &err), -EOPNOTSUPP);
 	assert_string_equal(err.msg, "runtime 'fake': cannot snapshot");
 	assert_int_equal(cordon_sandbox_stats(sb, &st), -EOPNOTSUPP);
 	assert_int_equal(cordon_sandbox_set_limits(sb, 64 << 20, 1000, 64), -EOPNOTSUPP);

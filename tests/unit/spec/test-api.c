@@ -787,6 +787,28 @@ static void test_raw_nul(void **state)
 
 /* ---- errors --------------------------------------------------------------------------------- */
 
+static void test_fork(void **state)
+{
+	struct api_fork f;
+	struct cordon_err err = {};
+	assert_int_equal(api_fork_parse("{\"count\": 3}", 12, 600, &f, &err), 0);
+	assert_int_equal(f.count, 3);
+	assert_int_equal(f.timeout_s, 0);
+	const char *ok = "{\"count\": 100, \"timeout_s\": 600}";
+	assert_int_equal(api_fork_parse(ok, strlen(ok), 600, &f, &err), 0);
+	assert_int_equal(f.timeout_s, 600);
+	static const char *const bad[] = {"{\"count\": 0}", "{\"count\": 101}", "{}", "",
+					  "{\"count\": 1, \"timeout_s\": 601}", "{\"count\": \"1\"}"};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+		assert_int_equal(api_error_from_errno(api_fork_parse(bad[i], strlen(bad[i]), 600, &f, &err)),
+				 i == 3 ? API_ERR_BAD_REQUEST : API_ERR_INVALID_FIELD);
+	const char *unk = "{\"count\": 1, \"x\": 1}";
+	assert_int_equal(api_fork_parse(unk, strlen(unk), 600, &f, &err), -EBADRQC);
+	assert_true(api_snapshot_id_ok("sn-abcdefghijklmnopqrst"));
+	assert_false(api_snapshot_id_ok("sn-abcdefghijklmnopqrs1"));
+	assert_false(api_snapshot_id_ok("sb-abcdefghijklmnopqrst"));
+}
+
 static void test_errors(void **state)
 {
 	static const struct {
@@ -815,6 +837,8 @@ static void test_errors(void **state)
 	    {API_ERR_CROSS_DEVICE, "cross_device", 409},
 	    {API_ERR_AUDIT_UNAVAILABLE, "audit_unavailable", 503},
 	    {API_ERR_UNSUPPORTED_RUNTIME, "unsupported_runtime", 400},
+	    {API_ERR_SANDBOX_PAUSED, "sandbox_paused", 409},
+	    {API_ERR_SNAPSHOT_LIMIT, "snapshot_limit", 507},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -875,6 +899,7 @@ int main(void)
 	    cmocka_unit_test(test_counts),
 	    cmocka_unit_test(test_raw_nul),
 	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_fork),
 	    cmocka_unit_test(test_build),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,579 @@
+"""Pause, resume, snapshots and fork (issue 12), on every runtime that has them.
+
+The runtime is a parameter: `jail` always, `gvisor` once GET /v1/runtimes says it is
+available here and its pause does not answer unsupported_runtime (skipped otherwise). Each
+test checks state before and after on the real daemon: a counter loop that stops while
+paused, files seen (and deleted ones unseen) in a sandbox made from a snapshot, a sparse
+1 GiB file that stays sparse, children that do not see each other's writes, and nothing
+left on the host after many forks.
+"""
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import (CORDON, assert_error, cordon_cgroup_dirs, get_metrics, parse_time, requires_daemon,
+                      start_daemon, wait_until)
+
+pytestmark = requires_daemon
+
+RUNTIMES = ["jail", "gvisor"]
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    d = start_daemon(pool=0, max_sandboxes=64, max_timeout=600)
+    yield d
+    alive = d.alive()
+    d.cleanup()
+    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+
+
+@pytest.fixture(scope="module")
+def client(daemon):
+    return daemon.client(timeout=120)
+
+
+@pytest.fixture(scope="module", params=RUNTIMES)
+def runtime(request, client):
+    name = request.param
+    r = client.get("/v1/runtimes")
+    assert r.status == 200, r.describe()
+    entry = [x for x in r.json()["runtimes"] if x["name"] == name]
+    if not entry or not entry[0].get("available"):
+        pytest.skip(f"runtime {name} is not available here")
+    if name != "jail":
+        sb = client.create({"runtime": name})
+        try:
+            p = client.post(f"/v1/sandboxes/{sb['id']}/pause")
+            if p.status == 400 and p.json()["error"]["code"] == "unsupported_runtime":
+                pytest.skip(f"runtime {name} cannot pause here: {p.json()['error']['message']}")
+        finally:
+            client.destroy(sb["id"], missing_ok=True)
+    return name
+
+
+@pytest.fixture
+def made(client):
+    ids = []
+    yield ids
+    for sid in ids:
+        client.destroy(sid, missing_ok=True)
+
+
+def create(client, made, runtime, **body):
+    sb = client.create(dict(body, runtime=runtime))
+    made.append(sb["id"])
+    return sb
+
+
+def sh(client, sid, cmd, code=0, **kw):
+    r = client.exec(sid, cmd=cmd, **kw)
+    assert r["exit_code"] == code, (cmd, r)
+    return r["stdout"]
+
+
+def snapshot(client, sid):
+    r = client.post(f"/v1/sandboxes/{sid}/snapshots")
+    assert r.status == 201, r.describe()
+    return r.json()
+
+
+def background(client, sid, cmd):
+    """A process left running (its event stream kept open, unread)."""
+    st = client.start_process(sid, cmd=cmd)
+    _streams.append(st)
+    return st
+
+
+_streams = []
+
+
+def counter(client, sid):
+    return int(sh(client, sid, "cat /tmp/n 2>/dev/null || echo 0").strip() or 0)
+
+
+def test_pause_stops_processes_and_resume_continues(client, made, runtime):
+    sb = create(client, made, runtime)
+    sid = sb["id"]
+    background(client, sid, "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.05; done")
+    assert wait_until(lambda: counter(client, sid) > 3, 10)
+    r = client.post(f"/v1/sandboxes/{sid}/pause")
+    assert r.status == 200 and r.json()["state"] == "paused", r.describe()
+    # exec and files are refused while paused, with a code that says why
+    assert_error(client.post(f"/v1/sandboxes/{sid}/exec", {"cmd": "true"}), 409, "sandbox_paused")
+    assert_error(client.get(f"/v1/sandboxes/{sid}/files?path=/tmp/n"), 409, "sandbox_paused")
+    assert client.info(sid)["state"] == "paused"
+    # the counter does not advance: read through a second pause-free look after resume
+    time.sleep(1.0)
+    r = client.post(f"/v1/sandboxes/{sid}/resume")
+    assert r.status == 200 and r.json()["state"] != "paused", r.describe()
+    n0 = counter(client, sid)
+    # 1 s paused at 20 increments/s: had it run, n0 would be well past what follows
+    time.sleep(0.5)
+    n1 = counter(client, sid)
+    assert n1 > n0, "the loop continues after resume"
+    events = [l for l in open(os.path.join(client_daemon(client).audit_dir, sid + ".jsonl"))]
+    assert any('"sandbox.pause"' in l for l in events) and any('"sandbox.resume"' in l for l in events)
+
+
+def test_destroy_of_a_paused_sandbox(client, made, runtime):
+    sid = create(client, made, runtime)["id"]
+    slot = slot_of(client, sid)
+    background(client, sid, "sleep 1000")
+    assert client.post(f"/v1/sandboxes/{sid}/pause").status == 200
+    client.destroy(sid)
+    assert client.get(f"/v1/sandboxes/{sid}").status == 404
+    assert wait_until(lambda: not slot_leaked(slot), 10), "a frozen sandbox is killed whole"
+
+
+def test_paused_counter_is_frozen(client, made, runtime):
+    """Read the counter file from a second sandbox's view is impossible; so compare the
+    values seen just before a pause and just after the resume: equal within one step."""
+    sb = create(client, made, runtime)
+    sid = sb["id"]
+    background(client, sid, "i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.02; done")
+    assert wait_until(lambda: counter(client, sid) > 3, 10)
+    before = counter(client, sid)
+    assert client.post(f"/v1/sandboxes/{sid}/pause").status == 200
+    time.sleep(1.5)  # 75 steps had it run
+    assert client.post(f"/v1/sandboxes/{sid}/resume").status == 200
+    after = counter(client, sid)
+    assert after - before < 40, f"the loop ran while paused: {before} -> {after}"
+
+
+def test_a_long_pause_with_an_exec_in_flight(client, made, runtime):
+    """The agent's watchdog (an exec's timeout + 10 s) waits for the resume: a frozen agent
+    answering nothing is not a broken one."""
+    import threading
+    sid = create(client, made, runtime)["id"]
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=client.exec(sid, cmd="sleep 0.5; echo done",
+                                                                 timeout_s=1)))
+    t.start()
+    time.sleep(0.1)
+    assert client.post(f"/v1/sandboxes/{sid}/pause").status == 200
+    time.sleep(12)
+    assert client.info(sid)["state"] == "paused", "still there after the watchdog's time"
+    assert client.post(f"/v1/sandboxes/{sid}/resume").status == 200
+    t.join(30)
+    assert "r" in out, "the exec was answered"
+    assert sh(client, sid, "echo alive") == "alive\n"
+
+
+def test_ttl_stops_while_paused(client, made, runtime):
+    sb = create(client, made, runtime, timeout_s=3)
+    sid = sb["id"]
+    assert client.post(f"/v1/sandboxes/{sid}/pause").status == 200
+    time.sleep(4)
+    info = client.info(sid)
+    assert info["state"] == "paused", "a paused sandbox outlives its TTL"
+    left = parse_time(info["expires_at"]) - time.time()
+    assert 1 < left <= 3.5, f"expires_at counts what is left from now: {left}"
+    assert client.post(f"/v1/sandboxes/{sid}/resume").status == 200
+    assert wait_until(lambda: client.get(f"/v1/sandboxes/{sid}").status == 404, 8), \
+        "the TTL runs again after resume"
+
+
+def test_pause_has_its_own_bound(runtime):
+    d = start_daemon(pool=0, extra=["--max-pause", "2"])
+    try:
+        c = d.client()
+        sb = c.create({"runtime": runtime, "timeout_s": 300})
+        assert c.post(f"/v1/sandboxes/{sb['id']}/pause").status == 200
+        assert wait_until(lambda: c.get(f"/v1/sandboxes/{sb['id']}").status == 404, 10), \
+            "a sandbox paused past --max-pause is destroyed"
+        log = open(os.path.join(d.audit_dir, sb["id"] + ".jsonl")).read()
+        assert '"sandbox.pause_timeout"' in log and '"pause_timeout"' in log
+    finally:
+        d.cleanup()
+
+
+def test_snapshot_then_create_sees_the_files(client, made, runtime):
+    sb = create(client, made, runtime, limits={"pids": 128, "disk_mb": 2048})
+    sid = sb["id"]
+    lic = sh(client, sid, "ls /usr/share/common-licenses | head -1").strip()
+    assert lic
+    sh(client, sid, "echo hello > /tmp/a && mkdir -p /home/user/d && echo deep > /home/user/d/f && "
+                    "truncate -s 1G /tmp/sparse && echo end >> /tmp/sparse && "
+                    "ln /tmp/a /tmp/hard && chmod 0751 /tmp/a")
+    sh(client, sid, f"rm /usr/share/common-licenses/{lic} && echo new > /usr/share/added", user="root")
+    # a directory removed and made again is opaque in the overlay: the template's entries
+    # under it stay hidden (trusted.overlay.opaque kept by the copy)
+    doc = sh(client, sid, "ls -d /usr/share/doc/*/ | head -1").strip().rstrip("/")
+    assert doc and sh(client, sid, f"ls {doc} | wc -l").strip() != "0"
+    sh(client, sid, f"rm -rf {doc} && mkdir {doc} && touch {doc}/only", user="root")
+    snap = snapshot(client, sid)
+    assert re.fullmatch(r"sn-[a-z2-7]{20}", snap["id"]), snap
+    assert snap["sandbox"] == sid and snap["memory"] is False
+    assert snap["size_bytes"] < 64 << 20, f"the sparse file stays sparse in the snapshot: {snap}"
+    r = client.get(f"/v1/snapshots/{snap['id']}")
+    assert r.status == 200 and r.json()["id"] == snap["id"]
+    assert snap["id"] in [s["id"] for s in client.get("/v1/snapshots").json()["snapshots"]]
+
+    child = client.create({"snapshot": snap["id"]})
+    made.append(child["id"])
+    assert child["snapshot"] == snap["id"] and child["runtime"] == runtime
+    cid = child["id"]
+    assert sh(client, cid, "cat /tmp/a /home/user/d/f /usr/share/added") == "hello\ndeep\nnew\n"
+    sh(client, cid, f"test ! -e /usr/share/common-licenses/{lic}")  # the whiteout held
+    assert sh(client, cid, f"ls {doc}") == "only\n", "the opaque directory held"
+    assert sh(client, cid, "stat -c %a /tmp/a").strip() == "751"
+    assert sh(client, cid, "stat -c %h /tmp/a").strip() == "2", "hard links stay links"
+    size, blocks = sh(client, cid, "stat -c '%s %b' /tmp/sparse").split()
+    assert int(size) == (1 << 30) + 4 and int(blocks) * 512 < 1 << 20, "sparse after restore"
+    assert sh(client, cid, "tail -c 4 /tmp/sparse") == "end\n"
+    assert sh(client, cid, "stat -c %U /home/user/d/f").strip() == sh(client, sid, "stat -c %U /home/user/d/f").strip()
+    # limits from the snapshot unless the request gives them
+    other = client.create({"snapshot": snap["id"], "limits": {"memory_mb": 256, "disk_mb": None}})
+    made.append(other["id"])
+    assert other["limits"]["memory_mb"] == 256, other
+    assert other["limits"]["pids"] == 128 and other["limits"]["disk_mb"] == 2048, other
+    assert child["limits"] == sb["limits"], (child, sb)
+    assert sh(client, other["id"], "cat /tmp/a") == "hello\n"
+    # the parent is untouched by the child's writes
+    sh(client, cid, "echo child > /tmp/a")
+    assert sh(client, sid, "cat /tmp/a") == "hello\n"
+    assert client.delete(f"/v1/snapshots/{snap['id']}").status == 204
+    assert_error(client.get(f"/v1/snapshots/{snap['id']}"), 404, "not_found")
+
+
+def identity(client, sid):
+    return sh(client, sid, "hostname; cat /proc/self/uid_map | awk '{print $2}'").split()
+
+
+def test_fork_children_are_independent(client, made, runtime):
+    sb = create(client, made, runtime, timeout_s=120)
+    sid = sb["id"]
+    sh(client, sid, "echo parent > /tmp/who")
+    r = client.post(f"/v1/sandboxes/{sid}/fork", {"count": 3, "timeout_s": 60})
+    assert r.status == 200, r.describe()
+    kids = r.json()
+    assert len(kids) == 3 and all("id" in k for k in kids), kids
+    ids = [k["id"] for k in kids]
+    made.extend(ids)
+    assert len(set(ids + [sid])) == 4
+    for i, k in enumerate(ids):
+        assert sh(client, k, "cat /tmp/who") == "parent\n"
+        sh(client, k, f"echo child{i} > /tmp/who; echo {i} > /tmp/mine{i}")
+    for i, k in enumerate(ids):
+        assert sh(client, k, "cat /tmp/who") == f"child{i}\n"
+        others = sh(client, k, "ls /tmp").split()
+        assert [f for f in others if f.startswith("mine")] == [f"mine{i}"], others
+    assert sh(client, sid, "cat /tmp/who; ls /tmp | grep -c mine || true") == "parent\n0\n"
+    seen = [tuple(identity(client, x)) for x in ids + [sid]]
+    assert len({s[1] for s in seen}) == 4, f"each child has its own uid range: {seen}"
+    assert len({s[0] for s in seen}) == 4, f"each child has its own hostname: {seen}"
+    assert [s[0] for s in seen[:3]] == ids, "a child's hostname is its id"
+    for k in ids:
+        info = client.info(k)
+        assert info["parent"] == sid and info["timeout_s"] == 60
+        first = open(os.path.join(client_daemon(client).audit_dir, k + ".jsonl")).readline()
+        assert '"sandbox.create"' in first and sid in first and info["snapshot"] in first
+    # the parent's destroy leaves its children running
+    client.destroy(sid)
+    assert sh(client, ids[0], "cat /tmp/who") == "child0\n"
+
+
+_daemons = {}
+
+
+def client_daemon(client):
+    return _daemons["d"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _remember(daemon):
+    _daemons["d"] = daemon
+
+
+def test_fork_of_ten_under_load(client, made, runtime):
+    sb = create(client, made, runtime, timeout_s=120)
+    sid = sb["id"]
+    background(client, sid, "while :; do :; done")
+    busy = [create(client, made, runtime) for _ in range(2)]
+    for b in busy:
+        background(client, b['id'], "while :; do :; done")
+    t0 = time.monotonic()
+    r = client.post(f"/v1/sandboxes/{sid}/fork", {"count": 10})
+    took = time.monotonic() - t0
+    assert r.status == 200, r.describe()
+    kids = r.json()
+    made.extend(k["id"] for k in kids if "id" in k)
+    assert all("id" in k for k in kids), kids
+    for k in kids:
+        assert sh(client, k["id"], "echo ok") == "ok\n"
+    assert took < 60, took
+
+
+def test_snapshot_of_a_destroyed_sandbox_is_refused(client, made, runtime):
+    sb = create(client, made, runtime)
+    client.destroy(sb["id"])
+    assert_error(client.post(f"/v1/sandboxes/{sb['id']}/snapshots"), 404, "not_found")
+    assert_error(client.post(f"/v1/sandboxes/{sb['id']}/fork", {"count": 1}), 404, "not_found")
+
+
+@pytest.mark.parametrize("body,code", [
+    ({"count": 0}, "invalid_field"), ({"count": 101}, "invalid_field"), ({}, "invalid_field"),
+    ({"count": 1, "colour": 1}, "unknown_field"), ({"count": "2"}, "invalid_field"),
+    ({"count": 1, "timeout_s": 0}, "invalid_field"),
+])
+def test_fork_bad_input(client, made, runtime, body, code):
+    sb = create(client, made, runtime)
+    assert_error(client.post(f"/v1/sandboxes/{sb['id']}/fork", body), 400, code)
+
+
+def test_a_snapshot_that_does_not_fit_the_disk(client, made, runtime):
+    sid = create(client, made, runtime)["id"]
+    sh(client, sid, "head -c 40000000 /dev/zero > /tmp/fill")
+    snap = snapshot(client, sid)
+    root = client_daemon(client).root
+    mine = lambda: {l for l in loop_devices() if root in l[1]}  # noqa: E731
+    loops = mine()
+    e = assert_error(client.post("/v1/sandboxes", {"snapshot": snap["id"], "limits": {"disk_mb": 32}}),
+                     400, "invalid_field")
+    assert "disk_mb" in e["message"]
+    assert wait_until(lambda: not mine() - loops, 10), "the failed restore left its disk"
+    assert len(client.get("/v1/sandboxes").json()["sandboxes"]) == len(made)
+    client.delete(f"/v1/snapshots/{snap['id']}")
+
+
+def test_create_from_bad_snapshots(client, runtime):
+    assert_error(client.post("/v1/sandboxes", {"snapshot": "sn-" + "a" * 20}), 404, "not_found")
+    assert_error(client.post("/v1/sandboxes", {"snapshot": "nope"}), 400, "invalid_field")
+    assert_error(client.get("/v1/snapshots/sn-" + "b" * 20), 404, "not_found")
+    assert_error(client.delete("/v1/snapshots/../x"), (400, 404))
+
+
+def test_size_cap_refuses_with_a_clear_code(runtime):
+    d = start_daemon(pool=0, extra=["--max-snapshot-bytes", "1M"])
+    try:
+        c = d.client(timeout=60)
+        sb = c.create({"runtime": runtime})
+        c.sh(sb["id"], "head -c 3000000 /dev/urandom > /tmp/big")
+        e = assert_error(c.post(f"/v1/sandboxes/{sb['id']}/snapshots"), 507, "snapshot_limit")
+        assert "max-snapshot-bytes" in e["message"]
+        assert c.get("/v1/snapshots").json()["snapshots"] == []
+        assert os.listdir(os.path.join(d.state_dir, "snapshots")) == [], "nothing half-made"
+    finally:
+        d.cleanup()
+
+
+def test_metrics_count_snapshots(client, made, runtime):
+    sb = create(client, made, runtime)
+    snap = snapshot(client, sb["id"])
+    m = get_metrics(client)
+    assert m.total("cordon_snapshots") >= 1 and m.total("cordon_snapshots_total") >= 1
+    assert m.types.get("cordon_snapshot_bytes") == "gauge"
+    client.delete(f"/v1/snapshots/{snap['id']}")
+
+
+def loop_devices():
+    out = set()
+    for n in os.listdir("/sys/block"):
+        if n.startswith("loop"):
+            try:
+                with open(f"/sys/block/{n}/loop/backing_file") as f:
+                    out.add((n, f.read().strip()))
+            except OSError:
+                pass
+    return out
+
+
+def test_nothing_left_after_50_forks(client, daemon, runtime):
+    base_loops = {l for l in loop_devices() if daemon.root in l[1]}
+    assert wait_until(lambda: not daemon_cgroups(daemon, client), 10)
+    sb = client.create({"runtime": runtime, "timeout_s": 300})
+    sid = sb["id"]
+    sh(client, sid, "echo x > /tmp/x")
+    slots = set()
+    for _ in range(5):
+        r = client.post(f"/v1/sandboxes/{sid}/fork", {"count": 10})
+        assert r.status == 200, r.describe()
+        kids = r.json()
+        assert all("id" in k for k in kids), kids
+        for k in kids:
+            slots.add(slot_of(client, k["id"]))
+            client.destroy(k["id"])
+    client.destroy(sid)
+    for s in client.get("/v1/snapshots").json()["snapshots"]:
+        assert client.delete(f"/v1/snapshots/{s['id']}").status == 204
+    assert wait_until(lambda: client.get("/v1/sandboxes").json()["sandboxes"] == [], 10)
+    assert wait_until(lambda: not {l for l in loop_devices() if daemon.root in l[1]} - base_loops, 10), \
+        loop_devices()
+    scratch = os.path.join(daemon.state_dir, "scratch")
+    assert wait_until(lambda: not [n for n in os.listdir(scratch) if n.startswith("s")], 10), os.listdir(scratch)
+    with open("/proc/self/mountinfo") as f:
+        assert daemon.root not in f.read(), "no mount of the daemon's directories is left"
+    assert wait_until(lambda: not daemon_cgroups(daemon, client), 10)
+    assert os.listdir(os.path.join(daemon.state_dir, "snapshots")) == []
+    # every slot the children had is free again with no cgroup left (another daemon on this
+    # host may have taken one since: then its lock is held and its cgroup is that one's)
+    assert wait_until(lambda: not [n for n in slots if slot_leaked(n)], 10), \
+        [n for n in slots if slot_leaked(n)]
+
+
+def slot_of(client, sid):
+    base = int(sh(client, sid, "awk '{print $2}' /proc/self/uid_map").split()[0])
+    return (base - 0x70000000) // 65536
+
+
+def slot_leaked(n):
+    import fcntl
+    try:
+        fd = os.open(f"/run/cordon/slots/{n}", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # held: someone's live sandbox
+    finally:
+        os.close(fd)
+    return bool(cordon_cgroup_dirs(f"s{n}") & {d for d in cordon_cgroup_dirs(f"s{n}")
+                                                 if os.path.basename(d) == f"s{n}"})
+
+
+def daemon_cgroups(daemon, client):
+    """The daemon's sandboxes hold slots whose cgroups are cordon/sN: none once all are gone."""
+    return [s for s in client.get("/v1/sandboxes").json()["sandboxes"]]
+
+
+def cli(daemon, *args, code=0):
+    p = subprocess.run([CORDON, *args, "--socket", daemon.sock], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == code, (args, p.returncode, p.stdout, p.stderr)
+    return p.stdout
+
+
+def test_cli(client, daemon, made, runtime):
+    sid = create(client, made, runtime)["id"]
+    assert cli(daemon, "pause", sid).strip() == "paused"
+    assert client.info(sid)["state"] == "paused"
+    cli(daemon, "resume", sid)
+    sh(client, sid, "echo cli > /tmp/c")
+    snap = cli(daemon, "snapshot", sid).strip()
+    assert re.fullmatch(r"sn-[a-z2-7]{20}", snap), snap
+    assert snap in cli(daemon, "snapshot", "ls")
+    child = cli(daemon, "create", "--snapshot", snap).strip()
+    made.append(child)
+    assert sh(client, child, "cat /tmp/c") == "cli\n"
+    kids = cli(daemon, "fork", sid, "--count", "2").split()
+    made.extend(kids)
+    assert len(kids) == 2 and all(k.startswith("sb-") for k in kids)
+    cli(daemon, "fork", sid, "--count", "0", code=2)
+    cli(daemon, "snapshot", "rm", snap)
+    assert snap not in cli(daemon, "snapshot", "ls")
+    cli(daemon, "snapshot", "rm", snap, code=1)
+
+
+def test_fork_reports_each_child(runtime):
+    """Past the daemon's --max-sandboxes the children that cannot be made are answered as
+    errors in their place; the others are made."""
+    d = start_daemon(pool=0, max_sandboxes=3)
+    try:
+        c = d.client(timeout=60)
+        sid = c.create({"runtime": runtime})["id"]
+        r = c.post(f"/v1/sandboxes/{sid}/fork", {"count": 4})
+        assert r.status == 200, r.describe()
+        kids = r.json()
+        assert len(kids) == 4
+        ok = [k for k in kids if "id" in k]
+        bad = [k for k in kids if "error" in k]
+        assert len(ok) == 2 and len(bad) == 2, kids
+        assert all(k["error"]["code"] == "capacity" and k["error"]["message"] for k in bad), kids
+        for k in ok:
+            assert c.sh(k["id"], "echo ok") == "ok\n"
+    finally:
+        d.cleanup()
+
+
+KEYS = """alpha-key-0123456789abcdef alice 3
+beta-key-fedcba9876543210 bob 5
+"""
+ALICE, BOB = "alpha-key-0123456789abcdef", "beta-key-fedcba9876543210"
+
+
+def test_snapshots_are_their_makers_and_forks_keep_the_quota(runtime):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = start_daemon(pool=0, listen=f"127.0.0.1:{port}", api_keys=KEYS)
+    try:
+        alice, bob = d.tcp_client(ALICE), d.tcp_client(BOB)
+        sid = alice.create({"runtime": runtime})["id"]
+        snap = alice.post(f"/v1/sandboxes/{sid}/snapshots")
+        assert snap.status == 201, snap.describe()
+        snap = snap.json()["id"]
+        assert "owner" not in alice.get(f"/v1/snapshots/{snap}").json()
+        # bob cannot see, use or delete it, nor snapshot or fork alice's sandbox
+        assert bob.get("/v1/snapshots").json()["snapshots"] == []
+        assert_error(bob.get(f"/v1/snapshots/{snap}"), 404, "not_found")
+        assert_error(bob.post("/v1/sandboxes", {"snapshot": snap}), 404, "not_found")
+        assert_error(bob.delete(f"/v1/snapshots/{snap}"), 404, "not_found")
+        assert_error(bob.post(f"/v1/sandboxes/{sid}/fork", {"count": 1}), 404, "not_found")
+        assert_error(bob.post(f"/v1/sandboxes/{sid}/pause"), 404, "not_found")
+        # alice holds 1 of 3: a fork of 4 makes 2 and answers the quota for the others
+        kids = alice.post(f"/v1/sandboxes/{sid}/fork", {"count": 4}).json()
+        assert [("id" in k) for k in kids] == [True, True, False, False], kids
+        assert {k["error"]["code"] for k in kids[2:]} == {"quota_exceeded"}, kids
+        assert len(alice.get("/v1/sandboxes").json()["sandboxes"]) == 3
+    finally:
+        d.cleanup()
+
+
+def test_snapshots_outlive_the_daemon(runtime):
+    d = start_daemon(pool=0)
+    try:
+        c = d.client(timeout=60)
+        sid = c.create({"runtime": runtime})["id"]
+        c.sh(sid, "echo kept > /tmp/k")
+        snap = snapshot(c, sid)
+        d.stop()
+        os.makedirs(os.path.join(d.state_dir, "snapshots", ".tmp-sn-" + "c" * 20, "fs"))
+        d.start()
+        c = d.client(timeout=60)
+        assert [s["id"] for s in c.get("/v1/snapshots").json()["snapshots"]] == [snap["id"]]
+        assert not [n for n in os.listdir(os.path.join(d.state_dir, "snapshots")) if n.startswith(".")], \
+            "what a crash left half-made is swept at start"
+        m = get_metrics(c)
+        assert m.total("cordon_snapshots") == 1 and m.total("cordon_snapshot_bytes") == snap["size_bytes"]
+        child = c.create({"snapshot": snap["id"]})
+        assert c.sh(child["id"], "cat /tmp/k") == "kept\n"
+    finally:
+        d.cleanup()
+
+
+@pytest.mark.skipif(not os.path.isfile("/bin/busybox"), reason="needs /bin/busybox")
+def test_snapshot_of_a_template_sandbox(runtime, tmp_path, monkeypatch):
+    """A built template's sandbox: its image is a writable overlay whose upper directory the
+    snapshot keeps (a file deleted from the image stays deleted in the new sandbox)."""
+    import shutil
+    store = tmp_path / "store"
+    monkeypatch.setenv("CORDON_TEMPLATES", str(store))
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    shutil.copy("/bin/busybox", ctx / "busybox")
+    (ctx / "Cordonfile").write_text('FROM scratch\nCOPY busybox /bin/busybox\n'
+                                    'RUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
+                                    'RUN mkdir -p /srv && echo image > /srv/a && echo b > /srv/b\n')
+    p = subprocess.run([CORDON, "template", "build", "bb", "-f", str(ctx / "Cordonfile")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    d = start_daemon(pool=0)
+    try:
+        c = d.client(timeout=60)
+        sid = c.create({"runtime": runtime, "template": "bb"})["id"]
+        r = c.exec(sid, cmd="echo changed > /srv/a && rm /srv/b && echo new > /srv/c", user="root")
+        assert r["exit_code"] == 0, r
+        snap = snapshot(c, sid)
+        assert snap["template"] == "bb"
+        child = c.create({"snapshot": snap["id"]})
+        assert child["template"] == "bb"
+        r = c.exec(child["id"], cmd="cat /srv/a /srv/c; test ! -e /srv/b && echo gone")
+        assert r["stdout"] == "changed\nnew\ngone\n", r
+    finally:
+        d.cleanup()
