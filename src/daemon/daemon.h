@@ -124,6 +124,7 @@ struct sbx {
 	struct waiter *waiters;    /* create requests waiting for this one to become ready */
 	struct chan *chans;        /* every open agent channel but 0 */
 	struct audit_listener *listeners;
+	struct sbx_secrets *secrets; /* NULL: none. secrets.c; memory only, wiped at destroy */
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
 	char *workdir;
@@ -159,7 +160,7 @@ extern struct daemon D;
 enum metric {
 	M_NET_BLOCKED, M_NET_ALLOWED,
 	M_CREATES, M_CREATE_FAILURES, M_DESTROYS, M_TIMEOUTS, M_PROC_TIMEOUTS, M_OOM_KILLS,
-	M_AUDIT_EVENTS, M_EXECS, M_AGENT_ERRORS, M_HTTP_ERRORS, _M_MAX
+	M_AUDIT_EVENTS, M_EXECS, M_AGENT_ERRORS, M_HTTP_ERRORS, M_SECRET_MISUSE, _M_MAX
 };
 enum histogram { H_CREATE, H_EXEC, _H_MAX };
 void metric_inc(enum metric m);
@@ -276,6 +277,9 @@ struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
 /* Starts a runtime for a sandbox of @rootfs (NULL: host); -errno in @err. */
 struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
 		    struct cordon_err *err);
+/* The same, with @bind (NULL: none) bound read-only into the sandbox. */
+struct sbx *sbx_new_bind(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
+			 const struct cordon_bind *bind, struct cordon_err *err);
 /* Takes a started runtime (s->rt) into the event loop and the list of sandboxes. */
 void sbx_adopt(struct sbx *s);
 void sbx_arm_ttl(struct sbx *s);
@@ -324,6 +328,9 @@ int network_start(void);
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
 		struct cordon_err *err);
 void network_forget(struct sbx *s);
+/* The sandbox's secrets as they are now (rotated, revoked) to the proxy, with its policy
+ * unchanged; they apply from the next request. -ENOTCONN: it has no link yet. */
+int network_secrets_push(struct sbx *s);
 /* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
 
@@ -334,6 +341,28 @@ void audit_late_flush(void);
 size_t audit_late_pending(void);
 /* Closes every unsealed log of the audit directory; @left: ids state.db still had. */
 int audit_recover(char *const *left, size_t n_left);
+
+/* secrets.c: a sandbox's secrets, in locked memory and nowhere else */
+struct sbx_secrets;
+struct api_secrets;
+struct api_secret_put;
+/* After the proxy made or loaded its CA in @ca_dir: the trust bundle sandboxes with secrets
+ * get (<state-dir>/trust-bundle.crt, the host's bundle plus the CA). */
+int secrets_setup(const char *ca_dir);
+const char *secrets_bundle(void); /* NULL: no CA, so no secrets on this server */
+/* Placeholders made, values copied into locked pages; *@ret is the caller's. */
+int secrets_new(const struct api_secrets *req, struct sbx_secrets **ret, struct svc_err *err);
+struct sbx_secrets *secrets_free(struct sbx_secrets *ss); /* wipes; NULL is fine */
+/* Rotation: a new value (and hosts, in, if given) under the same placeholder. */
+int secrets_update(struct sbx_secrets *ss, const struct api_secret_put *p, struct svc_err *err);
+int secrets_revoke(struct sbx_secrets *ss, const char *name, struct svc_err *err);
+/* Appends NAME=<placeholder> and the CA variables (= @bundle_dst) to the "K=V" array. */
+int secrets_env(const struct sbx_secrets *ss, const char *bundle_dst, char ***env, size_t *n_env);
+/* HOST:443 rules for every host of every secret into @rules; how many. */
+size_t secrets_rules(const struct sbx_secrets *ss, char (*rules)[270], size_t max);
+json_t *secrets_proxy_json(const struct sbx_secrets *ss);  /* holds the values: for the proxy only */
+json_t *secrets_public_json(const struct sbx_secrets *ss); /* [{"name","hosts","in"}] */
+json_t *secrets_one_json(const struct sbx_secrets *ss, const char *name);
 
 /* state.c */
 /* Takes <state-dir>/cordond.lock for the life of the process; -EBUSY (logged, naming the

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "basic/log.h"
+#include "basic/secmem.h"
 #include "audit/audit.h"
 #include "daemon/daemon.h"
 
@@ -77,6 +78,9 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 static int setup(int argc, char **argv)
 {
+	/* A request body or a control line may carry a secret's value: every JSON value is
+	 * wiped when freed. */
+	json_set_alloc_funcs(malloc, secmem_free_wiped);
 	int r = config_parse(&D.cfg, argc, argv);
 	if (r != 0) {
 		config_usage(r > 0 ? stdout : stderr); /* --help is an answer, not an error */

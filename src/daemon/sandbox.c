@@ -184,13 +184,16 @@ json_t *sbx_json(const struct sbx *s)
 	static const char *const states[] = {"creating", "ready", "running", "destroyed"};
 	char created[40], expires[40];
 	enum sbx_state st = s->state == SBX_RUNNING && !s->used ? SBX_READY : s->state;
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
 			 "id", s->id, "template", s->template_name[0] ? s->template_name : "host",
 			 "runtime", s->runtime ? s->runtime : "jail", "state",
 			 states[st], "created_at", iso_time(s->created_ms, created),
 			 "expires_at", iso_time(s->deadline_ms, expires), "timeout_s",
 			 (json_int_t)s->timeout_s, "limits", s->limits, "network", s->network,
 			 "metadata", s->metadata);
+	if (o && s->secrets) /* names and hosts, never a value or a placeholder */
+		json_object_set_new(o, "secrets", secrets_public_json(s->secrets));
+	return o;
 }
 
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg)
@@ -266,6 +269,7 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	for (size_t i = 0; i < n_hooks; i++) /* its waiting creates answered, its link forgotten */
 		if (hooks[i]->down)
 			hooks[i]->down(s);
+	s->secrets = secrets_free(s->secrets); /* the proxy dropped them with the address */
 	channels_close(s);
 	s->agent = loop_bev_free(s->agent);
 	evtimer_del(s->ttl_ev);
@@ -317,6 +321,7 @@ static void sbx_final(struct sbx *s)
 	json_decref(s->start);
 	json_decref(s->ready);
 	free(s->workdir);
+	secrets_free(s->secrets);
 	version_free(s->version);
 	for (size_t i = 0; i < s->n_env; i++)
 		free(s->env[i]);
@@ -504,6 +509,12 @@ void sbx_adopt(struct sbx *s)
 struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 		    const char *runtime, struct cordon_err *err)
 {
+	return sbx_new_bind(pooled, disk_bytes, rootfs, runtime, NULL, err);
+}
+
+struct sbx *sbx_new_bind(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
+			 const struct cordon_bind *bind, struct cordon_err *err)
+{
 	struct sbx *s = sbx_alloc(pooled, disk_bytes);
 	if (!s) {
 		cordon_err_setf(err, -ENOMEM, "out of memory");
@@ -511,6 +522,8 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = runtime;
+	if (bind) /* opened by the child before start returns, like the rootfs */
+		s->spec.binds[s->spec.n_binds++] = *bind;
 	if (cordon_sandbox_start(&s->spec, &s->rt, err) < 0) {
 		sbx_final(s);
 		return NULL;

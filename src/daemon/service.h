@@ -98,6 +98,11 @@ int svc_sandbox_timeout(struct sbx *s, uint32_t timeout_s, json_t **ret, struct 
 /* A new egress policy, checked, recorded, applied to new connections; the policy in @ret. */
 int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret,
 			struct svc_err *err);
+/* A new value (and hosts, in) for secret @p->secret.name under its placeholder, recorded
+ * first (names only), sent to the proxy: its public form in @ret. 404 for a name the
+ * sandbox was not created with. */
+int svc_secret_put(struct sbx *s, const struct api_secret_put *p, json_t **ret, struct svc_err *err);
+int svc_secret_delete(struct sbx *s, const char *name, struct svc_err *err);
 json_t *svc_runtimes(void);
 json_t *svc_health(void);
 

@@ -19,6 +19,7 @@
 #include "daemon/service.h"
 
 static struct svc_reply *deferred(struct ctx *c);
+static void wipe_body(struct ctx *c);
 
 /* ---- sandboxes ---- */
 
@@ -29,6 +30,7 @@ static void v1_create(struct ctx *c)
 	struct svc_err err = {};
 	struct svc_caller who = {c->principal};
 	int r = api_create_parse(c->body, c->body_len, D.cfg.max_timeout_s, &req, &perr);
+	wipe_body(c); /* it may hold secrets' values; what was parsed is wiped when freed */
 	if (r < 0) {
 		reply_errno(c->req, r, perr.msg);
 		return;
@@ -108,6 +110,42 @@ static void v1_network(struct ctx *c)
 	r = svc_sandbox_network(s, &n->network, &out, &err);
 	reply_svc(c->req, r, 200, out, &err);
 	api_network_free(n);
+}
+
+/* ---- secrets: the bodies carry values, so they are wiped once parsed ---- */
+
+static void wipe_body(struct ctx *c)
+{
+	if (c->body && c->body_len)
+		explicit_bzero((char *)c->body, c->body_len);
+}
+
+static void v1_secret_put(struct ctx *c)
+{
+	struct api_secret_put *p = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	json_t *out = NULL;
+	struct sbx *s = ctx_sbx(c);
+	int r = s ? api_secret_put_parse(c->params[1], c->body, c->body_len, &p, &perr) : 0;
+	wipe_body(c);
+	if (!s)
+		return;
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_secret_put(s, p, &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+	api_secret_put_free(p);
+}
+
+static void v1_secret_delete(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct sbx *s = ctx_sbx(c);
+	if (s)
+		reply_svc(c->req, svc_secret_delete(s, c->params[1], &err), 204, NULL, &err);
 }
 
 /* ---- processes ---- */
@@ -445,6 +483,8 @@ static const struct route v1_routes[] = {
 	{DELETE, SB, v1_destroy, BODY_API, ST_ANY},
 	{POST, SB "/timeout", v1_timeout, BODY_API, ST_ANY},
 	{PUT, SB "/network", v1_network, BODY_API, ST_RUNNING},
+	{PUT, SB "/secrets/{name}", v1_secret_put, BODY_API, ST_RUNNING},
+	{DELETE, SB "/secrets/{name}", v1_secret_delete, BODY_API, ST_RUNNING},
 	{POST, SB "/exec", v1_exec, BODY_API, ST_RUNNING},
 	{POST, SB "/processes", v1_proc_start, BODY_API, ST_RUNNING},
 	{GET, SB "/processes", v1_proc_list, BODY_API, ST_RUNNING},
