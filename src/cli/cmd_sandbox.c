@@ -15,6 +15,7 @@
 #include "basic/log.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "net/secretenv.h"
 
 #define PATH_MAX_API 16384
 
@@ -55,6 +56,7 @@ struct create_ctx {
 	json_t *req, *limits, *env, *meta;
 	json_t *network; /* {"policy": .., "allow": [..]}: shared with `cordon network` */
 	json_t *add, *remove; /* cordon network --add/--remove: rules to edit in */
+	json_t *secrets; /* {"NAME": {"value", "hosts", "in"}} */
 };
 
 /* --net and --allow, for create and network: {"policy": "allow", "allow": [RULE...]}. */
@@ -153,6 +155,39 @@ static int opt_meta(void *ctx, const char *a)
 	return cli_add_kv(((struct create_ctx *)ctx)->meta, "meta", a);
 }
 
+/* --secret NAME=VALUE@HOST[,HOST] or NAME@HOST... (the value in our variable NAME), as
+ * cordon run has it; the value leaves our argv (or environment) once read. */
+static int opt_secret(void *ctx, const char *a)
+{
+	struct create_ctx *c = ctx;
+	struct secret_desc d = {0};
+	char *v;
+	size_t n;
+	if (secretenv_parse_arg(&d, (char *)a, &v, &n) < 0) {
+		log_error("--secret: expected NAME=VALUE@HOST[,HOST...] or NAME@HOST[,HOST...] (the value in "
+			  "the variable NAME), with DNS names as hosts (at most %d)", SECRETENV_HOSTS_MAX);
+		return -EINVAL;
+	}
+	char *env = v ? NULL : getenv(d.name);
+	if (env) {
+		v = env;
+		n = strlen(env);
+	}
+	if (!v || n == 0) {
+		log_error("--secret %s: no value (give NAME=VALUE@HOST, or set %s)", d.name, d.name);
+		return -EINVAL;
+	}
+	json_t *o = secretenv_public_json(&d);
+	if (!o || json_object_set_new(o, "value", json_stringn(v, n)) < 0 ||
+	    json_object_set_new(c->secrets, d.name, o) < 0)
+		return -ENOMEM;
+	explicit_bzero(v, n); /* out of /proc/self/cmdline and environ from now on */
+	if (env)
+		unsetenv(d.name);
+	json_object_del(o, "name");
+	return 0;
+}
+
 static const struct cli_option create_options[] = {
 	{"template", "NAME", opt_template, "template to start from [host]"},
 	{"runtime", "NAME", opt_runtime, "jail, or auto: the strongest the server can run [jail]"},
@@ -165,6 +200,7 @@ static const struct cli_option create_options[] = {
 	{"meta", "K=V", opt_meta, "a metadata label to find it by (repeatable)"},
 	{"net", "none|allow|public", opt_net, "network: loopback only, --allow rules, or the internet [none]"},
 	{"allow", "RULE", opt_allow, "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
+	{"secret", "NAME=VALUE@HOST[,HOST]", opt_secret, "NAME holds a placeholder; the proxy puts VALUE in requests to HOST (repeatable)"},
 	{"json", NULL, cli_opt_json, "print the whole sandbox as JSON"},
 	{"socket", "PATH", cli_opt_socket, "cordond's socket [$CORDON_SOCKET or " CLIENT_DEFAULT_SOCKET "]"},
 };
@@ -172,8 +208,8 @@ static const struct cli_option create_options[] = {
 /* Puts the non-empty sub-objects into the request. */
 static int create_finish(struct create_ctx *c)
 {
-	static const char *const keys[] = {"limits", "env", "metadata", "network"};
-	json_t *objs[] = {c->limits, c->env, c->meta, c->network};
+	static const char *const keys[] = {"limits", "env", "metadata", "network", "secrets"};
+	json_t *objs[] = {c->limits, c->env, c->meta, c->network, c->secrets};
 	for (size_t i = 0; i < ELEMENTSOF(keys); i++)
 		if (json_object_size(objs[i]) && json_object_set(c->req, keys[i], objs[i]) < 0)
 			return -ENOMEM;
@@ -183,13 +219,15 @@ static int create_finish(struct create_ctx *c)
 int cmd_create(int argc, char **argv)
 {
 	_cleanup_(json_decrefp) json_t *req = json_object(), *limits = json_object(),
-				       *env = json_object(), *meta = json_object(), *net = json_object();
-	struct create_ctx c = {.req = req, .limits = limits, .env = env, .meta = meta, .network = net};
+				       *env = json_object(), *meta = json_object(), *net = json_object(),
+				       *secrets = json_object();
+	struct create_ctx c = {.req = req, .limits = limits, .env = env, .meta = meta, .network = net,
+			       .secrets = secrets};
 	_cleanup_(client_response_done) struct client_response res = {};
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	const char *id;
 
-	if (!req || !limits || !env || !meta || !net)
+	if (!req || !limits || !env || !meta || !net || !secrets)
 		return 1;
 	int r = cli_parse("create", create_options, ELEMENTSOF(create_options), &c, argc, argv, 0, &a);
 	if (r == 1) {

@@ -228,3 +228,30 @@ def test_bad_rotation_bodies_are_4xx(sd):
     st, out = sd.call("POST", "/v1/sandboxes", {"secrets": {"K": {"value": "v", "hosts": ["a.test"]}},
                                                 "env": {"K": "x"}})
     assert st == 400 and b"also given in env" in out, out
+
+
+def test_cordon_create_secret(sd, net):
+    """`cordon create --secret NAME=VALUE@HOST` (cordon run's syntax), and NAME@HOST with the
+    value in the CLI's own environment."""
+    import subprocess
+    from conftest import CORDON
+    env = dict(os.environ, FROM_ENV=VALUE)
+    p = subprocess.run([CORDON, "create", "--socket", sd.sock, "--json", "--secret",
+                        f"API_KEY={VALUE}@api.example.test", "--secret", "FROM_ENV@Api.Example.Test"],
+                       capture_output=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    sb = json.loads(p.stdout)
+    assert VALUE.encode() not in p.stdout + p.stderr
+    assert [s["name"] for s in sb["secrets"]] == ["API_KEY", "FROM_ENV"], sb
+    assert sb["secrets"][1]["hosts"] == ["api.example.test"], sb
+    put_client(sd, sb["id"])
+    m = net.mark()
+    path = f"/v1/cli-{secrets.token_hex(4)}"
+    res, _ = run(sd, sb["id"], [{"op": "req", "path": path, "var": "FROM_ENV",
+                                 "headers": {"X-Api-Key": "{PH}"}}])
+    assert res[0]["reached"], res
+    assert api_seen(net, m, path)[0]["x_api_key"] == VALUE
+    for bad in ("K=v", "K=v@10.0.0.1", "NOPE_UNSET_X@a.test"):
+        p = subprocess.run([CORDON, "create", "--socket", sd.sock, "--secret", bad],
+                           capture_output=True, timeout=60)
+        assert p.returncode == 2 and b"--secret" in p.stderr, (bad, p.stderr)
