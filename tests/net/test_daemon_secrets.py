@@ -255,3 +255,28 @@ def test_cordon_create_secret(sd, net):
         p = subprocess.run([CORDON, "create", "--socket", sd.sock, "--secret", bad],
                            capture_output=True, timeout=60)
         assert p.returncode == 2 and b"--secret" in p.stderr, (bad, p.stderr)
+
+
+def test_sdk_secrets(sd, net):
+    import sys
+    from conftest import REPO
+    sys.path.insert(0, os.path.join(REPO, "sdk", "python"))
+    from cordon import Sandbox
+    from cordon.errors import InvalidField, NotFound
+    with pytest.raises(InvalidField):
+        Sandbox.create(socket=sd.sock, secrets={"K": {"value": "v", "hosts": ["1.2.3.4"]}})
+    with Sandbox.create(socket=sd.sock, secrets={"API_KEY": {"value": VALUE, "hosts": ["api.example.test"]}}) as sbx:
+        assert sbx.info().secrets == [{"name": "API_KEY", "hosts": ["api.example.test"], "in": ["header"]}]
+        new = "sk-sdk-" + secrets.token_hex(8)
+        assert sbx.set_secret("API_KEY", new, where=["header", "query"])["in"] == ["header", "query"]
+        put_client(sd, sbx.id)
+        m = net.mark()
+        path = f"/v1/sdk-{secrets.token_hex(4)}"
+        res, _ = run(sd, sbx.id, [{"op": "req", "path": path + "?k={PH}"}])
+        assert res[0]["reached"], res
+        assert api_seen(net, m, path)[0]["query"] == f"k={new}"
+        sbx.delete_secret("API_KEY")
+        with pytest.raises(NotFound):
+            sbx.delete_secret("API_KEY")
+        with pytest.raises(NotFound):
+            sbx.set_secret("API_KEY", "x")
