@@ -144,7 +144,12 @@ static void v1_secret_delete(struct ctx *c)
 {
 	struct svc_err err = {};
 	struct sbx *s = ctx_sbx(c);
-	if (s)
+	if (!s)
+		return;
+	if (!api_secret_name_ok(c->params[1], strlen(c->params[1])))
+		reply_error(c->req, API_ERR_INVALID_FIELD, "name: must match [A-Za-z_][A-Za-z0-9_]{0,%d}",
+			    API_MAX_SECRET_NAME - 1);
+	else
 		reply_svc(c->req, svc_secret_delete(s, c->params[1], &err), 204, NULL, &err);
 }
 
