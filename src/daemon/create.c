@@ -474,6 +474,8 @@ static int apply_request(struct sbx *s, const struct svc_caller *who,
 	for (size_t i = 0; i < req->metadata.n; i++)
 		json_object_set_new(s->metadata, req->metadata.items[i].key,
 				    json_string(req->metadata.items[i].value));
+	if (token_env(s) < 0) /* CORDON_TASK_TOKEN: id, template, metadata, deadline */
+		return -ENOMEM;
 	if (apply_network(s, req) < 0)
 		return -EINVAL;
 	/* A pooled sandbox already has the default limits; writing cgroup files costs. */

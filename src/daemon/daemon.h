@@ -364,6 +364,13 @@ json_t *secrets_proxy_json(const struct sbx_secrets *ss);  /* holds the values: 
 json_t *secrets_public_json(const struct sbx_secrets *ss); /* [{"name","hosts","in"}] */
 json_t *secrets_one_json(const struct sbx_secrets *ss, const char *name);
 
+/* token.c: CORDON_TASK_TOKEN, an HS256 JWT naming the sandbox, its template, metadata and
+ * deadline, signed with <state-dir>/task-token.key (made at the first start, 0600) */
+int token_start(void);
+char *token_issue(const struct sbx *s); /* malloc'd; NULL without a key or memory */
+int token_env(struct sbx *s);           /* sets (or replaces) CORDON_TASK_TOKEN in s->env */
+json_t *token_key_json(void);           /* {"alg":"HS256","format":"JWT","key":base64url} */
+
 /* state.c */
 /* Takes <state-dir>/cordond.lock for the life of the process; -EBUSY (logged, naming the
  * holder's pid) when another cordond holds it. Call before anything reads the directory. */

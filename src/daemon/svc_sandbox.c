@@ -148,6 +148,7 @@ int svc_sandbox_timeout(struct sbx *s, uint32_t t, json_t **ret, struct svc_err 
 	if (r < 0)
 		return svc_fail_audit(err, r);
 	sbx_set_timeout(s, t);
+	token_env(s); /* its exp is the new deadline, for processes started from now on */
 	*ret = sbx_json(s);
 	return 0;
 }

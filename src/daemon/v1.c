@@ -465,6 +465,21 @@ static void v1_metrics(struct ctx *c)
 	evbuffer_free(buf);
 }
 
+/* The key of CORDON_TASK_TOKEN, for an operator's services to verify tokens with: on the
+ * unix socket only (whoever may use it runs the server's sandboxes anyway). */
+static void v1_token_key(struct ctx *c)
+{
+	if (c->principal) {
+		reply_error(c->req, API_ERR_FORBIDDEN, "the task token key is given on the unix socket only");
+		return;
+	}
+	json_t *k = token_key_json();
+	if (k)
+		reply_json(c->req, 200, k);
+	else
+		reply_error(c->req, API_ERR_UNAVAILABLE, "this server has no task token key");
+}
+
 static void v1_runtimes(struct ctx *c)
 {
 	reply_json(c->req, 200, svc_runtimes());
@@ -482,6 +497,7 @@ static const struct route v1_routes[] = {
 	{GET, "/healthz", v1_healthz},
 	{GET, "/metrics", v1_metrics},
 	{GET, "/v1/runtimes", v1_runtimes},
+	{GET, "/v1/task-token-key", v1_token_key},
 	{POST, "/v1/sandboxes", v1_create},
 	{GET, "/v1/sandboxes", v1_list},
 	{GET, SB, v1_info, BODY_API, ST_ANY},
