@@ -20,3 +20,6 @@ void *secmem_new(size_t size);
 void secmem_free(void *p, size_t size);
 /* free(@p) after overwriting its malloc_usable_size() bytes. */
 void secmem_free_wiped(void *p);
+/* A key of exactly @len bytes from @path into @out, the file made first (0600, @len random
+ * bytes, O_EXCL) when there is none. -EINVAL: the file is not @len bytes. */
+int secmem_key_file(const char *path, void *out, size_t len);

@@ -34,6 +34,8 @@ static const struct option_def {
 	{"header-timeout", OPT_UINT, offsetof(struct config, header_timeout_s), "5", "seconds a connection has to send its request headers"},
 	{"max-inflight", OPT_SIZE, offsetof(struct config, max_inflight), "256M", "request body bytes held at once, per listener"},
 	{"egress-limits", OPT_STR, offsetof(struct config, egress_limits), "256,200,16777216", "per sandbox: connections, new connections/s, bytes/s"},
+	{"events-webhook", OPT_STR, offsetof(struct config, events_webhook), NULL, "POST each security event to http://HOST[:PORT]/PATH, signed"},
+	{"events-webhook-key", OPT_STR, offsetof(struct config, events_webhook_key), NULL, "the webhook's HMAC key, 32 bytes [STATE-DIR/events-webhook.key, made at first start]"},
 	{"verbose", OPT_FLAG, offsetof(struct config, verbose), "0", "log every request"},
 };
 

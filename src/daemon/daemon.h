@@ -42,6 +42,7 @@ struct config {
 	char *api_keys;
 	char *config_file;
 	char *egress_limits;
+	char *events_webhook, *events_webhook_key;
 	char *socket_group;
 	uint64_t pool;
 	uint64_t max_sandboxes;
@@ -363,6 +364,29 @@ size_t secrets_rules(const struct sbx_secrets *ss, char (*rules)[270], size_t ma
 json_t *secrets_proxy_json(const struct sbx_secrets *ss);  /* holds the values: for the proxy only */
 json_t *secrets_public_json(const struct sbx_secrets *ss); /* [{"name","hosts","in"}] */
 json_t *secrets_one_json(const struct sbx_secrets *ss, const char *name);
+
+/* events.c: security events (GET /v1/events, /metrics, the webhook) */
+enum event_kind {
+	EVK_EGRESS_BLOCKED, EVK_SECRET_MISUSE, EVK_OOM, EVK_TIMEOUT, EVK_AGENT_VIOLATION,
+	EVK_SANDBOX_DESTROYED, _EVK_MAX
+};
+/* Which events a reader gets: @principal's sandboxes' (NULL: all), one sandbox's ("": all),
+ * the kinds whose bit is set (0: all). */
+struct events_filter {
+	const struct api_key *principal;
+	char sandbox[SBX_ID_LEN + 1];
+	unsigned kinds;
+};
+/* Raises @kind for @s (NULL: the server's), with @fields (taken) beside seq, time, kind and
+ * sandbox: to followers, the ring of recent events, the count, the webhook. */
+void event_raise(enum event_kind kind, const struct sbx *s, json_t *fields);
+const char *event_kind_name(enum event_kind k);
+int event_kind_from(const char *s, size_t n); /* -1: no such kind */
+void events_metrics(FILE *out);
+/* webhook.c */
+int webhook_start(void); /* nothing without --events-webhook */
+void webhook_push(const char *line, size_t len);
+void webhook_metrics(FILE *out);
 
 /* token.c: CORDON_TASK_TOKEN, an HS256 JWT naming the sandbox, its template, metadata and
  * deadline, signed with <state-dir>/task-token.key (made at the first start, 0600) */

@@ -104,7 +104,7 @@ static int setup(int argc, char **argv)
 		D.sig_ev[i] = evsignal_new(D.base, sigs[i], on_signal, NULL);
 		event_add(D.sig_ev[i], NULL);
 	}
-	if ((r = token_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
+	if ((r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
 		return r;
 	pool_fill();
 	return 0;

@@ -80,6 +80,8 @@ char *metrics_render(void)
 			(unsigned long long)hist[h].count, n, hist[h].sum, n,
 			(unsigned long long)hist[h].count);
 	}
+	events_metrics(f);
+	webhook_metrics(f);
 	fclose(f);
 	return buf;
 }

@@ -38,11 +38,12 @@ static void on_misuse(struct sbx *s, json_t *m)
 		return;
 	const char *name = json_string_value(json_object_get(m, "name"));
 	const char *dst = json_string_value(json_object_get(m, "dst"));
-	sbx_audit(s, AUDIT_SECRET_MISUSE,
-		  json_pack("{s:O, s:s, s:O, s:O, s:O?, s:O?}", "secret", json_object_get(m, "secret"), "host",
-			    name ? name : dst ? dst : "", "port", json_object_get(m, "port"), "proto",
-			    json_object_get(m, "proto"), "dst", json_object_get(m, "dst"), "reason",
-			    json_object_get(m, "reason")));
+	json_t *f = json_pack("{s:O, s:s, s:O, s:O, s:O?, s:O?}", "secret", json_object_get(m, "secret"), "host",
+			      name ? name : dst ? dst : "", "port", json_object_get(m, "port"), "proto",
+			      json_object_get(m, "proto"), "dst", json_object_get(m, "dst"), "reason",
+			      json_object_get(m, "reason"));
+	event_raise(EVK_SECRET_MISUSE, s, json_incref(f));
+	sbx_audit(s, AUDIT_SECRET_MISUSE, f);
 }
 
 static void on_event(json_t *m)
@@ -65,6 +66,8 @@ static void on_event(json_t *m)
 			      allowed ? "allow" : "deny", "proto", json_object_get(m, "proto"), "dst",
 			      json_object_get(m, "dst"), "rule", json_object_get(m, "rule"), "reason",
 			      json_object_get(m, "reason"));
+	if (!allowed)
+		event_raise(EVK_EGRESS_BLOCKED, s, json_deep_copy(f));
 	/* The proxy decided before the record: one that cannot be written cannot refuse that
 	 * connection, but it can the next ones. The sandbox's network is cut (policy deny, as
 	 * GET .../{id} then shows) until a client sets a policy again, which is recorded. */

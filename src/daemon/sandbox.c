@@ -259,10 +259,12 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	if (!s->pooled && s->owner)
 		s->owner->live--;
 	s->state = SBX_DESTROYED;
-	if (!s->pooled)
+	if (!s->pooled) {
 		audit_final(s, reason);
-	else
+		event_raise(EVK_SANDBOX_DESTROYED, s, json_pack("{s:s}", "reason", reason));
+	} else {
 		audit_discard(s);
+	}
 	list_del(s);
 	state_delete(s->id);
 	metric_inc(M_DESTROYS);
@@ -293,6 +295,8 @@ void sbx_agent_failed(struct sbx *s, const char *why)
 {
 	log_warning("sandbox %s: agent: %s; destroying it", s->id, why);
 	metric_inc(M_AGENT_ERRORS);
+	if (!s->pooled)
+		event_raise(EVK_AGENT_VIOLATION, s, json_pack("{s:s}", "why", why));
 	sbx_destroy(s, "agent_failed");
 }
 
@@ -346,6 +350,7 @@ static void on_ttl(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	metric_inc(M_TIMEOUTS);
+	event_raise(EVK_TIMEOUT, s, json_pack("{s:s, s:I}", "what", "sandbox", "timeout_s", (json_int_t)s->timeout_s));
 	sbx_audit(s, AUDIT_SANDBOX_TIMEOUT, json_pack("{s:I}", "timeout_s", (json_int_t)s->timeout_s));
 	sbx_destroy(s, "timeout");
 }

@@ -135,6 +135,14 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
 int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 		 struct svc_reply *r, struct svc_err *err);
 
+/* ---- security events (events.c) ---- */
+
+struct events_filter;
+/* The recent events that pass @f, oldest first, as NDJSON into @out. */
+int svc_events(const struct events_filter *f, struct evbuffer *out);
+/* Every event from now on that passes @f goes to @k (a slow reader: {"kind":"lagged"}). */
+int svc_events_follow(const struct events_filter *f, struct stream_sink *k, struct svc_err *err);
+
 /* ---- audit (svc_sandbox.c) ---- */
 
 /* @s's log so far (JSON Lines) into @out; @ret_next: where the next record will start. */

@@ -10,11 +10,9 @@
  * is re-issued when the deadline moves (POST .../timeout): processes started after that get
  * the new one. A leaf: it calls no other file of the daemon. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -22,7 +20,6 @@
 
 #include "basic/base64.h"
 #include "basic/cleanup.h"
-#include "basic/fileio.h"
 #include "basic/log.h"
 #include "basic/secmem.h"
 #include "daemon/daemon.h"
@@ -32,39 +29,18 @@
 
 static uint8_t *key; /* KEY_LEN bytes in a locked page; NULL: no tokens */
 
-static int key_make(const char *path)
-{
-	uint8_t k[KEY_LEN];
-	if (getrandom(k, sizeof(k), 0) != sizeof(k))
-		return -EIO;
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	int r = fd < 0 ? -errno : write_all(fd, k, sizeof(k));
-	if (r >= 0 && fsync(fd) < 0)
-		r = -errno;
-	explicit_bzero(k, sizeof(k));
-	if (r < 0 && fd >= 0)
-		(void)unlink(path);
-	return r;
-}
-
 int token_start(void)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/task-token.key", D.cfg.state_dir);
-	int r = access(path, F_OK) == 0 ? 0 : key_make(path);
-	_cleanup_close_ int fd = r < 0 ? -1 : open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		log_error("task tokens: %s: %s", path, strerror(r < 0 ? -r : errno));
-		return r < 0 ? r : -errno;
-	}
 	if (!(key = secmem_new(SECMEM_PAGE)))
 		return -ENOMEM;
-	if (read(fd, key, KEY_LEN + 1) != KEY_LEN) {
-		log_error("task tokens: %s is not %d bytes", path, KEY_LEN);
+	int r = secmem_key_file(path, key, KEY_LEN);
+	if (r < 0) {
+		log_error("task tokens: %s: %s", path, r == -EINVAL ? "not a key of 32 bytes" : strerror(-r));
 		key = (secmem_free(key, SECMEM_PAGE), NULL);
-		return -EINVAL;
 	}
-	return 0;
+	return r;
 }
 
 /* base64url(@a) "." base64url(@b) "." base64url(HMAC-SHA256(key, first two)). */

@@ -443,6 +443,62 @@ static void v1_audit(struct ctx *c)
 	evbuffer_free(buf);
 }
 
+/* ---- security events: ?follow=1, ?sandbox=ID, ?kind=K[,K...] ---- */
+
+static int events_filter_parse(struct ctx *c, struct events_filter *f, bool *follow, struct cordon_err *err)
+{
+	char fbuf[16], sbuf[64], kbuf[256];
+	*f = (struct events_filter){.principal = c->principal};
+	const char *fv = query_get(c, "follow", fbuf, sizeof(fbuf));
+	if (fv && api_query_bool_parse(fv, "follow", follow, err) < 0)
+		return -EINVAL;
+	const char *sv = query_get(c, "sandbox", sbuf, sizeof(sbuf));
+	if (sv && *sv && !valid_id(sv))
+		return cordon_err_setf(err, -EINVAL, "sandbox: not a sandbox id");
+	snprintf(f->sandbox, sizeof(f->sandbox), "%s", sv ? sv : "");
+	const char *kv = query_get(c, "kind", kbuf, sizeof(kbuf));
+	for (const char *p = kv; p && *p;) {
+		size_t n = strcspn(p, ",");
+		int k = event_kind_from(p, n);
+		if (k < 0)
+			return cordon_err_setf(err, -EINVAL, "kind: expected egress.blocked, secret.misuse, oom, "
+							  "timeout, agent.violation or sandbox.destroyed");
+		f->kinds |= 1u << k;
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
+
+static void v1_events(struct ctx *c)
+{
+	struct events_filter f;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	bool follow = false;
+	if (events_filter_parse(c, &f, &follow, &perr) < 0) {
+		reply_errno(c->req, -EINVAL, perr.msg);
+		return;
+	}
+	struct evbuffer *buf = evbuffer_new();
+	if (!buf || svc_events(&f, buf) < 0) {
+		if (buf)
+			evbuffer_free(buf);
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	struct stream_sink *k = follow ? http_sink_new(c->req) : NULL;
+	if (k) {
+		http_sink_start(k, "application/x-ndjson");
+		if (svc_events_follow(&f, k, &err) < 0)
+			k->end(k, NULL, 0);
+		else if (evbuffer_get_length(buf))
+			k->write(k, evbuffer_pullup(buf, -1), evbuffer_get_length(buf));
+	} else {
+		reply_buf(c->req, 200, "application/x-ndjson", buf);
+	}
+	evbuffer_free(buf);
+}
+
 /* ---- the daemon ---- */
 
 static void v1_healthz(struct ctx *c)
@@ -498,6 +554,7 @@ static const struct route v1_routes[] = {
 	{GET, "/metrics", v1_metrics},
 	{GET, "/v1/runtimes", v1_runtimes},
 	{GET, "/v1/task-token-key", v1_token_key},
+	{GET, "/v1/events", v1_events},
 	{POST, "/v1/sandboxes", v1_create},
 	{GET, "/v1/sandboxes", v1_list},
 	{GET, SB, v1_info, BODY_API, ST_ANY},
