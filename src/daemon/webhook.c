@@ -127,6 +127,7 @@ static void send_next(void)
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 	evhttp_add_header(h, "Host", W.hostport);
 	evhttp_add_header(h, "Content-Type", "application/json");
+	evhttp_add_header(h, "Connection", "close"); /* a connection per event: no stale keep-alive to trip on */
 	evhttp_add_header(h, "X-Cordon-Signature", sig);
 	evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
 	if (evhttp_make_request(W.conn, req, EVHTTP_REQ_POST, W.path) < 0) { /* frees req */
