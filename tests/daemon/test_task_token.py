@@ -8,24 +8,16 @@ import hashlib
 import hmac
 import json
 import os
-import socket
 import stat
 
 import pytest
 
 from conftest import parse_time, requires_daemon, start_daemon
+from test_lifecycle import free_port
 
 pytestmark = requires_daemon
 
 KEY = "tok-key-0123456789abcdef"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope="module")
