@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from conftest import HERE, PY
+from conftest import HERE, PY, wait_until
 from test_daemon_egress import CORDOND, Daemon
 
 VALUE = "sk-daemon-" + secrets.token_hex(16)
@@ -21,12 +21,23 @@ CLIENT = "/home/user/secretclient.py"
 OUT = "/tmp/res.json"  # skipped by "world"
 
 
+def answering(d):
+    """@d once it answers /healthz (its socket file exists a moment before it listens)."""
+    def ok():
+        try:
+            return d.call("GET", "/healthz")[0] == 200
+        except OSError:
+            return False
+    assert wait_until(ok, 15), d.tail()
+    return d
+
+
 @pytest.fixture
 def sd(net, monkeypatch):
     if not os.path.exists(CORDOND):
         pytest.skip(f"{CORDOND} not built")
     monkeypatch.setenv("CORDON_EGRESS_UPSTREAM_CA", net.ca)  # inherited by cordond's proxy
-    d = Daemon(net)
+    d = answering(Daemon(net))
     yield d
     d.stop()
 

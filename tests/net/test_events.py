@@ -21,7 +21,7 @@ import pytest
 
 from conftest import PY, WEB1, wait_until
 from test_daemon_egress import CORDOND, Daemon, UnixHTTP
-from test_daemon_secrets import put_client, run
+from test_daemon_secrets import answering, put_client, run
 
 WEBHOOK_SERVER = r'''
 import http.server, json, sys
@@ -67,7 +67,7 @@ def ed(net, hook, monkeypatch):
     if not os.path.exists(CORDOND):
         pytest.skip(f"{CORDOND} not built")
     monkeypatch.setenv("CORDON_EGRESS_UPSTREAM_CA", net.ca)
-    d = Daemon(net, ["--events-webhook", hook[0]])
+    d = answering(Daemon(net, ["--events-webhook", hook[0]]))
     yield d
     d.stop()
 
@@ -204,7 +204,7 @@ def test_each_kind_in_order_and_the_webhook(ed, net, hook):
 def test_a_follower_that_does_not_read_is_told_it_lagged(net):
     if not os.path.exists(CORDOND):
         pytest.skip(f"{CORDOND} not built")
-    d = Daemon(net)
+    d = answering(Daemon(net))
     try:
         sb = d.json("POST", "/v1/sandboxes", {"network": {"policy": "allow", "allow": ["api.example.test"]}},
                     status=201)
