@@ -21,6 +21,7 @@ static const struct {
 	[M_EXECS] = {"cordon_process_starts_total", "Processes started through the API."},
 	[M_AGENT_ERRORS] = {"cordon_agent_errors_total", "Sandboxes destroyed for a broken or hostile agent."},
 	[M_HTTP_ERRORS] = {"cordon_http_errors_total", "API requests answered with an error."},
+	[M_SECRET_USES] = {"cordon_secret_uses_total", "Requests into which the proxy put a secret's value (counted per secret)."},
 	[M_SECRET_MISUSE] = {"cordon_secret_misuse_total", "Connections refused for a secret's placeholder where that secret does not go."},
 };
 

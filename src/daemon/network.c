@@ -46,12 +46,28 @@ static void on_misuse(struct sbx *s, json_t *m)
 	sbx_audit(s, AUDIT_SECRET_MISUSE, f);
 }
 
+/* The proxy put a secret's value into a request: recorded by name and host (the request's
+ * path and headers are not: they are the sandbox's, and a query may have held the value). */
+static void on_use(struct sbx *s, json_t *m)
+{
+	metric_inc(M_SECRET_USES);
+	if (s && !s->pooled)
+		sbx_audit(s, AUDIT_SECRET_USE,
+			  json_pack("{s:O, s:O, s:O, s:O}", "secret", json_object_get(m, "secret"), "host",
+				    json_object_get(m, "name"), "port", json_object_get(m, "port"), "proto",
+				    json_object_get(m, "proto")));
+}
+
 static void on_event(json_t *m)
 {
 	struct sbx *s = by_id(json_string_value(json_object_get(m, "sandbox")));
 	const char *kind = json_string_value(json_object_get(m, "kind"));
 	if (kind && strcmp(kind, "secret.misuse") == 0) {
 		on_misuse(s, m);
+		return;
+	}
+	if (kind && strcmp(kind, "secret.use") == 0) {
+		on_use(s, m);
 		return;
 	}
 	const char *verdict = json_string_value(json_object_get(m, "verdict"));

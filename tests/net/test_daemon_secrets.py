@@ -126,6 +126,10 @@ def test_the_key_reaches_the_api_and_never_the_sandbox(sd, net):
     log = audit(sd, sid)
     create = [json.loads(l) for l in log.splitlines() if '"sandbox.create"' in l][0]
     assert create["fields"]["secrets"][0]["name"] == "API_KEY", create
+    # Each substitution is recorded: the secret and the host, never the value.
+    uses = [json.loads(l)["fields"] for l in log.splitlines() if '"secret.use"' in l]
+    assert len(uses) == 1 and uses[0]["secret"] == "API_KEY" and uses[0]["host"] == "api.example.test" \
+        and uses[0]["port"] == 443, uses
     metrics = sd.call("GET", "/metrics")[1]
     sd.call("DELETE", f"/v1/sandboxes/{sid}")
     written = everything_written(sd)
@@ -192,6 +196,8 @@ def test_rotation_and_revocation_take_effect_on_the_next_request(sd, net):
     changes = [json.loads(l)["fields"] for l in log.splitlines() if '"policy.change"' in l]
     assert [(c["action"], c["name"]) for c in changes if c["kind"] == "secret"] == \
         [("rotate", "API_KEY"), ("revoke", "API_KEY")], changes
+    # Two requests got a value (before and after the rotation); none after the revocation.
+    assert len([l for l in log.splitlines() if '"secret.use"' in l]) == 2, log
     assert VALUE not in log and new not in log
 
 
