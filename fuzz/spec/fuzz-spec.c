@@ -31,6 +31,18 @@ static void check_kvmap(const struct api_kvmap *m, const char *const *strv)
 		assert(strv[m->n] == NULL);
 }
 
+/* A parsed secret holds what the proxy will take: bounded, no control byte in its value. */
+static void check_secret(const struct api_secret *s)
+{
+	assert(s->value_len >= 1 && s->value_len <= API_MAX_SECRET_VALUE);
+	for (size_t i = 0; i < s->value_len; i++)
+		assert((unsigned char)s->value[i] >= 0x20 && s->value[i] != 0x7f);
+	assert(s->n_hosts <= API_MAX_SECRET_HOSTS);
+	for (size_t i = 0; i < s->n_hosts; i++)
+		assert(strlen(s->hosts[i]) <= API_MAX_SECRET_HOST && !strchr(s->hosts[i], '*'));
+	assert(s->in >= 1 && s->in <= 7);
+}
+
 static int do_create(const char *b, size_t n, struct cordon_err *err)
 {
 	struct api_create *c = NULL;
@@ -42,6 +54,12 @@ static int do_create(const char *b, size_t n, struct cordon_err *err)
 	assert(c->network.n_allow <= API_MAX_ALLOW);
 	check_kvmap(&c->env, c->env_strv);
 	check_kvmap(&c->metadata, NULL);
+	assert(c->secrets.n <= API_MAX_SECRETS);
+	for (size_t i = 0; i < c->secrets.n; i++) {
+		check_secret(&c->secrets.items[i]);
+		assert(c->secrets.items[i].n_hosts >= 1);
+		assert(api_secret_name_ok(c->secrets.items[i].name, strlen(c->secrets.items[i].name)));
+	}
 	struct cordon_spec spec = {.agent_fd = -1};
 	api_create_to_spec(c, &spec);
 	assert(spec.n_env == c->env.n);
@@ -160,13 +178,24 @@ static int p_query(const char *b, size_t n, struct cordon_err *err)
 	return r;
 }
 
+/* PUT .../secrets/{name}: the body, for a fixed name. */
+static int p_secret(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_secret_put *p = NULL;
+	int r = api_secret_put_parse("API_KEY", b, n, &p, err);
+	if (r >= 0)
+		check_secret(&p->secret);
+	api_secret_put_free(p);
+	return r;
+}
+
 static const struct {
 	char selector;
 	int (*parse)(const char *b, size_t n, struct cordon_err *err);
 } parsers[] = {
     {'c', p_create}, {'e', p_run},    {'p', p_start},	{'t', p_timeout},
     {'i', p_stdin},  {'s', p_signal}, {'n', p_network}, {'m', p_move},
-    {'d', p_mkdir},  {'f', p_filter}, {'q', p_query},
+    {'d', p_mkdir},  {'f', p_filter}, {'q', p_query},  {'k', p_secret},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

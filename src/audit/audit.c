@@ -39,6 +39,8 @@ const struct audit_event_info audit_events[] = {
     {AUDIT_NET_DECISION, {"host", "port", "action", NULL}},
     {AUDIT_POLICY_CHANGE, {"kind", NULL}},
     {AUDIT_API_CALL, {"principal", "method", "path", NULL}},
+    {AUDIT_SECRET_MISUSE, {"secret", "host", NULL}},
+    {AUDIT_SECRET_USE, {"secret", "host", NULL}},
     {AUDIT_LOG_RECOVERED, {"reason", "offset", "bytes", "sha256", NULL}},
 };
 const size_t audit_events_count = ELEMENTSOF(audit_events);

@@ -88,3 +88,16 @@ int base64_decode(const char *in, size_t len, uint8_t **ret, size_t *ret_len)
 	*ret = TAKE_PTR(out);
 	return 0;
 }
+
+char *base64url_encode(const void *in, size_t len)
+{
+	size_t n;
+	char *out = base64_encode(in, len, &n);
+	if (!out)
+		return NULL;
+	while (n && out[n - 1] == '=')
+		out[--n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
+	return out;
+}

@@ -23,3 +23,7 @@ ssize_t base64_decode_to(const char *in, size_t len, void *out);
 /* The same into a new buffer (free() it, NUL-terminated for convenience): 0, -EINVAL or
  * -ENOMEM. */
 int base64_decode(const char *in, size_t len, uint8_t **ret, size_t *ret_len);
+
+/* RFC 4648 section 5 (URL and file name safe, '-' and '_'), without padding, as JWTs use it;
+ * a new string (free() it), NULL when out of memory. */
+char *base64url_encode(const void *in, size_t len);

@@ -12,6 +12,7 @@
 #include "basic/log.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "net/secretenv.h"
 
 /* The API's whole MiB of a SIZE that --@name gave. cordond checks the range. */
 static int set_mib(json_t *limits, const char *name, const char *key, uint64_t bytes)
@@ -39,10 +40,51 @@ static json_t *create_limits(const struct cli_values *v)
 	return TAKE_PTR(lim);
 }
 
+/* One --secret NAME=VALUE@HOST[,HOST] or NAME@HOST... (the value in our variable NAME), as
+ * cordon run has it, into @secrets; the value leaves our argv (or environment) once read. */
+static int add_secret(json_t *secrets, const char *arg)
+{
+	struct secret_desc d = {0};
+	char *v;
+	size_t n;
+	if (secretenv_parse_arg(&d, (char *)arg, &v, &n) < 0) {
+		log_error("--secret: expected NAME=VALUE@HOST[,HOST...] or NAME@HOST[,HOST...] (the value in "
+			  "the variable NAME), with DNS names as hosts (at most %d)", SECRETENV_HOSTS_MAX);
+		return -EINVAL;
+	}
+	char *env = v ? NULL : getenv(d.name);
+	if (env) {
+		v = env;
+		n = strlen(env);
+	}
+	if (!v || n == 0) {
+		log_error("--secret %s: no value (give NAME=VALUE@HOST, or set %s)", d.name, d.name);
+		return -EINVAL;
+	}
+	json_t *o = secretenv_public_json(&d);
+	if (!o || json_object_set_new(o, "value", json_stringn(v, n)) < 0 ||
+	    json_object_set_new(secrets, d.name, o) < 0)
+		return -ENOMEM;
+	explicit_bzero(v, n); /* out of /proc/self/cmdline and environ from now on */
+	if (env)
+		unsetenv(d.name);
+	json_object_del(o, "name");
+	return 0;
+}
+
+static json_t *create_secrets(const struct cli_values *v)
+{
+	_cleanup_(json_decrefp) json_t *secrets = json_object();
+	for (size_t i = 0; secrets && i < v->secret.n; i++)
+		if (add_secret(secrets, v->secret.v[i]) < 0)
+			return NULL;
+	return TAKE_PTR(secrets);
+}
+
 /* The request of POST /v1/sandboxes: the non-empty sub-objects only. */
 static json_t *create_request(const struct cli_values *v)
 {
-	static const char *const keys[] = {"limits", "env", "metadata", "network"};
+	static const char *const keys[] = {"limits", "env", "metadata", "network", "secrets"};
 	_cleanup_(json_decrefp) json_t *req = json_object();
 	long long secs;
 	int r = cli_seconds("timeout", v->timeout_ms, 1, &secs);
@@ -52,7 +94,7 @@ static json_t *create_request(const struct cli_values *v)
 	    cli_set_string(req, "snapshot", v->snapshot) < 0)
 		return NULL;
 	json_t *objs[] = {create_limits(v), cli_kv_json(&v->env, "env"),
-			  cli_kv_json(&v->meta, "meta"), cli_network_json(v)};
+			  cli_kv_json(&v->meta, "meta"), cli_network_json(v), create_secrets(v)};
 	bool ok = true;
 	for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
 		ok = ok && objs[i];

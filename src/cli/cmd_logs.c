@@ -38,6 +38,8 @@ static const struct {
 	{AUDIT_NET_DECISION, {"action", "proto", "host", "dst", "port", "rule", "reason"}},
 	{AUDIT_POLICY_CHANGE, {"kind", "principal"}},
 	{AUDIT_API_CALL, {"principal", "method", "path"}},
+	{AUDIT_SECRET_MISUSE, {"secret", "host", "proto", "port", "reason"}},
+	{AUDIT_SECRET_USE, {"secret", "host", "port"}},
 	{AUDIT_LOG_RECOVERED, {"reason", "offset", "bytes"}},
 };
 

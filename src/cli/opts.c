@@ -219,7 +219,7 @@ const struct cli_option cli_options[] = {
 	{"add", 0, "RULE", cli_list, F(add), CLI_NETWORK, "add a rule to those in force (repeatable)"},
 	{"remove", 0, "RULE", cli_list, F(remove), CLI_NETWORK,
 	 "remove a rule from those in force (repeatable)"},
-	{"secret", 0, "NAME=VALUE@HOST[,HOST]", cli_list, F(secret), CLI_RUN,
+	{"secret", 0, "NAME=VALUE@HOST[,HOST]", cli_list, F(secret), SANDBOX,
 	 "NAME holds a placeholder; the proxy puts VALUE in requests to HOST (repeatable)"},
 	{"secret-in", 0, "NAME=header,query,body", cli_list, F(secret_in), CLI_RUN,
 	 "where the proxy may put NAME's value [header]"},

@@ -11,23 +11,15 @@
 
 #include <cordon/cordon.h>
 
-#define RUN_SECRETS_MAX 16
-#define RUN_SECRET_HOSTS_MAX 8
+#include "net/secretenv.h"
 
-struct run_secret {
-	char name[64];
-	char placeholder[40];
-	char *value; /* wiped by run_secrets_done() */
-	size_t value_len;
-	char hosts[RUN_SECRET_HOSTS_MAX][256];
-	size_t n_hosts;
-	unsigned in; /* 1 header, 2 query, 4 body; 0: header */
-};
+#define RUN_SECRETS_MAX SECRETENV_MAX
+#define RUN_SECRET_HOSTS_MAX SECRETENV_HOSTS_MAX
 
 struct run_secrets {
-	struct run_secret s[RUN_SECRETS_MAX];
+	struct secret_desc s[RUN_SECRETS_MAX]; /* values: malloc'd, locked, wiped by run_secrets_done() */
 	size_t n;
-	char env[RUN_SECRETS_MAX + 4][320];
+	char env[RUN_SECRETS_MAX + SECRETENV_CA_VARS_N][320];
 	char rules[RUN_SECRETS_MAX * RUN_SECRET_HOSTS_MAX][270];
 	size_t n_rules;
 	char trust_dir[64]; /* the bundle the sandbox trusts, removed at the end */

@@ -36,6 +36,8 @@ static const struct option_def {
 	{"max-snapshot-bytes", OPT_SIZE, offsetof(struct config, max_snapshot_bytes), "10G", "total size of the snapshots kept on disk"},
 	{"max-pause", OPT_UINT, offsetof(struct config, max_pause_s), "3600", "seconds a sandbox may stay paused before it is destroyed"},
 	{"egress-limits", OPT_STR, offsetof(struct config, egress_limits), "256,200,16777216", "per sandbox: connections, new connections/s, bytes/s"},
+	{"events-webhook", OPT_STR, offsetof(struct config, events_webhook), NULL, "POST each security event to http://HOST[:PORT]/PATH, signed"},
+	{"events-webhook-key", OPT_STR, offsetof(struct config, events_webhook_key), NULL, "the webhook's HMAC key, 32 bytes [STATE-DIR/events-webhook.key, made at first start]"},
 	{"verbose", OPT_FLAG, offsetof(struct config, verbose), "0", "log every request"},
 };
 

@@ -17,6 +17,7 @@
 #include "daemon/daemon.h"
 #include "daemon/service.h"
 #include "image/store.h"
+#include "net/secretenv.h"
 
 /* A create request waiting for its sandbox to be up (or its template's READY to pass). */
 struct waiter {
@@ -419,6 +420,34 @@ static struct sbx *pool_claim(const char *name, const char *runtime)
 	return NULL;
 }
 
+/* The secrets into locked memory and their placeholders (and the CA variables) into the
+ * sandbox's environment; then the policy, which with secrets and no network given is allow
+ * with HOST:443 for each of their hosts (as cordon run --secret has it). */
+static int apply_network(struct sbx *s, const struct api_create *req)
+{
+	static const char *const policies[] = {"deny", "allow", "public"};
+	char rules[API_MAX_SECRETS * API_MAX_SECRET_HOSTS][270];
+	const char *ptrs[ELEMENTSOF(rules)];
+	struct svc_err e = {};
+	const char *policy = policies[req->network.policy];
+	const char *const *allow = req->network.allow;
+	size_t n = req->network.n_allow;
+	if (req->secrets.n) {
+		if (secrets_new(&req->secrets, &s->secrets, &e) < 0 ||
+		    secrets_env(s->secrets, secretenv_bundle_dst(s->version ? s->version->rootfs : NULL),
+				&s->env, &s->n_env) < 0)
+			return -EINVAL;
+		if (req->network.policy == API_NET_DENY) {
+			n = secrets_rules(s->secrets, rules, ELEMENTSOF(rules));
+			for (size_t i = 0; i < n; i++)
+				ptrs[i] = rules[i];
+			policy = "allow";
+			allow = ptrs;
+		}
+	}
+	return network_set(s, policy, allow, n, NULL);
+}
+
 static int apply_request(struct sbx *s, const struct svc_caller *who,
 			 const struct api_create *req)
 {
@@ -445,9 +474,9 @@ static int apply_request(struct sbx *s, const struct svc_caller *who,
 	for (size_t i = 0; i < req->metadata.n; i++)
 		json_object_set_new(s->metadata, req->metadata.items[i].key,
 				    json_string(req->metadata.items[i].value));
-	static const char *const policies[] = {"deny", "allow", "public"};
-	if (network_set(s, policies[req->network.policy], req->network.allow, req->network.n_allow,
-			NULL) < 0)
+	if (token_env(s) < 0) /* CORDON_TASK_TOKEN: id, template, metadata, deadline */
+		return -ENOMEM;
+	if (apply_network(s, req) < 0)
 		return -EINVAL;
 	/* A pooled sandbox already has the default limits; writing cgroup files costs. */
 	if (spec.memory_bytes != s->spec.memory_bytes || spec.cpus_milli != s->spec.cpus_milli ||
@@ -478,6 +507,8 @@ static int audit_create(struct sbx *s, const struct api_create *req)
 		json_object_set_new(f, "snapshot", json_string(s->from_snapshot));
 	if (f && s->parent[0])
 		json_object_set_new(f, "parent", json_string(s->parent));
+	if (f && s->secrets) /* names and hosts only */
+		json_object_set_new(f, "secrets", secrets_public_json(s->secrets));
 	return sbx_audit_rc(s, AUDIT_SANDBOX_CREATE, f);
 }
 
@@ -584,8 +615,10 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 {
 	struct cordon_err err = {};
 	bool room = make_room(e) == 0;
-	struct sbx *s = room ? sbx_new(false, (uint64_t)req->limits.disk_mb << 20,
-				       version ? version->rootfs : NULL, runtime, from->fd, &err) : NULL;
+	const char *rootfs = version ? version->rootfs : NULL;
+	struct cordon_bind trust = {(char *)secrets_bundle(), (char *)secretenv_bundle_dst(rootfs)};
+	struct sbx *s = room ? sbx_new(false, (uint64_t)req->limits.disk_mb << 20, rootfs, runtime,
+				       from->fd, req->secrets.n ? &trust : NULL, &err) : NULL;
 	if (!s) {
 		version_free(version);
 		if (!room)
@@ -615,7 +648,10 @@ static struct sbx *create_obtain(const struct api_create *req, const char *runti
 				 struct svc_err *e)
 {
 	const char *warm_name = host ? "" : req->template_name;
-	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && from->fd < 0;
+	/* The pool holds sandboxes with the default disk, no snapshot and no secrets (their
+	 * sandbox trusts the Cordon CA, bound in at start). */
+	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && from->fd < 0 &&
+			 req->secrets.n == 0;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 

@@ -42,6 +42,7 @@ struct config {
 	char *api_keys;
 	char *config_file;
 	char *egress_limits;
+	char *events_webhook, *events_webhook_key;
 	char *socket_group;
 	uint64_t pool;
 	uint64_t max_sandboxes;
@@ -126,6 +127,7 @@ struct sbx {
 	struct waiter *waiters;    /* create requests waiting for this one to become ready */
 	struct chan *chans;        /* every open agent channel but 0 */
 	struct audit_listener *listeners;
+	struct sbx_secrets *secrets; /* NULL: none. secrets.c; memory only, wiped at destroy */
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
 	char *workdir;
@@ -170,7 +172,7 @@ enum metric {
 	M_NET_BLOCKED, M_NET_ALLOWED,
 	M_CREATES, M_CREATE_FAILURES, M_DESTROYS, M_TIMEOUTS, M_PROC_TIMEOUTS, M_OOM_KILLS,
 	M_AUDIT_EVENTS, M_EXECS, M_AGENT_ERRORS, M_HTTP_ERRORS, M_PAUSES, M_SNAPSHOTS, M_FORKS,
-	M_PAUSE_TIMEOUTS, _M_MAX
+	M_PAUSE_TIMEOUTS, M_SECRET_MISUSE, M_SECRET_USES, _M_MAX
 };
 enum histogram { H_CREATE, H_EXEC, H_SNAPSHOT, _H_MAX };
 void metric_inc(enum metric m);
@@ -292,9 +294,10 @@ struct sbx_hooks {
 void sbx_hooks_add(const struct sbx_hooks *h); /* at start, before any sandbox exists */
 struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
 /* Starts a runtime for a sandbox of @rootfs (NULL: host), its scratch filled from the
- * snapshot directory @from (-1: none); -errno in @err. */
+ * snapshot directory @from (-1: none), with @bind (NULL: none) bound read-only into it;
+ * -errno in @err. */
 struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
-		    int from, struct cordon_err *err);
+		    int from, const struct cordon_bind *bind, struct cordon_err *err);
 /* Pauses (@pause) or resumes the sandbox's processes and its TTL; -errno of the runtime. */
 int sbx_pause(struct sbx *s, bool pause);
 /* For a watchdog that fired (an agent's answer overdue): true, with @ev armed again for
@@ -356,6 +359,9 @@ int network_start(void);
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
 		struct cordon_err *err);
 void network_forget(struct sbx *s);
+/* The sandbox's secrets as they are now (rotated, revoked) to the proxy, with its policy
+ * unchanged; they apply from the next request. -ENOTCONN: it has no link yet. */
+int network_secrets_push(struct sbx *s);
 /* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
 
@@ -366,6 +372,58 @@ void audit_late_flush(void);
 size_t audit_late_pending(void);
 /* Closes every unsealed log of the audit directory; @left: ids state.db still had. */
 int audit_recover(char *const *left, size_t n_left);
+
+/* secrets.c: a sandbox's secrets, in locked memory and nowhere else */
+struct sbx_secrets;
+struct api_secrets;
+struct api_secret_put;
+/* After the proxy made or loaded its CA in @ca_dir: the trust bundle sandboxes with secrets
+ * get (<state-dir>/trust-bundle.crt, the host's bundle plus the CA). */
+int secrets_setup(const char *ca_dir);
+const char *secrets_bundle(void); /* NULL: no CA, so no secrets on this server */
+/* Placeholders made, values copied into locked pages; *@ret is the caller's. */
+int secrets_new(const struct api_secrets *req, struct sbx_secrets **ret, struct svc_err *err);
+struct sbx_secrets *secrets_free(struct sbx_secrets *ss); /* wipes; NULL is fine */
+/* Rotation: a new value (and hosts, in, if given) under the same placeholder. */
+int secrets_update(struct sbx_secrets *ss, const struct api_secret_put *p, struct svc_err *err);
+int secrets_revoke(struct sbx_secrets *ss, const char *name, struct svc_err *err);
+/* Appends NAME=<placeholder> and the CA variables (= @bundle_dst) to the "K=V" array. */
+int secrets_env(const struct sbx_secrets *ss, const char *bundle_dst, char ***env, size_t *n_env);
+/* HOST:443 rules for every host of every secret into @rules; how many. */
+size_t secrets_rules(const struct sbx_secrets *ss, char (*rules)[270], size_t max);
+json_t *secrets_proxy_json(const struct sbx_secrets *ss);  /* holds the values: for the proxy only */
+json_t *secrets_public_json(const struct sbx_secrets *ss); /* [{"name","hosts","in"}] */
+json_t *secrets_one_json(const struct sbx_secrets *ss, const char *name);
+
+/* events.c: security events (GET /v1/events, /metrics, the webhook) */
+enum event_kind {
+	EVK_EGRESS_BLOCKED, EVK_SECRET_MISUSE, EVK_OOM, EVK_TIMEOUT, EVK_AGENT_VIOLATION,
+	EVK_SANDBOX_DESTROYED, _EVK_MAX
+};
+/* Which events a reader gets: @principal's sandboxes' (NULL: all), one sandbox's ("": all),
+ * the kinds whose bit is set (0: all). */
+struct events_filter {
+	const struct api_key *principal;
+	char sandbox[SBX_ID_LEN + 1];
+	unsigned kinds;
+};
+/* Raises @kind for @s (NULL: the server's), with @fields (taken) beside seq, time, kind and
+ * sandbox: to followers, the ring of recent events, the count, the webhook. */
+void event_raise(enum event_kind kind, const struct sbx *s, json_t *fields);
+const char *event_kind_name(enum event_kind k);
+int event_kind_from(const char *s, size_t n); /* -1: no such kind */
+void events_metrics(FILE *out);
+/* webhook.c */
+int webhook_start(void); /* nothing without --events-webhook */
+void webhook_push(const char *line, size_t len);
+void webhook_metrics(FILE *out);
+
+/* token.c: CORDON_TASK_TOKEN, an HS256 JWT naming the sandbox, its template, metadata and
+ * deadline, signed with <state-dir>/task-token.key (made at the first start, 0600) */
+int token_start(void);
+char *token_issue(const struct sbx *s); /* malloc'd; NULL without a key or memory */
+int token_env(struct sbx *s);           /* sets (or replaces) CORDON_TASK_TOKEN in s->env */
+json_t *token_key_json(void);           /* {"alg":"HS256","format":"JWT","key":base64url} */
 
 /* state.c */
 /* Takes <state-dir>/cordond.lock for the life of the process; -EBUSY (logged, naming the

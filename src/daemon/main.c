@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "basic/log.h"
+#include "basic/secmem.h"
 #include "audit/audit.h"
 #include "daemon/daemon.h"
 
@@ -85,6 +86,9 @@ static const struct surface *const surfaces[] = {&v1_surface};
 
 static int setup(int argc, char **argv)
 {
+	/* A request body or a control line may carry a secret's value: every JSON value is
+	 * wiped when freed. */
+	json_set_alloc_funcs(malloc, secmem_free_wiped);
 	int r = config_parse(&D.cfg, argc, argv);
 	if (r != 0) {
 		config_usage(r > 0 ? stdout : stderr); /* --help is an answer, not an error */
@@ -108,7 +112,7 @@ static int setup(int argc, char **argv)
 		D.sig_ev[i] = evsignal_new(D.base, sigs[i], on_signal, NULL);
 		event_add(D.sig_ev[i], NULL);
 	}
-	if ((r = network_start()) < 0 || (r = pool_start()) < 0)
+	if ((r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
 		return r;
 	pool_fill();
 	return 0;

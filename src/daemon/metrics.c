@@ -25,6 +25,8 @@ static const struct {
 	[M_SNAPSHOTS] = {"cordon_snapshots_total", "Snapshots made."},
 	[M_FORKS] = {"cordon_forks_total", "Forks (one snapshot, N children)."},
 	[M_PAUSE_TIMEOUTS] = {"cordon_pause_timeouts_total", "Sandboxes destroyed for staying paused past --max-pause."},
+	[M_SECRET_USES] = {"cordon_secret_uses_total", "Requests into which the proxy put a secret's value (counted per secret)."},
+	[M_SECRET_MISUSE] = {"cordon_secret_misuse_total", "Connections refused for a secret's placeholder where that secret does not go."},
 };
 
 /* Buckets in seconds, from 100 us to 10 s. */
@@ -92,6 +94,8 @@ char *metrics_render(void)
 			(unsigned long long)hist[h].count, n, hist[h].sum, n,
 			(unsigned long long)hist[h].count);
 	}
+	events_metrics(f);
+	webhook_metrics(f);
 	fclose(f);
 	return buf;
 }

@@ -29,9 +29,47 @@ static struct sbx *by_id(const char *id)
 	return NULL;
 }
 
+/* The proxy refused a placeholder where its secret does not go (its report names the secret,
+ * never a value): a record of its own rather than a net.decision. */
+static void on_misuse(struct sbx *s, json_t *m)
+{
+	metric_inc(M_SECRET_MISUSE);
+	if (!s || s->pooled)
+		return;
+	const char *name = json_string_value(json_object_get(m, "name"));
+	const char *dst = json_string_value(json_object_get(m, "dst"));
+	json_t *f = json_pack("{s:O, s:s, s:O, s:O, s:O?, s:O?}", "secret", json_object_get(m, "secret"), "host",
+			      name ? name : dst ? dst : "", "port", json_object_get(m, "port"), "proto",
+			      json_object_get(m, "proto"), "dst", json_object_get(m, "dst"), "reason",
+			      json_object_get(m, "reason"));
+	event_raise(EVK_SECRET_MISUSE, s, json_incref(f));
+	sbx_audit(s, AUDIT_SECRET_MISUSE, f);
+}
+
+/* The proxy put a secret's value into a request: recorded by name and host (the request's
+ * path and headers are not: they are the sandbox's, and a query may have held the value). */
+static void on_use(struct sbx *s, json_t *m)
+{
+	metric_inc(M_SECRET_USES);
+	if (s && !s->pooled)
+		sbx_audit(s, AUDIT_SECRET_USE,
+			  json_pack("{s:O, s:O, s:O, s:O}", "secret", json_object_get(m, "secret"), "host",
+				    json_object_get(m, "name"), "port", json_object_get(m, "port"), "proto",
+				    json_object_get(m, "proto")));
+}
+
 static void on_event(json_t *m)
 {
 	struct sbx *s = by_id(json_string_value(json_object_get(m, "sandbox")));
+	const char *kind = json_string_value(json_object_get(m, "kind"));
+	if (kind && strcmp(kind, "secret.misuse") == 0) {
+		on_misuse(s, m);
+		return;
+	}
+	if (kind && strcmp(kind, "secret.use") == 0) {
+		on_use(s, m);
+		return;
+	}
 	const char *verdict = json_string_value(json_object_get(m, "verdict"));
 	bool allowed = verdict && strcmp(verdict, "allow") == 0;
 	metric_inc(allowed ? M_NET_ALLOWED : M_NET_BLOCKED);
@@ -44,6 +82,8 @@ static void on_event(json_t *m)
 			      allowed ? "allow" : "deny", "proto", json_object_get(m, "proto"), "dst",
 			      json_object_get(m, "dst"), "rule", json_object_get(m, "rule"), "reason",
 			      json_object_get(m, "reason"));
+	if (!allowed)
+		event_raise(EVK_EGRESS_BLOCKED, s, json_deep_copy(f));
 	/* The proxy decided before the record: one that cannot be written cannot refuse that
 	 * connection, but it can the next ones. The sandbox's network is cut (policy deny, as
 	 * GET .../{id} then shows) until a client sets a policy again, which is recorded. */
@@ -93,10 +133,15 @@ int network_start(void)
 	if (geteuid() != 0)
 		return 0;
 	setenv("CORDON_EGRESS_LIMITS", D.cfg.egress_limits, 1); /* read by cordon-egress */
-	if (nft_setup(&err) < 0 || egressctl_spawn(&e, &err) < 0) {
+	char ca_dir[4200];
+	snprintf(ca_dir, sizeof(ca_dir), "%s/egress-ca", D.cfg.state_dir);
+	if (nft_setup(&err) < 0 || egressctl_spawn_ca(&e, ca_dir, &err) < 0) {
 		log_error("networking: %s", err.msg);
 		return err.code ? err.code : -EIO;
 	}
+	/* The proxy made (or loaded) its CA before it was ready: sandboxes can trust it now. */
+	if (secrets_setup(ca_dir) < 0)
+		log_warning("secrets: no trust bundle from %s/ca.crt; sandboxes cannot be given secrets", ca_dir);
 	D.egress = loop_bev_new(e.fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!D.egress)
 		return -ENOMEM;
@@ -114,6 +159,34 @@ static void send_line(char *line)
 		bufferevent_write(D.egress, "\n", 1);
 	}
 	free(line);
+}
+
+static void wipe_line(const void *data, size_t len, void *arg)
+{
+	explicit_bzero(arg, len);
+	free(arg);
+}
+
+/* A set request for @s; @secrets (taken, NULL: the proxy keeps what it has) carries the
+ * values, so the line goes into the output buffer by reference (no copy in libevent's
+ * chains) and is wiped once written; jansson's own allocations are wiped on free
+ * (secmem_free_wiped, main.c). */
+static void send_set(const struct sbx *s, const char *ip, const char *policy,
+		     const char *const *allow, size_t n, json_t *secrets)
+{
+	char *line = egressctl_set_line_secrets(ip, s->id, policy, allow, n, NULL, secrets);
+	json_decref(secrets);
+	size_t len = line ? strlen(line) : 0;
+	char *full = line ? realloc(line, len + 2) : NULL;
+	if (!full) {
+		if (line)
+			explicit_bzero(line, len);
+		free(line);
+		return;
+	}
+	memcpy(full + len, "\n", 2);
+	if (!D.egress || evbuffer_add_reference(bufferevent_get_output(D.egress), full, len + 1, wipe_line, full) < 0)
+		wipe_line(full, len + 1, full);
 }
 
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
@@ -145,7 +218,24 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 	json_decref(s->network);
 	s->network = json_pack("{s:s, s:o}", "policy", policy, "allow", a);
 	if (ip)
-		send_line(egressctl_set_line(ip, s->id, policy, allow, n, NULL));
+		send_set(s, ip, policy, allow, n, s->secrets ? secrets_proxy_json(s->secrets) : NULL);
+	return 0;
+}
+
+int network_secrets_push(struct sbx *s)
+{
+	json_t *allow = json_object_get(s->network, "allow");
+	const char *policy = json_string_value(json_object_get(s->network, "policy"));
+	const char *rules[API_MAX_ALLOW];
+	size_t n = 0;
+	for (; n < json_array_size(allow) && n < ELEMENTSOF(rules); n++)
+		rules[n] = json_string_value(json_array_get(allow, n));
+	const char *ip = s->rt ? cordon_sandbox_ip(s->rt) : NULL;
+	if (!ip || !D.egress)
+		return -ENOTCONN;
+	/* [] when the last one was revoked: the proxy drops them (absent would keep them). */
+	json_t *secrets = s->secrets ? secrets_proxy_json(s->secrets) : json_array();
+	send_set(s, ip, policy ? policy : "deny", rules, n, secrets);
 	return 0;
 }
 

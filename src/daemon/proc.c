@@ -329,11 +329,17 @@ static void proc_exited(struct proc *p)
 	struct sbx *s = p->s;
 	uint64_t oom = cordon_sandbox_oom_kills(s->rt);
 	p->oom = p->ex.signal == SIGKILL && oom > s->oom_base;
-	if (oom > s->oom_base)
+	if (oom > s->oom_base) {
 		metric_inc(M_OOM_KILLS);
+		event_raise(EVK_OOM, s, json_pack("{s:I, s:I, s:b}", "process", (json_int_t)p->ch.id, "pid",
+						  (json_int_t)p->pid, "killed", p->oom));
+	}
 	s->oom_base = oom;
-	if (p->ex.timed_out)
+	if (p->ex.timed_out) {
 		metric_inc(M_PROC_TIMEOUTS);
+		event_raise(EVK_TIMEOUT, s, json_pack("{s:s, s:I, s:I}", "what", "process", "process",
+						      (json_int_t)p->ch.id, "pid", (json_int_t)p->pid));
+	}
 	p->exited = true;
 	if (p->watchdog)
 		evtimer_del(p->watchdog);

@@ -197,6 +197,8 @@ json_t *sbx_json(const struct sbx *s)
 		json_object_set_new(j, "snapshot", json_string(s->from_snapshot));
 	if (j && s->parent[0])
 		json_object_set_new(j, "parent", json_string(s->parent));
+	if (j && s->secrets) /* names and hosts, never a value or a placeholder */
+		json_object_set_new(j, "secrets", secrets_public_json(s->secrets));
 	return j;
 }
 
@@ -263,16 +265,19 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	if (!s->pooled && s->owner)
 		s->owner->live--;
 	s->state = SBX_DESTROYED;
-	if (!s->pooled)
+	if (!s->pooled) {
 		audit_final(s, reason);
-	else
+		event_raise(EVK_SANDBOX_DESTROYED, s, json_pack("{s:s}", "reason", reason));
+	} else {
 		audit_discard(s);
+	}
 	list_del(s);
 	state_delete(s->id);
 	metric_inc(M_DESTROYS);
 	for (size_t i = 0; i < n_hooks; i++) /* its waiting creates answered, its link forgotten */
 		if (hooks[i]->down)
 			hooks[i]->down(s);
+	s->secrets = secrets_free(s->secrets); /* the proxy dropped them with the address */
 	channels_close(s);
 	s->agent = loop_bev_free(s->agent);
 	evtimer_del(s->ttl_ev);
@@ -298,6 +303,8 @@ void sbx_agent_failed(struct sbx *s, const char *why)
 {
 	log_warning("sandbox %s: agent: %s; destroying it", s->id, why);
 	metric_inc(M_AGENT_ERRORS);
+	if (!s->pooled)
+		event_raise(EVK_AGENT_VIOLATION, s, json_pack("{s:s}", "why", why));
 	sbx_destroy(s, "agent_failed");
 }
 
@@ -327,6 +334,7 @@ static void sbx_final(struct sbx *s)
 	json_decref(s->start);
 	json_decref(s->ready);
 	free(s->workdir);
+	secrets_free(s->secrets);
 	version_free(s->version);
 	for (size_t i = 0; i < s->n_env; i++)
 		free(s->env[i]);
@@ -351,6 +359,7 @@ static void on_ttl(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	metric_inc(M_TIMEOUTS);
+	event_raise(EVK_TIMEOUT, s, json_pack("{s:s, s:I}", "what", "sandbox", "timeout_s", (json_int_t)s->timeout_s));
 	sbx_audit(s, AUDIT_SANDBOX_TIMEOUT, json_pack("{s:I}", "timeout_s", (json_int_t)s->timeout_s));
 	sbx_destroy(s, "timeout");
 }
@@ -558,8 +567,8 @@ void sbx_adopt(struct sbx *s)
 		D.n_pool_creating++;
 }
 
-struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
-		    const char *runtime, int from, struct cordon_err *err)
+struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
+		    int from, const struct cordon_bind *bind, struct cordon_err *err)
 {
 	struct sbx *s = sbx_alloc(pooled, disk_bytes);
 	if (!s) {
@@ -568,6 +577,8 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = runtime;
+	if (bind) /* opened by the child before start returns, like the rootfs */
+		s->spec.binds[s->spec.n_binds++] = *bind;
 	/* One made from a snapshot is named after itself: a fork's children differ from each
 	 * other and from their parent (which is "cordon", as every sandbox from a template). */
 	if (from >= 0)

@@ -114,6 +114,11 @@ int svc_sandbox_timeout(struct sbx *s, uint32_t timeout_s, json_t **ret, struct 
 /* A new egress policy, checked, recorded, applied to new connections; the policy in @ret. */
 int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret,
 			struct svc_err *err);
+/* A new value (and hosts, in) for secret @p->secret.name under its placeholder, recorded
+ * first (names only), sent to the proxy: its public form in @ret. 404 for a name the
+ * sandbox was not created with. */
+int svc_secret_put(struct sbx *s, const struct api_secret_put *p, json_t **ret, struct svc_err *err);
+int svc_secret_delete(struct sbx *s, const char *name, struct svc_err *err);
 json_t *svc_runtimes(void);
 json_t *svc_health(void);
 
@@ -179,6 +184,14 @@ int svc_template_delete(const struct svc_caller *who, const char *name, struct s
  * that goes takes the build with it. */
 int svc_template_build(const struct svc_caller *who, const struct api_build *b,
 		       struct svc_reply *r, struct svc_err *err);
+
+/* ---- security events (events.c) ---- */
+
+struct events_filter;
+/* The recent events that pass @f, oldest first, as NDJSON into @out. */
+int svc_events(const struct events_filter *f, struct evbuffer *out);
+/* Every event from now on that passes @f goes to @k (a slow reader: {"kind":"lagged"}). */
+int svc_events_follow(const struct events_filter *f, struct stream_sink *k, struct svc_err *err);
 
 /* ---- audit (svc_sandbox.c) ---- */
 

@@ -71,6 +71,21 @@ static int limits_check(const struct api_limits *l, struct svc_err *err)
 	return svc_fail(err, API_ERR_INVALID_FIELD, "%s", e.msg);
 }
 
+/* Secrets need the proxy's CA, and a name the request's env does not also set (the env
+ * would win over the placeholder). */
+static int secrets_check(const struct api_create *req, struct svc_err *err)
+{
+	if (req->secrets.n && !secrets_bundle())
+		return svc_fail(err, API_ERR_INVALID_FIELD,
+				"secrets: this server cannot give sandboxes secrets (no network, or no egress CA)");
+	for (size_t i = 0; i < req->secrets.n; i++)
+		for (size_t k = 0; k < req->env.n; k++)
+			if (strcmp(req->secrets.items[i].name, req->env.items[k].key) == 0)
+				return svc_fail(err, API_ERR_INVALID_FIELD, "secrets.%s: also given in env",
+						req->env.items[k].key);
+	return 0;
+}
+
 int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req,
 		      struct svc_err *err)
 {
@@ -82,7 +97,7 @@ int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req
 	    store_path(req->template_name, root, sizeof(root)) < 0)
 		return svc_fail(err, API_ERR_NOT_FOUND, "no template '%s' (cordon template ls)",
 				req->template_name);
-	if (network_check(&req->network, "network.", err) < 0)
+	if (network_check(&req->network, "network.", err) < 0 || secrets_check(req, err) < 0)
 		return -1;
 	if (k && k->live >= k->max_sandboxes)
 		return svc_fail(err, API_ERR_QUOTA_EXCEEDED, "key '%s' may hold %llu sandboxes",
@@ -133,6 +148,7 @@ int svc_sandbox_timeout(struct sbx *s, uint32_t t, json_t **ret, struct svc_err 
 	if (r < 0)
 		return svc_fail_audit(err, r);
 	sbx_set_timeout(s, t);
+	token_env(s); /* its exp is the new deadline, for processes started from now on */
 	*ret = sbx_json(s);
 	return 0;
 }
@@ -157,6 +173,44 @@ int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret
 	if (network_set(s, policy, n->allow, n->n_allow, &e) < 0)
 		return svc_fail(err, API_ERR_INVALID_FIELD, "%s", e.msg);
 	*ret = json_incref(s->network);
+	return 0;
+}
+
+/* ---- secrets: rotated or revoked on a live sandbox, from its next request on ---- */
+
+static int secret_change(struct sbx *s, const char *action, const char *name, json_t *hosts,
+			 struct svc_err *err)
+{
+	int r = sbx_audit_rc(s, AUDIT_POLICY_CHANGE,
+			     json_pack("{s:s, s:s, s:s, s:o*}", "kind", "secret", "action", action, "name", name,
+				       "hosts", hosts));
+	return r < 0 ? svc_fail_audit(err, r) : 0;
+}
+
+int svc_secret_put(struct sbx *s, const struct api_secret_put *p, json_t **ret, struct svc_err *err)
+{
+	json_t *now = s->secrets ? secrets_one_json(s->secrets, p->secret.name) : NULL;
+	if (!now)
+		return svc_fail(err, API_ERR_NOT_FOUND, "no secret '%s' in this sandbox (secrets are named at create)",
+				p->secret.name);
+	json_decref(now);
+	if (secret_change(s, "rotate", p->secret.name, NULL, err) < 0 ||
+	    secrets_update(s->secrets, p, err) < 0)
+		return -1;
+	network_secrets_push(s);
+	*ret = secrets_one_json(s->secrets, p->secret.name);
+	return 0;
+}
+
+int svc_secret_delete(struct sbx *s, const char *name, struct svc_err *err)
+{
+	json_t *now = s->secrets && name ? secrets_one_json(s->secrets, name) : NULL;
+	if (!now)
+		return svc_fail(err, API_ERR_NOT_FOUND, "no secret '%s' in this sandbox", name ? name : "");
+	json_decref(now);
+	if (secret_change(s, "revoke", name, NULL, err) < 0 || secrets_revoke(s->secrets, name, err) < 0)
+		return -1;
+	network_secrets_push(s);
 	return 0;
 }
 

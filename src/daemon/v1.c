@@ -19,6 +19,7 @@
 #include "daemon/service.h"
 
 static struct svc_reply *deferred(struct ctx *c);
+static void wipe_body(struct ctx *c);
 
 /* ---- sandboxes ---- */
 
@@ -29,6 +30,7 @@ static void v1_create(struct ctx *c)
 	struct svc_err err = {};
 	struct svc_caller who = {c->principal};
 	int r = api_create_parse(c->body, c->body_len, D.cfg.max_timeout_s, &req, &perr);
+	wipe_body(c); /* it may hold secrets' values; what was parsed is wiped when freed */
 	if (r < 0) {
 		reply_errno(c->req, r, perr.msg);
 		return;
@@ -185,6 +187,47 @@ static void v1_snapshot_delete(struct ctx *c)
 	struct svc_caller who = {c->principal};
 	int r = svc_snapshot_delete(&who, c->params[0], &err);
 	reply_svc(c->req, r, 204, NULL, &err);
+}
+
+/* ---- secrets: the bodies carry values, so they are wiped once parsed ---- */
+
+static void wipe_body(struct ctx *c)
+{
+	if (c->body && c->body_len)
+		explicit_bzero((char *)c->body, c->body_len);
+}
+
+static void v1_secret_put(struct ctx *c)
+{
+	struct api_secret_put *p = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	json_t *out = NULL;
+	struct sbx *s = ctx_sbx(c);
+	int r = s ? api_secret_put_parse(c->params[1], c->body, c->body_len, &p, &perr) : 0;
+	wipe_body(c);
+	if (!s)
+		return;
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_secret_put(s, p, &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+	api_secret_put_free(p);
+}
+
+static void v1_secret_delete(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	if (!api_secret_name_ok(c->params[1], strlen(c->params[1])))
+		reply_error(c->req, API_ERR_INVALID_FIELD, "name: must match [A-Za-z_][A-Za-z0-9_]{0,%d}",
+			    API_MAX_SECRET_NAME - 1);
+	else
+		reply_svc(c->req, svc_secret_delete(s, c->params[1], &err), 204, NULL, &err);
 }
 
 /* ---- processes ---- */
@@ -531,6 +574,62 @@ static void v1_template_build(struct ctx *c)
 	api_build_free(b);
 }
 
+/* ---- security events: ?follow=1, ?sandbox=ID, ?kind=K[,K...] ---- */
+
+static int events_filter_parse(struct ctx *c, struct events_filter *f, bool *follow, struct cordon_err *err)
+{
+	char fbuf[16], sbuf[64], kbuf[256];
+	*f = (struct events_filter){.principal = c->principal};
+	const char *fv = query_get(c, "follow", fbuf, sizeof(fbuf));
+	if (fv && api_query_bool_parse(fv, "follow", follow, err) < 0)
+		return -EINVAL;
+	const char *sv = query_get(c, "sandbox", sbuf, sizeof(sbuf));
+	if (sv && *sv && !valid_id(sv))
+		return cordon_err_setf(err, -EINVAL, "sandbox: not a sandbox id");
+	snprintf(f->sandbox, sizeof(f->sandbox), "%s", sv ? sv : "");
+	const char *kv = query_get(c, "kind", kbuf, sizeof(kbuf));
+	for (const char *p = kv; p && *p;) {
+		size_t n = strcspn(p, ",");
+		int k = event_kind_from(p, n);
+		if (k < 0)
+			return cordon_err_setf(err, -EINVAL, "kind: expected egress.blocked, secret.misuse, oom, "
+							  "timeout, agent.violation or sandbox.destroyed");
+		f->kinds |= 1u << k;
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
+
+static void v1_events(struct ctx *c)
+{
+	struct events_filter f;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	bool follow = false;
+	if (events_filter_parse(c, &f, &follow, &perr) < 0) {
+		reply_errno(c->req, -EINVAL, perr.msg);
+		return;
+	}
+	struct evbuffer *buf = evbuffer_new();
+	if (!buf || svc_events(&f, buf) < 0) {
+		if (buf)
+			evbuffer_free(buf);
+		reply_error(c->req, API_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	struct stream_sink *k = follow ? http_sink_new(c->req) : NULL;
+	if (k) {
+		http_sink_start(k, "application/x-ndjson");
+		if (svc_events_follow(&f, k, &err) < 0)
+			k->end(k, NULL, 0);
+		else if (evbuffer_get_length(buf))
+			k->write(k, evbuffer_pullup(buf, -1), evbuffer_get_length(buf));
+	} else {
+		reply_buf(c->req, 200, "application/x-ndjson", buf);
+	}
+	evbuffer_free(buf);
+}
+
 /* ---- the daemon ---- */
 
 static void v1_healthz(struct ctx *c)
@@ -553,6 +652,21 @@ static void v1_metrics(struct ctx *c)
 	evbuffer_free(buf);
 }
 
+/* The key of CORDON_TASK_TOKEN, for an operator's services to verify tokens with: on the
+ * unix socket only (whoever may use it runs the server's sandboxes anyway). */
+static void v1_token_key(struct ctx *c)
+{
+	if (c->principal) {
+		reply_error(c->req, API_ERR_FORBIDDEN, "the task token key is given on the unix socket only");
+		return;
+	}
+	json_t *k = token_key_json();
+	if (k)
+		reply_json(c->req, 200, k);
+	else
+		reply_error(c->req, API_ERR_UNAVAILABLE, "this server has no task token key");
+}
+
 static void v1_runtimes(struct ctx *c)
 {
 	reply_json(c->req, 200, svc_runtimes());
@@ -570,6 +684,8 @@ static const struct route v1_routes[] = {
 	{GET, "/healthz", v1_healthz},
 	{GET, "/metrics", v1_metrics},
 	{GET, "/v1/runtimes", v1_runtimes},
+	{GET, "/v1/task-token-key", v1_token_key},
+	{GET, "/v1/events", v1_events},
 	{POST, "/v1/sandboxes", v1_create},
 	{GET, "/v1/sandboxes", v1_list},
 	{GET, SB, v1_info, BODY_API, ST_ANY},
@@ -583,6 +699,8 @@ static const struct route v1_routes[] = {
 	{GET, "/v1/snapshots/{id}", v1_snapshot_get},
 	{DELETE, "/v1/snapshots/{id}", v1_snapshot_delete},
 	{PUT, SB "/network", v1_network, BODY_API, ST_RUNNING},
+	{PUT, SB "/secrets/{name}", v1_secret_put, BODY_API, ST_RUNNING},
+	{DELETE, SB "/secrets/{name}", v1_secret_delete, BODY_API, ST_RUNNING},
 	{POST, SB "/exec", v1_exec, BODY_API, ST_RUNNING},
 	{POST, SB "/processes", v1_proc_start, BODY_API, ST_RUNNING},
 	{GET, SB "/processes", v1_proc_list, BODY_API, ST_RUNNING},

@@ -96,7 +96,11 @@ static int golden_open(int dirfd, uint64_t mb)
 	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd >= 0 || errno != ENOENT)
 		return fd < 0 ? -errno : fd;
-	snprintf(tmp, sizeof(tmp), "%s.%d", name, (int)getpid());
+	/* The thread's id, not the process's: cordond's loop (a create that skips the pool) and
+	 * its pool thread may both make the first image of a size at once, and with one name
+	 * each truncated the other's and one rename found nothing (ENOENT, or mke2fs's EIO). A
+	 * thread id is a pid for kill(), so the sweep's liveness test still holds. */
+	snprintf(tmp, sizeof(tmp), "%s.%d", name, (int)gettid());
 	_cleanup_close_ int t = openat(dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (t < 0)
 		return -errno;

@@ -16,6 +16,7 @@
 #include "basic/base64.h"
 #include "basic/cleanup.h"
 #include "basic/parse.h"
+#include "spec/api-int.h"
 #include "spec/api.h"
 
 #define PATH_BUF       256 /* a field's dotted path, as printed in messages */
@@ -437,6 +438,11 @@ static int load_body(const char *body, size_t len, bool empty_ok, json_t **ret,
 	return load_body_max(body, len, API_MAX_BODY, empty_ok, ret, err);
 }
 
+int api_body_load(const char *body, size_t len, json_t **ret, struct cordon_err *err)
+{
+	return load_body(body, len, false, ret, err);
+}
+
 static int missing(struct cordon_err *err, const char *name)
 {
 	return cordon_err_setf(err, -EINVAL, "%s: required", name);
@@ -642,6 +648,12 @@ static const struct strdef snapshot_def = {API_SNAPSHOT_ID_LEN, snapshot_id_ok,
 CREATE_SET(fld_string, template_name, template_set)
 CREATE_SET(fld_enum, runtime, runtime_set)
 
+static int fld_secrets(json_t *v, void *dst, const struct field *f, const char *path,
+		       struct cordon_err *err)
+{
+	return api_secrets_from_json(v, dst, path, err);
+}
+
 static const struct field create_fields[] = {
     {"template", fld_string_set, 0, &template_def},
     {"runtime", fld_enum_set, 0, &runtime_def},
@@ -651,6 +663,7 @@ static const struct field create_fields[] = {
     {"network", fld_object, offsetof(struct api_create, network), &network_def},
     {"env", fld_kvmap, offsetof(struct api_create, env), &env_def},
     {"metadata", fld_kvmap, offsetof(struct api_create, metadata), &metadata_def},
+    {"secrets", fld_secrets, offsetof(struct api_create, secrets), NULL},
 };
 static const struct objdef create_def = {create_fields, ELEMENTSOF(create_fields)};
 
@@ -661,6 +674,7 @@ struct api_create *api_create_free(struct api_create *c)
 	network_done(&c->network);
 	free(c->env.items);
 	free(c->metadata.items);
+	free(c->secrets.items);
 	free(c->env_strv);
 	free(c->env_buf_);
 	json_decref(c->root_);

@@ -98,6 +98,45 @@ struct api_network {
 	size_t n_allow;
 };
 
+/* ---- secrets (secrets.c) ---------------------------------------------------------------- */
+
+#define API_MAX_SECRETS	     16	  /* secrets of a sandbox (the egress proxy's bound) */
+#define API_MAX_SECRET_NAME  63	  /* bytes of a secret's name, an environment variable's */
+#define API_MAX_SECRET_VALUE 4096 /* bytes of a value, no control characters */
+#define API_MAX_SECRET_HOSTS 8	  /* hosts a secret is for */
+#define API_MAX_SECRET_HOST  253  /* bytes of one, a DNS name */
+
+enum { API_SECRET_IN_HEADER = 1, API_SECRET_IN_QUERY = 2, API_SECRET_IN_BODY = 4 };
+
+/* {"value": "...", "hosts": ["api.example.com"], "in": ["header"|"query"|"body"]}; the
+ * strings point into the request's JSON (the daemon wipes it on free). */
+struct api_secret {
+	const char *name;
+	const char *value;
+	size_t value_len;
+	const char *hosts[API_MAX_SECRET_HOSTS];
+	size_t n_hosts;
+	unsigned in; /* API_SECRET_IN_*; default header */
+};
+
+struct api_secrets {
+	struct api_secret *items;
+	size_t n;
+};
+
+bool api_secret_name_ok(const char *s, size_t n);
+
+/* PUT /v1/sandboxes/{id}/secrets/{name}: {value (required), hosts, in}; what is not given
+ * stays as it was. */
+struct api_secret_put {
+	struct api_secret secret;
+	bool hosts_given, in_given;
+	struct json_t *root_;
+};
+int api_secret_put_parse(const char *name, const char *body, size_t len, struct api_secret_put **ret,
+			 struct cordon_err *err);
+struct api_secret_put *api_secret_put_free(struct api_secret_put *p);
+
 /* ---- POST /v1/sandboxes ------------------------------------------------------------------ */
 
 /* The disk a sandbox gets unless asked (MiB): a sparse scratch costs nothing until written. */
@@ -125,6 +164,7 @@ struct api_create {
 	/* Which fields the body gave: from a snapshot, the rest are the snapshot's. */
 	bool template_set, runtime_set;
 	unsigned limits_set; /* API_LIMIT_* given in "limits" */
+	struct api_secrets secrets;
 
 	struct json_t *root_;
 	char *env_buf_;

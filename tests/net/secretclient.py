@@ -97,12 +97,15 @@ def op_world(o):
         except OSError as e:
             out[p] = str(e)
     files = {}
-    for top in ("/tmp", "/run", "/home", "/root", "/etc"):
+    big = o.get("max", 1 << 20)  # files of this size or more are skipped
+    for top in o.get("tops", ("/tmp", "/run", "/home", "/root", "/etc")):
         for d, _, names in os.walk(top):
             for n in names:
                 p = os.path.join(d, n)
+                if p in o.get("skip", ()):  # the file the results go to
+                    continue
                 try:
-                    if os.path.getsize(p) < 1 << 20:
+                    if os.path.getsize(p) < big:
                         with open(p, "rb") as f:
                             files[p] = f.read().decode(errors="replace")
                 except OSError:

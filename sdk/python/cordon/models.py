@@ -33,6 +33,7 @@ class SandboxInfo:
     limits: Dict[str, Any] = field(default_factory=dict)
     network: Dict[str, Any] = field(default_factory=dict)
     metadata: Dict[str, str] = field(default_factory=dict)
+    secrets: List[Dict[str, Any]] = field(default_factory=list)  # names, hosts, in: no value
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

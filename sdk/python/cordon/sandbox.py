@@ -50,6 +50,7 @@ class Sandbox:
                env: Optional[Mapping[str, str]] = None,
                metadata: Optional[Mapping[str, str]] = None,
                snapshot: Union[str, Snapshot, None] = None,
+               secrets: Optional[Mapping[str, Mapping[str, Any]]] = None,
                socket: Optional[str] = None, url: Optional[str] = None,
                api_key: Optional[str] = None, client: Optional[Client] = None,
                request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT) -> "Sandbox":
@@ -68,6 +69,11 @@ class Sandbox:
             metadata: free-form labels, to find it with :meth:`list`.
             snapshot: start from a :class:`Snapshot` (or its id): its files, and its
                 template, runtime and limits unless given here.
+            secrets: ``{"OPENAI_API_KEY": {"value": "sk-...", "hosts": ["api.openai.com"],
+                "in": ["header"]}}``: the sandbox's ``OPENAI_API_KEY`` holds a placeholder,
+                and the egress proxy puts the real value into requests to those hosts only
+                (over TLS it terminates with a CA the sandbox trusts). Without ``network`` the
+                sandbox may reach each host on port 443. The value never enters the sandbox.
             socket, url, api_key: where cordond is (default: ``$CORDON_URL`` +
                 ``$CORDON_API_KEY``, ``$CORDON_SOCKET``, ``/run/cordon/cordon.sock``).
             client: an existing :class:`cordon.Client` to share.
@@ -81,7 +87,8 @@ class Sandbox:
                      ("network", dict(network) if network is not None else None),
                      ("env", dict(env) if env is not None else None),
                      ("metadata", dict(metadata) if metadata is not None else None),
-                     ("snapshot", snapshot.id if isinstance(snapshot, Snapshot) else snapshot)):
+                     ("snapshot", snapshot.id if isinstance(snapshot, Snapshot) else snapshot),
+                     ("secrets", {k: dict(v) for k, v in secrets.items()} if secrets is not None else None)):
             if v is not None:
                 body[k] = v
         info = SandboxInfo.from_json(c.request("POST", "/v1/sandboxes", json_body=body).json())
@@ -208,6 +215,23 @@ class Sandbox:
         if allow is not None:
             body["allow"] = list(allow)
         return self._client.request("PUT", self._path("network"), json_body=body).json()
+
+    def set_secret(self, name: str, value: str, hosts: Optional[Sequence[str]] = None,
+                   where: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Rotate secret ``name`` (one the sandbox was created with): a new ``value`` under
+        the same placeholder, and new ``hosts`` or ``where`` (``["header", "query", "body"]``)
+        if given; from the sandbox's next request on. Returns its name, hosts and ``in``."""
+        body: Dict[str, Any] = {"value": value}
+        if hosts is not None:
+            body["hosts"] = list(hosts)
+        if where is not None:
+            body["in"] = list(where)
+        return self._client.request("PUT", self._path("secrets", name), json_body=body).json()
+
+    def delete_secret(self, name: str) -> None:
+        """Revoke secret ``name``: its placeholder is substituted no more (and is then an
+        ordinary string); :class:`NotFound` if the sandbox has no such secret."""
+        self._client.request("DELETE", self._path("secrets", name))
 
     # -- commands ----------------------------------------------------------------------------
 

@@ -9,7 +9,9 @@
  *                                          defaults to ["header"]; see secret.c, relay-tls.c)
  *   -> {"op":"del","ip":..}
  *   <- {"op":"reply","ok":true|false,"error":..}   one per request, in order
- *   <- {"op":"event",...}                  decisions (decide.c), dropped past CTL_BACKLOG_MAX
+ *   <- {"op":"event",...}                  decisions (decide.c), dropped past CTL_BACKLOG_MAX;
+ *                                          "kind":"secret.misuse" (refused) and "secret.use"
+ *                                          (a value put in a request: secret and host only)
  *   <- {"op":"ready","tcp_port":..,"dns_port":..}  once, first (main.c)
  *
  * The process ends when the channel closes. */

@@ -79,3 +79,14 @@ void decide_report_misuse(const struct sbx *s, const struct conn *c, const char 
 	if (line)
 		ctl_send(s->e, line, true);
 }
+
+void decide_report_use(const struct conn *c, const struct egress_secret *sec)
+{
+	_cleanup_(json_decrefp) json_t *e = json_pack(
+		"{s:s, s:s, s:s, s:s, s:s, s:s, s:i}", "op", "event", "kind", "secret.use", "sandbox",
+		c->s->id, "secret", sec->name, "proto", c->proto, "name", c->name, "port",
+		(int)ntohs(c->orig.sin_port));
+	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	if (line)
+		ctl_send(c->s->e, line, true);
+}

@@ -218,6 +218,9 @@ void decide_report_dns(const struct sbx *s, const char *name, const struct egres
  * names the secret, never its value or placeholder. @c NULL: a DNS query for @name. */
 void decide_report_misuse(const struct sbx *s, const struct conn *c, const char *name,
 			  const struct egress_secret *sec, const char *where);
+/* @sec's value was put in a request on @c ({"kind":"secret.use","secret",..,"name",..}):
+ * the name and the host, never the value. Bounded like every report. */
+void decide_report_use(const struct conn *c, const struct egress_secret *sec);
 
 /* relay.c */
 /* @c is connected and allowed: hands it to its relay. */

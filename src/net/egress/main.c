@@ -22,7 +22,6 @@
  */
 #include <signal.h>
 #include <stdio.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -30,18 +29,11 @@
 #include <jansson.h>
 
 #include "basic/cleanup.h"
+#include "basic/secmem.h"
 #include "lib/seccomp.h"
 #include "policy/seccomp_filter.h"
 #include "net/egress/egress.h"
 #include "net/nft.h"
-
-/* Every JSON value is wiped when freed: a control line's secret passes through them. */
-static void free_wiped(void *p)
-{
-	if (p)
-		explicit_bzero(p, malloc_usable_size(p));
-	free(p);
-}
 
 /* The resolver, the listeners and the control channel; 1 with a message on failure. */
 static int setup(struct egress *e, int cfd)
@@ -84,7 +76,7 @@ int main(int argc, char **argv)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* Secrets' values live here: no core dump, no ptrace by others of our uid. */
 	prctl(PR_SET_DUMPABLE, 0);
-	json_set_alloc_funcs(malloc, free_wiped);
+	json_set_alloc_funcs(malloc, secmem_free_wiped); /* a control line carries values */
 	json_object_seed(0); /* jansson reads /dev/urandom once: before seccomp forbids files */
 	signal(SIGPIPE, SIG_IGN);
 	_cleanup_free_ struct egress *e = calloc(1, sizeof(*e));

@@ -115,9 +115,11 @@ static size_t allowed_in_head(const struct conn *c, const uint8_t *p, const stru
 	return n;
 }
 
-/* @p with every placeholder of a secret for this host replaced by its value, into @dst. */
-static void subst(struct evbuffer *dst, const struct conn *c, const uint8_t *p, size_t len)
+/* @p with every placeholder of a secret for this host replaced by its value, into @dst; bit
+ * k of the result: secret k was put in. */
+static unsigned subst(struct evbuffer *dst, const struct conn *c, const uint8_t *p, size_t len)
 {
+	unsigned used = 0;
 	const struct sbx *s = c->s;
 	size_t from = 0;
 	for (size_t i = 0; i < len;) {
@@ -134,18 +136,28 @@ static void subst(struct evbuffer *dst, const struct conn *c, const uint8_t *p, 
 		}
 		evbuffer_add(dst, p + from, i - from);
 		evbuffer_add(dst, hit->value, hit->value_len);
+		used |= 1u << (hit - s->secrets);
 		i += hit->ph_len;
 		from = i;
 	}
 	evbuffer_add(dst, p + from, len - from);
+	return used;
+}
+
+/* Each secret of @used was put in a request to this host: reported for the audit log. */
+static void report_used(const struct conn *c, unsigned used)
+{
+	for (size_t k = 0; used && k < c->s->n_secrets; k++)
+		if (used & (1u << k))
+			decide_report_use(c, &c->s->secrets[k]);
 }
 
 /* The head again, substituted, with Content-Length @cl when @cl >= 0. */
-static void emit_head(struct evbuffer *dst, const struct conn *c, const uint8_t *p,
-		      const struct httpreq *req, long long cl)
+static unsigned emit_head(struct evbuffer *dst, const struct conn *c, const uint8_t *p,
+			  const struct httpreq *req, long long cl)
 {
 	const uint8_t *eol = memchr(p, '\r', req->head_len);
-	subst(dst, c, p, (size_t)(eol - p) + 2);
+	unsigned used = subst(dst, c, p, (size_t)(eol - p) + 2);
 	for (size_t i = 0; i < req->n_headers; i++) {
 		const struct httpreq_header *h = &req->headers[i];
 		evbuffer_add(dst, p + h->name.off, h->name.len);
@@ -153,10 +165,11 @@ static void emit_head(struct evbuffer *dst, const struct conn *c, const uint8_t 
 		if (cl >= 0 && h->name.len == 14 && strncasecmp((const char *)p + h->name.off, "content-length", 14) == 0)
 			evbuffer_add_printf(dst, "%lld", cl);
 		else
-			subst(dst, c, p + h->value.off, h->value.len);
+			used |= subst(dst, c, p + h->value.off, h->value.len);
 		evbuffer_add(dst, "\r\n", 2);
 	}
 	evbuffer_add(dst, "\r\n", 2);
+	return used;
 }
 
 /* Whether a secret for this host may be put in a body. */
@@ -226,9 +239,9 @@ static int send_whole(struct conn *c, const struct httpreq *req)
 	struct evbuffer *body = evbuffer_new();
 	if (!body)
 		return -ENOMEM;
-	subst(body, c, p + req->head_len, (size_t)req->content_length);
+	unsigned used = subst(body, c, p + req->head_len, (size_t)req->content_length);
 	struct evbuffer *out = bufferevent_get_output(c->out);
-	emit_head(out, c, p, req, (long long)evbuffer_get_length(body));
+	report_used(c, used | emit_head(out, c, p, req, (long long)evbuffer_get_length(body)));
 	evbuffer_add_buffer(out, body);
 	evbuffer_free(body);
 	evbuffer_drain(in, total);
@@ -275,7 +288,7 @@ static int on_head(struct conn *c)
 		}
 		return 0;
 	}
-	emit_head(bufferevent_get_output(c->out), c, p, &req, -1);
+	report_used(c, emit_head(bufferevent_get_output(c->out), c, p, &req, -1));
 	evbuffer_drain(in, req.head_len);
 	t->tail.n = 0;
 	t->ch = (struct httpreq_chunked){0};

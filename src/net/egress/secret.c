@@ -9,12 +9,11 @@
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 
 #include <event2/buffer.h>
-#include <openssl/crypto.h>
 
 #include "basic/cleanup.h"
+#include "basic/secmem.h"
 #include "net/egress/egress.h"
 
 static const char *const in_names[] = {"header", "query", "body"};
@@ -76,15 +75,9 @@ int secret_init(struct egress_secret *sec, const char *name, const char *placeho
 	snprintf(sec->name, sizeof(sec->name), "%s", name);
 	snprintf(sec->placeholder, sizeof(sec->placeholder), "%s", placeholder);
 	sec->ph_len = strlen(placeholder);
-	void *p = mmap(NULL, SECRET_VALUE_MAX, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return cordon_err_setf(err, -ENOMEM, "secrets: out of memory");
-	sec->value = p;
-	/* Never swapped out, never in a core dump: or not held at all. */
-	if (mlock(p, SECRET_VALUE_MAX) < 0 || madvise(p, SECRET_VALUE_MAX, MADV_DONTDUMP) < 0) {
-		secret_clear(sec);
+	sec->value = secmem_new(SECRET_VALUE_MAX);
+	if (!sec->value)
 		return cordon_err_setf(err, -ENOMEM, "secrets: %s: cannot lock its memory", name);
-	}
 	memcpy(sec->value, value, value_len);
 	sec->value_len = value_len;
 	return 0;
@@ -92,11 +85,7 @@ int secret_init(struct egress_secret *sec, const char *name, const char *placeho
 
 void secret_clear(struct egress_secret *sec)
 {
-	if (sec->value) {
-		OPENSSL_cleanse(sec->value, SECRET_VALUE_MAX);
-		munlock(sec->value, SECRET_VALUE_MAX);
-		munmap(sec->value, SECRET_VALUE_MAX);
-	}
+	secmem_free(sec->value, SECRET_VALUE_MAX);
 	*sec = (struct egress_secret){0};
 }
 

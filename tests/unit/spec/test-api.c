@@ -809,6 +809,48 @@ static void test_fork(void **state)
 	assert_false(api_snapshot_id_ok("sb-abcdefghijklmnopqrst"));
 }
 
+/* secrets at create and PUT .../secrets/{name}: bounds, and no message names a value. */
+static void test_secrets(void **state)
+{
+	struct cordon_err err = {};
+	struct api_create *c = NULL;
+	const char *ok = "{\"secrets\": {\"API_KEY\": {\"value\": \"sk-1\", \"hosts\": [\"Api.Example.com\", \"b.test\"],"
+			 " \"in\": [\"header\", \"body\"]}}}";
+	assert_int_equal(api_create_parse(ok, strlen(ok), MAX_TTL, &c, &err), 0);
+	assert_int_equal(c->secrets.n, 1);
+	assert_string_equal(c->secrets.items[0].name, "API_KEY");
+	assert_int_equal(c->secrets.items[0].value_len, 4);
+	assert_int_equal(c->secrets.items[0].n_hosts, 2);
+	assert_int_equal(c->secrets.items[0].in, API_SECRET_IN_HEADER | API_SECRET_IN_BODY);
+	api_create_free(c);
+	static const struct {
+		const char *body;
+		int code;
+	} bad[] = {
+	    {"{\"secrets\": {\"K\": {\"value\": \"SEKRIT\\r\\n\", \"hosts\": [\"a.test\"]}}}", -EINVAL},
+	    {"{\"secrets\": {\"K\": {\"value\": \"SEKRIT\", \"hosts\": [\"1.2.3.4\"]}}}", -EINVAL},
+	    {"{\"secrets\": {\"K\": {\"value\": \"SEKRIT\", \"hosts\": [\"-a.test\"]}}}", -EINVAL},
+	    {"{\"secrets\": {\"K\": {\"value\": \"SEKRIT\", \"hosts\": [\"a..test\"]}}}", -EINVAL},
+	    {"{\"secrets\": {\"K\": {\"value\": \"SEKRIT\"}}}", -EINVAL},
+	    {"{\"secrets\": {\"K-1\": {\"value\": \"SEKRIT\", \"hosts\": [\"a.test\"]}}}", -EINVAL},
+	    {"{\"secrets\": {\"K\": {\"value\": \"SEKRIT\", \"hosts\": [\"a.test\"], \"x\": 1}}}", -EBADRQC},
+	    {"{\"secrets\": {\"K\": {\"value\": \"SEKRIT\", \"hosts\": [\"a.test\"], \"in\": []}}}", -EINVAL},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		err = (struct cordon_err){0};
+		assert_int_equal(api_create_parse(bad[i].body, strlen(bad[i].body), MAX_TTL, &c, &err), bad[i].code);
+		assert_null(strstr(err.msg, "SEKRIT"));
+	}
+	struct api_secret_put *p = NULL;
+	assert_int_equal(api_secret_put_parse("K", "{\"value\": \"v2\"}", 15, &p, &err), 0);
+	assert_false(p->hosts_given);
+	assert_false(p->in_given);
+	assert_int_equal(p->secret.value_len, 2);
+	api_secret_put_free(p);
+	assert_int_equal(api_secret_put_parse("K", "{}", 2, &p, &err), -EINVAL);
+	assert_int_equal(api_secret_put_parse("1K", "{\"value\": \"v\"}", 14, &p, &err), -EINVAL);
+}
+
 static void test_errors(void **state)
 {
 	static const struct {
@@ -890,6 +932,7 @@ int main(void)
 	    cmocka_unit_test(test_create_defaults),
 	    cmocka_unit_test(test_create_runtime_names),
 	    cmocka_unit_test(test_create_full),
+	    cmocka_unit_test(test_secrets),
 	    cmocka_unit_test(test_exec),
 	    cmocka_unit_test(test_stdin_signal_timeout),
 	    cmocka_unit_test(test_network_files),
