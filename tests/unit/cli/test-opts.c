@@ -238,7 +238,7 @@ static void test_which_subcommand_accepts_it(void **state)
 		const char *opt;
 	} refused[] = {{CLI_RUN, "--tag"},	   {CLI_CREATE, "--ro-bind"}, {CLI_EXEC, "--memory"},
 		       {CLI_RUN, "--socket"},	   {CLI_LS, "--follow"},      {CLI_TEMPLATE_LS, "--replace"},
-		       {CLI_CREATE, "--secret"},   {CLI_KILL, "--json"},	     {CLI_RUN, "--bogus"},
+		       {CLI_EXEC, "--secret"},     {CLI_KILL, "--json"},	     {CLI_RUN, "--bogus"},
 		       {CLI_RUN, "-x"}};
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		char *argv[] = {"x", (char *)refused[i].opt, "v", NULL};
