@@ -2,6 +2,8 @@
  *
  *   cordon-init --run --workdir DIR -- CMD [ARGS...]   one-shot: run CMD, reap, exit with it
  *   cordon-init --agent                                serve the host on fd 3 (agent.c)
+ *   cordon-init --agent --stdio                        the same over stdin (a runtime such as
+ *                                                      gvisor hands the sandbox stdio only)
  *
  * It is exec'd from a sealed memfd after the boundary is complete, so it runs with the same
  * (no) privileges as what it starts. In one-shot mode it forwards the host's signals to CMD,
@@ -142,6 +144,9 @@ int main(int argc, char **argv)
 	/* Nothing in the sandbox may read our memory or environment through /proc/1. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (argc >= 2 && strcmp(argv[1], "--agent") == 0) {
+		/* The channel on stdin (and stdout) becomes fd 3 before 0-2 turn to /dev/null. */
+		if (argc >= 3 && strcmp(argv[2], "--stdio") == 0 && dup2(STDIN_FILENO, INIT_AGENT_FD) < 0)
+			return 2;
 		agent_fds();
 		return agent_main(INIT_AGENT_FD);
 	}
