@@ -43,11 +43,8 @@
 #define SYNC_FD 4
 #define EXEC_FD 5
 
-/* What cordon-init keeps in agent mode: starting processes as "user" or root, and signalling
- * them. CAP_SETPCAP lets it empty the bounding set of what it starts. One-shot mode keeps
- * nothing. */
-#define AGENT_CAPS                                                                                 \
-	(CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETPCAP))
+/* What cordon-init keeps in agent mode is CAPS_INIT_AGENT; one-shot mode keeps nothing. */
+#define AGENT_CAPS CAPS_INIT_AGENT
 
 static const char *const writable_dirs[] = {"/tmp", "/home", "/root", "/var/tmp", "/run",
 					    "/dev", "/proc", NULL};
