@@ -155,7 +155,7 @@ static int opt_meta(void *ctx, const char *a)
 
 static const struct cli_option create_options[] = {
 	{"template", "NAME", opt_template, "template to start from [host]"},
-	{"runtime", "NAME", opt_runtime, "jail, or auto: the strongest the server can run [jail]"},
+	{"runtime", "NAME", opt_runtime, "jail, gvisor, or auto: the strongest the server can run [jail]"},
 	{"timeout", "SECONDS", opt_timeout, "destroy the sandbox after this long [server: 300]"},
 	{"memory", "SIZE", opt_memory, "memory limit: MiB, or 256M, 2G [512]"},
 	{"cpus", "N", opt_cpus, "CPU limit, fractions allowed, at most the host's [1]"},

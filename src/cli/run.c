@@ -388,7 +388,7 @@ static const struct {
 	{"pids", opt_pids, "N", "process limit [256]"},
 	{"disk", opt_disk, "SIZE", "the sandbox's disk (/, /tmp, /home/user): MiB, or 2G [4G]"},
 	{"timeout", opt_timeout, "DURATION", "wall-clock limit [300s]"},
-	{"runtime", opt_runtime, "NAME", "jail, or auto: the strongest this host can run [auto]"},
+	{"runtime", opt_runtime, "NAME", "jail, gvisor, or auto: the strongest this host can run [jail]"},
 	{"env", opt_env, "K=V", "set a variable (repeatable)"},
 	{"workdir", opt_workdir, "DIR", "working directory [the user's home]"},
 	{"user", opt_user, "user|root", "who runs inside: uid 1000 or uid 0 [user]"},
@@ -595,6 +595,9 @@ int cmd_run(int argc, char **argv)
 	int status;
 
 	cordon_spec_init(&c.spec);
+	/* The jail unless asked: auto would pick gvisor where runsc works, a slower start and
+	 * a different kernel under the caller's commands (README, gvisor). */
+	c.spec.runtime = "jail";
 	int k = parse_options(&c, argc, argv);
 	if (k == -1)
 		status = run_usage(stdout);

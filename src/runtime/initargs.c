@@ -26,7 +26,7 @@ static bool env_has(const struct cordon_spec *spec, const char *kv)
 	return false;
 }
 
-int init_args_make(struct init_args *a, const struct cordon_spec *spec, bool agent_stdio,
+int init_args_make(struct init_args *a, const struct cordon_spec *spec, const char *agent_socket,
 		   struct cordon_err *err)
 {
 	bool root = spec->user == CORDON_USER_ROOT;
@@ -65,8 +65,10 @@ int init_args_make(struct init_args *a, const struct cordon_spec *spec, bool age
 	a->argv[k++] = "cordon-init";
 	if (!spec->argv) {
 		a->argv[k++] = "--agent";
-		if (agent_stdio)
-			a->argv[k++] = "--stdio";
+		if (agent_socket) {
+			a->argv[k++] = "--connect";
+			a->argv[k++] = (char *)agent_socket;
+		}
 		return 0;
 	}
 	a->argv[k++] = "--run";

@@ -1,6 +1,6 @@
 /* cordon-init's argv and environment for a spec, the same in every runtime: the caller's
  * entries, then the defaults it did not set (PATH, HOME, LANG, TERM); argv is
- * `cordon-init --agent [--stdio]` or `cordon-init --run --workdir DIR -- CMD...`.
+ * `cordon-init --agent [--connect SOCKET]` or `cordon-init --run --workdir DIR -- CMD...`.
  * Allocated before the sandbox's process exists (the jail's child allocates nothing). */
 #pragma once
 
@@ -13,8 +13,8 @@ struct init_args {
 	char **argv; /* owned; its strings are @spec's or literals */
 };
 
-/* @agent_stdio: the agent takes its channel from stdin/stdout (a runtime that can hand the
- * sandbox no fd 3), see src/init/init.c. */
-int init_args_make(struct init_args *a, const struct cordon_spec *spec, bool agent_stdio,
+/* @agent_socket: the agent connects its channel to this unix socket (a runtime that can
+ * hand the sandbox no fd 3), see src/init/init.c; NULL: the channel is fd 3. */
+int init_args_make(struct init_args *a, const struct cordon_spec *spec, const char *agent_socket,
 		   struct cordon_err *err);
 void init_args_free(struct init_args *a);

@@ -332,6 +332,11 @@ int gvisor_bundle_make(struct gvisor *g, const struct cordon_spec *spec, struct 
 		return r;
 	if (spec->net == CORDON_NET_EGRESS && (r = netns_make(g, spec, b, err)) < 0)
 		return r;
+	pathf(b->sock, sizeof(b->sock), "%s/%s", g->dir, "sock");
+	if (!spec->argv && (r = make_dir(b->sock, 0700, 0, err)) < 0)
+		return r;
+	if (spec->argv)
+		b->sock[0] = '\0';
 	pathf(path, sizeof(path), "%s/%s", g->dir, "bundle/config.json");
 	return gvisor_oci_write(path, spec, b, err);
 }

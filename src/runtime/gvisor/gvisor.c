@@ -5,10 +5,11 @@
  * bundle (bundle.c: the disk, the root with its writable layer, the network namespace, the
  * OCI config of oci.c) and runs `runsc run` as our child in the sandbox's cgroup, so that
  * runsc, its gofer and the Sentry are all bounded by it (--ignore-cgroups: runsc does not
- * move them). The container's stdin and stdout are our socketpair in agent mode, the
- * frame protocol's byte stream (cordon-init --agent --stdio), and the caller's stdio in
- * one-shot mode, whose exit status `runsc run` passes through. runsc boots on its own: the
- * setup fd is readable at once and the agent's HELLO_OK is the sign that it runs.
+ * move them). In agent mode cordon-init connects to a unix socket we listen on in the
+ * bundle (cordon-init --agent --connect, runsc --host-uds=open): the frame protocol's byte
+ * stream; the listening socket is the setup fd, and setup is over when cordon-init has
+ * connected. In one-shot mode the container's stdio is the caller's, and `runsc run` passes
+ * the exit status through; the setup fd is readable at once.
  *
  * The exit fd is the pidfd of `runsc run`; kill is SIGKILL to it (its sandbox and gofer die
  * with it: runsc runs them attached) and the cgroup kill; free is `runsc delete --force` and
@@ -28,6 +29,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,17 +153,17 @@ static int pump_files(struct gvisor *g, int io[3], struct cordon_err *err)
 	return 0;
 }
 
-/* The container's 0-2: the caller's in one-shot mode (-1: /dev/null), the channel on 0 and
- * 1 in agent mode with runsc's own messages on 2, in <dir>/runsc.log. */
-static int open_stdio(struct gvisor *g, const struct cordon_spec *spec, int chan, int io[3],
+/* The container's 0-2: the caller's in one-shot mode (-1: /dev/null); in agent mode
+ * /dev/null, and runsc's own messages on 2, in <dir>/runsc.log. */
+static int open_stdio(struct gvisor *g, const struct cordon_spec *spec, int io[3],
 		      struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	for (int i = 0; i < 3; i++) {
-		int src = spec->argv ? spec->stdio[i] : i < 2 ? chan : -1;
+		int src = spec->argv ? spec->stdio[i] : -1;
 		if (src >= 0)
 			io[i] = fcntl(src, F_DUPFD_CLOEXEC, 3);
-		else if (spec->argv)
+		else if (spec->argv || i < 2)
 			io[i] = open("/dev/null", O_RDWR | O_CLOEXEC);
 		else {
 			snprintf(path, sizeof(path), "%s/runsc.log", g->dir);
@@ -173,16 +175,16 @@ static int open_stdio(struct gvisor *g, const struct cordon_spec *spec, int chan
 	return spec->argv ? pump_files(g, io, err) : 0;
 }
 
-static int spawn_run(struct gvisor *g, const struct cordon_spec *spec, int chan,
-		     struct cordon_err *err)
+static int spawn_run(struct gvisor *g, const struct cordon_spec *spec, struct cordon_err *err)
 {
 	char bundle[PATH_MAX];
 	snprintf(bundle, sizeof(bundle), "%s/bundle", g->dir);
 	const char *const args[] = {"run", "--bundle", bundle, g->id, NULL};
 	const char *argv[24];
 	int io[3] = {-1, -1, -1}, go[2] = {-1, -1}, r;
-	gvisor_argv(argv, ELEMENTSOF(argv), spec->net == CORDON_NET_EGRESS ? "sandbox" : "none", args);
-	if ((r = open_stdio(g, spec, chan, io, err)) < 0)
+	gvisor_argv(argv, ELEMENTSOF(argv), spec->net == CORDON_NET_EGRESS ? "sandbox" : "none",
+		    !spec->argv, args);
+	if ((r = open_stdio(g, spec, io, err)) < 0)
 		goto out;
 	if (pipe2(go, O_CLOEXEC) < 0) {
 		r = cordon_err_set(err, -errno, "gvisor: pipe");
@@ -222,13 +224,27 @@ static int set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes, uint32_t
 				       pids + GVISOR_PIDS_EXTRA);
 }
 
+/* Where cordon-init connects to, listened on before runsc starts. */
+static int agent_listen(struct gvisor *g, struct cordon_err *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock/agent.sock", g->dir);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		return cordon_err_setf(err, -ENAMETOOLONG, "gvisor: socket path too long");
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1) < 0)
+		return cordon_err_set(err, -errno, "gvisor: listen on '%s'", sa.sun_path);
+	return TAKE_FD(fd);
+}
+
 static int gvisor_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 			struct cordon_err *err)
 {
 	struct gvisor *g = gvisor_of(sb);
 	g->pidfd = g->agent_fd = g->setup_fd = -1;
 	g->pump[0] = g->pump[1] = -1;
-	int chan[2] = {-1, -1}, r;
+	g->oneshot = spec->argv != NULL;
+	int r;
 	if (!sb->host.privileged)
 		return cordon_err_setf(err, -EPERM, "runtime 'gvisor': needs root");
 	if ((r = runtime_host_acquire(&sb->host, spec, err)) < 0)
@@ -244,21 +260,10 @@ static int gvisor_start(struct cordon_sandbox *sb, const struct cordon_spec *spe
 	free(b);
 	if (r < 0)
 		return r;
-	if (!spec->argv && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0)
-		return cordon_err_set(err, -errno, "socketpair");
-	if ((g->setup_fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
-		r = cordon_err_set(err, -errno, "gvisor: eventfd");
-	if (r == 0)
-		r = spawn_run(g, spec, chan[1], err);
-	if (chan[1] >= 0)
-		close(chan[1]);
-	if (r < 0) {
-		if (chan[0] >= 0)
-			close(chan[0]);
-		return r; /* runtime.c kills and frees */
-	}
-	g->agent_fd = chan[0];
-	return 0;
+	g->setup_fd = spec->argv ? eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK) : agent_listen(g, err);
+	if (g->setup_fd < 0)
+		return spec->argv ? cordon_err_set(err, -errno, "gvisor: eventfd") : g->setup_fd;
+	return spawn_run(g, spec, err); /* on failure runtime.c kills and frees */
 }
 
 static int gvisor_setup_fd(const struct cordon_sandbox *sb)
@@ -266,8 +271,21 @@ static int gvisor_setup_fd(const struct cordon_sandbox *sb)
 	return ((const struct gvisor *)sb)->setup_fd;
 }
 
+/* Agent mode: over once cordon-init has connected; the socket's name goes at once (no one
+ * else connects to a listener that is closed next). */
 static int gvisor_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 {
+	struct gvisor *g = gvisor_of(sb);
+	char path[PATH_MAX];
+	if (g->oneshot || g->agent_fd >= 0)
+		return 0;
+	int fd = accept4(g->setup_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return errno == EAGAIN || errno == EINTR ? -EAGAIN
+						       : cordon_err_set(err, -errno, "gvisor: accept");
+	g->agent_fd = fd;
+	snprintf(path, sizeof(path), "%s/sock/agent.sock", g->dir);
+	unlink(path);
 	return 0;
 }
 

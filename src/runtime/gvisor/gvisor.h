@@ -19,15 +19,23 @@
 #define GVISOR_PIDS_EXTRA 64
 #define GVISOR_MEM_EXTRA  (96ULL << 20)
 
+/* Agent mode: the host listens in <dir>/sock, shown inside as GVISOR_AGENT_DIR, and
+ * cordon-init connects (runsc --host-uds=open). Not the container's stdio: this runsc closes
+ * a donated stdio socket for good when any process of the sandbox closes its copy. */
+#define GVISOR_AGENT_DIR    "/.cordon"
+#define GVISOR_AGENT_SOCKET GVISOR_AGENT_DIR "/agent.sock"
+
 struct gvisor {
 	struct cordon_sandbox sb;
 	int pidfd;    /* of `runsc run`: the exit fd */
-	int agent_fd; /* agent mode: our end of the container's stdin/stdout */
-	int setup_fd; /* an eventfd, readable at once: HELLO_OK is the sign that it booted */
+	int agent_fd; /* agent mode: the connection cordon-init made */
+	int setup_fd; /* agent mode: the listening socket, readable once cordon-init connects;
+		       * one-shot: an eventfd, readable at once */
 	char id[32];  /* the container's id, "cordon-s<slot>": the sweep keys on the slot */
 	char dir[128]; /* <base>/s<slot>: bundle, disk, overlays, network namespace */
 	bool made;    /* dir exists: free() takes it down */
 	bool paused;
+	bool oneshot;
 	pid_t pump[2]; /* one-shot stdout, stderr to regular files (gvisor.c), or -1 */
 };
 
@@ -45,8 +53,10 @@ int gvisor_probe(struct cordon_err *err);
 const char *gvisor_platform(void);
 const char *gvisor_runsc(void);
 /* runsc's global flags and then @args into @argv (NULL-terminated); @network: "none" or
- * "sandbox". Returns the count, or -E2BIG. */
-int gvisor_argv(const char **argv, size_t max, const char *network, const char *const *args);
+ * "sandbox"; @host_uds: the sandbox may connect to host unix sockets of its mounts (the
+ * agent's). Returns the count, or -E2BIG. */
+int gvisor_argv(const char **argv, size_t max, const char *network, bool host_uds,
+		const char *const *args);
 /* Runs runsc with @args, its output to /dev/null and its stderr's first line into @err, and
  * waits at most @ms: killed past it (-ETIMEDOUT). */
 int gvisor_call(const char *const *args, int ms, struct cordon_err *err);
@@ -64,6 +74,7 @@ struct gvisor_bundle {
 	char root[160];	 /* host path of the container's root */
 	char init[256];	 /* host path of cordon-init */
 	char netns[160]; /* the network namespace with the veth, or "" */
+	char sock[160];	 /* agent mode: <dir>/sock, or "" */
 	struct gvisor_mount m[GVISOR_MAX_MOUNTS];
 	size_t n;
 };

@@ -71,7 +71,7 @@ static json_t *process(const struct cordon_spec *spec, const struct gvisor_bundl
 		       struct cordon_err *err)
 {
 	struct init_args ia = {};
-	if (init_args_make(&ia, spec, true, err) < 0) {
+	if (init_args_make(&ia, spec, GVISOR_AGENT_SOCKET, err) < 0) {
 		init_args_free(&ia);
 		return NULL;
 	}
@@ -103,6 +103,9 @@ static json_t *mounts(const struct gvisor_bundle *b)
 									"noexec", "nodev", "ro")));
 	json_array_append_new(m, mount("/.cordon-init", "bind", b->init,
 				       json_pack("[s, s]", "bind", "ro")));
+	if (b->sock[0])
+		json_array_append_new(m, mount(GVISOR_AGENT_DIR, "bind", b->sock,
+					       json_pack("[s, s]", "rbind", "rw")));
 	for (size_t i = 0; m && i < b->n; i++)
 		json_array_append_new(m, mount(b->m[i].dst, "bind", b->m[i].src,
 					       json_pack("[s, s, s, s]", "rbind", b->m[i].rw ? "rw" : "ro",

@@ -64,7 +64,8 @@ static int find_runsc(void)
 	return -ENOENT;
 }
 
-int gvisor_argv(const char **argv, size_t max, const char *network, const char *const *args)
+int gvisor_argv(const char **argv, size_t max, const char *network, bool host_uds,
+		const char *const *args)
 {
 	static char root[PATH_MAX], plat[32];
 	snprintf(root, sizeof(root), "--root=%s/runsc", gvisor_base());
@@ -74,6 +75,8 @@ int gvisor_argv(const char **argv, size_t max, const char *network, const char *
 	size_t n = 0;
 	for (size_t i = 0; i < ELEMENTSOF(head) && n < max; i++)
 		argv[n++] = head[i];
+	if (host_uds && n < max)
+		argv[n++] = "--host-uds=open";
 	for (; args && *args && n < max; args++)
 		argv[n++] = *args;
 	if (n >= max)
@@ -133,7 +136,7 @@ static int call_network(const char *network, const char *const *args, int ms,
 			struct cordon_err *err)
 {
 	const char *argv[24];
-	if (gvisor_argv(argv, ELEMENTSOF(argv), network, args) < 0)
+	if (gvisor_argv(argv, ELEMENTSOF(argv), network, false, args) < 0)
 		return cordon_err_setf(err, -E2BIG, "gvisor: too many arguments");
 	_cleanup_close_ int errfd = memfd_create("runsc-stderr", MFD_CLOEXEC);
 	if (errfd < 0)

@@ -307,7 +307,7 @@ void jail_child_main(struct jail_child *c)
 int jail_child_env(struct jail_child *c, const struct cordon_spec *spec, struct cordon_err *err)
 {
 	struct init_args a = {};
-	int r = init_args_make(&a, spec, false, err);
+	int r = init_args_make(&a, spec, NULL, err);
 	c->envp = a.envp;
 	c->init_argv = a.argv;
 	return r;
