@@ -220,8 +220,9 @@ out:
 static int set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes, uint32_t cpus_milli,
 		      uint32_t pids)
 {
+	uint64_t host_pids = GVISOR_HOST_PIDS(pids);
 	return runtime_host_set_limits(&sb->host, memory_bytes + GVISOR_MEM_EXTRA, cpus_milli,
-				       pids + GVISOR_PIDS_EXTRA);
+				       host_pids > UINT32_MAX ? UINT32_MAX : (uint32_t)host_pids);
 }
 
 /* Where cordon-init connects to, listened on before runsc starts. */

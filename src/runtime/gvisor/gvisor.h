@@ -15,9 +15,14 @@
 #define GVISOR_KILL_MS	 5000
 #define GVISOR_PROBE_MS	 5000 /* per platform: kvm hangs on some hosts */
 /* The Sentry and the gofer are host tasks of the sandbox's cgroup too: the pids and memory
- * the sandbox asked for are its programs', these come on top (README, gvisor section). */
-#define GVISOR_PIDS_EXTRA 64
-#define GVISOR_MEM_EXTRA  (96ULL << 20)
+ * the sandbox asked for are its programs', these come on top (README, gvisor section). On
+ * the ptrace platform an idle sandbox is about 150 host tasks, and each process inside costs
+ * about 13 more (its stub and the Sentry's threads that trace it); past pids.max the Sentry
+ * cannot make a thread and the sandbox ends. */
+#define GVISOR_PIDS_BASE     192
+#define GVISOR_PIDS_PER_TASK 16
+#define GVISOR_MEM_EXTRA     (96ULL << 20)
+#define GVISOR_HOST_PIDS(p)  (GVISOR_PIDS_BASE + (uint64_t)(p) * GVISOR_PIDS_PER_TASK)
 
 /* Agent mode: the host listens in <dir>/sock, shown inside as GVISOR_AGENT_DIR, and
  * cordon-init connects (runsc --host-uds=open). Not the container's stdio: this runsc closes
