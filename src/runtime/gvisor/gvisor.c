@@ -19,11 +19,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mount.h>
+#include <linux/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -64,13 +67,47 @@ static void take_down(const char *id, const char *dir)
 	gvisor_bundle_remove(dir);
 }
 
+/* This runsc refuses --network=sandbox when /proc/sys/net/core/rmem_default exists in the
+ * network namespace it is given, its sign of the host's own; since Linux 6.x the file exists
+ * in every network namespace. runsc then runs in a mount namespace of its own (a slave of
+ * ours: nothing goes back) whose /proc/sys is a tmpfs holding the host's directories but
+ * net/ (a mount over /proc/sys/net/core would not be seen from another network namespace:
+ * its entries are per namespace). */
+static int hide_rmem_default(void)
+{
+	static const char *const keep[] = {"kernel", "vm", "fs", "user", "abi", "dev", "debug"};
+	int trees[ELEMENTSOF(keep)];
+	char path[32];
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return -errno;
+	for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
+		memcpy(path, "/proc/sys/", 11);
+		strcat(path, keep[i]);
+		trees[i] = syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	}
+	if (mount("tmpfs", "/proc/sys", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=16k,mode=0555") < 0)
+		return -errno;
+	for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
+		memcpy(path, "/proc/sys/", 11);
+		strcat(path, keep[i]);
+		if (trees[i] < 0)
+			continue;
+		if (mkdir(path, 0555) < 0 ||
+		    syscall(SYS_move_mount, trees[i], "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			return -errno;
+		close(trees[i]);
+	}
+	return mount(NULL, "/proc/sys", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		     NULL) < 0 ? -errno : 0;
+}
+
 /* The child: the sandbox's cgroup (the host moved it there before "go"), its own session,
  * the container's stdio on 0-2 and nothing else. Async-signal-safe only. */
-static _noreturn_ void exec_run(const char *const *argv, const int io[3], int go_fd)
+static _noreturn_ void exec_run(const char *const *argv, const int io[3], int go_fd, bool net)
 {
 	char c;
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (read(go_fd, &c, 1) != 1)
+	if (read(go_fd, &c, 1) != 1 || (net && hide_rmem_default() < 0))
 		_exit(CORDON_EXIT_SETUP);
 	setsid();
 	int fds[3];
@@ -196,7 +233,7 @@ static int spawn_run(struct gvisor *g, const struct cordon_spec *spec, struct co
 		goto out;
 	}
 	if (pid == 0)
-		exec_run(argv, io, go[0]);
+		exec_run(argv, io, go[0], spec->net == CORDON_NET_EGRESS);
 	g->sb.pid = pid;
 	g->pidfd = syscall(SYS_pidfd_open, pid, 0);
 	if (g->pidfd < 0)
