@@ -49,7 +49,7 @@ struct new_dir {
 static const struct new_dir new_dirs[] = {
 	{"tmp", 01777, 0}, {"home", 0755, 0}, {"home/user", 0755, USER_UID}, {"root", 0700, 0},
 	{"run", 0755, 0}, {"var", 0755, 0}, {"var/tmp", 01777, 0}, {"etc", 0755, 0},
-	{"dev", 0755, 0}, {"proc", 0555, 0}, {"sys", 0555, 0},
+	{"dev", 0755, 0}, {"proc", 0555, 0},
 };
 
 static int pathf(char *buf, size_t size, const char *fmt, const char *a, const char *b)
@@ -84,12 +84,6 @@ static int make_new_dirs(const char *root, struct cordon_err *err)
 		if (r < 0)
 			return r;
 	}
-	/* cordon-init's mount point. */
-	pathf(path, sizeof(path), "%s/%s", root, ".cordon-init");
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0500);
-	if (fd < 0)
-		return cordon_err_set(err, -errno, "gvisor: create '%s'", path);
-	close(fd);
 	return 0;
 }
 
@@ -205,10 +199,14 @@ static int host_etc(struct gvisor_bundle *b, const struct cordon_spec *spec,
 		if (r < 0)
 			return r;
 	}
+	/* The sandbox's own files, read-only as in the jail: bound over themselves. */
 	for (size_t i = 0; i < rootfs_etc_files_n; i++) {
 		pathf(dst, sizeof(dst), "%s/etc/%s", b->root, rootfs_etc_files[i].name);
+		pathf(src, sizeof(src), "/etc/%s%s", rootfs_etc_files[i].name, "");
 		if ((r = gvisor_create_file(dst, rootfs_etc_files[i].content, 0644)) < 0)
 			return cordon_err_set(err, r, "gvisor: write '%s'", dst);
+		if ((r = add_mount(b, dst, src, false, err)) < 0)
+			return r;
 	}
 	/* The resolver is the host end of the link, as in the jail. */
 	char ip[16] = "", conf[64];

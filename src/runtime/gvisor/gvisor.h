@@ -27,7 +27,8 @@
 /* Agent mode: the host listens in <dir>/sock, shown inside as GVISOR_AGENT_DIR, and
  * cordon-init connects (runsc --host-uds=open). Not the container's stdio: this runsc closes
  * a donated stdio socket for good when any process of the sandbox closes its copy. */
-#define GVISOR_AGENT_DIR    "/.cordon"
+#define GVISOR_AGENT_DIR    "/dev/.cordon"
+#define GVISOR_INIT_PATH    "/dev/.cordon-init"
 #define GVISOR_AGENT_SOCKET GVISOR_AGENT_DIR "/agent.sock"
 
 struct gvisor {

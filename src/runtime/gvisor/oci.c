@@ -75,7 +75,7 @@ static json_t *process(const struct cordon_spec *spec, const struct gvisor_bundl
 		init_args_free(&ia);
 		return NULL;
 	}
-	ia.argv[0] = "/.cordon-init";
+	ia.argv[0] = GVISOR_INIT_PATH;
 	unsigned id = spec->argv && spec->user == CORDON_USER_USER ? 1000 : 0;
 	json_t *p = json_pack("{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:o, s:b}", "terminal", 0,
 			      "user", "uid", id, "gid", id, "args", strv(ia.argv), "env", strv(ia.envp),
@@ -93,15 +93,15 @@ static json_t *mount(const char *dst, const char *type, const char *src, json_t 
 
 static json_t *mounts(const struct gvisor_bundle *b)
 {
-	json_t *m = json_pack("[o, o, o, o, o]",
+	/* No /sys, as in the jail. cordon-init and the agent's socket live in /dev, the Sentry's
+	 * own tmpfs: nothing is added to the image's top level. */
+	json_t *m = json_pack("[o, o, o, o]",
 			      mount("/proc", "proc", "proc", NULL),
 			      mount("/dev", "tmpfs", "tmpfs", json_pack("[s, s]", "nosuid", "mode=755")),
 			      mount("/dev/pts", "devpts", "devpts", NULL),
 			      mount("/dev/shm", "tmpfs", "shm", json_pack("[s, s, s]", "nosuid", "nodev",
-									  "mode=1777")),
-			      mount("/sys", "sysfs", "sysfs", json_pack("[s, s, s, s]", "nosuid",
-									"noexec", "nodev", "ro")));
-	json_array_append_new(m, mount("/.cordon-init", "bind", b->init,
+									  "mode=1777")));
+	json_array_append_new(m, mount(GVISOR_INIT_PATH, "bind", b->init,
 				       json_pack("[s, s]", "bind", "ro")));
 	if (b->sock[0])
 		json_array_append_new(m, mount(GVISOR_AGENT_DIR, "bind", b->sock,
