@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -352,10 +353,28 @@ static int gvisor_signal(struct cordon_sandbox *sb, int sig)
 	return gvisor_call(args, GVISOR_KILL_MS, NULL);
 }
 
+static int gvisor_resume(struct cordon_sandbox *sb);
+
+/* `runsc kill --all` first: the Sentry ends the container, and `runsc run` reaps its sandbox
+ * and gofer and exits. A SIGKILL to runsc would orphan them to PID 1 of the host, and runsc
+ * delete then waits seconds for those zombies to be reaped. SIGKILL (and the cgroup kill,
+ * runtime.c) only if that does not end it in time. */
 static int gvisor_kill(struct cordon_sandbox *sb)
 {
 	struct gvisor *g = gvisor_of(sb);
-	if (g->pidfd >= 0 && syscall(SYS_pidfd_send_signal, g->pidfd, SIGKILL, NULL, 0) < 0)
+	const char *const args[] = {"kill", "--all", g->id, "KILL", NULL};
+	if (g->pidfd < 0)
+		return 0;
+	/* A paused Sentry would take the signal only once resumed. */
+	if (g->paused && gvisor_resume(sb) < 0)
+		goto force;
+	if (gvisor_call(args, GVISOR_KILL_MS, NULL) == 0) {
+		struct pollfd p = {g->pidfd, POLLIN, 0};
+		if (poll(&p, 1, GVISOR_KILL_MS) == 1)
+			return 0;
+	}
+force:
+	if (syscall(SYS_pidfd_send_signal, g->pidfd, SIGKILL, NULL, 0) < 0)
 		return -errno;
 	return 0;
 }
