@@ -183,6 +183,7 @@ static void creator_start(struct started *st)
 	spec.timeout_ms = 0;
 	spec.rootfs = st->version ? st->version->rootfs : NULL;
 	spec.runtime = st->runtime;
+	network_spec(&spec, st->runtime);
 	if (cordon_sandbox_start(&spec, &st->rt, &st->err) < 0)
 		st->rt = NULL;
 	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {

@@ -84,6 +84,14 @@ int cordon_runtime_resolve(const char *name, const char **ret_name, struct cordo
 	return 0;
 }
 
+bool cordon_runtime_attaches_net(const char *name)
+{
+	for (size_t i = 0; name && i < runtime_registry_len; i++)
+		if (strcmp(runtime_registry[i]->name, name) == 0)
+			return runtime_registry[i]->attach_net != NULL;
+	return false;
+}
+
 int cordon_runtime_get(size_t i, struct cordon_runtime_info *ret)
 {
 	if (i >= runtime_registry_len)

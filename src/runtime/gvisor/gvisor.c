@@ -429,13 +429,6 @@ static int gvisor_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 	return runtime_host_stats(&sb->host, ret);
 }
 
-static int gvisor_attach_net(struct cordon_sandbox *sb, cordon_net_hook hook, void *data,
-			     struct cordon_err *err)
-{
-	return cordon_err_setf(err, -EOPNOTSUPP, "runtime 'gvisor': the network is chosen at "
-			       "create (the Sentry takes its interfaces when it boots)");
-}
-
 static int pause_resume(struct cordon_sandbox *sb, const char *verb, bool paused)
 {
 	struct gvisor *g = gvisor_of(sb);
@@ -504,7 +497,8 @@ const struct runtime_ops gvisor_ops = {
     .free = gvisor_free,
     .set_limits = set_limits,
     .stats = gvisor_stats,
-    .attach_net = gvisor_attach_net,
+    /* No attach_net: the Sentry takes its interfaces when it boots; the link is made at
+     * start (spec->net), cordon_runtime_attaches_net() says so. */
     .pause = gvisor_pause,
     .resume = gvisor_resume,
     .sweep = gvisor_sweep,
