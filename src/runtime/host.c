@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <arpa/inet.h>
 
 #include "basic/cleanup.h"
@@ -170,4 +172,23 @@ int runtime_host_sweep(void)
 	for (size_t i = 0; i < ELEMENTSOF(held); i++)
 		idmap_slot_release(&held[i]);
 	return r;
+}
+
+/* Nothing of the host's signal state crosses into the sandbox: a caller that ignores SIGINT
+ * (nohup, a background job) or blocks signals (cordon run itself) must not pass that on. */
+void runtime_child_reset_signals(void)
+{
+	/* The raw syscall: glibc's signal() refuses 32 and 33, which it keeps for itself, yet a
+	 * caller may have them ignored, and an ignored disposition survives exec. */
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} dfl = {SIG_DFL, 0, NULL, 0};
+	for (int sig = 1; sig <= 64; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+	uint64_t none = 0;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(none));
 }

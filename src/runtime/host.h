@@ -64,3 +64,7 @@ void runtime_host_result(struct runtime_host *h, struct cordon_result *res);
 
 /* Removes the cgroups and links of slots nobody holds (cordon_sweep_stale()). */
 int runtime_host_sweep(void);
+
+/* In a sandbox's first process, before exec: every signal's disposition back to default and
+ * none blocked (a caller's ignored SIGINT must not reach the sandbox). Async-signal-safe. */
+void runtime_child_reset_signals(void);

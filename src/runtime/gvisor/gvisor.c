@@ -119,17 +119,7 @@ static _noreturn_ void exec_run(const char *const *argv, const int io[3], int go
 		if (dup2(fds[i], i) < 0)
 			_exit(CORDON_EXIT_SETUP);
 	syscall(SYS_close_range, 3, ~0U, 0);
-	struct {
-		void *handler;
-		unsigned long flags;
-		void *restorer;
-		uint64_t mask;
-	} dfl = {SIG_DFL, 0, NULL, 0};
-	for (int sig = 1; sig <= 64; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
-	uint64_t none = 0;
-	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(none));
+	runtime_child_reset_signals();
 	execv(argv[0], (char *const *)argv);
 	_exit(CORDON_EXIT_SETUP);
 }

@@ -266,30 +266,11 @@ static int build(struct jail_child *c, struct cordon_err *err)
 	return harden(c, err);
 }
 
-/* Nothing of the host's signal state crosses into the sandbox: a caller that ignores SIGINT
- * (nohup, a background job) or blocks signals (cordon run itself) must not pass that on. */
-static void reset_signals(void)
-{
-	/* The raw syscall: glibc's signal() refuses 32 and 33, which it keeps for itself, yet a
-	 * caller may have them ignored, and an ignored disposition survives exec. */
-	struct {
-		void *handler;
-		unsigned long flags;
-		void *restorer;
-		uint64_t mask;
-	} dfl = {SIG_DFL, 0, NULL, 0};
-	for (int sig = 1; sig <= 64; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
-	uint64_t none = 0;
-	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(none));
-}
-
 void jail_child_main(struct jail_child *c)
 {
 	struct cordon_err err = {};
 
-	reset_signals();
+	runtime_child_reset_signals();
 	if (build(c, &err) < 0)
 		fail(c->sync_fd, &err);
 	struct jail_msg ok = {.kind = JAIL_MSG_OK};
