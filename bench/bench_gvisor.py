@@ -65,17 +65,15 @@ def lifecycle(client, runtime):
             "total": (t3 - t0) * 1000}
 
 
-def wait_pool(client, runtime, timeout=20):
-    """Until a ready pooled sandbox of @runtime exists (GET /v1/sandboxes lists the pool's
-    only with ?pooled; fall back on a fixed wait)."""
+def wait_pool(client, ready, timeout=20):
+    """Until /metrics counts @ready ready pooled sandboxes (one per warm runtime)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        r = client.get("/v1/sandboxes?pooled=true")
-        if r.status == 200:
-            sbs = r.json().get("sandboxes", [])
-            if any(s.get("runtime") == runtime and s.get("state") == "ready" for s in sbs):
+        for line in client.get("/metrics").text.splitlines():
+            if line.startswith("cordon_pool_ready ") and float(line.split()[1]) >= ready:
                 return
-        time.sleep(0.1)
+        time.sleep(0.02)
+    raise RuntimeError(f"the pool did not refill to {ready} in {timeout} s")
 
 
 def bench_lifecycles(dc, n, pool):
@@ -83,14 +81,13 @@ def bench_lifecycles(dc, n, pool):
     out = {}
     try:
         c = d.client(timeout=60)
-        for rt in RUNTIMES:
+        for k, rt in enumerate(RUNTIMES, 1):
             if pool:  # make the pool keep this runtime warm, then measure hand-overs
                 c.destroy(c.create({"runtime": rt})["id"])
             rows = []
             for _ in range(n):
                 if pool:
-                    time.sleep(0.6 if rt == "jail" else 1.5)
-                    wait_pool(c, rt)
+                    wait_pool(c, k)  # jail's warm entry, then gvisor's too
                 rows.append(lifecycle(c, rt))
             out[rt] = {k: med([r[k] for r in rows]) for k in rows[0]}
     finally:
