@@ -248,3 +248,33 @@ def test_no_leaks_after_many_and_kill9():
         assert not ours & veths(), ours & veths()
     finally:
         d.cleanup()
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_workloads(runtime):
+    """cc, git, a venv and node (where installed) work in each runtime."""
+    script = ("cd /tmp && printf '#include <stdio.h>\\nint main(){puts(\"cc-ok\");}\\n' > a.c && "
+              "cc a.c -o a && ./a && git init -q r && cd r && echo x > f && git add f && "
+              "git -c user.email=a@b -c user.name=n commit -qm m && git log --oneline | wc -l && "
+              "python3 -m venv /tmp/v && /tmp/v/bin/python -c 'import sys; print(sys.prefix)' && "
+              "if command -v node >/dev/null; then node -e 'console.log(6*7)'; else echo 42; fi")
+    if not os.access("/usr/bin/cc", os.X_OK) or not os.access("/usr/bin/git", os.X_OK):
+        pytest.skip("cc or git is not installed on the host")
+    r = run_rt(runtime, ["--", "/bin/sh", "-c", script], )
+    assert r.returncode == 0, r
+    assert r.stdout.split() == [b"cc-ok", b"1", b"/tmp/v", b"42"], r
+
+
+def test_sdk_gvisor(gdaemon):
+    """The SDK's runtime="gvisor": the sandbox it makes runs on gVisor."""
+    import sys
+    sdk = os.path.join(os.path.dirname(__file__), "..", "..", "sdk", "python")
+    sys.path.insert(0, sdk)
+    try:
+        import cordon
+    finally:
+        sys.path.remove(sdk)
+    with cordon.Sandbox.create(runtime="gvisor", socket=gdaemon.sock) as sbx:
+        assert sbx.info().runtime == "gvisor"
+        r = sbx.exec("dmesg | head -1")
+        assert "gVisor" in r.stdout, r
