@@ -278,3 +278,20 @@ def test_sdk_gvisor(gdaemon):
         assert sbx.info().runtime == "gvisor"
         r = sbx.exec("dmesg | head -1")
         assert "gVisor" in r.stdout, r
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_rootfs_image_is_copy_on_write(runtime, tmp_path):
+    """--rootfs: the image is the root, written through a layer on the sandbox's disk."""
+    busybox = "/bin/busybox"
+    if not os.access(busybox, os.X_OK):
+        pytest.skip("busybox-static is not installed")
+    img = tmp_path / "img"
+    (img / "bin").mkdir(parents=True)
+    subprocess.run(["cp", busybox, str(img / "bin" / "busybox")], check=True)
+    for c in ("sh", "echo", "cat", "id"):
+        os.symlink("busybox", img / "bin" / c)
+    r = run_rt(runtime, ["--rootfs", str(img), "--user", "root", "--", "/bin/sh", "-c",
+                         "echo in-image; echo y > /bin/new && cat /bin/new"])
+    assert r.returncode == 0 and r.stdout == b"in-image\ny\n", r
+    assert not (img / "bin" / "new").exists(), "a write reached the image"

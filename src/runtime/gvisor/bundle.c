@@ -223,26 +223,35 @@ static int host_etc(struct gvisor_bundle *b, const struct cordon_spec *spec,
 	return 0;
 }
 
+/* <dir>/disk/upper, disk/work and ov: where the overlays go. */
+static int make_layer_dirs(const char *dir, struct cordon_err *err)
+{
+	static const struct new_dir dirs[] = {{"disk/upper", 0755, 0}, {"disk/work", 0700, 0},
+					      {"ov", 0700, 0}};
+	char path[PATH_MAX];
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+		pathf(path, sizeof(path), "%s/%s", dir, dirs[i].path);
+		int r = make_dir(path, dirs[i].mode, dirs[i].uid, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int make_root(struct gvisor_bundle *b, const char *dir, const struct cordon_spec *spec,
 		     const struct runtime_host *h, struct cordon_err *err)
 {
-	int r;
+	int r = make_layer_dirs(dir, err);
+	if (r < 0)
+		return r;
 	if (spec->rootfs) {
 		if ((r = overlay_at(dir, spec->rootfs, "image", b->root, sizeof(b->root), err)) < 0)
 			return r;
 		return make_new_dirs(b->root, err);
 	}
 	pathf(b->root, sizeof(b->root), "%s/%s", dir, "disk/root");
-	char path[PATH_MAX];
-	pathf(path, sizeof(path), "%s/%s", dir, "disk/upper");
 	if ((r = make_dir(b->root, 0755, 0, err)) < 0 || (r = make_new_dirs(b->root, err)) < 0 ||
-	    (r = make_dir(path, 0755, 0, err)) < 0)
-		return r;
-	pathf(path, sizeof(path), "%s/%s", dir, "disk/work");
-	if ((r = make_dir(path, 0700, 0, err)) < 0)
-		return r;
-	pathf(path, sizeof(path), "%s/%s", dir, "ov");
-	if ((r = make_dir(path, 0700, 0, err)) < 0 || (r = host_image(b, dir, err)) < 0)
+	    (r = host_image(b, dir, err)) < 0)
 		return r;
 	return host_etc(b, spec, h, err);
 }
