@@ -295,3 +295,21 @@ def test_rootfs_image_is_copy_on_write(runtime, tmp_path):
                          "echo in-image; echo y > /bin/new && cat /bin/new"])
     assert r.returncode == 0 and r.stdout == b"in-image\ny\n", r
     assert not (img / "bin" / "new").exists(), "a write reached the image"
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_run_stdin_and_signals(runtime):
+    """The caller's stdin reaches the command; a SIGTERM to cordon run reaches it too."""
+    r = run_rt(runtime, ["--", "/bin/cat"], input=b"through\n")
+    assert r.returncode == 0 and r.stdout == b"through\n", r
+    p = subprocess.Popen([CORDON, "run", "--runtime", runtime, "--", "/bin/sh", "-c",
+                          "trap 'echo got-term; exit 9' TERM; echo ready; sleep 30 & wait"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        time.sleep(0.2)
+        p.send_signal(15)
+        out, _ = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    assert p.returncode == 9 and out == b"got-term\n", (p.returncode, out)
