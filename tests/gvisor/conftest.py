@@ -39,28 +39,28 @@ def run(args, timeout=60, **kw):
                           timeout=timeout, **kw)
 
 
-def gvisor_entries():
+def gvisor_entries(base=GVISOR_DIR):
     """The per-sandbox directories under the gvisor base and runsc's state entries."""
     out = set()
     try:
-        out |= {n for n in os.listdir(GVISOR_DIR) if n.startswith("s")}
+        out |= {n for n in os.listdir(base) if n.startswith("s")}
     except FileNotFoundError:
         pass
     try:
-        out |= {"runsc/" + n for n in os.listdir(os.path.join(GVISOR_DIR, "runsc"))}
+        out |= {"runsc/" + n for n in os.listdir(os.path.join(base, "runsc"))}
     except FileNotFoundError:
         pass
     return out
 
 
-def gvisor_mounts():
+def gvisor_mounts(base=GVISOR_DIR):
     with open("/proc/self/mountinfo") as f:
-        return [l.split()[4] for l in f if GVISOR_DIR + "/" in l.split()[4]]
+        return [l.split()[4] for l in f if base + "/" in l.split()[4]]
 
 
-def runsc_procs():
-    """runsc, gofer and Sentry processes of our base directory (not other users' runsc)."""
-    return dc.host_procs(f"--root={GVISOR_DIR}/runsc")
+def runsc_procs(base=GVISOR_DIR):
+    """runsc, gofer and Sentry processes of a base directory (not other users' runsc)."""
+    return dc.host_procs(f"--root={base}/runsc")
 
 
 def slot_by_memory(memory_mb):
