@@ -449,7 +449,8 @@ static int gvisor_available(struct cordon_err *err)
  * sweep's (host.c), which runs after. */
 void gvisor_sweep(void)
 {
-	if (geteuid() != 0 || gvisor_probe(NULL) < 0)
+	/* Every `cordon run` sweeps: no probe here, only a look at the directory. */
+	if (geteuid() != 0)
 		return;
 	_cleanup_closedir_ DIR *d = opendir(gvisor_base());
 	struct dirent *e;
@@ -462,7 +463,9 @@ void gvisor_sweep(void)
 		if (*end || slot >= CORDON_IDMAP_SLOTS || idmap_slot_try(slot, &s) < 0)
 			continue;
 		names_for_slot(slot, id, sizeof(id), dir, sizeof(dir));
-		take_down(id, dir);
+		if (gvisor_runsc() || gvisor_find_runsc() == 0)
+			runsc_delete(id);
+		gvisor_bundle_remove(dir);
 		rmdir(dir);
 		idmap_slot_release(&s);
 	}

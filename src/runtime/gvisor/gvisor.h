@@ -58,6 +58,8 @@ const char *gvisor_base(void);
 int gvisor_probe(struct cordon_err *err);
 const char *gvisor_platform(void);
 const char *gvisor_runsc(void);
+/* Finds runsc ($CORDON_RUNSC, else the package's place) without probing: 0 or -ENOENT. */
+int gvisor_find_runsc(void);
 /* runsc's global flags and then @args into @argv (NULL-terminated); @network: "none" or
  * "sandbox"; @host_uds: the sandbox may connect to host unix sockets of its mounts (the
  * agent's). Returns the count, or -E2BIG. */

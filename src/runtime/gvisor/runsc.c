@@ -47,7 +47,7 @@ const char *gvisor_platform(void)
 }
 
 /* $CORDON_RUNSC, else the package's place. */
-static int find_runsc(void)
+int gvisor_find_runsc(void)
 {
 	static const char *const places[] = {"/usr/bin/runsc", "/usr/sbin/runsc",
 					     "/usr/local/bin/runsc"};
@@ -229,7 +229,7 @@ static int probe(void)
 	if (geteuid() != 0)
 		return snprintf(probe_why, sizeof(probe_why), "needs root (runsc makes the "
 				"sandbox's namespaces and mounts)"), -EPERM;
-	if (find_runsc() < 0)
+	if (gvisor_find_runsc() < 0)
 		return snprintf(probe_why, sizeof(probe_why), "runsc not found (apt-get install "
 				"runsc, or set CORDON_RUNSC)"), -ENOENT;
 	const char *forced = getenv("CORDON_GVISOR_PLATFORM");
