@@ -318,3 +318,25 @@ def test_run_stdin_and_signals(runtime):
     finally:
         p.kill()
     assert p.returncode == 9 and out == b"got-term\n", (p.returncode, out)
+
+
+def test_killed_cordon_run_is_swept_by_the_next(tmp_path, monkeypatch):
+    """kill -9 of a one-shot `cordon run --runtime gvisor`: its runsc dies with it, and the
+    next `cordon run` (any runtime) removes its bundle, mounts and runsc state."""
+    base = str(tmp_path / "gvisor")
+    os.makedirs(base)
+    if os.path.exists(os.path.join(GVISOR_DIR, "probe")):
+        shutil.copy(os.path.join(GVISOR_DIR, "probe"), base)
+    monkeypatch.setenv("CORDON_GVISOR_DIR", base)
+    p = subprocess.Popen([CORDON, "run", "--runtime", "gvisor", "--", "/bin/sh", "-c",
+                          "echo ready; sleep 60"], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        assert gvisor_entries(base) and gvisor_mounts(base)
+    finally:
+        p.kill()
+        p.wait()
+    assert dc.wait_until(lambda: not runsc_procs(base), 10), runsc_procs(base)
+    assert run_rt("jail", ["--", "/bin/true"]).returncode == 0
+    assert not gvisor_entries(base), gvisor_entries(base)
+    assert not gvisor_mounts(base), gvisor_mounts(base)
