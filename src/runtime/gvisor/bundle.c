@@ -223,6 +223,15 @@ static int host_etc(struct gvisor_bundle *b, const struct cordon_spec *spec,
 	return 0;
 }
 
+/* runsc puts a tmpfs of the Sentry's memory on /tmp unless the spec mounts something there:
+ * /tmp is the sandbox's disk, bounded by --disk as in the jail. */
+static int tmp_on_disk(struct gvisor_bundle *b, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	pathf(path, sizeof(path), "%s/%s", b->root, "tmp");
+	return add_mount(b, path, "/tmp", true, err);
+}
+
 /* <dir>/disk/upper, disk/work and ov: where the overlays go. */
 static int make_layer_dirs(const char *dir, struct cordon_err *err)
 {
@@ -245,13 +254,14 @@ static int make_root(struct gvisor_bundle *b, const char *dir, const struct cord
 	if (r < 0)
 		return r;
 	if (spec->rootfs) {
-		if ((r = overlay_at(dir, spec->rootfs, "image", b->root, sizeof(b->root), err)) < 0)
+		if ((r = overlay_at(dir, spec->rootfs, "image", b->root, sizeof(b->root), err)) < 0 ||
+		    (r = make_new_dirs(b->root, err)) < 0)
 			return r;
-		return make_new_dirs(b->root, err);
+		return tmp_on_disk(b, err);
 	}
 	pathf(b->root, sizeof(b->root), "%s/%s", dir, "disk/root");
 	if ((r = make_dir(b->root, 0755, 0, err)) < 0 || (r = make_new_dirs(b->root, err)) < 0 ||
-	    (r = host_image(b, dir, err)) < 0)
+	    (r = host_image(b, dir, err)) < 0 || (r = tmp_on_disk(b, err)) < 0)
 		return r;
 	return host_etc(b, spec, h, err);
 }
