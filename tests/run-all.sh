@@ -52,6 +52,11 @@ stage "integration" pytests build pytest-integration tests/integration
 stage "security" pytests build pytest-security tests/security
 stage "daemon" pytests build pytest-daemon tests/daemon
 stage "net" pytests build pytest-net tests/net
+# gVisor (runsc): its own tests, and the egress suite again with every sandbox on gvisor.
+# Both skip with a reason where runsc is not installed.
+stage "gvisor" pytests build pytest-gvisor tests/gvisor
+net_gvisor() { CORDON_TEST_RUNTIME=gvisor pytests build pytest-net-gvisor tests/net; }
+stage "net (gvisor)" net_gvisor
 stage "sdk" pytests build pytest-sdk sdk/python/tests
 stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$results/kernels.xml" bash tests/kernels/run.sh
 stage "asan build" asan_build
@@ -64,6 +69,8 @@ stage "fuzz corpora" fuzz_corpus
 stage "bench (quick)" $PY bench/bench_run.py --quick
 stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
 stage "bench templates (quick)" $PY bench/bench_template.py --quick
+bench_gvisor() { $PY bench/bench_gvisor.py --quick; local r=$?; [ $r = 2 ] && { echo "skipped: no runsc or not root"; return 0; }; return $r; }
+stage "bench gvisor (quick)" bench_gvisor
 
 $PY - "$results" "$stage_fail" <<'PYEOF'
 import sys, glob, xml.etree.ElementTree as ET

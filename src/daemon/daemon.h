@@ -362,6 +362,9 @@ void network_forget(struct sbx *s);
 /* The sandbox's secrets as they are now (rotated, revoked) to the proxy, with its policy
  * unchanged; they apply from the next request. -ENOTCONN: it has no link yet. */
 int network_secrets_push(struct sbx *s);
+/* A runtime that cannot be given a network later (cordon_runtime_attaches_net()) gets its
+ * link in @spec at start, when this server has a proxy. Any thread. */
+void network_spec(struct cordon_spec *spec, const char *runtime);
 /* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
 

@@ -577,6 +577,7 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const 
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = runtime;
+	network_spec(&s->spec, runtime);
 	if (bind) /* opened by the child before start returns, like the rootfs */
 		s->spec.binds[s->spec.n_binds++] = *bind;
 	/* One made from a snapshot is named after itself: a fork's children differ from each
