@@ -50,6 +50,16 @@ static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
 		if (r < 0)
 			return r;
 	}
+	if (spec->n_volumes > CORDON_MAX_VOLUMES)
+		return cordon_err_setf(err, -E2BIG, "volumes: at most %d", CORDON_MAX_VOLUMES);
+	for (size_t i = 0; i < spec->n_volumes; i++) {
+		const struct cordon_volume *v = &spec->volumes[i];
+		int r = rootfs_check_sandbox_path(v->sandbox, err);
+		if (r < 0)
+			return r;
+		if (!v->source || strcmp(v->sandbox, "/") == 0)
+			return cordon_err_setf(err, -EINVAL, "volume at '%s': not a mount point", v->sandbox);
+	}
 	if (spec->net == CORDON_NET_EGRESS && geteuid() != 0)
 		return cordon_err_setf(err, -EPERM, "network: only root can give a sandbox a network");
 	if (spec->net == CORDON_NET_EGRESS && !spec->net_hook)

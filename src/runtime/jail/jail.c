@@ -32,6 +32,7 @@
 #include "lib/cgroup.h"
 #include "lib/idmap.h"
 #include "lib/overlay.h"
+#include "runtime/volume.h"
 #include "lib/initproto.h"
 #include "runtime/jail/jail.h"
 #include "runtime/runtime.h"
@@ -71,6 +72,10 @@ static int host_prepare(struct jail *j, const struct cordon_spec *spec, struct j
 
 	if ((r = runtime_host_acquire(h, spec, err)) < 0)
 		return r;
+	/* A volume's files are shown through the sandbox's own id range: root's to give. */
+	if (spec->n_volumes && (!h->privileged || spec->overlay))
+		return cordon_err_setf(err, -EPERM, "volumes: only root can mount them, and not in "
+				       "build mode");
 	/* The disk before clone(): the copy and the mount are what takes time, and none of it
 	 * needs the child. A build's root is its own overlay. */
 	if (h->privileged && !spec->overlay &&
@@ -174,6 +179,28 @@ static int scratch_make(struct jail *j, const struct cordon_spec *spec, struct s
 	return r;
 }
 
+/* The volumes' trees, idmapped through the child's user namespace, appended to @fds. */
+static int volume_trees(struct jail *j, const struct cordon_spec *spec, int *fds, int *n,
+			struct cordon_err *err)
+{
+	if (spec->n_volumes == 0)
+		return 0;
+	_cleanup_close_ int userns = open_userns(j->sb.pid);
+	if (userns < 0)
+		return cordon_err_set(err, userns, "volumes: open the sandbox's user namespace");
+	for (size_t i = 0; i < spec->n_volumes; i++) {
+		const struct cordon_volume *v = &spec->volumes[i];
+		int t = volume_tree(v->source, userns, v->read_only, err);
+		if (t < 0) {
+			while (i-- > 0)
+				close(fds[--*n]);
+			return t;
+		}
+		fds[(*n)++] = t;
+	}
+	return 0;
+}
+
 /* "go", with the trees (SCM_RIGHTS) the child mounts: struct jail_go. */
 static int host_go(struct jail *j, const struct cordon_spec *spec, struct cordon_err *err)
 {
@@ -210,6 +237,12 @@ static int host_go(struct jail *j, const struct cordon_spec *spec, struct cordon
 			go.host_mask |= 1u << i;
 			fds[n++] = t.host[i];
 		}
+	int first_vol = n;
+	if ((r = volume_trees(j, spec, fds, &n, err)) < 0) {
+		scratch_trees_close(&t);
+		return r;
+	}
+	go.n_volumes = (uint8_t)(n - first_vol);
 	if (n > 0) {
 		msg.msg_control = u.buf;
 		msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
@@ -220,6 +253,8 @@ static int host_go(struct jail *j, const struct cordon_spec *spec, struct cordon
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
 	}
 	r = sendmsg(j->sync_fd, &msg, MSG_NOSIGNAL) == sizeof(go) ? 0 : -errno;
+	for (int i = first_vol; i < n; i++)
+		close(fds[i]);
 	scratch_trees_close(&t);
 	if (r < 0)
 		return cordon_err_set(err, r, "sandbox: start child");
