@@ -52,6 +52,8 @@
 #define AUDIT_NET_DECISION    "net.decision"
 #define AUDIT_POLICY_CHANGE   "policy.change"
 #define AUDIT_API_CALL	      "api.call"
+#define AUDIT_VOLUME_ATTACH   "volume.attach"
+#define AUDIT_VOLUME_DETACH   "volume.detach"
 #define AUDIT_LOG_RECOVERED   "log.recovered" /* written by audit itself, never by callers */
 
 struct audit_event_info {

@@ -1,5 +1,13 @@
 #pragma once
 
+#include <stdbool.h>
+
+#include <jansson.h>
+
+#include <cordon/cordon.h>
+
+#include "runtime/volume.h"
+
 /* One function per subcommand: (argc, argv) after the subcommand name; returns the exit
  * status. `run` works without a daemon; the others are clients of cordond (client.h). */
 int cmd_run(int argc, char **argv);
@@ -14,3 +22,25 @@ int cmd_template(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_volume(int argc, char **argv);
+
+/* cmd_volume.c: NAME:PATH[:ro], for create --volume and run --volume */
+struct cli_volume {
+	char name[VOLUME_NAME_MAX + 1];
+	char path[4096];
+	bool read_only;
+};
+int cli_volume_parse(const char *arg, struct cli_volume *ret); /* -EINVAL, said */
+/* Appends {"name", "path", "read_only"} to @req's "volumes". */
+int cli_volume_add_json(json_t *req, const char *arg);
+
+/* The volumes of a one-shot run, mounted by cordon run itself (volume.h's lock). */
+struct run_volumes {
+	struct cli_volume v[CORDON_MAX_VOLUMES];
+	struct volume_handle h[CORDON_MAX_VOLUMES];
+	size_t n;
+};
+int run_volumes_add(struct run_volumes *rv, const char *arg);
+/* Mounts them into @spec->volumes; 0 or the exit status, said. */
+int run_volumes_open(struct run_volumes *rv, struct cordon_spec *spec);
+void run_volumes_close(struct run_volumes *rv); /* after the sandbox is gone */

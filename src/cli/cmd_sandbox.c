@@ -153,6 +153,11 @@ static int opt_meta(void *ctx, const char *a)
 	return cli_add_kv(((struct create_ctx *)ctx)->meta, "meta", a);
 }
 
+static int opt_volume(void *ctx, const char *a)
+{
+	return cli_volume_add_json(((struct create_ctx *)ctx)->req, a);
+}
+
 static const struct cli_option create_options[] = {
 	{"template", "NAME", opt_template, "template to start from [host]"},
 	{"runtime", "NAME", opt_runtime, "jail, or auto: the strongest the server can run [jail]"},
@@ -163,6 +168,7 @@ static const struct cli_option create_options[] = {
 	{"disk", "SIZE", opt_disk, "the sandbox's disk: MiB, or 2G [4G]"},
 	{"env", "K=V", opt_env, "environment of every process (repeatable)"},
 	{"meta", "K=V", opt_meta, "a metadata label to find it by (repeatable)"},
+	{"volume", "NAME:PATH[:ro]", opt_volume, "mount a persistent volume (repeatable)"},
 	{"net", "none|allow|public", opt_net, "network: loopback only, --allow rules, or the internet [none]"},
 	{"allow", "RULE", opt_allow, "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
 	{"json", NULL, cli_opt_json, "print the whole sandbox as JSON"},

@@ -28,6 +28,7 @@ static const struct subcommand subcommands[] = {
 	{"network", cmd_network, "show, replace or edit a sandbox's network policy"},
 	{"kill", cmd_kill, "destroy sandboxes"},
 	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
+	{"volume", cmd_volume, "create, list and remove persistent volumes"},
 	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},
 };
 

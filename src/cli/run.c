@@ -38,6 +38,7 @@ struct run_ctx {
 	struct store_version version; /* the template's, held until the sandbox is gone */
 	bool net_set;
 	struct run_secrets secrets;
+	struct run_volumes volumes;
 	const char *template_name;
 	bool user_set, workdir_set;
 	struct store_config template; /* what its template.json says */
@@ -192,6 +193,11 @@ static int opt_ro_bind(struct run_ctx *c, const char *a)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+static int opt_volume(struct run_ctx *c, const char *a)
+{
+	return run_volumes_add(&c->volumes, a);
 }
 
 static int opt_net(struct run_ctx *c, const char *a)
@@ -393,6 +399,7 @@ static const struct {
 	{"workdir", opt_workdir, "DIR", "working directory [the user's home]"},
 	{"user", opt_user, "user|root", "who runs inside: uid 1000 or uid 0 [user]"},
 	{"ro-bind", opt_ro_bind, "HOST:SANDBOX", "share a file or directory read-only"},
+	{"volume", opt_volume, "NAME:PATH[:ro]", "mount a persistent volume (repeatable; root)"},
 	{"net", opt_net, "none|allow|public", "network: loopback only, --allow rules, or the internet [none]"},
 	{"allow", opt_allow, "RULE", "reach a name, *.wildcard, IP or CIDR [:port[-port]] (repeatable)"},
 	{"secret", opt_secret, "NAME=VALUE@HOST[,HOST]", "NAME holds a placeholder; the proxy puts VALUE in requests to HOST (repeatable)"},
@@ -610,7 +617,10 @@ int cmd_run(int argc, char **argv)
 		if (status == 0)
 			status = setup_network(&c);
 		if (status == 0)
+			status = run_volumes_open(&c.volumes, &c.spec);
+		if (status == 0)
 			status = run_sandbox(&c);
+		run_volumes_close(&c.volumes);
 	}
 	if (c.egress.fd >= 0 && c.secrets.n)
 		egressctl_drain_events(&c.egress, 200, run_secrets_event, &c.secrets);

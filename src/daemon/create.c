@@ -547,8 +547,9 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 				"%s", rerr.msg);
 	}
 	const char *warm_name = host ? "" : req->template_name;
-	/* The pool holds sandboxes with the default disk; anything else is built now. */
-	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB;
+	/* The pool holds sandboxes with the default disk and no volume; anything else is built
+	 * now. */
+	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && req->n_volumes == 0;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 	struct cordon_err err = {};
@@ -571,8 +572,22 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 		}
 	}
 	if (!s) {
+		struct cordon_volume vols[API_MAX_VOLUMES];
+		struct sbx_volumes *claim = NULL;
+		json_t *vjson = NULL;
+		if (req->n_volumes && svc_volumes_claim(req, vols, &claim, &vjson, e) < 0) {
+			version_free(version);
+			return -1;
+		}
 		s = sbx_new(false, (uint64_t)req->limits.disk_mb << 20, host ? NULL : version->rootfs,
-			    runtime, &err);
+			    runtime, vols, req->n_volumes, &err);
+		if (s) {
+			s->vol_claim = claim;
+			s->volumes = vjson;
+		} else {
+			sbx_volumes_free(claim);
+			json_decref(vjson);
+		}
 		if (!s) {
 			version_free(version);
 			/* Whatever the errno, a sandbox that cannot be made is the server's failure. */
@@ -600,7 +615,7 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 					      strerror(-r));
 	}
 	/* The records before the sandbox is handed out; without them it is not. */
-	if ((r = audit_create(s, req)) < 0 ||
+	if ((r = audit_create(s, req)) < 0 || (r = svc_volumes_audit_attach(s)) < 0 ||
 	    (pooled && !starts && (r = sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL)) < 0)) {
 		bool waiting = s->waiters != NULL;
 		metric_inc(M_CREATE_FAILURES);

@@ -130,6 +130,8 @@ struct sbx {
 	enum cordon_user user_default;
 	bool user_default_set;
 	json_t *start, *ready;
+	json_t *volumes;           /* [{name, path, read_only}] as mounted, or NULL */
+	struct sbx_volumes *vol_claim; /* volumes.c's: what it holds for this sandbox */
 	struct event *ready_ev;
 	uint64_t ready_deadline_ms;
 	struct sbx *next, *prev;
@@ -270,12 +272,14 @@ struct sbx_hooks {
 	int (*up)(struct sbx *s);    /* HELLO_OK of a sandbox made for a client; the first hook's */
 	void (*down)(struct sbx *s); /* destroyed: its waiters answered, its link forgotten */
 	void (*after)(void);         /* after a destroy, unless the daemon stops */
+	void (*ending)(struct sbx *s); /* destroyed, before its last audit record */
+	void (*final)(struct sbx *s);  /* reaped (its mounts gone), before it is freed */
 };
 void sbx_hooks_add(const struct sbx_hooks *h); /* at start, before any sandbox exists */
 struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
 /* Starts a runtime for a sandbox of @rootfs (NULL: host); -errno in @err. */
 struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
-		    struct cordon_err *err);
+		    const struct cordon_volume *vols, size_t n_vols, struct cordon_err *err);
 /* Takes a started runtime (s->rt) into the event loop and the list of sandboxes. */
 void sbx_adopt(struct sbx *s);
 void sbx_arm_ttl(struct sbx *s);
@@ -316,6 +320,9 @@ void handle_template_list(struct ctx *c);
 void handle_template_get(struct ctx *c);
 void handle_template_delete(struct ctx *c);
 void handle_template_build(struct ctx *c);
+
+/* volumes.c */
+void volumes_start(void); /* its hooks, the sweep */
 
 /* network.c */
 int network_start(void);

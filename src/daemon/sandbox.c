@@ -184,13 +184,14 @@ json_t *sbx_json(const struct sbx *s)
 	static const char *const states[] = {"creating", "ready", "running", "destroyed"};
 	char created[40], expires[40];
 	enum sbx_state st = s->state == SBX_RUNNING && !s->used ? SBX_READY : s->state;
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O}",
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:O, s:O, s:O, s:o}",
 			 "id", s->id, "template", s->template_name[0] ? s->template_name : "host",
 			 "runtime", s->runtime ? s->runtime : "jail", "state",
 			 states[st], "created_at", iso_time(s->created_ms, created),
 			 "expires_at", iso_time(s->deadline_ms, expires), "timeout_s",
 			 (json_int_t)s->timeout_s, "limits", s->limits, "network", s->network,
-			 "metadata", s->metadata);
+			 "metadata", s->metadata, "volumes",
+			 s->volumes ? json_incref(s->volumes) : json_array());
 }
 
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg)
@@ -256,6 +257,9 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	if (!s->pooled && s->owner)
 		s->owner->live--;
 	s->state = SBX_DESTROYED;
+	for (size_t i = 0; i < n_hooks && !s->pooled; i++) /* its last records */
+		if (hooks[i]->ending)
+			hooks[i]->ending(s);
 	if (!s->pooled)
 		audit_final(s, reason);
 	else
@@ -309,6 +313,10 @@ static void sbx_final(struct sbx *s)
 		loop_event_free(evs[i]);
 	cordon_sandbox_free(s->rt);
 	s->rt = NULL;
+	for (size_t i = 0; i < n_hooks; i++) /* what its mounts held can go */
+		if (hooks[i]->final)
+			hooks[i]->final(s);
+	json_decref(s->volumes);
 	free(s->dec);
 	audit_free(s->audit);
 	json_decref(s->limits);
@@ -502,7 +510,8 @@ void sbx_adopt(struct sbx *s)
 }
 
 struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
-		    const char *runtime, struct cordon_err *err)
+		    const char *runtime, const struct cordon_volume *vols, size_t n_vols,
+		    struct cordon_err *err)
 {
 	struct sbx *s = sbx_alloc(pooled, disk_bytes);
 	if (!s) {
@@ -511,6 +520,8 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = runtime;
+	for (size_t i = 0; i < n_vols && i < CORDON_MAX_VOLUMES; i++) /* read before start returns */
+		s->spec.volumes[s->spec.n_volumes++] = vols[i];
 	if (cordon_sandbox_start(&s->spec, &s->rt, err) < 0) {
 		sbx_final(s);
 		return NULL;

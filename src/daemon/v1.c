@@ -362,6 +362,58 @@ static void v1_file_move(struct ctx *c)
 	api_move_free(m);
 }
 
+/* ---- volumes ---- */
+
+/* {name} of the route, checked: 400 when it cannot be a volume's name. */
+static const char *vol_name(struct ctx *c)
+{
+	const char *name = c->params[0];
+	if (!name || !api_volume_name_ok(name, strlen(name))) {
+		reply_error(c->req, API_ERR_INVALID_FIELD,
+			    "name: must match [a-z0-9][a-z0-9._-]{0,62}");
+		return NULL;
+	}
+	return name;
+}
+
+static void v1_volume_create(struct ctx *c)
+{
+	struct api_volume *v = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	json_t *out = NULL;
+	int r = api_volume_parse(c->body, c->body_len, &v, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_volume_create(v, &out, &err);
+	reply_svc(c->req, r, 201, out, &err);
+	api_volume_free(v);
+}
+
+static void v1_volume_list(struct ctx *c)
+{
+	reply_json(c->req, 200, svc_volume_list());
+}
+
+static void v1_volume_get(struct ctx *c)
+{
+	struct svc_err err = {};
+	json_t *out = NULL;
+	const char *name = vol_name(c);
+	if (name)
+		reply_svc(c->req, svc_volume_get(name, &out, &err), 200, out, &err);
+}
+
+static void v1_volume_delete(struct ctx *c)
+{
+	struct svc_err err = {};
+	const char *name = vol_name(c);
+	if (name)
+		reply_svc(c->req, svc_volume_delete(name, &err), 204, NULL, &err);
+}
+
 /* ---- a sandbox's audit log, whole or followed ---- */
 
 static void v1_audit(struct ctx *c)
@@ -459,6 +511,10 @@ static const struct route v1_routes[] = {
 	{POST, SB "/files/mkdir", v1_file_mkdir, BODY_API, ST_RUNNING},
 	{POST, SB "/files/move", v1_file_move, BODY_API, ST_RUNNING},
 	{GET, SB "/audit", v1_audit, BODY_API, ST_ANY},
+	{POST, "/v1/volumes", v1_volume_create},
+	{GET, "/v1/volumes", v1_volume_list},
+	{GET, "/v1/volumes/{name}", v1_volume_get},
+	{DELETE, "/v1/volumes/{name}", v1_volume_delete},
 	{GET, "/v1/templates", handle_template_list},
 	{POST, "/v1/templates", handle_template_build, BODY_BUILD},
 	{GET, "/v1/templates/{name}", handle_template_get},

@@ -52,6 +52,10 @@
 #define API_MAX_TEMPLATE     64		   /* bytes of a template name */
 #define API_MAX_EXEC_TIMEOUT 86400	   /* seconds a process may be given */
 #define API_MAX_LIST_DEPTH   32		   /* depth of GET .../files/list */
+#define API_MAX_VOLUME_NAME  63		   /* bytes of a volume name */
+#define API_MAX_VOLUMES	     CORDON_MAX_VOLUMES /* volumes of one sandbox */
+#define API_MIN_VOLUME_MB    16
+#define API_MAX_VOLUME_MB    (16u << 20)   /* 16 TiB */
 
 #define API_DEFAULT_TEMPLATE	   "host"
 #define API_DEFAULT_TIMEOUT_S	   300 /* a sandbox's TTL; capped by the server maximum */
@@ -108,6 +112,13 @@ struct api_limits {
 	uint32_t disk_mb;
 };
 
+/* One of "volumes": [{name, path, read_only}] at create. */
+struct api_volume_mount {
+	const char *name;  /* [a-z0-9][a-z0-9._-]{0,62} */
+	const char *path;  /* absolute, normalised, not "/", not in /proc, /sys or /dev */
+	bool read_only;
+};
+
 struct api_create {
 	const char *template_name; /* [a-z0-9][a-z0-9._-]{0,63}; default "host" */
 	enum api_runtime runtime;
@@ -117,6 +128,8 @@ struct api_create {
 	struct api_kvmap env;
 	struct api_kvmap metadata;
 	const char **env_strv; /* env as "K=V", env.n entries, NULL-terminated */
+	struct api_volume_mount volumes[API_MAX_VOLUMES]; /* no name twice */
+	size_t n_volumes;
 
 	struct json_t *root_;
 	char *env_buf_;
@@ -147,6 +160,21 @@ int api_limits_check(const struct api_limits *l, const struct api_host_max *max,
  * must outlive them. Left to the caller: the template (rootfs), runtime, network policy and
  * metadata; spec->net stays CORDON_NET_NONE whatever c->network says (fail closed). */
 void api_create_to_spec(const struct api_create *c, struct cordon_spec *spec);
+
+/* ---- POST /v1/volumes ------------------------------------------------------------------- */
+
+/* {name, size_mb}: both required; size_mb API_MIN_VOLUME_MB..API_MAX_VOLUME_MB. */
+struct api_volume {
+	const char *name;
+	uint32_t size_mb;
+
+	struct json_t *root_;
+};
+int api_volume_parse(const char *body, size_t len, struct api_volume **ret_volume,
+		     struct cordon_err *err);
+struct api_volume *api_volume_free(struct api_volume *v);
+/* [a-z0-9][a-z0-9._-]{0,62}: a volume's name (the {name} of /v1/volumes/{name} too). */
+bool api_volume_name_ok(const char *s, size_t len);
 
 /* ---- POST /v1/sandboxes/{id}/timeout ----------------------------------------------------- */
 
@@ -329,6 +357,9 @@ enum api_error {
 	API_ERR_CROSS_DEVICE,	   /* 409 EXDEV: a move between two file systems */
 	API_ERR_AUDIT_UNAVAILABLE, /* 503: the action's audit record cannot be written */
 	API_ERR_UNSUPPORTED_RUNTIME, /* 400: a runtime this host cannot run */
+	API_ERR_VOLUME_IN_USE,	   /* 409: mounted read-write already, or by another process */
+	API_ERR_VOLUME_EXISTS,	   /* 409: POST /v1/volumes of a name that is taken */
+	API_ERR_INSUFFICIENT_STORAGE, /* 507: more than the host's disk can hold */
 	_API_ERR_MAX,
 };
 
