@@ -402,16 +402,20 @@ static void v1_volume_get(struct ctx *c)
 	struct svc_err err = {};
 	json_t *out = NULL;
 	const char *name = vol_name(c);
-	if (name)
-		reply_svc(c->req, svc_volume_get(name, &out, &err), 200, out, &err);
+	if (!name)
+		return;
+	int r = svc_volume_get(name, &out, &err); /* before @out is read */
+	reply_svc(c->req, r, 200, out, &err);
 }
 
 static void v1_volume_delete(struct ctx *c)
 {
 	struct svc_err err = {};
 	const char *name = vol_name(c);
-	if (name)
-		reply_svc(c->req, svc_volume_delete(name, &err), 204, NULL, &err);
+	if (name) {
+		int r = svc_volume_delete(name, &err);
+		reply_svc(c->req, r, 204, NULL, &err);
+	}
 }
 
 /* ---- a sandbox's audit log, whole or followed ---- */
