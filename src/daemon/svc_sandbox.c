@@ -84,6 +84,9 @@ int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req
 				req->template_name);
 	if (network_check(&req->network, "network.", err) < 0)
 		return -1;
+	/* Volumes are the host's, not yet any key's own: a tenant could read another's. */
+	if (k && req->n_volumes)
+		return svc_fail(err, API_ERR_FORBIDDEN, "only the unix socket may mount volumes");
 	if (k && k->live >= k->max_sandboxes)
 		return svc_fail(err, API_ERR_QUOTA_EXCEEDED, "key '%s' may hold %llu sandboxes",
 				k->name, (unsigned long long)k->max_sandboxes);

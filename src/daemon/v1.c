@@ -364,9 +364,19 @@ static void v1_file_move(struct ctx *c)
 
 /* ---- volumes ---- */
 
+/* Volumes are the host's, not yet any API key's own: only the unix socket may touch them. */
+static bool vol_local(struct ctx *c)
+{
+	if (c->principal)
+		reply_error(c->req, API_ERR_FORBIDDEN, "only the unix socket may manage volumes");
+	return !c->principal;
+}
+
 /* {name} of the route, checked: 400 when it cannot be a volume's name. */
 static const char *vol_name(struct ctx *c)
 {
+	if (!vol_local(c))
+		return NULL;
 	const char *name = c->params[0];
 	if (!name || !api_volume_name_ok(name, strlen(name))) {
 		reply_error(c->req, API_ERR_INVALID_FIELD,
@@ -382,6 +392,8 @@ static void v1_volume_create(struct ctx *c)
 	struct cordon_err perr = {};
 	struct svc_err err = {};
 	json_t *out = NULL;
+	if (!vol_local(c))
+		return;
 	int r = api_volume_parse(c->body, c->body_len, &v, &perr);
 	if (r < 0) {
 		reply_errno(c->req, r, perr.msg);
@@ -394,7 +406,8 @@ static void v1_volume_create(struct ctx *c)
 
 static void v1_volume_list(struct ctx *c)
 {
-	reply_json(c->req, 200, svc_volume_list());
+	if (vol_local(c))
+		reply_json(c->req, 200, svc_volume_list());
 }
 
 static void v1_volume_get(struct ctx *c)

@@ -5,12 +5,13 @@ deleted while mounted; every attach and detach is an audit record."""
 
 import json
 import os
+import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import CORDON, assert_error, start_daemon, wait_until
+from conftest import CORDON, Daemon, assert_error, start_daemon, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, uid ranges)")
 
@@ -256,3 +257,25 @@ def test_cordon_run_shares_the_lock(client, daemon, vol):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "in use" in r.stderr, r
     destroy_and_reap(client, sid, vol)
+
+
+def test_tcp_keys_may_not_touch_volumes():
+    """Volumes are the host's, not any key's: over TCP every volume route and a create with
+    volumes is 403, so a tenant cannot read or delete another's data."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    d = Daemon(pool=0, max_sandboxes=4, listen=f"127.0.0.1:{port}", api_keys="vol-test-key-0123456789 t 4\n")
+    d.start()
+    try:
+        d.client().ok("POST", "/v1/volumes", {"name": "mine", "size_mb": 16}, status=201)
+        t = d.tcp_client(token="vol-test-key-0123456789")
+        for method, path, body in [("GET", "/v1/volumes", None), ("GET", "/v1/volumes/mine", None),
+                                   ("DELETE", "/v1/volumes/mine", None),
+                                   ("POST", "/v1/volumes", {"name": "x", "size_mb": 16}),
+                                   ("POST", "/v1/sandboxes", {"volumes": [{"name": "mine", "path": "/d"}]})]:
+            assert_error(t.request(method, path, body), 403, "forbidden")
+        assert d.client().ok("GET", "/v1/volumes/mine")["in_use"] is False
+    finally:
+        d.cleanup()
