@@ -14,12 +14,13 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      InvalidPath, IsADirectory, LengthRequired, MethodNotAllowed, NoSpace,
                      NotADirectory, NotFound, PayloadTooLarge, QuotaExceeded, ReadOnly,
                      StreamLagged, Timeout, Unauthorized, Unavailable, UnknownField,
-                     UnsupportedRuntime)
+                     UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage)
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
 from .sandbox import Sandbox
 from .templates import BuildFailed, Templates
+from .volumes import Volumes
 
 __version__ = "0.1.0"
 
@@ -39,5 +40,6 @@ __all__ = [
     "Conflict", "QuotaExceeded", "CapacityError", "Unauthorized", "Forbidden", "InternalError",
     "Unavailable", "CordonUnavailable", "Timeout", "MethodNotAllowed", "LengthRequired",
     "AuditUnavailable", "InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
-    "CrossDevice", "StreamLagged", "__version__",
+    "CrossDevice", "StreamLagged", "Volumes", "VolumeInUse", "VolumeExists", "InsufficientStorage",
+    "__version__",
 ]

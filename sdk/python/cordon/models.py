@@ -33,6 +33,7 @@ class SandboxInfo:
     limits: Dict[str, Any] = field(default_factory=dict)
     network: Dict[str, Any] = field(default_factory=dict)
     metadata: Dict[str, str] = field(default_factory=dict)
+    volumes: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

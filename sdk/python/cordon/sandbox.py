@@ -18,6 +18,17 @@ _EXEC_MARGIN = 30.0      # seconds the HTTP wait exceeds the command's own timeo
 _DEFAULT_EXEC_TIMEOUT = 60
 
 
+def _volume_mount(v: Any) -> Dict[str, Any]:
+    """``"name:/path[:ro]"`` or a mapping, as the API's ``{"name", "path", "read_only"}``."""
+    if isinstance(v, str):
+        name, sep, rest = v.partition(":")
+        path, ro = (rest[:-3], True) if rest.endswith(":ro") else (rest, False)
+        if not sep or not name or not path:
+            raise ValueError(f"volume {v!r}: expected NAME:PATH or NAME:PATH:ro")
+        return {"name": name, "path": path, "read_only": ro}
+    return dict(v)
+
+
 def _client(client: Optional[Client], socket: Optional[str], url: Optional[str],
             api_key: Optional[str], request_timeout: Optional[float]) -> Client:
     if client is not None:
@@ -48,6 +59,7 @@ class Sandbox:
                network: Union[str, Mapping[str, Any], None] = None,
                env: Optional[Mapping[str, str]] = None,
                metadata: Optional[Mapping[str, str]] = None,
+               volumes: Optional[Sequence[Any]] = None,
                socket: Optional[str] = None, url: Optional[str] = None,
                api_key: Optional[str] = None, client: Optional[Client] = None,
                request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT) -> "Sandbox":
@@ -64,6 +76,10 @@ class Sandbox:
                 ``{"policy": "allow", "allow": ["*.github.com:443"]}``.
             env: environment variables of every process in it.
             metadata: free-form labels, to find it with :meth:`list`.
+            volumes: persistent volumes (:class:`cordon.Volumes`) to mount, each
+                ``{"name": "data", "path": "/data", "read_only": False}`` or the string
+                ``"data:/data"`` (``"data:/data:ro"``); one mounted read-write elsewhere
+                raises :class:`VolumeInUse`.
             socket, url, api_key: where cordond is (default: ``$CORDON_URL`` +
                 ``$CORDON_API_KEY``, ``$CORDON_SOCKET``, ``/run/cordon/cordon.sock``).
             client: an existing :class:`cordon.Client` to share.
@@ -76,7 +92,8 @@ class Sandbox:
                      ("limits", dict(limits) if limits is not None else None),
                      ("network", dict(network) if network is not None else None),
                      ("env", dict(env) if env is not None else None),
-                     ("metadata", dict(metadata) if metadata is not None else None)):
+                     ("metadata", dict(metadata) if metadata is not None else None),
+                     ("volumes", [_volume_mount(v) for v in volumes] if volumes is not None else None)):
             if v is not None:
                 body[k] = v
         info = SandboxInfo.from_json(c.request("POST", "/v1/sandboxes", json_body=body).json())
