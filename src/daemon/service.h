@@ -129,6 +129,14 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
 		  struct svc_err *err);
 int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 		 struct svc_reply *r, struct svc_err *err);
+/* The tree at @path as a tar made inside the sandbox, checked whole (basic/tar.h) before it is
+ * answered: unsafe_archive, payload_too_large past MAX_ARCHIVE_BYTES. */
+int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *r,
+			 struct svc_err *err);
+/* The tar @data checked whole, then unpacked beneath @path inside the sandbox:
+ * {entries, bytes}. */
+int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size_t len,
+			 struct svc_reply *r, struct svc_err *err);
 
 /* ---- volumes (volumes.c) ---- */
 

@@ -324,6 +324,30 @@ static void v1_file_put(struct ctx *c)
 	}
 }
 
+static void v1_archive_get(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_archive_get(s, path, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
+static void v1_archive_put(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_archive_put(s, path, c->body, c->body_len, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
 static void v1_file_mkdir(struct ctx *c)
 {
 	struct api_mkdir *m = NULL;
@@ -524,6 +548,8 @@ static const struct route v1_routes[] = {
 	{PUT, SB "/files", v1_file_put, BODY_UPLOAD, ST_RUNNING},
 	{DELETE, SB "/files", v1_file_delete, BODY_API, ST_RUNNING},
 	{GET, SB "/files/list", v1_file_list, BODY_API, ST_RUNNING},
+	{GET, SB "/files/archive", v1_archive_get, BODY_API, ST_RUNNING},
+	{PUT, SB "/files/archive", v1_archive_put, BODY_UPLOAD, ST_RUNNING},
 	{GET, SB "/files/stat", v1_file_stat, BODY_API, ST_RUNNING},
 	{POST, SB "/files/mkdir", v1_file_mkdir, BODY_API, ST_RUNNING},
 	{POST, SB "/files/move", v1_file_move, BODY_API, ST_RUNNING},

@@ -34,6 +34,7 @@
 
 #include "basic/buf.h"
 #include "basic/clock.h"
+#include "init/archive.h"
 #include "lib/frame.h"
 #include "lib/initproto.h"
 
@@ -66,7 +67,16 @@ struct fread_job {
 	uint32_t chan;
 	int fd;
 	uint64_t off, left, sent;
+	int status_fd; /* ARCHIVE_READ: the packer child's verdict; -1 for a file */
 };
+
+/* An ARCHIVE_WRITE in progress: its chunks go into the unpacker child's pipe. */
+struct awrite_job {
+	uint32_t chan;
+	int fd, status_fd; /* -1 once it failed: its later chunks get @err */
+	int err;
+};
+#define MAX_WRITES 4u
 
 union small_msg {
 	struct frame_hello hello;
@@ -87,6 +97,8 @@ struct agent {
 	unsigned n_procs;
 	struct fread_job reads[MAX_READS];
 	unsigned n_reads;
+	struct awrite_job writes[MAX_WRITES];
+	unsigned n_writes;
 	struct frame_decoder *dec;
 	struct frame_spawn *spawn;
 	union small_msg msg;
@@ -801,9 +813,144 @@ static int do_file_read(struct agent *a, uint32_t chan, void *m)
 		return fd;
 	a->reads[a->n_reads++] = (struct fread_job){
 		.chan = chan, .fd = fd, .off = f->offset,
-		.left = f->length ? f->length : UINT64_MAX,
+		.left = f->length ? f->length : UINT64_MAX, .status_fd = -1,
 	};
 	return 0;
+}
+
+static int drop_privileges(uint32_t user);
+
+/* The verdict a child of archive_child() wrote before it exited: 0 or a positive errno. */
+static int child_status(int fd)
+{
+	int32_t st = EIO;
+	ssize_t n;
+	while ((n = read(fd, &st, sizeof(st))) < 0 && errno == EINTR)
+		;
+	close(fd);
+	return n == sizeof(st) ? st : EIO;
+}
+
+/* A child, as @user, that packs (@pack) or unpacks @path through the pipe end @io; its
+ * verdict on @status. The agent's own fds are closed in it first. Returns its pid. */
+static pid_t archive_child(uint32_t user, bool pack, const char *path, int io, int status)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	if (dup2(io, 0) < 0 || dup2(status, 1) < 0)
+		_exit(127);
+	for (int fd = 2; fd < 1024; fd++)
+		close(fd);
+	int32_t r = drop_privileges(user);
+	if (r == 0)
+		r = pack ? archive_pack(path, 0) : archive_unpack(path, 0);
+	r = -r;
+	if (write(1, &r, sizeof(r)) < 0)
+		_exit(127);
+	_exit(0);
+}
+
+/* Two pipes (data, status) and the child between them; the agent's ends in @ret_io and
+ * @ret_status. */
+static int archive_start(uint32_t user, bool pack, const char *path, int *ret_io, int *ret_status)
+{
+	int io[2], st[2];
+	if (pipe2(io, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(st, O_CLOEXEC) < 0) {
+		close(io[0]);
+		close(io[1]);
+		return -errno;
+	}
+	pid_t pid = archive_child(user, pack, path, pack ? io[1] : io[0], st[1]);
+	int err = errno;
+	close(pack ? io[1] : io[0]);
+	close(st[1]);
+	if (pid < 0) {
+		close(io[0 + !pack]);
+		close(st[0]);
+		return -err;
+	}
+	*ret_io = pack ? io[0] : io[1];
+	*ret_status = st[0];
+	return 0; /* reaped by the agent's SIGCHLD loop, as an orphan would be */
+}
+
+static int do_archive_read(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	int io, st;
+	if (check_path(f->path) < 0 || f->user > FRAME_USER_ROOT)
+		return -EINVAL;
+	if (a->n_reads >= MAX_READS)
+		return -EBUSY;
+	int r = archive_start(f->user, true, f->path, &io, &st);
+	if (r < 0)
+		return r;
+	a->reads[a->n_reads++] = (struct fread_job){
+		.chan = chan, .fd = io, .left = UINT64_MAX, .status_fd = st,
+	};
+	return 0;
+}
+
+static struct awrite_job *write_job(struct agent *a, uint32_t chan)
+{
+	for (unsigned i = 0; i < a->n_writes; i++)
+		if (a->writes[i].chan == chan)
+			return &a->writes[i];
+	return NULL;
+}
+
+static int feed_child(struct awrite_job *j, const uint8_t *p, size_t n)
+{
+	while (n > 0 && j->fd >= 0) {
+		ssize_t k = write(j->fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) { /* the child stopped reading: its verdict says why */
+			close_fd(&j->fd);
+			j->err = child_status(j->status_fd);
+			j->status_fd = -1;
+			return -(j->err ? j->err : EIO);
+		}
+		p += k;
+		n -= (size_t)k;
+	}
+	return j->fd >= 0 ? 0 : -(j->err ? j->err : EIO);
+}
+
+/* Each chunk is answered OK once the unpacker has it; the END chunk once it is done. The
+ * pipe write blocks while the child catches up: it only ever waits for the disk. */
+static int do_archive_write(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	struct awrite_job *j = write_job(a, chan);
+	int r = 0;
+	if (check_path(f->path) < 0 || f->user > FRAME_USER_ROOT)
+		return -EINVAL;
+	if (!j) {
+		if (a->n_writes >= MAX_WRITES)
+			return -EBUSY;
+		j = &a->writes[a->n_writes++];
+		*j = (struct awrite_job){.chan = chan, .fd = -1, .status_fd = -1};
+		if ((r = archive_start(f->user, false, f->path, &j->fd, &j->status_fd)) < 0)
+			j->err = -r;
+	}
+	r = j->fd >= 0 ? feed_child(j, f->data, f->data_len) : -(j->err ? j->err : EIO);
+	if (f->flags & FRAME_ARCHIVE_END) {
+		if (j->fd >= 0) {
+			close_fd(&j->fd);
+			int st = child_status(j->status_fd);
+			r = st ? -st : 0;
+		} else if (j->status_fd >= 0) {
+			close(j->status_fd);
+		}
+		*j = a->writes[--a->n_writes];
+	}
+	if (r == 0)
+		emit(a, FRAME_OK, chan, &(struct frame_ok){.size = f->data_len});
+	return r;
 }
 
 /* Streams one chunk of every pending FILE_READ while the host keeps up. */
@@ -812,7 +959,8 @@ static void pump_reads(struct agent *a)
 	for (unsigned i = 0; i < a->n_reads && out_room(a);) {
 		struct fread_job *j = &a->reads[i];
 		size_t max = j->left < FILE_CHUNK ? (size_t)j->left : FILE_CHUNK;
-		ssize_t n = emit_from_fd(a, FRAME_FILE_DATA, j->chan, j->fd, max, (off_t)j->off);
+		bool pipe = j->status_fd >= 0;
+		ssize_t n = emit_from_fd(a, FRAME_FILE_DATA, j->chan, j->fd, max, pipe ? -1 : (off_t)j->off);
 		if (n > 0) {
 			j->off += (uint64_t)n;
 			j->left -= (uint64_t)n;
@@ -822,8 +970,9 @@ static void pump_reads(struct agent *a)
 				continue;
 			}
 		}
-		if (n < 0) {
-			emit_error(a, j->chan, (int)-n, "FILE_READ");
+		int st = pipe ? child_status(j->status_fd) : 0;
+		if (n < 0 || st) {
+			emit_error(a, j->chan, n < 0 ? (int)-n : st, pipe ? "ARCHIVE_READ" : "FILE_READ");
 		} else {
 			struct frame_ok ok = {.size = j->sent};
 			emit(a, FRAME_OK, j->chan, &ok);
@@ -1184,6 +1333,9 @@ static const struct handler {
 	{FRAME_FILE_MKDIR, true, do_file_mkdir},
 	{FRAME_FILE_MOVE, true, do_file_move},
 	{FRAME_FILE_REMOVE, true, do_file_remove},
+	/* A child of the agent, with the user's own credentials, does the work. */
+	{FRAME_ARCHIVE_READ, false, do_archive_read},
+	{FRAME_ARCHIVE_WRITE, false, do_archive_write},
 };
 
 /* Handles one host frame. A malformed payload is a protocol error (negative return); a request
@@ -1322,6 +1474,11 @@ static void shutdown_all(struct agent *a)
 	}
 	while (a->n_reads > 0)
 		close(a->reads[--a->n_reads].fd);
+	while (a->n_writes > 0) {
+		struct awrite_job *j = &a->writes[--a->n_writes];
+		close_fd(&j->fd);
+		close_fd(&j->status_fd);
+	}
 }
 
 static int agent_setup(struct agent *a, int fd)

@@ -360,6 +360,7 @@ enum api_error {
 	API_ERR_VOLUME_IN_USE,	   /* 409: mounted read-write already, or by another process */
 	API_ERR_VOLUME_EXISTS,	   /* 409: POST /v1/volumes of a name that is taken */
 	API_ERR_INSUFFICIENT_STORAGE, /* 507: more than the host's disk can hold */
+	API_ERR_UNSAFE_ARCHIVE,	   /* 400: a tar with '..', absolute names, links out, devices */
 	_API_ERR_MAX,
 };
 
