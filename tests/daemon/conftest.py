@@ -51,6 +51,7 @@ ERROR_STATUS = {
     "audit_unavailable": 503,
     "unsupported_runtime": 400,
     "volume_in_use": 409, "volume_exists": 409, "insufficient_storage": 507,
+    "unsafe_archive": 400,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",

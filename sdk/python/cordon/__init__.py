@@ -14,7 +14,7 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      InvalidPath, IsADirectory, LengthRequired, MethodNotAllowed, NoSpace,
                      NotADirectory, NotFound, PayloadTooLarge, QuotaExceeded, ReadOnly,
                      StreamLagged, Timeout, Unauthorized, Unavailable, UnknownField,
-                     UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage)
+                     UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage, UnsafeArchive)
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
@@ -41,5 +41,5 @@ __all__ = [
     "Unavailable", "CordonUnavailable", "Timeout", "MethodNotAllowed", "LengthRequired",
     "AuditUnavailable", "InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
     "CrossDevice", "StreamLagged", "Volumes", "VolumeInUse", "VolumeExists", "InsufficientStorage",
-    "__version__",
+    "UnsafeArchive", "__version__",
 ]

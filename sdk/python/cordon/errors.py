@@ -216,6 +216,13 @@ class InsufficientStorage(CordonError):
     default_status = 507
 
 
+class UnsafeArchive(BadRequest):
+    """400 ``unsafe_archive``: a directory's tar (uploaded, or made in the sandbox) with an
+    absolute name, ``..``, a link out of its tree, a device or fifo, or malformed. Nothing
+    was unpacked."""
+    code = "unsafe_archive"
+
+
 class StreamLagged(CordonError):
     """A process's event stream was cut because this client fell too far behind (the daemon's
     ``lagged`` event). Output after that point was not received, so the result is unknown;
@@ -248,7 +255,7 @@ _BY_CODE: Dict[str, Type[CordonError]] = {
                 QuotaExceeded, CapacityError, Unauthorized, Forbidden, InternalError,
                 Unavailable, Timeout, MethodNotAllowed, LengthRequired, AuditUnavailable,
                 InvalidPath, ReadOnly, NoSpace, NotADirectory, IsADirectory, CrossDevice,
-                StreamLagged, VolumeInUse, VolumeExists, InsufficientStorage)
+                StreamLagged, VolumeInUse, VolumeExists, InsufficientStorage, UnsafeArchive)
 }
 
 _BY_STATUS: Dict[int, Type[CordonError]] = {
@@ -259,7 +266,7 @@ _BY_STATUS: Dict[int, Type[CordonError]] = {
 
 __all__ += ["InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
             "CrossDevice", "StreamLagged", "MethodNotAllowed", "LengthRequired", "AuditUnavailable",
-            "VolumeInUse", "VolumeExists", "InsufficientStorage"]
+            "VolumeInUse", "VolumeExists", "InsufficientStorage", "UnsafeArchive"]
 
 
 def error_from_response(status: int, body: bytes,
