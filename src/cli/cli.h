@@ -24,6 +24,10 @@ int cmd_logs(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 
+/* cmd_archive.c: cordon cp -r, the contents of a directory into or out of one */
+int cp_dir_upload(const char *socket, const char *local, const char *id, const char *path);
+int cp_dir_download(const char *socket, const char *id, const char *path, const char *local);
+
 /* cmd_volume.c: NAME:PATH[:ro], for create --volume and run --volume */
 struct cli_volume {
 	char name[VOLUME_NAME_MAX + 1];

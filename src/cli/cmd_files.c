@@ -195,11 +195,26 @@ int cmd_cp(int argc, char **argv)
 	struct cli_common co = {};
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	struct remote src, dst;
+	bool recursive = false;
+	int kept = 1; /* -r taken out first: cli_parse knows long options only */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			while (i < argc)
+				argv[kept++] = argv[i++];
+			break;
+		}
+		if (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--recursive"))
+			recursive = true;
+		else
+			argv[kept++] = argv[i];
+	}
+	argc = kept;
 
 	int r = cli_parse("cp", cp_options, ELEMENTSOF(cp_options), &co, argc, argv, 0, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, "cp [OPTIONS] LOCAL ID:PATH | ID:PATH LOCAL\n\n"
-					"'-' as LOCAL is stdin or stdout; PATH is absolute.",
+		cli_print_usage(stdout, "cp [-r] [OPTIONS] LOCAL ID:PATH | ID:PATH LOCAL\n\n"
+					"'-' as LOCAL is stdin or stdout; PATH is absolute. With -r, the\n"
+					"contents of a directory go into the other (made if missing).",
 				cp_options, ELEMENTSOF(cp_options));
 		return 0;
 	}
@@ -218,5 +233,8 @@ int cmd_cp(int argc, char **argv)
 		log_error("cp: exactly one of the two must be ID:/PATH (a sandbox id and an absolute path)");
 		return CORDON_EXIT_USAGE;
 	}
+	if (recursive)
+		return rs ? cp_dir_download(co.socket, src.id, src.path, args[1])
+			  : cp_dir_upload(co.socket, args[0], dst.id, dst.path);
 	return rs ? cp_download(&co, &src, args[1]) : cp_upload(&co, args[0], &dst);
 }

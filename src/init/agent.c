@@ -34,7 +34,7 @@
 
 #include "basic/buf.h"
 #include "basic/clock.h"
-#include "init/archive.h"
+#include "basic/tartree.h"
 #include "lib/frame.h"
 #include "lib/initproto.h"
 
@@ -844,7 +844,7 @@ static pid_t archive_child(uint32_t user, bool pack, const char *path, int io, i
 		close(fd);
 	int32_t r = drop_privileges(user);
 	if (r == 0)
-		r = pack ? archive_pack(path, 0) : archive_unpack(path, 0);
+		r = pack ? tartree_pack(path, 0) : tartree_unpack(path, 0);
 	r = -r;
 	if (write(1, &r, sizeof(r)) < 0)
 		_exit(127);

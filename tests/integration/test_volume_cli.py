@@ -99,3 +99,55 @@ def test_bad_volume_arguments(daemon, spec):
 def test_run_volume_missing(daemon):
     p = cli(daemon, "run", "--volume", "nosuchvol:/data", "--", "true")
     assert p.returncode == EXIT_USAGE and b"no volume" in p.stderr, describe(p)
+
+
+# ---- cordon cp -r ----
+
+def make_tree(root, n=2000):
+    for i in range(n):
+        d = os.path.join(root, f"d{i % 20:02d}")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"f {i}\u00e9"), "w") as f:
+            f.write(str(i) * (i % 5))
+    os.makedirs(os.path.join(root, "empty"))
+    os.symlink("d00/f 0\u00e9", os.path.join(root, "link"))
+    with open(os.path.join(root, "x" * 200), "w") as f:
+        f.write("long")
+
+
+def tree_of(root):
+    out = {}
+    for dp, dns, fns in os.walk(root):
+        for n in dns + fns:
+            p = os.path.join(dp, n)
+            rel = os.path.relpath(p, root)
+            out[rel] = ("l", os.readlink(p)) if os.path.islink(p) else \
+                ("d",) if os.path.isdir(p) else ("f", open(p, "rb").read())
+    return out
+
+
+def test_cp_recursive_both_ways(daemon, tmp_path):
+    src = tmp_path / "src"
+    make_tree(str(src))
+    p = cli(daemon, "create")
+    assert p.returncode == 0, describe(p)
+    sid = p.stdout.decode().strip()
+    try:
+        p = cli(daemon, "cp", "-r", str(src), f"{sid}:/home/user/proj")
+        assert p.returncode == 0, describe(p)
+        p = cli(daemon, "exec", sid, "--", "sh", "-c", "find /home/user/proj -type f | wc -l")
+        assert p.stdout.strip() == b"2001", describe(p)
+        back = tmp_path / "back"
+        p = cli(daemon, "cp", "--recursive", f"{sid}:/home/user/proj", str(back))
+        assert p.returncode == 0, describe(p)
+        assert tree_of(str(back)) == tree_of(str(src))
+        # a tree inside with a link out of it: refused before anything is written here
+        cli(daemon, "exec", sid, "--", "ln", "-s", "/etc/shadow", "/home/user/proj/evil")
+        out = tmp_path / "refused"
+        p = cli(daemon, "cp", "-r", f"{sid}:/home/user/proj", str(out))
+        assert p.returncode == EXIT_API and b"unsafe_archive" in p.stderr, describe(p)
+        assert not out.exists()
+        p = cli(daemon, "cp", "-r", str(src / "link"), f"{sid}:/tmp/x")
+        assert p.returncode == EXIT_USAGE, describe(p)
+    finally:
+        cli(daemon, "kill", sid)

@@ -1,5 +1,5 @@
-/* tar streams in and out of the sandbox (archive.h). Runs in a child of the agent, as the
- * requesting user; it may allocate. */
+/* Directory trees as tar streams (tartree.h). It may allocate: it runs in a process of its
+ * own (a child of the agent, the CLI). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "basic/tar.h"
-#include "init/archive.h"
+#include "basic/tartree.h"
 
 #define IO_CHUNK  (128u * 1024u)
 #define MAX_DEPTH 256
@@ -168,7 +168,7 @@ static int pack_dir(struct packer *p, int dirfd, size_t base, int depth)
 	return r;
 }
 
-int archive_pack(const char *path, int out)
+int tartree_pack(const char *path, int out)
 {
 	struct packer *p = calloc(1, sizeof(*p));
 	struct stat st;
@@ -305,7 +305,7 @@ static int on_data(const uint8_t *p, size_t n, void *arg)
 	return 0;
 }
 
-int archive_unpack(const char *path, int in)
+int tartree_unpack(const char *path, int in)
 {
 	static const struct tar_ops ops = {.entry = on_entry, .data = on_data};
 	struct unpacker *u = calloc(1, sizeof(*u));
