@@ -50,6 +50,7 @@ struct config {
 	uint64_t max_timeout_s;
 	uint64_t max_output;
 	uint64_t max_upload;
+	uint64_t disk_overcommit;      /* percent of the free space (svc_sandbox.c's admission) */
 	uint64_t max_connections;      /* TCP, at once */
 	uint64_t max_peer_connections; /* TCP, at once from one address; 0: no per-address cap */
 	uint64_t header_timeout_s;     /* to send a complete request head */

@@ -223,6 +223,11 @@ int cordon_sandbox_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 	return sb->ops->stats(sb, ret);
 }
 
+uint64_t cordon_sandbox_disk_used(const struct cordon_sandbox *sb)
+{
+	return sb && sb->ops->disk_used ? sb->ops->disk_used(sb) : 0;
+}
+
 uint64_t cordon_sandbox_oom_kills(struct cordon_sandbox *sb)
 {
 	return runtime_host_oom_kills(&sb->host);

@@ -129,7 +129,7 @@ static int open_failed(int r, const char *what, struct cordon_err *err)
 
 int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordon_err *err)
 {
-	sc->mnt = -1;
+	sc->mnt = sc->img = -1;
 	sc->slot = slot;
 	const char *mode = getenv("CORDON_SCRATCH");
 	if (scratch_state < 0 || bytes < SCRATCH_MIN_BYTES || (mode && strcmp(mode, "tmpfs") == 0))
@@ -164,6 +164,7 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	sc->mnt = blockdev_mount_ext4(dev, BLOCKDEV_SCRATCH, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (sc->mnt < 0)
 		return open_failed(sc->mnt, "mount ext4 on a loop device", err);
+	sc->img = fcntl(img, F_DUPFD_CLOEXEC, 3); /* -1 is only less to count */
 	scratch_state = 1;
 	return 0;
 }

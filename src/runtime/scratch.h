@@ -28,6 +28,7 @@
 
 struct scratch {
 	int mnt; /* the detached ext4 mount, or -1: tmpfs */
+	int img; /* the (unlinked) image, for its size on the host; the caller's to close */
 	unsigned slot;
 };
 

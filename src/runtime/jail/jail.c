@@ -176,6 +176,7 @@ static int scratch_make(struct jail *j, const struct cordon_spec *spec, struct s
 	int r = scratch_trees(&j->scratch, userns, idmap_slot_base(&j->sb.host.slot), spec->rootfs,
 			      t, err);
 	scratch_close(&j->scratch);
+	j->disk_fd = TAKE_FD(j->scratch.img);
 	return r;
 }
 
@@ -320,7 +321,7 @@ static int jail_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 {
 	struct jail *j = jail_of(sb);
 	j->pidfd = j->agent_fd = j->status_fd = j->sync_fd = -1;
-	j->scratch.mnt = -1;
+	j->scratch.mnt = j->scratch.img = j->disk_fd = -1;
 
 	struct jail_child c = {.spec = spec, .sync_fd = -1, .chan_fd = -1, .image_fd = -1,
 			       .image_tree = -1, .root_tree = -1,
@@ -365,6 +366,8 @@ static int jail_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 
 fail:
 	scratch_close(&j->scratch);
+	if (j->scratch.img >= 0)
+		close(TAKE_FD(j->scratch.img));
 	close_fds(sync, 2);
 	close_fds(chan, 2);
 	jail_child_free(&c);
@@ -459,8 +462,15 @@ static int jail_reap(struct cordon_sandbox *sb, struct cordon_result *ret)
 static void jail_free(struct cordon_sandbox *sb)
 {
 	struct jail *j = jail_of(sb);
-	int fds[] = {j->pidfd, j->agent_fd, j->status_fd, j->sync_fd};
+	int fds[] = {j->pidfd, j->agent_fd, j->status_fd, j->sync_fd, j->disk_fd};
 	close_fds(fds, ELEMENTSOF(fds));
+}
+
+static uint64_t jail_disk_used(const struct cordon_sandbox *sb)
+{
+	struct stat st;
+	const struct jail *j = jail_of_const(sb);
+	return j->disk_fd >= 0 && fstat(j->disk_fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 }
 
 static int jail_set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes, uint32_t cpus_milli,
@@ -549,5 +559,6 @@ const struct runtime_ops jail_ops = {
     .free = jail_free,
     .set_limits = jail_set_limits,
     .stats = jail_stats,
+    .disk_used = jail_disk_used,
     .attach_net = jail_attach_net,
 };

@@ -23,6 +23,7 @@ struct jail {
 	int setup_stage; /* 0: building, 1: child said ok, 2: exec'd */
 	bool cg_attach_needed;
 	struct scratch scratch; /* until the trees are made */
+	int disk_fd; /* the scratch's image (scratch.img), for cordon_sandbox_disk_used() */
 };
 
 static inline struct jail *jail_of(struct cordon_sandbox *sb)
