@@ -279,3 +279,37 @@ def test_tcp_keys_may_not_touch_volumes():
         assert d.client().ok("GET", "/v1/volumes/mine")["in_use"] is False
     finally:
         d.cleanup()
+
+
+def volume_loops(d, name):
+    img = os.path.join(d.state_dir, "volumes", name + ".img")
+    out = []
+    for dev in os.listdir("/sys/block"):
+        try:
+            with open(f"/sys/block/{dev}/loop/backing_file") as f:
+                if f.read().strip() == img:
+                    out.append(dev)
+        except OSError:
+            pass
+    return out
+
+
+def test_sigkilled_daemon_leaves_no_mount_or_lock():
+    """cordond SIGKILLed with a volume mounted read-write: its sandboxes die with it, the loop
+    device clears itself, the lock goes with it, and the next cordond mounts the volume."""
+    d = start_daemon(pool=0, max_sandboxes=4)
+    try:
+        c = d.client(timeout=60)
+        c.ok("POST", "/v1/volumes", {"name": "crash", "size_mb": 32}, status=201)
+        sid = with_volumes(c, ("crash", "/data", False))["id"]
+        c.sh(sid, "echo before > /data/f && sync")
+        assert volume_loops(d, "crash"), "the volume is on a loop device while mounted"
+        d.kill9()
+        assert wait_until(lambda: not volume_loops(d, "crash"), 10), "the loop device stayed"
+        d.start()
+        c = d.client(timeout=60)
+        r = c.post("/v1/sandboxes", {"volumes": [{"name": "crash", "path": "/d"}]})
+        assert r.status == 201, r.describe()
+        assert c.sh(r.json()["id"], "cat /d/f") == "before\n"
+    finally:
+        d.cleanup()
