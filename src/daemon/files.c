@@ -470,9 +470,37 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *rp,
 		      audit_paths("from", m->from, "to", m->to), rp, err) ? 0 : -1;
 }
 
-/* The bytes go in frames of FRAME_MAX_DATA, each answered by OK; the stat at the end. A send
- * that fails after the first leaves the operation to end as failed when the sent ones are
- * answered. */
+/* @data in frames of @type of FRAME_MAX_DATA bytes, @m's fields in each (offsets set), each
+ * answered by OK; the first chunk gets @first flags, the last @last. A send that fails after
+ * the first leaves @op to end as failed when the sent ones are answered. */
+static int send_chunks(struct fileop *op, uint16_t type, struct frame_file *m, const void *data,
+		       size_t len, uint32_t first, uint32_t last, struct svc_err *err)
+{
+	size_t off = 0;
+	op->expect = 0;
+	do {
+		size_t n = len - off < FRAME_MAX_DATA ? len - off : FRAME_MAX_DATA;
+		m->offset = off;
+		m->flags = (off == 0 ? first : 0) | (off + n == len ? last : 0);
+		m->data = (const uint8_t *)data + off;
+		m->data_len = (uint32_t)n;
+		int r = sbx_send(op->s, type, op->ch.id, m);
+		if (r < 0) {
+			op->failed = true;
+			if (op->expect > 0)
+				return 0;
+			op->rep = NULL;
+			svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
+			fileop_free(op);
+			return -1;
+		}
+		op->expect++;
+		off += n;
+	} while (off < len);
+	return 0;
+}
+
+/* The bytes go in frames of FRAME_MAX_DATA, each answered by OK; the stat at the end. */
 int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 		 struct svc_reply *rp, struct svc_err *err)
 {
@@ -487,29 +515,9 @@ int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 	struct fileop *op = op_new(s, F_PUT, path, rp, err);
 	if (!op)
 		return -1;
-	op->expect = 0;
-	size_t off = 0;
-	do {
-		size_t n = len - off < FRAME_MAX_DATA ? len - off : FRAME_MAX_DATA;
-		struct frame_file m = {
-			.path = path, .user = FRAME_USER_USER, .mode = 0644, .offset = off,
-			.flags = off == 0 ? FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC : 0,
-			.data = (const uint8_t *)data + off, .data_len = (uint32_t)n,
-		};
-		int r = sbx_send(s, FRAME_FILE_WRITE, op->ch.id, &m);
-		if (r < 0) {
-			op->failed = true;
-			if (op->expect > 0)
-				return 0;
-			op->rep = NULL;
-			svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
-			fileop_free(op);
-			return -1;
-		}
-		op->expect++;
-		off += n;
-	} while (off < len);
-	return 0;
+	struct frame_file m = {.path = path, .user = FRAME_USER_USER, .mode = 0644};
+	return send_chunks(op, FRAME_FILE_WRITE, &m, data, len,
+			   FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC, 0, err);
 }
 
 /* ---- directories as tar streams (the agent's child makes and unpacks them) ---- */
@@ -564,26 +572,6 @@ int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size
 		return -1;
 	op->archive_entries = entries;
 	op->archive_bytes = bytes;
-	op->expect = 0;
-	size_t off = 0;
-	do {
-		size_t n = len - off < FRAME_MAX_DATA ? len - off : FRAME_MAX_DATA;
-		struct frame_file m = {
-			.path = path, .user = FRAME_USER_USER, .data = (const uint8_t *)data + off,
-			.data_len = (uint32_t)n, .flags = off + n == len ? FRAME_ARCHIVE_END : 0,
-		};
-		int r = sbx_send(s, FRAME_ARCHIVE_WRITE, op->ch.id, &m);
-		if (r < 0) {
-			op->failed = true;
-			if (op->expect > 0)
-				return 0;
-			op->rep = NULL;
-			svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
-			fileop_free(op);
-			return -1;
-		}
-		op->expect++;
-		off += n;
-	} while (off < len);
-	return 0;
+	struct frame_file m = {.path = path, .user = FRAME_USER_USER};
+	return send_chunks(op, FRAME_ARCHIVE_WRITE, &m, data, len, 0, FRAME_ARCHIVE_END, err);
 }
