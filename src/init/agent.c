@@ -873,6 +873,13 @@ static int archive_start(uint32_t user, bool pack, const char *path, int *ret_io
 		close(st[0]);
 		return -err;
 	}
+	/* The packer's output is polled with the processes': a child that is stopped or slow
+	 * never blocks the agent. */
+	if (pack && set_nonblock(io[0]) < 0) {
+		close(io[0]);
+		close(st[0]);
+		return -errno;
+	}
 	*ret_io = pack ? io[0] : io[1];
 	*ret_status = st[0];
 	return 0; /* reaped by the agent's SIGCHLD loop, as an orphan would be */
@@ -962,6 +969,10 @@ static void pump_reads(struct agent *a)
 		size_t max = j->left < FILE_CHUNK ? (size_t)j->left : FILE_CHUNK;
 		bool pipe = j->status_fd >= 0;
 		ssize_t n = emit_from_fd(a, FRAME_FILE_DATA, j->chan, j->fd, max, pipe ? -1 : (off_t)j->off);
+		if (pipe && (n == -EAGAIN || n == -EWOULDBLOCK)) {
+			i++; /* nothing yet: poll says when */
+			continue;
+		}
 		if (n > 0) {
 			j->off += (uint64_t)n;
 			j->left -= (uint64_t)n;
@@ -1406,8 +1417,9 @@ static int poll_timeout(const struct agent *a)
 {
 	uint64_t now = mono_ms(), next = UINT64_MAX;
 
-	if (a->n_reads > 0 && out_room(a))
-		return 0;
+	for (unsigned i = 0; i < a->n_reads && out_room(a); i++)
+		if (a->reads[i].status_fd < 0)
+			return 0; /* a file: read it at once; a packer's pipe is polled */
 	for (const struct proc *p = a->procs; p; p = p->next) {
 		if (p->exited && out_room(a))
 			return 0;
@@ -1438,6 +1450,11 @@ static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *sl
 			pfd[n++] = (struct pollfd){.fd = fds[w], .events = w < 2 ? POLLIN : POLLOUT};
 		}
 	}
+	for (unsigned i = 0; i < a->n_reads && out_room(a); i++)
+		if (a->reads[i].status_fd >= 0) { /* pump_reads() takes it when it wakes us */
+			slots[n] = (struct slot){NULL, 0};
+			pfd[n++] = (struct pollfd){.fd = a->reads[i].fd, .events = POLLIN};
+		}
 	return n;
 }
 
@@ -1451,7 +1468,7 @@ static void handle_events(struct agent *a, const struct pollfd *pfd, const struc
 	if (pfd[1].revents & POLLIN)
 		reap(a);
 	for (size_t i = 2; i < n; i++) {
-		if (!pfd[i].revents)
+		if (!pfd[i].revents || !slots[i].p)
 			continue;
 		if (slots[i].which < 2)
 			(void)pipe_read(a, slots[i].p, slots[i].which);
@@ -1521,7 +1538,7 @@ static void protocol_error(struct agent *a, int err)
 
 static int agent_loop(struct agent *a)
 {
-	size_t max = 2 + 3 * MAX_PROCS;
+	size_t max = 2 + 3 * MAX_PROCS + MAX_READS;
 	struct pollfd *pfd = calloc(max, sizeof(*pfd));
 	struct slot *slots = calloc(max, sizeof(*slots));
 	int ret = 0;

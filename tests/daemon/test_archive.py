@@ -256,3 +256,37 @@ def test_archive_paths_and_errors(client, sid):
     assert_error(archive_put(client, sid, "/tmp/afile/sub", tar_of(("x", "file", None))), (404, 409))
     r = archive_put(client, sid, "/usr/nope", tar_of(("x", "file", None)))
     assert r.status in (403, 409), r.describe()
+
+
+def test_a_stopped_packer_blocks_nothing(client, daemon):
+    """The packing child runs as the sandbox's user, who may stop it: the agent polls its pipe
+    rather than wait on it, so the sandbox keeps answering; continued, the archive comes."""
+    import threading
+    import time
+    sid = client.create()["id"]
+    try:
+        client.sh(sid, "mkdir -p /tmp/big && for i in $(seq 100); do head -c 2000000 /dev/urandom > /tmp/big/f$i; done",
+                  timeout=120)
+        stopper = ("echo $$ > /tmp/stopper; c=$(cat /proc/1/comm); while :; do for p in /proc/[0-9]*; do n=${p#/proc/}; "
+                   "[ \"$n\" != 1 ] && [ \"$(cat $p/comm 2>/dev/null)\" = \"$c\" ] && "
+                   "kill -STOP $n 2>/dev/null && echo $n > /tmp/stopped; done; done")
+        ev = client.start_process(sid, cmd=stopper, tag="stopper")
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("r", daemon.client(timeout=60).get(
+            f"/v1/sandboxes/{sid}/files/archive?path=/tmp/big")))
+        t.start()
+        deadline = time.monotonic() + 10
+        stopped = ""
+        while time.monotonic() < deadline and not stopped:
+            stopped = client.exec(sid, cmd="cat /tmp/stopped 2>/dev/null")["stdout"].strip()
+        assert stopped, "the packer was never seen"
+        t0 = time.monotonic()
+        assert client.sh(sid, "echo alive") == "alive\n"
+        assert time.monotonic() - t0 < 5, "the agent waited on a stopped packer"
+        client.exec(sid, cmd="kill -9 $(cat /tmp/stopper); kill -CONT " + stopped, user="root")
+        t.join(60)
+        assert out["r"].status == 200, out["r"].describe()
+        assert len(members_of(out["r"].body)) == 100
+        ev.close()
+    finally:
+        client.destroy(sid, missing_ok=True)
