@@ -79,6 +79,8 @@ static int limits_check(const struct api_limits *l, struct svc_err *err)
 static int disk_admit(uint64_t disk_bytes, struct svc_err *err)
 {
 	struct statvfs sv;
+	if (!scratch_on_disk())
+		return 0; /* tmpfs roots: memory, bounded by the memory cgroup instead */
 	if (statvfs(scratch_dir(), &sv) < 0)
 		return 0; /* not made yet: the first disk makes it, and says so if it cannot */
 	uint64_t growth = disk_bytes, free_b = (uint64_t)sv.f_bavail * sv.f_frsize;

@@ -33,6 +33,15 @@ const char *scratch_dir(void)
 	return d && d[0] == '/' ? d : "/var/lib/cordon/scratch";
 }
 
+bool scratch_on_disk(void)
+{
+	const char *mode = getenv("CORDON_SCRATCH");
+	struct statfs sf;
+	if (scratch_state < 0 || geteuid() != 0 || (mode && strcmp(mode, "tmpfs") == 0))
+		return false;
+	return statfs(scratch_dir(), &sf) < 0 || sf.f_type != TMPFS_MAGIC;
+}
+
 static int scratch_dirfd(void)
 {
 	const char *dir = scratch_dir();

@@ -16,6 +16,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -56,6 +57,11 @@ void scratch_close(struct scratch *sc);
 
 /* Removes what dead holders of unlocked slots left in the scratch directory. */
 void scratch_sweep(void);
+
+/* Whether sandbox disks are images in the scratch directory, so on its filesystem: not when
+ * CORDON_SCRATCH=tmpfs, the directory is on a tmpfs, or the host was found unable (then the
+ * disks are tmpfs roots, in memory). */
+bool scratch_on_disk(void);
 
 /* The scratch directory: $CORDON_SCRATCH_DIR, else /var/lib/cordon/scratch. */
 const char *scratch_dir(void);
