@@ -41,6 +41,9 @@ struct fileop {
 	char *path;
 	struct tar_reader *tar; /* F_ARCHIVE_GET: the sandbox's tar, checked as it comes */
 	uint64_t archive_bytes, archive_entries; /* F_ARCHIVE_PUT: what the answer says */
+	const uint8_t *body;	/* F_ARCHIVE_PUT: the request's, sent a chunk per OK while the */
+	size_t body_len, body_off; /* client waits (then it is there); END once it left */
+	bool end_sent;
 	struct event *watchdog;
 	struct fileop *next;
 };
@@ -257,7 +260,8 @@ static enum api_error sandbox_error(uint32_t errnum)
 	return errnum > 0 && errnum < 4096 ? api_error_from_errno(-(int)errnum) : API_ERR_INTERNAL;
 }
 
-static int on_error(struct fileop *op, const struct frame *f)
+/* The agent's ERROR, told to @op's client if it still waits. */
+static int error_answer(struct fileop *op, const struct frame *f)
 {
 	struct frame_error e;
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
@@ -273,6 +277,13 @@ static int on_error(struct fileop *op, const struct frame *f)
 			e.errnum > 0 && e.errnum < 4096 ? strerror((int)e.errnum) : "error");
 	}
 	op->failed = true;
+	return 0;
+}
+
+static int on_error(struct fileop *op, const struct frame *f)
+{
+	if (error_answer(op, f) < 0)
+		return -EPROTO;
 	op->expect--;
 	settle(op);
 	return 0;
@@ -334,11 +345,40 @@ static int on_data(struct fileop *op, const struct frame *f)
 	return 0;
 }
 
+/* The next chunk of an archive upload, on the last one's answer; an empty END when the
+ * client left or the agent refused a chunk, so that the agent ends the job. */
+static int archive_next(struct fileop *op)
+{
+	size_t left = op->rep && !op->failed ? op->body_len - op->body_off : 0;
+	size_t n = left < FRAME_MAX_DATA ? left : FRAME_MAX_DATA;
+	struct frame_file m = {.path = op->path, .user = FRAME_USER_USER,
+			       .data = op->body + op->body_off, .data_len = (uint32_t)n,
+			       .flags = n == left ? FRAME_ARCHIVE_END : 0};
+	op->end_sent = n == left;
+	op->body_off += n;
+	int r = sbx_send(op->s, FRAME_ARCHIVE_WRITE, op->ch.id, &m);
+	if (r == 0)
+		op->expect++;
+	return r;
+}
+
 static int fileop_frame(struct chan *ch, const struct frame *f)
 {
 	struct fileop *op = OWNER_OF(ch, struct fileop, ch);
 	if (op->expect == 0)
 		return -EPROTO; /* an answer nobody asked for */
+	if (op->kind == F_ARCHIVE_PUT && !op->end_sent &&
+	    (f->type == FRAME_OK || f->type == FRAME_ERROR)) {
+		/* a chunk's answer: the next one goes, or the END that ends the agent's job */
+		if (f->type == FRAME_ERROR && error_answer(op, f) < 0)
+			return -EPROTO;
+		op->expect--;
+		if (archive_next(op) < 0) {
+			op->failed = true;
+			settle(op);
+		}
+		return 0;
+	}
 	switch (f->type) {
 	case FRAME_FILE_DATA:
 		return on_data(op, f);
@@ -572,6 +612,15 @@ int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size
 		return -1;
 	op->archive_entries = entries;
 	op->archive_bytes = bytes;
-	struct frame_file m = {.path = path, .user = FRAME_USER_USER};
-	return send_chunks(op, FRAME_ARCHIVE_WRITE, &m, data, len, 0, FRAME_ARCHIVE_END, err);
+	op->body = data;
+	op->body_len = len;
+	op->expect = 0;
+	int r = archive_next(op);
+	if (r < 0) {
+		op->rep = NULL; /* the caller's again, to render @err */
+		svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
+		fileop_free(op);
+		return -1;
+	}
+	return 0;
 }

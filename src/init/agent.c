@@ -73,8 +73,12 @@ struct fread_job {
 /* An ARCHIVE_WRITE in progress: its chunks go into the unpacker child's pipe. */
 struct awrite_job {
 	uint32_t chan;
-	int fd, status_fd; /* -1 once it failed: its later chunks get @err */
-	int err;
+	int fd, status_fd; /* -1 once closed: at END, or when the child stopped reading */
+	int err;	   /* the child's verdict (a positive errno), or why it did not start */
+	struct buf q;	   /* the chunk not yet in the pipe */
+	uint32_t q_size;   /* its size, for its OK */
+	bool pending;	   /* a chunk not answered yet */
+	bool end;	   /* it is the END chunk */
 };
 #define MAX_WRITES 4u
 
@@ -873,9 +877,9 @@ static int archive_start(uint32_t user, bool pack, const char *path, int *ret_io
 		close(st[0]);
 		return -err;
 	}
-	/* The packer's output is polled with the processes': a child that is stopped or slow
+	/* The child's pipes are polled with the processes': a child that is stopped or slow
 	 * never blocks the agent. */
-	if (pack && set_nonblock(io[0]) < 0) {
+	if (set_nonblock(pack ? io[0] : io[1]) < 0 || (!pack && set_nonblock(st[0]) < 0)) {
 		close(io[0]);
 		close(st[0]);
 		return -errno;
@@ -910,55 +914,103 @@ static struct awrite_job *write_job(struct agent *a, uint32_t chan)
 	return NULL;
 }
 
-static int feed_child(struct awrite_job *j, const uint8_t *p, size_t n)
+/* The child's verdict if it has given it: 0 or a positive errno; -EAGAIN: not yet. */
+static int status_try(struct awrite_job *j)
 {
-	while (n > 0 && j->fd >= 0) {
-		ssize_t k = write(j->fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0) { /* the child stopped reading: its verdict says why */
-			close_fd(&j->fd);
-			j->err = child_status(j->status_fd);
-			j->status_fd = -1;
-			return -(j->err ? j->err : EIO);
-		}
-		p += k;
-		n -= (size_t)k;
-	}
-	return j->fd >= 0 ? 0 : -(j->err ? j->err : EIO);
+	int32_t st;
+	ssize_t n;
+	while ((n = read(j->status_fd, &st, sizeof(st))) < 0 && errno == EINTR)
+		;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -EAGAIN;
+	close_fd(&j->status_fd);
+	return n == sizeof(st) ? st : EIO;
 }
 
-/* Each chunk is answered OK once the unpacker has it; the END chunk once it is done. The
- * pipe write blocks while the child catches up: it only ever waits for the disk. */
+static void write_job_drop(struct agent *a, struct awrite_job *j)
+{
+	close_fd(&j->fd);
+	close_fd(&j->status_fd);
+	buf_done(&j->q);
+	*j = a->writes[--a->n_writes];
+}
+
+/* Moves the pending chunk into the child's pipe as far as it takes it, without waiting, and
+ * answers it when it can: OK once it is all in (the END chunk: once the child says it is
+ * done), ERROR with the child's verdict once it stopped reading. Returns 1 when the job is
+ * over (and gone). */
+static int write_progress(struct agent *a, struct awrite_job *j)
+{
+	while (j->q.len > 0 && j->fd >= 0) {
+		ssize_t k = write(j->fd, j->q.p + j->q.head, j->q.len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0; /* poll says when it takes more */
+		if (k < 0) {
+			close_fd(&j->fd); /* it stopped reading: its verdict says why */
+			break;
+		}
+		buf_consume(&j->q, (size_t)k);
+	}
+	if (j->fd >= 0 && j->q.len == 0 && j->end)
+		close_fd(&j->fd); /* EOF: the child finishes */
+	if (j->fd < 0 && j->status_fd >= 0) {
+		int st = status_try(j);
+		if (st == -EAGAIN)
+			return 0;
+		j->err = st;
+	}
+	if (j->fd < 0)
+		buf_consume(&j->q, j->q.len); /* nobody reads it any more */
+	if (!j->pending || (j->fd >= 0 && j->q.len > 0) || (j->end && j->status_fd >= 0))
+		return 0;
+	j->pending = false;
+	if (j->fd < 0 && j->err)
+		emit_error(a, j->chan, j->err, "ARCHIVE_WRITE");
+	else
+		emit(a, FRAME_OK, j->chan, &(struct frame_ok){.size = j->q_size});
+	if (!j->end)
+		return 0;
+	write_job_drop(a, j);
+	return 1;
+}
+
+static void pump_writes(struct agent *a)
+{
+	for (unsigned i = 0; i < a->n_writes;)
+		i += write_progress(a, &a->writes[i]) ? 0 : 1;
+}
+
+/* One chunk at a time (the host sends the next on this one's OK); the END chunk is answered
+ * once the whole archive is unpacked. Nothing here waits for the child: a child its user
+ * stopped blocks nobody. */
 static int do_archive_write(struct agent *a, uint32_t chan, void *m)
 {
 	const struct frame_file *f = m;
 	struct awrite_job *j = write_job(a, chan);
-	int r = 0;
 	if (check_path(f->path) < 0 || f->user > FRAME_USER_ROOT)
 		return -EINVAL;
+	if (j && j->pending)
+		return -EBUSY; /* the host sends a chunk only once the last one is answered */
 	if (!j) {
 		if (a->n_writes >= MAX_WRITES)
 			return -EBUSY;
 		j = &a->writes[a->n_writes++];
 		*j = (struct awrite_job){.chan = chan, .fd = -1, .status_fd = -1};
-		if ((r = archive_start(f->user, false, f->path, &j->fd, &j->status_fd)) < 0)
+		int r = archive_start(f->user, false, f->path, &j->fd, &j->status_fd);
+		if (r < 0)
 			j->err = -r;
 	}
-	r = j->fd >= 0 ? feed_child(j, f->data, f->data_len) : -(j->err ? j->err : EIO);
-	if (f->flags & FRAME_ARCHIVE_END) {
-		if (j->fd >= 0) {
-			close_fd(&j->fd);
-			int st = child_status(j->status_fd);
-			r = st ? -st : 0;
-		} else if (j->status_fd >= 0) {
-			close(j->status_fd);
-		}
-		*j = a->writes[--a->n_writes];
+	if (buf_add(&j->q, f->data, f->data_len) < 0) {
+		a->fatal = true;
+		return -ENOMEM;
 	}
-	if (r == 0)
-		emit(a, FRAME_OK, chan, &(struct frame_ok){.size = f->data_len});
-	return r;
+	j->q_size = f->data_len;
+	j->end = f->flags & FRAME_ARCHIVE_END;
+	j->pending = true;
+	(void)write_progress(a, j);
+	return 0;
 }
 
 /* Streams one chunk of every pending FILE_READ while the host keeps up. */
@@ -1455,6 +1507,15 @@ static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *sl
 			slots[n] = (struct slot){NULL, 0};
 			pfd[n++] = (struct pollfd){.fd = a->reads[i].fd, .events = POLLIN};
 		}
+	for (unsigned i = 0; i < a->n_writes; i++) { /* pump_writes() goes on when woken */
+		const struct awrite_job *j = &a->writes[i];
+		bool out = j->fd >= 0 && j->q.len > 0, verdict = j->fd < 0 && j->status_fd >= 0;
+		if (out || verdict) {
+			slots[n] = (struct slot){NULL, 0};
+			pfd[n++] = (struct pollfd){.fd = out ? j->fd : j->status_fd,
+						   .events = out ? POLLOUT : POLLIN};
+		}
+	}
 	return n;
 }
 
@@ -1492,11 +1553,8 @@ static void shutdown_all(struct agent *a)
 	}
 	while (a->n_reads > 0)
 		close(a->reads[--a->n_reads].fd);
-	while (a->n_writes > 0) {
-		struct awrite_job *j = &a->writes[--a->n_writes];
-		close_fd(&j->fd);
-		close_fd(&j->status_fd);
-	}
+	while (a->n_writes > 0)
+		write_job_drop(a, &a->writes[a->n_writes - 1]);
 }
 
 static int agent_setup(struct agent *a, int fd)
@@ -1538,7 +1596,7 @@ static void protocol_error(struct agent *a, int err)
 
 static int agent_loop(struct agent *a)
 {
-	size_t max = 2 + 3 * MAX_PROCS + MAX_READS;
+	size_t max = 2 + 3 * MAX_PROCS + MAX_READS + MAX_WRITES;
 	struct pollfd *pfd = calloc(max, sizeof(*pfd));
 	struct slot *slots = calloc(max, sizeof(*slots));
 	int ret = 0;
@@ -1553,6 +1611,7 @@ static int agent_loop(struct agent *a)
 			break;
 		}
 		pump_reads(a);
+		pump_writes(a);
 		finish_procs(a);
 		flush_out(a);
 		if (a->host_gone || a->fatal)

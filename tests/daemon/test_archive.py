@@ -258,6 +258,14 @@ def test_archive_paths_and_errors(client, sid):
     assert r.status in (403, 409), r.describe()
 
 
+# Stops a child of the agent (its name is PID 1's) that lives on: the archive child, not a
+# process the agent is about to exec.
+STOPPER = ("echo $$ > /tmp/stopper; c=$(cat /proc/1/comm); while :; do for p in /proc/[0-9]*; do "
+           "n=${p#/proc/}; [ \"$n\" != 1 ] && [ \"$(cat $p/comm 2>/dev/null)\" = \"$c\" ] && "
+           "sleep 0.3 && [ \"$(cat $p/comm 2>/dev/null)\" = \"$c\" ] && "
+           "kill -STOP $n 2>/dev/null && echo $n > /tmp/stopped; done; done")
+
+
 def test_a_stopped_packer_blocks_nothing(client, daemon):
     """The packing child runs as the sandbox's user, who may stop it: the agent polls its pipe
     rather than wait on it, so the sandbox keeps answering; continued, the archive comes."""
@@ -267,10 +275,7 @@ def test_a_stopped_packer_blocks_nothing(client, daemon):
     try:
         client.sh(sid, "mkdir -p /tmp/big && for i in $(seq 100); do head -c 2000000 /dev/urandom > /tmp/big/f$i; done",
                   timeout=120)
-        stopper = ("echo $$ > /tmp/stopper; c=$(cat /proc/1/comm); while :; do for p in /proc/[0-9]*; do n=${p#/proc/}; "
-                   "[ \"$n\" != 1 ] && [ \"$(cat $p/comm 2>/dev/null)\" = \"$c\" ] && "
-                   "kill -STOP $n 2>/dev/null && echo $n > /tmp/stopped; done; done")
-        ev = client.start_process(sid, cmd=stopper, tag="stopper")
+        ev = client.start_process(sid, cmd=STOPPER, tag="stopper")
         out = {}
         t = threading.Thread(target=lambda: out.setdefault("r", daemon.client(timeout=60).get(
             f"/v1/sandboxes/{sid}/files/archive?path=/tmp/big")))
@@ -287,6 +292,39 @@ def test_a_stopped_packer_blocks_nothing(client, daemon):
         t.join(60)
         assert out["r"].status == 200, out["r"].describe()
         assert len(members_of(out["r"].body)) == 100
+        ev.close()
+    finally:
+        client.destroy(sid, missing_ok=True)
+
+
+def test_a_stopped_unpacker_blocks_nothing(client, daemon):
+    """The same for the unpacking child: stopped mid-upload, the sandbox keeps answering;
+    continued, the upload ends."""
+    import threading
+    import time
+    sid = client.create()["id"]
+    try:
+        ev = client.start_process(sid, cmd=STOPPER, tag="stopper")
+        n = 30000  # many small files: slow enough to unpack to be caught
+        body = tar_of(*[(f"d{i % 100}/f{i}", "file", b"x" * 1000) for i in range(n)])
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("r", daemon.client(timeout=60).put(
+            f"/v1/sandboxes/{sid}/files/archive?path=/tmp/up", body)))
+        t.start()
+        deadline = time.monotonic() + 10
+        stopped = ""
+        while time.monotonic() < deadline and not stopped:
+            stopped = client.exec(sid, cmd="cat /tmp/stopped 2>/dev/null")["stdout"].strip()
+        assert stopped, "the unpacker was never seen"
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        assert client.sh(sid, "echo alive") == "alive\n"
+        assert time.monotonic() - t0 < 5, "the agent waited on a stopped unpacker"
+        assert t.is_alive(), "the upload ended while its unpacker was stopped"
+        client.exec(sid, cmd="kill -9 $(cat /tmp/stopper); kill -CONT " + stopped, user="root")
+        t.join(60)
+        assert out["r"].status == 200, out["r"].describe()
+        assert out["r"].json()["entries"] == n
         ev.close()
     finally:
         client.destroy(sid, missing_ok=True)
