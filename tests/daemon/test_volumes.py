@@ -313,3 +313,24 @@ def test_sigkilled_daemon_leaves_no_mount_or_lock():
         assert c.sh(r.json()["id"], "cat /d/f") == "before\n"
     finally:
         d.cleanup()
+
+
+def test_half_made_volumes_are_swept_at_start():
+    """A cordond killed in mke2fs leaves .tmp-<name>.<pid>: the next start removes it; a name
+    that is not a volume's is never listed."""
+    d = start_daemon(pool=0, max_sandboxes=2)
+    try:
+        vdir = os.path.join(d.state_dir, "volumes")
+        d.client().ok("POST", "/v1/volumes", {"name": "real", "size_mb": 16}, status=201)
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        stale = os.path.join(vdir, f".tmp-ghost.{dead.pid}")
+        with open(stale, "w") as f:
+            f.write("half made")
+        open(os.path.join(vdir, "Bad Name.img"), "w").close()
+        d.stop()
+        d.start()
+        assert not os.path.exists(stale)
+        assert [v["name"] for v in d.client().ok("GET", "/v1/volumes")["volumes"]] == ["real"]
+    finally:
+        d.cleanup()
