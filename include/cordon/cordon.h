@@ -151,6 +151,10 @@ struct cordon_stats {
 
 /* What the kernel counts for the sandbox so far; zeros without a cgroup. */
 int cordon_sandbox_stats(struct cordon_sandbox *sb, struct cordon_stats *ret);
+/* Bytes the sandbox's disk takes on the host now (its sparse image's blocks); 0 when its
+ * disk is not an image (a tmpfs) or the runtime cannot say. With spec.disk_bytes, what the
+ * disk could still grow into: a host's admission of new disks counts it. */
+uint64_t cordon_sandbox_disk_used(const struct cordon_sandbox *sb);
 /* Only the OOM kill count (one file read, for every exit of a process). */
 uint64_t cordon_sandbox_oom_kills(struct cordon_sandbox *sb);
 

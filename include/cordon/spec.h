@@ -5,6 +5,7 @@
  * reads a template's user) see these types and nothing of the runtime's entry points. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,17 @@ struct cordon_seccomp {
 
 #define CORDON_MAX_BINDS 32
 #define CORDON_MAX_ENV   256
+
+#define CORDON_MAX_VOLUMES 8
+
+/* A persistent volume (src/runtime/volume.h): its filesystem, mounted by the caller, shown
+ * at @sandbox idmapped through the sandbox's user namespace (files owned by 0 and 1000 on the
+ * volume are its root's and user's), nosuid, nodev, read-only when @read_only. */
+struct cordon_volume {
+	const char *source; /* the block device the volume's ext4 is mounted from ("/dev/loop7") */
+	const char *sandbox; /* absolute path inside the sandbox */
+	bool read_only;
+};
 
 struct cordon_bind {
 	char *host;    /* absolute path on the host */
@@ -77,6 +89,8 @@ struct cordon_spec {
 	size_t n_env;
 	struct cordon_bind binds[CORDON_MAX_BINDS];
 	size_t n_binds;
+	struct cordon_volume volumes[CORDON_MAX_VOLUMES];
+	size_t n_volumes;
 	cordon_net_hook net_hook;
 	void *net_hook_data;
 	char *const *argv;    /* one-shot: run this and exit; NULL: agent mode on a channel */

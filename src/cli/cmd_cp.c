@@ -191,12 +191,12 @@ int cmd_cp(int argc, char **argv)
 	struct cli_values co;
 	_cleanup_(cli_args_done) struct cli_args a = {};
 	struct remote src, dst;
-
 	cli_values_init(&co);
 	int r = cli_parse(CLI_CP, argc, argv, CLI_NO_COMMAND, &co, &a);
 	if (r == 1) {
-		cli_print_usage(stdout, CLI_CP, "cp [OPTIONS] LOCAL ID:PATH | ID:PATH LOCAL\n\n"
-						"'-' as LOCAL is stdin or stdout; PATH is absolute.");
+		cli_print_usage(stdout, CLI_CP, "cp [-r] [OPTIONS] LOCAL ID:PATH | ID:PATH LOCAL\n\n"
+						"'-' as LOCAL is stdin or stdout; PATH is absolute. With -r, the\n"
+						"contents of a directory go into the other (made if missing).");
 		return 0;
 	}
 	char *args[2];
@@ -214,5 +214,8 @@ int cmd_cp(int argc, char **argv)
 		log_error("cp: exactly one of the two must be ID:/PATH (a sandbox id and an absolute path)");
 		return CORDON_EXIT_USAGE;
 	}
+	if (co.recursive)
+		return rs ? cp_dir_download(co.socket, src.id, src.path, args[1])
+			  : cp_dir_upload(co.socket, args[0], dst.id, dst.path);
 	return rs ? cp_download(&co, &src, args[1]) : cp_upload(&co, args[0], &dst);
 }

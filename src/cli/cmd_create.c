@@ -93,6 +93,9 @@ static json_t *create_request(const struct cli_values *v)
 	    cli_set_string(req, "template", v->template) < 0 || cli_set_string(req, "runtime", v->runtime) < 0 ||
 	    cli_set_string(req, "snapshot", v->snapshot) < 0)
 		return NULL;
+	for (size_t i = 0; i < v->volume.n; i++)
+		if (cli_volume_add_json(req, v->volume.v[i]) < 0)
+			return NULL;
 	json_t *objs[] = {create_limits(v), cli_kv_json(&v->env, "env"),
 			  cli_kv_json(&v->meta, "meta"), cli_network_json(v), create_secrets(v)};
 	bool ok = true;

@@ -39,6 +39,7 @@ struct run_ctx {
 	struct store_version version; /* the template's, held until the sandbox is gone */
 	bool net_set;
 	struct run_secrets secrets;
+	struct run_volumes volumes;
 	const char *template_name;
 	bool user_set, workdir_set;
 	struct store_config template; /* what its template.json says */
@@ -177,6 +178,14 @@ static int use_binds(struct run_ctx *c, const struct cli_values *v)
 	return 0;
 }
 
+static int use_volumes(struct run_ctx *c, const struct cli_values *v)
+{
+	for (size_t i = 0; i < v->volume.n; i++)
+		if (run_volumes_add(&c->volumes, v->volume.v[i]) < 0)
+			return -EINVAL;
+	return 0;
+}
+
 static int use_net(struct run_ctx *c, const struct cli_values *v)
 {
 	static const char *const names[] = {"none", "allow", "public"};
@@ -230,7 +239,7 @@ static int use_template(struct run_ctx *c, const struct cli_values *v)
 
 static int (*const run_uses[])(struct run_ctx *c, const struct cli_values *v) = {
 	use_memory, use_disk, use_cpus, use_numbers, use_runtime, use_env, use_user, use_binds,
-	use_net, use_secrets, use_template,
+	use_volumes, use_net, use_secrets, use_template,
 };
 
 static int use_options(struct run_ctx *c, const struct cli_values *v)
@@ -524,7 +533,10 @@ int cmd_run(int argc, char **argv)
 		if (status == 0)
 			status = setup_network(&c);
 		if (status == 0)
+			status = run_volumes_open(&c.volumes, &c.spec);
+		if (status == 0)
 			status = run_sandbox(&c);
+		run_volumes_close(&c.volumes);
 	}
 	if (c.egress.fd >= 0 && c.secrets.n)
 		egressctl_drain_events(&c.egress, 200, run_secrets_event, &c.secrets);

@@ -175,7 +175,7 @@ static int cli_bind(const struct cli_option *o, const char *arg, void *field)
 #define LIMITS	(CLI_RUN | CLI_CREATE | CLI_TEMPLATE_BUILD)
 #define JSON_CMDS                                                                                  \
 	(CLI_CREATE | CLI_LS | CLI_INFO | CLI_TIMEOUT | CLI_NETWORK | CLI_LOGS |                    \
-	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS)
+	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS | CLI_VOLUME)
 
 const struct cli_option cli_options[] = {
 	{"template", 0, "NAME", cli_string, F(template), SANDBOX, "template to start from [host]"},
@@ -208,6 +208,12 @@ const struct cli_option cli_options[] = {
 	{"tag", 0, "TAG", cli_string, F(tag), CLI_EXEC, "a label to find the process by"},
 	{"ro-bind", 0, "HOST:SANDBOX", cli_bind, F(ro_bind), CLI_RUN,
 	 "share a file or directory read-only (repeatable)"},
+	{"volume", 0, "NAME:PATH[:ro]", cli_list, F(volume), SANDBOX,
+	 "mount a persistent volume (repeatable; cordon run: root)"},
+	{"size", 0, "SIZE", cli_size, F(size_bytes), CLI_VOLUME,
+	 "create: the volume's size, its quota: MiB, or 10G [1G]"},
+	{"recursive", 'r', NULL, cli_flag, F(recursive), CLI_CP,
+	 "a directory's contents, into or out of the sandbox"},
 	{"meta", 0, "K=V", cli_kv, F(meta), CLI_CREATE, "a metadata label to find it by (repeatable)"},
 	{"meta", 0, "K=V", cli_kv, F(meta), CLI_LS, "only sandboxes with this metadata (repeatable)"},
 	{"net", 0, "none|allow|public", cli_choice, F(net), SANDBOX | CLI_NETWORK,
@@ -247,6 +253,7 @@ static const char *const cmd_names[] = {
 	"run", "create", "exec", "ls", "info", "kill", "timeout", "network", "logs", "cp",
 	"template build", "template import", "template ls", "template inspect", "template rm",
 	"template gc", "pause", "resume", "snapshot", "snapshot ls", "snapshot rm", "fork",
+	"volume",
 };
 
 const char *cli_cmd_name(enum cli_cmd cmd)
@@ -267,6 +274,7 @@ void cli_values_init(struct cli_values *v)
 		.pids = CLI_UNSET,
 		.json_result_fd = CLI_UNSET,
 		.count = CLI_UNSET,
+		.size_bytes = CLI_UNSET,
 	};
 }
 

@@ -48,11 +48,12 @@ enum cli_cmd {
 	CLI_SNAPSHOT_LS = 1u << 19,
 	CLI_SNAPSHOT_RM = 1u << 20,
 	CLI_FORK = 1u << 21,
+	CLI_VOLUME = 1u << 22,
 };
 #define CLI_SNAPSHOT_CMDS (CLI_PAUSE | CLI_RESUME | CLI_SNAPSHOT | CLI_SNAPSHOT_LS | \
 			   CLI_SNAPSHOT_RM | CLI_FORK)
 #define CLI_CLIENT_CMDS (CLI_CREATE | CLI_EXEC | CLI_LS | CLI_INFO | CLI_KILL | CLI_TIMEOUT | \
-			 CLI_NETWORK | CLI_LOGS | CLI_CP | CLI_SNAPSHOT_CMDS)
+			 CLI_NETWORK | CLI_LOGS | CLI_CP | CLI_SNAPSHOT_CMDS | CLI_VOLUME)
 
 #define CLI_UNSET     UINT64_MAX /* a number no option gave */
 #define CLI_LIST_MAX  256	 /* values of one repeatable option */
@@ -73,12 +74,14 @@ struct cli_values {
 	uint64_t pids;			   /* 2..4194304 */
 	uint64_t json_result_fd;
 	uint64_t count;			   /* fork: 1..100 */
+	uint64_t size_bytes;		   /* volume create: SIZE */
 	struct cli_list env;   /* NAME=VALUE, NAME a valid variable name */
 	struct cli_list meta;  /* KEY=VALUE */
 	struct cli_list allow, add, remove, secret, secret_in, build_arg;
 	struct cli_list ro_bind; /* /HOST:SANDBOX */
+	struct cli_list volume;	 /* NAME:PATH[:ro] */
 	const char *file, *context, *context_tar, *source; /* template build */
-	bool json, follow, net_only, no_cache, confine, replace;
+	bool json, follow, net_only, no_cache, confine, replace, recursive;
 };
 
 struct cli_option {

@@ -622,15 +622,24 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 				const struct create_from *from, struct svc_err *e)
 {
 	struct cordon_err err = {};
-	bool room = make_room(e) == 0;
+	struct cordon_volume vols[API_MAX_VOLUMES];
+	struct sbx_volumes *claim = NULL;
+	json_t *vjson = NULL;
 	const char *rootfs = version ? version->rootfs : NULL;
 	struct cordon_bind trust = {(char *)secrets_bundle(), (char *)secretenv_bundle_dst(rootfs)};
-	struct sbx *s = room ? sbx_new(false, (uint64_t)req->limits.disk_mb << 20, rootfs, runtime,
-				       from->fd, req->secrets.n ? &trust : NULL, &err) : NULL;
+	struct sbx_start st = {.disk_bytes = (uint64_t)req->limits.disk_mb << 20, .rootfs = rootfs,
+			       .runtime = runtime, .from = from->fd,
+			       .bind = req->secrets.n ? &trust : NULL, .vols = vols,
+			       .n_vols = req->n_volumes};
+	if (make_room(e) < 0 || (req->n_volumes && svc_volumes_claim(req, vols, &claim, &vjson, e) < 0)) {
+		version_free(version);
+		return NULL;
+	}
+	struct sbx *s = sbx_new(false, &st, &err);
 	if (!s) {
 		version_free(version);
-		if (!room)
-			return NULL;
+		sbx_volumes_free(claim);
+		json_decref(vjson);
 		/* Whatever the errno, a sandbox that cannot be made is the server's failure,
 		 * but for a snapshot that does not fit the disk the request asked for. */
 		metric_inc(M_CREATE_FAILURES);
@@ -642,6 +651,8 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 				 "could not make the sandbox: %s", err.msg);
 		return NULL;
 	}
+	s->vol_claim = claim;
+	s->volumes = vjson;
 	s->version = version;
 	snprintf(s->template_name, sizeof(s->template_name), "%s", warm_name);
 	snprintf(s->from_snapshot, sizeof(s->from_snapshot), "%s", from->fd >= 0 ? req->snapshot : "");
@@ -656,10 +667,10 @@ static struct sbx *create_obtain(const struct api_create *req, const char *runti
 				 struct svc_err *e)
 {
 	const char *warm_name = host ? "" : req->template_name;
-	/* The pool holds sandboxes with the default disk, no snapshot and no secrets (their
-	 * sandbox trusts the Cordon CA, bound in at start). */
+	/* The pool holds sandboxes with the default disk and nothing of their own: no
+	 * snapshot, no secrets (their sandbox trusts the Cordon CA, bound in at start), no volume. */
 	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && from->fd < 0 &&
-			 req->secrets.n == 0;
+			 req->secrets.n == 0 && req->n_volumes == 0;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 
@@ -693,6 +704,8 @@ static int create_setup(struct sbx *s, const struct svc_caller *who, const struc
 static int create_records(struct sbx *s, const struct api_create *req, bool ready)
 {
 	int r = audit_create(s, req);
+	if (r >= 0)
+		r = svc_volumes_audit_attach(s);
 	if (r >= 0 && ready)
 		r = sbx_audit_rc(s, AUDIT_SANDBOX_READY, NULL);
 	return r;

@@ -30,6 +30,8 @@ struct bufferevent;
 #define DEFAULT_MAX_OUTPUT  (1u << 20) /* bytes of stdout and of stderr an exec returns */
 #define DEFAULT_MAX_UPLOAD  (64u << 20)
 #define DEFAULT_MAX_DOWNLOAD (64u << 20)
+#define MAX_ARCHIVE_BYTES    (256u << 20) /* a directory out of a sandbox, held whole */
+#define MAX_ARCHIVE_ENTRIES  (1u << 20)
 #define SUBSCRIBER_BACKLOG  (8u << 20) /* bytes queued to one slow stream reader */
 #define AGENT_GRACE_MS      10000 /* a request the agent does not answer ends the sandbox */
 #define AGENT_HELLO_MS      10000
@@ -49,6 +51,7 @@ struct config {
 	uint64_t max_timeout_s;
 	uint64_t max_output;
 	uint64_t max_upload;
+	uint64_t disk_overcommit;      /* percent of the free space (svc_sandbox.c's admission) */
 	uint64_t max_connections;      /* TCP, at once */
 	uint64_t max_peer_connections; /* TCP, at once from one address; 0: no per-address cap */
 	uint64_t header_timeout_s;     /* to send a complete request head */
@@ -134,6 +137,8 @@ struct sbx {
 	enum cordon_user user_default;
 	bool user_default_set;
 	json_t *start, *ready;
+	json_t *volumes;           /* [{name, path, read_only}] as mounted, or NULL */
+	struct sbx_volumes *vol_claim; /* volumes.c's: what it holds for this sandbox */
 	struct event *ready_ev;
 	uint64_t ready_deadline_ms;
 	/* Paused (sbx_pause()): the TTL stops, what was left of it is kept, and the pause has
@@ -290,14 +295,23 @@ struct sbx_hooks {
 	int (*up)(struct sbx *s);    /* HELLO_OK of a sandbox made for a client; the first hook's */
 	void (*down)(struct sbx *s); /* destroyed: its waiters answered, its link forgotten */
 	void (*after)(void);         /* after a destroy, unless the daemon stops */
+	void (*ending)(struct sbx *s); /* destroyed, before its last audit record */
+	void (*final)(struct sbx *s);  /* reaped (its mounts gone), before it is freed */
 };
 void sbx_hooks_add(const struct sbx_hooks *h); /* at start, before any sandbox exists */
 struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
-/* Starts a runtime for a sandbox of @rootfs (NULL: host), its scratch filled from the
- * snapshot directory @from (-1: none), with @bind (NULL: none) bound read-only into it;
- * -errno in @err. */
-struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
-		    int from, const struct cordon_bind *bind, struct cordon_err *err);
+/* What a sandbox is started with. */
+struct sbx_start {
+	uint64_t disk_bytes;
+	const char *rootfs;		 /* NULL: the host's */
+	const char *runtime;
+	int from;			 /* a snapshot's directory to fill its scratch from, or -1 */
+	const struct cordon_bind *bind;	 /* bound read-only into it, or NULL */
+	const struct cordon_volume *vols; /* mounted, already claimed */
+	size_t n_vols;
+};
+/* Starts a runtime for a sandbox as @st says; -errno in @err. */
+struct sbx *sbx_new(bool pooled, const struct sbx_start *st, struct cordon_err *err);
 /* Pauses (@pause) or resumes the sandbox's processes and its TTL; -errno of the runtime. */
 int sbx_pause(struct sbx *s, bool pause);
 /* For a watchdog that fired (an agent's answer overdue): true, with @ev armed again for
@@ -351,6 +365,9 @@ bool daemon_settled(void);
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
  * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
 int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
+
+/* volumes.c */
+void volumes_start(void); /* its hooks, the sweep */
 
 /* network.c */
 int network_start(void);

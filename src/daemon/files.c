@@ -12,6 +12,7 @@
 
 #include <event2/buffer.h>
 
+#include "basic/tar.h"
 #include "basic/utf8.h"
 #include "audit/audit.h"
 #include "daemon/daemon.h"
@@ -21,7 +22,8 @@
 #define FILEOP_TIMEOUT_MS 60000
 #define MAX_LIST_ENTRIES  100000
 
-enum fkind { F_GET, F_PUT, F_DELETE, F_LIST, F_STAT, F_MKDIR, F_MOVE };
+enum fkind { F_GET, F_PUT, F_DELETE, F_LIST, F_STAT, F_MKDIR, F_MOVE, F_ARCHIVE_GET,
+	     F_ARCHIVE_PUT };
 
 struct fileop {
 	struct chan ch; /* the agent channel of its requests and answers */
@@ -37,6 +39,11 @@ struct fileop {
 	bool list_truncated;
 	bool list_omitted;    /* F_LIST: entries with paths too long to list were passed */
 	char *path;
+	struct tar_reader *tar; /* F_ARCHIVE_GET: the sandbox's tar, checked as it comes */
+	uint64_t archive_bytes, archive_entries; /* F_ARCHIVE_PUT: what the answer says */
+	const uint8_t *body;	/* F_ARCHIVE_PUT: the request's, sent a chunk per OK while the */
+	size_t body_len, body_off; /* client waits (then it is there); END once it left */
+	bool end_sent;
 	struct event *watchdog;
 	struct fileop *next;
 };
@@ -71,6 +78,7 @@ static void fileop_free(struct fileop *op)
 	if (op->data)
 		evbuffer_free(op->data);
 	json_decref(op->entries);
+	free(op->tar);
 	free(op->path);
 	free(op);
 }
@@ -162,6 +170,8 @@ static void answer(struct fileop *op, int status, json_t *body)
 	}
 	if (op->kind == F_GET)
 		op->rep->bytes(op->rep, "application/octet-stream", op->data);
+	else if (op->kind == F_ARCHIVE_GET)
+		op->rep->bytes(op->rep, "application/x-tar", op->data);
 	else
 		op->rep->json(op->rep, status, body);
 	op->rep = NULL;
@@ -191,6 +201,16 @@ static json_t *list_json(const struct fileop *op)
 	return o;
 }
 
+/* The archive is whole: it must have ended as a tar does. */
+static void archive_done(struct fileop *op)
+{
+	if (tar_reader_finish(op->tar) < 0)
+		op_fail(op, API_ERR_UNSAFE_ARCHIVE, "%s: the sandbox's archive is malformed: %s",
+			op->path, op->tar->why);
+	else
+		answer(op, 200, NULL);
+}
+
 /* Every expected reply is in: answer, or go on to the stat that some operations end with. */
 static void settle(struct fileop *op)
 {
@@ -206,6 +226,11 @@ static void settle(struct fileop *op)
 			answer(op, 200, list_json(op));
 		else if (op->kind == F_GET)
 			answer(op, 200, NULL);
+		else if (op->kind == F_ARCHIVE_GET)
+			archive_done(op);
+		else if (op->kind == F_ARCHIVE_PUT)
+			answer(op, 200, json_pack("{s:I, s:I}", "entries", (json_int_t)op->archive_entries,
+						  "bytes", (json_int_t)op->archive_bytes));
 		else if (op->kind == F_DELETE || op->kind == F_MOVE)
 			answer(op, 204, NULL);
 	} else {
@@ -236,7 +261,8 @@ static enum api_error sandbox_error(uint32_t errnum)
 	return errnum > 0 && errnum < 4096 ? api_error_from_errno(-(int)errnum) : API_ERR_INTERNAL;
 }
 
-static int on_error(struct fileop *op, const struct frame *f)
+/* The agent's ERROR, told to @op's client if it still waits. */
+static int error_answer(struct fileop *op, const struct frame *f)
 {
 	struct frame_error e;
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
@@ -252,6 +278,13 @@ static int on_error(struct fileop *op, const struct frame *f)
 			e.errnum > 0 && e.errnum < 4096 ? strerror((int)e.errnum) : "error");
 	}
 	op->failed = true;
+	return 0;
+}
+
+static int on_error(struct fileop *op, const struct frame *f)
+{
+	if (error_answer(op, f) < 0)
+		return -EPROTO;
 	op->expect--;
 	settle(op);
 	return 0;
@@ -277,9 +310,29 @@ static int on_info(struct fileop *op, const struct frame *f)
 	return 0;
 }
 
+/* A chunk of the sandbox's tar: checked before it is kept, so that what the client gets is
+ * an archive safe to unpack (tar.h), or a 4xx naming what was wrong. */
+static int on_archive_data(struct fileop *op, const struct frame_data *d)
+{
+	if (op->failed)
+		return 0;
+	int r = tar_reader_feed(op->tar, d->data, d->len, NULL, NULL);
+	if (r == -EFBIG || evbuffer_get_length(op->data) + d->len > MAX_ARCHIVE_BYTES)
+		op_fail(op, API_ERR_PAYLOAD_TOO_LARGE, "%s: more than %u bytes or %u entries",
+			op->path, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_ENTRIES);
+	else if (r < 0)
+		op_fail(op, API_ERR_UNSAFE_ARCHIVE, "%s: refused: %s", op->path, op->tar->why);
+	else
+		evbuffer_add(op->data, d->data, d->len);
+	op->failed = op->failed || r < 0 || !op->rep;
+	return 0;
+}
+
 static int on_data(struct fileop *op, const struct frame *f)
 {
 	struct frame_data d;
+	if (op->kind == F_ARCHIVE_GET && frame_msg_parse(f->type, f->payload, f->len, &d) == 0)
+		return on_archive_data(op, &d);
 	if (op->kind != F_GET || frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
 		return -EPROTO;
 	if (evbuffer_get_length(op->data) + d.len > DEFAULT_MAX_DOWNLOAD) {
@@ -293,11 +346,40 @@ static int on_data(struct fileop *op, const struct frame *f)
 	return 0;
 }
 
+/* The next chunk of an archive upload, on the last one's answer; an empty END when the
+ * client left or the agent refused a chunk, so that the agent ends the job. */
+static int archive_next(struct fileop *op)
+{
+	size_t left = op->rep && !op->failed ? op->body_len - op->body_off : 0;
+	size_t n = left < FRAME_MAX_DATA ? left : FRAME_MAX_DATA;
+	struct frame_file m = {.path = op->path, .user = FRAME_USER_USER,
+			       .data = op->body + op->body_off, .data_len = (uint32_t)n,
+			       .flags = n == left ? FRAME_ARCHIVE_END : 0};
+	op->end_sent = n == left;
+	op->body_off += n;
+	int r = sbx_send(op->s, FRAME_ARCHIVE_WRITE, op->ch.id, &m);
+	if (r == 0)
+		op->expect++;
+	return r;
+}
+
 static int fileop_frame(struct chan *ch, const struct frame *f)
 {
 	struct fileop *op = OWNER_OF(ch, struct fileop, ch);
 	if (op->expect == 0)
 		return -EPROTO; /* an answer nobody asked for */
+	if (op->kind == F_ARCHIVE_PUT && !op->end_sent &&
+	    (f->type == FRAME_OK || f->type == FRAME_ERROR)) {
+		/* a chunk's answer: the next one goes, or the END that ends the agent's job */
+		if (f->type == FRAME_ERROR && error_answer(op, f) < 0)
+			return -EPROTO;
+		op->expect--;
+		if (archive_next(op) < 0) {
+			op->failed = true;
+			settle(op);
+		}
+		return 0;
+	}
 	switch (f->type) {
 	case FRAME_FILE_DATA:
 		return on_data(op, f);
@@ -341,9 +423,13 @@ static struct fileop *op_new(struct sbx *s, enum fkind kind, const char *path,
 	sbx_chan_add(s, &op->ch, &fileop_chan);
 	op->path = strdup(path);
 	op->watchdog = evtimer_new(D.base, on_watchdog, op);
-	op->data = kind == F_GET ? evbuffer_new() : NULL;
+	op->data = kind == F_GET || kind == F_ARCHIVE_GET ? evbuffer_new() : NULL;
+	op->tar = kind == F_ARCHIVE_GET ? malloc(sizeof(*op->tar)) : NULL;
+	if (op->tar)
+		tar_reader_init(op->tar, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_ENTRIES);
 	op->entries = kind == F_LIST ? json_array() : NULL;
 	if (!op->path || !op->watchdog || (kind == F_GET && !op->data) ||
+	    (kind == F_ARCHIVE_GET && (!op->data || !op->tar)) ||
 	    (kind == F_LIST && !op->entries)) {
 		fileop_free(op);
 		svc_fail(err, API_ERR_INTERNAL, "out of memory");
@@ -425,9 +511,37 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *rp,
 		      audit_paths("from", m->from, "to", m->to), rp, err) ? 0 : -1;
 }
 
-/* The bytes go in frames of FRAME_MAX_DATA, each answered by OK; the stat at the end. A send
- * that fails after the first leaves the operation to end as failed when the sent ones are
- * answered. */
+/* @data in frames of @type of FRAME_MAX_DATA bytes, @m's fields in each (offsets set), each
+ * answered by OK; the first chunk gets @first flags, the last @last. A send that fails after
+ * the first leaves @op to end as failed when the sent ones are answered. */
+static int send_chunks(struct fileop *op, uint16_t type, struct frame_file *m, const void *data,
+		       size_t len, uint32_t first, uint32_t last, struct svc_err *err)
+{
+	size_t off = 0;
+	op->expect = 0;
+	do {
+		size_t n = len - off < FRAME_MAX_DATA ? len - off : FRAME_MAX_DATA;
+		m->offset = off;
+		m->flags = (off == 0 ? first : 0) | (off + n == len ? last : 0);
+		m->data = (const uint8_t *)data + off;
+		m->data_len = (uint32_t)n;
+		int r = sbx_send(op->s, type, op->ch.id, m);
+		if (r < 0) {
+			op->failed = true;
+			if (op->expect > 0)
+				return 0;
+			op->rep = NULL;
+			svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
+			fileop_free(op);
+			return -1;
+		}
+		op->expect++;
+		off += n;
+	} while (off < len);
+	return 0;
+}
+
+/* The bytes go in frames of FRAME_MAX_DATA, each answered by OK; the stat at the end. */
 int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 		 struct svc_reply *rp, struct svc_err *err)
 {
@@ -442,27 +556,72 @@ int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 	struct fileop *op = op_new(s, F_PUT, path, rp, err);
 	if (!op)
 		return -1;
+	struct frame_file m = {.path = path, .user = FRAME_USER_USER, .mode = 0644};
+	return send_chunks(op, FRAME_FILE_WRITE, &m, data, len,
+			   FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC, 0, err);
+}
+
+/* ---- directories as tar streams (the agent's child makes and unpacks them) ---- */
+
+int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *rp,
+			 struct svc_err *err)
+{
+	struct frame_file m = {.path = path};
+	return run_op(s, F_ARCHIVE_GET, FRAME_ARCHIVE_READ, &m, NULL, NULL, rp, err) ? 0 : -1;
+}
+
+/* The client's tar is checked whole before any of it is sent (tar.h's rules), so a refused
+ * archive changes nothing in the sandbox. */
+static int archive_check(const void *data, size_t len, uint64_t *ret_entries, uint64_t *ret_bytes,
+			 struct svc_err *err)
+{
+	_cleanup_free_ struct tar_reader *t = malloc(sizeof(*t));
+	if (!t)
+		return svc_fail(err, API_ERR_INTERNAL, "out of memory");
+	tar_reader_init(t, UINT64_MAX, MAX_ARCHIVE_ENTRIES);
+	int r = tar_reader_feed(t, data, len, NULL, NULL);
+	if (r == 0)
+		r = tar_reader_finish(t);
+	if (r == -EFBIG)
+		return svc_fail(err, API_ERR_PAYLOAD_TOO_LARGE, "the archive has more than %u entries",
+				MAX_ARCHIVE_ENTRIES);
+	if (r < 0)
+		return svc_fail(err, API_ERR_UNSAFE_ARCHIVE, "archive refused: %s", t->why);
+	*ret_entries = t->entries;
+	*ret_bytes = t->bytes;
+	return 0;
+}
+
+int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size_t len,
+			 struct svc_reply *rp, struct svc_err *err)
+{
+	uint64_t entries = 0, bytes = 0;
+	if (len > D.cfg.max_upload)
+		return svc_fail(err, API_ERR_PAYLOAD_TOO_LARGE, "uploads are limited to %llu bytes",
+				(unsigned long long)D.cfg.max_upload);
+	if (archive_check(data, len, &entries, &bytes, err) < 0)
+		return -1;
+	json_t *fields = audit_paths("path", path, NULL, NULL);
+	if (fields) {
+		json_object_set_new(fields, "bytes", json_integer((json_int_t)len));
+		json_object_set_new(fields, "archive", json_true());
+	}
+	if (sbx_audit_rc(s, AUDIT_FILE_WRITE, fields) < 0)
+		return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
+	struct fileop *op = op_new(s, F_ARCHIVE_PUT, path, rp, err);
+	if (!op)
+		return -1;
+	op->archive_entries = entries;
+	op->archive_bytes = bytes;
+	op->body = data;
+	op->body_len = len;
 	op->expect = 0;
-	size_t off = 0;
-	do {
-		size_t n = len - off < FRAME_MAX_DATA ? len - off : FRAME_MAX_DATA;
-		struct frame_file m = {
-			.path = path, .user = FRAME_USER_USER, .mode = 0644, .offset = off,
-			.flags = off == 0 ? FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC : 0,
-			.data = (const uint8_t *)data + off, .data_len = (uint32_t)n,
-		};
-		int r = sbx_send(s, FRAME_FILE_WRITE, op->ch.id, &m);
-		if (r < 0) {
-			op->failed = true;
-			if (op->expect > 0)
-				return 0;
-			op->rep = NULL;
-			svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
-			fileop_free(op);
-			return -1;
-		}
-		op->expect++;
-		off += n;
-	} while (off < len);
+	int r = archive_next(op);
+	if (r < 0) {
+		op->rep = NULL; /* the caller's again, to render @err */
+		svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
+		fileop_free(op);
+		return -1;
+	}
 	return 0;
 }

@@ -64,6 +64,10 @@ static int make_dirs(void)
 	}
 	/* Sandbox disks (runtime/scratch.h) live in the state directory, on its filesystem. */
 	setenv("CORDON_SCRATCH_DIR", scratch, 0);
+	/* Volumes (runtime/volume.h) too; `cordon run --volume` finds them with the same variable. */
+	char volumes[4096];
+	snprintf(volumes, sizeof(volumes), "%s/volumes", D.cfg.state_dir);
+	setenv("CORDON_VOLUME_DIR", volumes, 0);
 	D.audit_dirfd = open(audit, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (D.audit_dirfd < 0)
 		return -errno;
@@ -112,6 +116,7 @@ static int setup(int argc, char **argv)
 		D.sig_ev[i] = evsignal_new(D.base, sigs[i], on_signal, NULL);
 		event_add(D.sig_ev[i], NULL);
 	}
+	volumes_start();
 	if ((r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
 		return r;
 	pool_fill();

@@ -199,6 +199,8 @@ json_t *sbx_json(const struct sbx *s)
 		json_object_set_new(j, "parent", json_string(s->parent));
 	if (j && s->secrets) /* names and hosts, never a value or a placeholder */
 		json_object_set_new(j, "secrets", secrets_public_json(s->secrets));
+	if (j)
+		json_object_set_new(j, "volumes", s->volumes ? json_incref(s->volumes) : json_array());
 	return j;
 }
 
@@ -265,6 +267,9 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	if (!s->pooled && s->owner)
 		s->owner->live--;
 	s->state = SBX_DESTROYED;
+	for (size_t i = 0; i < n_hooks && !s->pooled; i++) /* its last records */
+		if (hooks[i]->ending)
+			hooks[i]->ending(s);
 	if (!s->pooled) {
 		audit_final(s, reason);
 		event_raise(EVK_SANDBOX_DESTROYED, s, json_pack("{s:s}", "reason", reason));
@@ -326,6 +331,10 @@ static void sbx_final(struct sbx *s)
 		loop_event_free(evs[i]);
 	cordon_sandbox_free(s->rt);
 	s->rt = NULL;
+	for (size_t i = 0; i < n_hooks; i++) /* what its mounts held can go */
+		if (hooks[i]->final)
+			hooks[i]->final(s);
+	json_decref(s->volumes);
 	free(s->dec);
 	audit_free(s->audit);
 	json_decref(s->limits);
@@ -567,25 +576,26 @@ void sbx_adopt(struct sbx *s)
 		D.n_pool_creating++;
 }
 
-struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs, const char *runtime,
-		    int from, const struct cordon_bind *bind, struct cordon_err *err)
+struct sbx *sbx_new(bool pooled, const struct sbx_start *st, struct cordon_err *err)
 {
-	struct sbx *s = sbx_alloc(pooled, disk_bytes);
+	struct sbx *s = sbx_alloc(pooled, st->disk_bytes);
 	if (!s) {
 		cordon_err_setf(err, -ENOMEM, "out of memory");
 		return NULL;
 	}
-	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
-	s->spec.runtime = runtime;
-	network_spec(&s->spec, runtime);
-	if (bind) /* opened by the child before start returns, like the rootfs */
-		s->spec.binds[s->spec.n_binds++] = *bind;
+	s->spec.rootfs = st->rootfs; /* read by the child, which has its own copy, before start returns */
+	s->spec.runtime = st->runtime;
+	network_spec(&s->spec, st->runtime);
+	if (st->bind) /* opened by the child before start returns, like the rootfs */
+		s->spec.binds[s->spec.n_binds++] = *st->bind;
+	for (size_t i = 0; i < st->n_vols && i < CORDON_MAX_VOLUMES; i++) /* read before start returns */
+		s->spec.volumes[s->spec.n_volumes++] = st->vols[i];
 	/* One made from a snapshot is named after itself: a fork's children differ from each
 	 * other and from their parent (which is "cordon", as every sandbox from a template). */
-	if (from >= 0)
+	if (st->from >= 0)
 		s->spec.hostname = s->id;
-	int r = from >= 0 ? cordon_sandbox_restore(&s->spec, from, &s->rt, err)
-			  : cordon_sandbox_start(&s->spec, &s->rt, err);
+	int r = st->from >= 0 ? cordon_sandbox_restore(&s->spec, st->from, &s->rt, err)
+			      : cordon_sandbox_start(&s->spec, &s->rt, err);
 	if (r < 0) {
 		sbx_final(s);
 		return NULL;

@@ -169,6 +169,33 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
 		  struct svc_err *err);
 int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 		 struct svc_reply *r, struct svc_err *err);
+/* The tree at @path as a tar made inside the sandbox, checked whole (basic/tar.h) before it is
+ * answered: unsafe_archive, payload_too_large past MAX_ARCHIVE_BYTES. */
+int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *r,
+			 struct svc_err *err);
+/* The tar @data checked whole, then unpacked beneath @path inside the sandbox:
+ * {entries, bytes}. */
+int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size_t len,
+			 struct svc_reply *r, struct svc_err *err);
+
+/* ---- volumes (volumes.c) ---- */
+
+struct sbx_volumes;
+struct cordon_volume;
+/* POST /v1/volumes: made, its JSON in @ret. volume_exists, insufficient_storage. */
+int svc_volume_create(const struct api_volume *req, json_t **ret, struct svc_err *err);
+json_t *svc_volume_list(void); /* {"volumes": [...]} */
+int svc_volume_get(const char *name, json_t **ret, struct svc_err *err);
+/* volume_in_use while any sandbox or process has it mounted. */
+int svc_volume_delete(const char *name, struct svc_err *err);
+/* The volumes @req asks for, mounted for a sandbox about to start: @spec_vols (req->n_volumes
+ * of them) for its spec, what it holds in @ret (free it with sbx_volumes_free(), or leave it
+ * in s->vol_claim: freed when the sandbox is reaped), its "volumes" JSON in @ret_json. */
+int svc_volumes_claim(const struct api_create *req, struct cordon_volume *spec_vols,
+		      struct sbx_volumes **ret, json_t **ret_json, struct svc_err *err);
+void sbx_volumes_free(struct sbx_volumes *v);
+/* One volume.attach record per volume of @s; -errno if one cannot be written. */
+int svc_volumes_audit_attach(struct sbx *s);
 
 /* ---- templates (svc_template.c): reads from the store, changes by a cordon-template child ---- */
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include <event2/buffer.h>
 
@@ -14,6 +15,7 @@
 #include "daemon/service.h"
 #include "image/store.h"
 #include "policy/egress.h"
+#include "runtime/scratch.h"
 
 static const char *const policy_names[] = {"deny", "allow", "public"};
 
@@ -86,12 +88,39 @@ static int secrets_check(const struct api_create *req, struct svc_err *err)
 	return 0;
 }
 
+/* A disk admitted only if, with what every live sandbox's sparse disk could still grow into,
+ * it fits in --disk-overcommit percent of the free space of the filesystem the disks are on:
+ * a host that fills answers its sandboxes' writes with I/O errors, not ENOSPC. */
+static int disk_admit(uint64_t disk_bytes, struct svc_err *err)
+{
+	struct statvfs sv;
+	if (!scratch_on_disk())
+		return 0; /* tmpfs roots: memory, bounded by the memory cgroup instead */
+	if (statvfs(scratch_dir(), &sv) < 0)
+		return 0; /* not made yet: the first disk makes it, and says so if it cannot */
+	uint64_t growth = disk_bytes, free_b = (uint64_t)sv.f_bavail * sv.f_frsize;
+	for (const struct sbx *s = D.sandboxes; s; s = s->next) {
+		uint64_t used = cordon_sandbox_disk_used(s->rt);
+		growth += s->spec.disk_bytes > used ? s->spec.disk_bytes - used : 0;
+	}
+	long double cap = (long double)free_b * D.cfg.disk_overcommit / 100;
+	if (disk_bytes <= free_b && (long double)growth <= cap)
+		return 0;
+	return svc_fail(err, API_ERR_INSUFFICIENT_STORAGE,
+			"limits.disk_mb: %llu MiB does not fit: the host has %llu MiB free, and "
+			"sandboxes' disks may grow into %llu MiB of it already (at most %llu%%)",
+			(unsigned long long)(disk_bytes >> 20), (unsigned long long)(free_b >> 20),
+			(unsigned long long)((growth - disk_bytes) >> 20),
+			(unsigned long long)D.cfg.disk_overcommit);
+}
+
 int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req,
 		      struct svc_err *err)
 {
 	char root[4096];
 	const struct api_key *k = who->principal;
-	if (limits_check(&req->limits, err) < 0)
+	if (limits_check(&req->limits, err) < 0 ||
+	    disk_admit((uint64_t)req->limits.disk_mb << 20, err) < 0)
 		return -1;
 	if (strcmp(req->template_name, "host") != 0 &&
 	    store_path(req->template_name, root, sizeof(root)) < 0)
@@ -99,6 +128,9 @@ int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req
 				req->template_name);
 	if (network_check(&req->network, "network.", err) < 0 || secrets_check(req, err) < 0)
 		return -1;
+	/* Volumes are the host's, not yet any key's own: a tenant could read another's. */
+	if (k && req->n_volumes)
+		return svc_fail(err, API_ERR_FORBIDDEN, "only the unix socket may mount volumes");
 	if (k && k->live >= k->max_sandboxes)
 		return svc_fail(err, API_ERR_QUOTA_EXCEEDED, "key '%s' may hold %llu sandboxes",
 				k->name, (unsigned long long)k->max_sandboxes);

@@ -444,6 +444,30 @@ static void v1_file_put(struct ctx *c)
 	}
 }
 
+static void v1_archive_get(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_archive_get(s, path, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
+static void v1_archive_put(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
+	if (s) {
+		struct svc_err e = {};
+		struct svc_reply *rp = deferred(c);
+		if (rp && svc_file_archive_put(s, path, c->body, c->body_len, rp, &e) < 0)
+			rp->error(rp, &e); /* nothing was sent */
+	}
+}
+
 static void v1_file_mkdir(struct ctx *c)
 {
 	struct api_mkdir *m = NULL;
@@ -480,6 +504,75 @@ static void v1_file_move(struct ctx *c)
 			rp->error(rp, &e); /* nothing was sent */
 	}
 	api_move_free(m);
+}
+
+/* ---- volumes ---- */
+
+/* Volumes are the host's, not yet any API key's own: only the unix socket may touch them. */
+static bool vol_local(struct ctx *c)
+{
+	if (c->principal)
+		reply_error(c->req, API_ERR_FORBIDDEN, "only the unix socket may manage volumes");
+	return !c->principal;
+}
+
+/* {name} of the route, checked: 400 when it cannot be a volume's name. */
+static const char *vol_name(struct ctx *c)
+{
+	if (!vol_local(c))
+		return NULL;
+	const char *name = c->params[0];
+	if (!name || !api_volume_name_ok(name, strlen(name))) {
+		reply_error(c->req, API_ERR_INVALID_FIELD,
+			    "name: must match [a-z0-9][a-z0-9._-]{0,62}");
+		return NULL;
+	}
+	return name;
+}
+
+static void v1_volume_create(struct ctx *c)
+{
+	struct api_volume *v = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	json_t *out = NULL;
+	if (!vol_local(c))
+		return;
+	int r = api_volume_parse(c->body, c->body_len, &v, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_volume_create(v, &out, &err);
+	reply_svc(c->req, r, 201, out, &err);
+	api_volume_free(v);
+}
+
+static void v1_volume_list(struct ctx *c)
+{
+	if (vol_local(c))
+		reply_json(c->req, 200, svc_volume_list());
+}
+
+static void v1_volume_get(struct ctx *c)
+{
+	struct svc_err err = {};
+	json_t *out = NULL;
+	const char *name = vol_name(c);
+	if (!name)
+		return;
+	int r = svc_volume_get(name, &out, &err); /* before @out is read */
+	reply_svc(c->req, r, 200, out, &err);
+}
+
+static void v1_volume_delete(struct ctx *c)
+{
+	struct svc_err err = {};
+	const char *name = vol_name(c);
+	if (name) {
+		int r = svc_volume_delete(name, &err);
+		reply_svc(c->req, r, 204, NULL, &err);
+	}
 }
 
 /* ---- a sandbox's audit log, whole or followed ---- */
@@ -711,10 +804,16 @@ static const struct route v1_routes[] = {
 	{PUT, SB "/files", v1_file_put, BODY_UPLOAD, ST_RUNNING},
 	{DELETE, SB "/files", v1_file_delete, BODY_API, ST_RUNNING},
 	{GET, SB "/files/list", v1_file_list, BODY_API, ST_RUNNING},
+	{GET, SB "/files/archive", v1_archive_get, BODY_API, ST_RUNNING},
+	{PUT, SB "/files/archive", v1_archive_put, BODY_UPLOAD, ST_RUNNING},
 	{GET, SB "/files/stat", v1_file_stat, BODY_API, ST_RUNNING},
 	{POST, SB "/files/mkdir", v1_file_mkdir, BODY_API, ST_RUNNING},
 	{POST, SB "/files/move", v1_file_move, BODY_API, ST_RUNNING},
 	{GET, SB "/audit", v1_audit, BODY_API, ST_ANY},
+	{POST, "/v1/volumes", v1_volume_create},
+	{GET, "/v1/volumes", v1_volume_list},
+	{GET, "/v1/volumes/{name}", v1_volume_get},
+	{DELETE, "/v1/volumes/{name}", v1_volume_delete},
 	{GET, "/v1/templates", v1_template_list},
 	{POST, "/v1/templates", v1_template_build, BODY_BUILD},
 	{GET, "/v1/templates/{name}", v1_template_get},

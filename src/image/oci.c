@@ -27,6 +27,7 @@
 #include <openssl/evp.h>
 
 #include "basic/cleanup.h"
+#include "basic/tar.h"
 #include "basic/tree.h"
 #include "image/oci.h"
 
@@ -40,6 +41,7 @@ struct layer {
 	int rootfd;
 	uint64_t max_bytes;
 	uint64_t *used;
+	bool plain; /* oci_apply_tar(): no whiteouts, no owners, refuse what layers clean */
 	char shown[256]; /* the current entry's path, printable, for messages */
 	struct cordon_err *err;
 };
@@ -151,9 +153,9 @@ static uid_t map_id(la_int64_t id)
 }
 
 /* Ownership and permissions of the open @fd; no setuid, setgid or sticky bit survives. */
-static int set_meta(int fd, struct archive_entry *e, bool times)
+static int set_meta(const struct layer *l, int fd, struct archive_entry *e, bool times)
 {
-	if (fchown(fd, map_id(archive_entry_uid(e)), map_id(archive_entry_gid(e))) < 0)
+	if (!l->plain && fchown(fd, map_id(archive_entry_uid(e)), map_id(archive_entry_gid(e))) < 0)
 		return -errno;
 	if (fchmod(fd, archive_entry_perm(e) & 0777) < 0)
 		return -errno;
@@ -219,7 +221,7 @@ static int do_file(struct layer *l, int pfd, const char *name, struct archive_en
 		return fail(l, -errno, "create");
 	if ((r = copy_data(l, fd, size)) < 0)
 		return r;
-	return (r = set_meta(fd, e, true)) < 0 ? fail(l, r, "set owner and mode") : 0;
+	return (r = set_meta(l, fd, e, true)) < 0 ? fail(l, r, "set owner and mode") : 0;
 }
 
 static int do_dir(struct layer *l, int pfd, const char *name, struct archive_entry *e)
@@ -237,7 +239,7 @@ static int do_dir(struct layer *l, int pfd, const char *name, struct archive_ent
 	if (fd < 0)
 		return fail(l, fd, "open");
 	/* No mtime: the entries that follow change it anyway. */
-	int r = set_meta(fd, e, false);
+	int r = set_meta(l, fd, e, false);
 	return r < 0 ? fail(l, r, "set owner and mode") : 0;
 }
 
@@ -257,7 +259,7 @@ static int do_symlink(struct layer *l, int pfd, const char *name, struct archive
 		return fail(l, r, "remove what was there");
 	if (symlinkat(target, pfd, name) < 0)
 		return fail(l, -errno, "symlink");
-	if (fchownat(pfd, name, map_id(archive_entry_uid(e)), map_id(archive_entry_gid(e)),
+	if (!l->plain && fchownat(pfd, name, map_id(archive_entry_uid(e)), map_id(archive_entry_gid(e)),
 		     AT_SYMLINK_NOFOLLOW) < 0)
 		return fail(l, -errno, "chown");
 	if (archive_entry_mtime_is_set(e)) {
@@ -318,20 +320,49 @@ static int do_whiteout(struct layer *l, const char *parent, const char *name)
 	return r < 0 ? fail(l, r, "whiteout") : 0;
 }
 
+/* oci_apply_tar()'s rules (basic/tar.h): 1 to go on, 0 for the root itself, <0 refused. */
+static int plain_check(struct layer *l, const char *path, struct archive_entry *e)
+{
+	char name[OCI_MAX_PATH];
+	const char *p = path;
+	while (p[0] == '.' && p[1] == '/')
+		p += 2;
+	size_t n = strlen(p);
+	if (n >= sizeof(name))
+		return fail(l, -ENAMETOOLONG, "path longer than 4096 bytes");
+	memcpy(name, p, n + 1);
+	while (n > 0 && name[n - 1] == '/')
+		name[--n] = '\0';
+	if (!name[0] || strcmp(name, ".") == 0)
+		return archive_entry_filetype(e) == AE_IFDIR ? 0 : fail(l, -EPERM, "not a directory");
+	if (!tar_name_safe(name))
+		return fail(l, -EPERM, "an absolute name or '..'");
+	mode_t type = archive_entry_filetype(e);
+	const char *hl = archive_entry_hardlink(e), *sl = archive_entry_symlink(e);
+	if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
+		return fail(l, -EPERM, "a device, fifo or socket");
+	if (type == AE_IFLNK && !hl && (!sl || !tar_link_safe(name, sl)))
+		return fail(l, -EPERM, "a symlink out of the tree");
+	return 1;
+}
+
 static int apply_entry(struct layer *l, struct archive_entry *e)
 {
 	char rel[OCI_MAX_PATH], parent[OCI_MAX_PATH];
+	int r;
 	const char *path = archive_entry_pathname(e);
 	if (!path)
 		path = archive_entry_pathname_utf8(e);
 	if (!path)
 		return cordon_err_setf(l->err, -EILSEQ, "layer entry without a readable name");
 	show(l->shown, sizeof(l->shown), path);
+	if (l->plain && (r = plain_check(l, path, e)) <= 0)
+		return r;
 	if (clean_path(path, rel, sizeof(rel)) < 0)
 		return fail(l, -ENAMETOOLONG, "path longer than 4096 bytes");
 	memcpy(parent, rel, strlen(rel) + 1);
 	const char *name = split_last(parent);
-	if (strncmp(name, WHITEOUT, strlen(WHITEOUT)) == 0)
+	if (!l->plain && strncmp(name, WHITEOUT, strlen(WHITEOUT)) == 0)
 		return do_whiteout(l, parent, name);
 	if (!*name) {
 		/* the root itself: it stays as the caller made it */
@@ -370,11 +401,12 @@ static struct archive *reader_new(bool compressed)
 	return a;
 }
 
-int oci_apply_layer_budget(int rootfd, int archive_fd, uint64_t max_bytes, uint64_t *used,
-			   struct cordon_err *err)
+static int apply(int rootfd, int archive_fd, uint64_t max_bytes, uint64_t *used, bool plain,
+		 struct cordon_err *err)
 {
 	struct archive_entry *e;
-	struct layer l = {.rootfd = rootfd, .max_bytes = max_bytes, .used = used, .err = err};
+	struct layer l = {.rootfd = rootfd, .max_bytes = max_bytes, .used = used, .plain = plain,
+			  .err = err};
 	_cleanup_archive_ struct archive *a = l.a = reader_new(true);
 
 	if (!a)
@@ -398,10 +430,22 @@ int oci_apply_layer_budget(int rootfd, int archive_fd, uint64_t max_bytes, uint6
 	}
 }
 
+int oci_apply_layer_budget(int rootfd, int archive_fd, uint64_t max_bytes, uint64_t *used,
+			   struct cordon_err *err)
+{
+	return apply(rootfd, archive_fd, max_bytes, used, false, err);
+}
+
 int oci_apply_layer(int rootfd, int archive_fd, uint64_t max_bytes, struct cordon_err *err)
 {
 	uint64_t used = 0;
 	return oci_apply_layer_budget(rootfd, archive_fd, max_bytes, &used, err);
+}
+
+int oci_apply_tar(int rootfd, int archive_fd, uint64_t max_bytes, struct cordon_err *err)
+{
+	uint64_t used = 0;
+	return apply(rootfd, archive_fd, max_bytes, &used, true, err);
 }
 
 /* ---- image archives ---- */

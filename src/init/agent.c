@@ -34,6 +34,7 @@
 
 #include "basic/buf.h"
 #include "basic/clock.h"
+#include "basic/tartree.h"
 #include "lib/frame.h"
 #include "lib/initproto.h"
 
@@ -66,7 +67,20 @@ struct fread_job {
 	uint32_t chan;
 	int fd;
 	uint64_t off, left, sent;
+	int status_fd; /* ARCHIVE_READ: the packer child's verdict; -1 for a file */
 };
+
+/* An ARCHIVE_WRITE in progress: its chunks go into the unpacker child's pipe. */
+struct awrite_job {
+	uint32_t chan;
+	int fd, status_fd; /* -1 once closed: at END, or when the child stopped reading */
+	int err;	   /* the child's verdict (a positive errno), or why it did not start */
+	struct buf q;	   /* the chunk not yet in the pipe */
+	uint32_t q_size;   /* its size, for its OK */
+	bool pending;	   /* a chunk not answered yet */
+	bool end;	   /* it is the END chunk */
+};
+#define MAX_WRITES 4u
 
 union small_msg {
 	struct frame_hello hello;
@@ -87,6 +101,8 @@ struct agent {
 	unsigned n_procs;
 	struct fread_job reads[MAX_READS];
 	unsigned n_reads;
+	struct awrite_job writes[MAX_WRITES];
+	unsigned n_writes;
 	struct frame_decoder *dec;
 	struct frame_spawn *spawn;
 	union small_msg msg;
@@ -801,8 +817,199 @@ static int do_file_read(struct agent *a, uint32_t chan, void *m)
 		return fd;
 	a->reads[a->n_reads++] = (struct fread_job){
 		.chan = chan, .fd = fd, .off = f->offset,
-		.left = f->length ? f->length : UINT64_MAX,
+		.left = f->length ? f->length : UINT64_MAX, .status_fd = -1,
 	};
+	return 0;
+}
+
+static int drop_privileges(uint32_t user);
+
+/* The verdict a child of archive_child() wrote before it exited: 0 or a positive errno. */
+static int child_status(int fd)
+{
+	int32_t st = EIO;
+	ssize_t n;
+	while ((n = read(fd, &st, sizeof(st))) < 0 && errno == EINTR)
+		;
+	close(fd);
+	return n == sizeof(st) ? st : EIO;
+}
+
+/* A child, as @user, that packs (@pack) or unpacks @path through the pipe end @io; its
+ * verdict on @status. The agent's own fds are closed in it first. Returns its pid. */
+static pid_t archive_child(uint32_t user, bool pack, const char *path, int io, int status)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	if (dup2(io, 0) < 0 || dup2(status, 1) < 0)
+		_exit(127);
+	if (close_range(2, ~0u, 0) < 0) /* 5.9+; before, the agent's fds below 4096 */
+		for (int fd = 2; fd < 4096; fd++)
+			close(fd);
+	int32_t r = drop_privileges(user);
+	if (r == 0)
+		r = pack ? tartree_pack(path, 0) : tartree_unpack(path, 0);
+	r = -r;
+	if (write(1, &r, sizeof(r)) < 0)
+		_exit(127);
+	_exit(0);
+}
+
+/* Two pipes (data, status) and the child between them; the agent's ends in @ret_io and
+ * @ret_status. */
+static int archive_start(uint32_t user, bool pack, const char *path, int *ret_io, int *ret_status)
+{
+	int io[2], st[2];
+	if (pipe2(io, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(st, O_CLOEXEC) < 0) {
+		close(io[0]);
+		close(io[1]);
+		return -errno;
+	}
+	pid_t pid = archive_child(user, pack, path, pack ? io[1] : io[0], st[1]);
+	int err = errno;
+	close(pack ? io[1] : io[0]);
+	close(st[1]);
+	if (pid < 0) {
+		close(io[0 + !pack]);
+		close(st[0]);
+		return -err;
+	}
+	/* The child's pipes are polled with the processes': a child that is stopped or slow
+	 * never blocks the agent. */
+	if (set_nonblock(pack ? io[0] : io[1]) < 0 || (!pack && set_nonblock(st[0]) < 0)) {
+		close(io[0]);
+		close(st[0]);
+		return -errno;
+	}
+	*ret_io = pack ? io[0] : io[1];
+	*ret_status = st[0];
+	return 0; /* reaped by the agent's SIGCHLD loop, as an orphan would be */
+}
+
+static int do_archive_read(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	int io, st;
+	if (check_path(f->path) < 0 || f->user > FRAME_USER_ROOT)
+		return -EINVAL;
+	if (a->n_reads >= MAX_READS)
+		return -EBUSY;
+	int r = archive_start(f->user, true, f->path, &io, &st);
+	if (r < 0)
+		return r;
+	a->reads[a->n_reads++] = (struct fread_job){
+		.chan = chan, .fd = io, .left = UINT64_MAX, .status_fd = st,
+	};
+	return 0;
+}
+
+static struct awrite_job *write_job(struct agent *a, uint32_t chan)
+{
+	for (unsigned i = 0; i < a->n_writes; i++)
+		if (a->writes[i].chan == chan)
+			return &a->writes[i];
+	return NULL;
+}
+
+/* The child's verdict if it has given it: 0 or a positive errno; -EAGAIN: not yet. */
+static int status_try(struct awrite_job *j)
+{
+	int32_t st;
+	ssize_t n;
+	while ((n = read(j->status_fd, &st, sizeof(st))) < 0 && errno == EINTR)
+		;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -EAGAIN;
+	close_fd(&j->status_fd);
+	return n == sizeof(st) ? st : EIO;
+}
+
+static void write_job_drop(struct agent *a, struct awrite_job *j)
+{
+	close_fd(&j->fd);
+	close_fd(&j->status_fd);
+	buf_done(&j->q);
+	*j = a->writes[--a->n_writes];
+}
+
+/* Moves the pending chunk into the child's pipe as far as it takes it, without waiting, and
+ * answers it when it can: OK once it is all in (the END chunk: once the child says it is
+ * done), ERROR with the child's verdict once it stopped reading. Returns 1 when the job is
+ * over (and gone). */
+static int write_progress(struct agent *a, struct awrite_job *j)
+{
+	while (j->q.len > 0 && j->fd >= 0) {
+		ssize_t k = write(j->fd, j->q.p + j->q.head, j->q.len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0; /* poll says when it takes more */
+		if (k < 0) {
+			close_fd(&j->fd); /* it stopped reading: its verdict says why */
+			break;
+		}
+		buf_consume(&j->q, (size_t)k);
+	}
+	if (j->fd >= 0 && j->q.len == 0 && j->end)
+		close_fd(&j->fd); /* EOF: the child finishes */
+	if (j->fd < 0 && j->status_fd >= 0) {
+		int st = status_try(j);
+		if (st == -EAGAIN)
+			return 0;
+		j->err = st;
+	}
+	if (j->fd < 0)
+		buf_consume(&j->q, j->q.len); /* nobody reads it any more */
+	if (!j->pending || (j->fd >= 0 && j->q.len > 0) || (j->end && j->status_fd >= 0))
+		return 0;
+	j->pending = false;
+	if (j->fd < 0 && j->err)
+		emit_error(a, j->chan, j->err, "ARCHIVE_WRITE");
+	else
+		emit(a, FRAME_OK, j->chan, &(struct frame_ok){.size = j->q_size});
+	if (!j->end)
+		return 0;
+	write_job_drop(a, j);
+	return 1;
+}
+
+static void pump_writes(struct agent *a)
+{
+	for (unsigned i = 0; i < a->n_writes;)
+		i += write_progress(a, &a->writes[i]) ? 0 : 1;
+}
+
+/* One chunk at a time (the host sends the next on this one's OK); the END chunk is answered
+ * once the whole archive is unpacked. Nothing here waits for the child: a child its user
+ * stopped blocks nobody. */
+static int do_archive_write(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	struct awrite_job *j = write_job(a, chan);
+	if (check_path(f->path) < 0 || f->user > FRAME_USER_ROOT)
+		return -EINVAL;
+	if (j && j->pending)
+		return -EBUSY; /* the host sends a chunk only once the last one is answered */
+	if (!j) {
+		if (a->n_writes >= MAX_WRITES)
+			return -EBUSY;
+		j = &a->writes[a->n_writes++];
+		*j = (struct awrite_job){.chan = chan, .fd = -1, .status_fd = -1};
+		int r = archive_start(f->user, false, f->path, &j->fd, &j->status_fd);
+		if (r < 0)
+			j->err = -r;
+	}
+	if (buf_add(&j->q, f->data, f->data_len) < 0) {
+		a->fatal = true;
+		return -ENOMEM;
+	}
+	j->q_size = f->data_len;
+	j->end = f->flags & FRAME_ARCHIVE_END;
+	j->pending = true;
+	(void)write_progress(a, j);
 	return 0;
 }
 
@@ -812,7 +1019,12 @@ static void pump_reads(struct agent *a)
 	for (unsigned i = 0; i < a->n_reads && out_room(a);) {
 		struct fread_job *j = &a->reads[i];
 		size_t max = j->left < FILE_CHUNK ? (size_t)j->left : FILE_CHUNK;
-		ssize_t n = emit_from_fd(a, FRAME_FILE_DATA, j->chan, j->fd, max, (off_t)j->off);
+		bool pipe = j->status_fd >= 0;
+		ssize_t n = emit_from_fd(a, FRAME_FILE_DATA, j->chan, j->fd, max, pipe ? -1 : (off_t)j->off);
+		if (pipe && (n == -EAGAIN || n == -EWOULDBLOCK)) {
+			i++; /* nothing yet: poll says when */
+			continue;
+		}
 		if (n > 0) {
 			j->off += (uint64_t)n;
 			j->left -= (uint64_t)n;
@@ -822,8 +1034,9 @@ static void pump_reads(struct agent *a)
 				continue;
 			}
 		}
-		if (n < 0) {
-			emit_error(a, j->chan, (int)-n, "FILE_READ");
+		int st = pipe ? child_status(j->status_fd) : 0;
+		if (n < 0 || st) {
+			emit_error(a, j->chan, n < 0 ? (int)-n : st, pipe ? "ARCHIVE_READ" : "FILE_READ");
 		} else {
 			struct frame_ok ok = {.size = j->sent};
 			emit(a, FRAME_OK, j->chan, &ok);
@@ -1206,6 +1419,9 @@ static const struct handler {
 	{FRAME_FILE_MKDIR, true, do_file_mkdir},
 	{FRAME_FILE_MOVE, true, do_file_move},
 	{FRAME_FILE_REMOVE, true, do_file_remove},
+	/* A child of the agent, with the user's own credentials, does the work. */
+	{FRAME_ARCHIVE_READ, false, do_archive_read},
+	{FRAME_ARCHIVE_WRITE, false, do_archive_write},
 };
 
 /* Handles one host frame. A malformed payload is a protocol error (negative return); a request
@@ -1275,8 +1491,9 @@ static int poll_timeout(const struct agent *a)
 {
 	uint64_t now = mono_ms(), next = UINT64_MAX;
 
-	if (a->n_reads > 0 && out_room(a))
-		return 0;
+	for (unsigned i = 0; i < a->n_reads && out_room(a); i++)
+		if (a->reads[i].status_fd < 0)
+			return 0; /* a file: read it at once; a packer's pipe is polled */
 	for (const struct proc *p = a->procs; p; p = p->next) {
 		if (p->exited && out_room(a))
 			return 0;
@@ -1307,6 +1524,20 @@ static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *sl
 			pfd[n++] = (struct pollfd){.fd = fds[w], .events = w < 2 ? POLLIN : POLLOUT};
 		}
 	}
+	for (unsigned i = 0; i < a->n_reads && out_room(a); i++)
+		if (a->reads[i].status_fd >= 0) { /* pump_reads() takes it when it wakes us */
+			slots[n] = (struct slot){NULL, 0};
+			pfd[n++] = (struct pollfd){.fd = a->reads[i].fd, .events = POLLIN};
+		}
+	for (unsigned i = 0; i < a->n_writes; i++) { /* pump_writes() goes on when woken */
+		const struct awrite_job *j = &a->writes[i];
+		bool out = j->fd >= 0 && j->q.len > 0, verdict = j->fd < 0 && j->status_fd >= 0;
+		if (out || verdict) {
+			slots[n] = (struct slot){NULL, 0};
+			pfd[n++] = (struct pollfd){.fd = out ? j->fd : j->status_fd,
+						   .events = out ? POLLOUT : POLLIN};
+		}
+	}
 	return n;
 }
 
@@ -1320,7 +1551,7 @@ static void handle_events(struct agent *a, const struct pollfd *pfd, const struc
 	if (pfd[1].revents & POLLIN)
 		reap(a);
 	for (size_t i = 2; i < n; i++) {
-		if (!pfd[i].revents)
+		if (!pfd[i].revents || !slots[i].p)
 			continue;
 		if (slots[i].which < 2)
 			(void)pipe_read(a, slots[i].p, slots[i].which);
@@ -1344,6 +1575,8 @@ static void shutdown_all(struct agent *a)
 	}
 	while (a->n_reads > 0)
 		close(a->reads[--a->n_reads].fd);
+	while (a->n_writes > 0)
+		write_job_drop(a, &a->writes[a->n_writes - 1]);
 }
 
 static int agent_setup(struct agent *a, int fd)
@@ -1385,7 +1618,7 @@ static void protocol_error(struct agent *a, int err)
 
 static int agent_loop(struct agent *a)
 {
-	size_t max = 2 + 3 * MAX_PROCS;
+	size_t max = 2 + 3 * MAX_PROCS + MAX_READS + MAX_WRITES;
 	struct pollfd *pfd = calloc(max, sizeof(*pfd));
 	struct slot *slots = calloc(max, sizeof(*slots));
 	int ret = 0;
@@ -1400,6 +1633,7 @@ static int agent_loop(struct agent *a)
 			break;
 		}
 		pump_reads(a);
+		pump_writes(a);
 		finish_procs(a);
 		flush_out(a);
 		if (a->host_gone || a->fatal)

@@ -111,6 +111,13 @@ static const struct field file_move_fields[] = {
 
 static const struct field file_remove_fields[] = {FILE_PATH, FILE_USER, FILE_FLAGS};
 
+static const struct field archive_read_fields[] = {FILE_PATH, FILE_USER};
+
+static const struct field archive_write_fields[] = {
+	FILE_PATH, FILE_USER, FILE_FLAGS,
+	BYTES(frame_file, FRAME_TAG_DATA, data, data_len),
+};
+
 static const struct field file_info_fields[] = {
 	STR(frame_file_info, FRAME_TAG_NAME, name, 1, FRAME_MAX_PATH),
 	STR(frame_file_info, FRAME_TAG_TARGET, target, 0, FRAME_MAX_PATH),
@@ -153,6 +160,8 @@ static const struct msg_desc msgs[] = {
 	TLV(FRAME_FILE_MKDIR, FRAME_TO_AGENT, "FILE_MKDIR", frame_file, file_mkdir_fields),
 	TLV(FRAME_FILE_MOVE, FRAME_TO_AGENT, "FILE_MOVE", frame_file, file_move_fields),
 	TLV(FRAME_FILE_REMOVE, FRAME_TO_AGENT, "FILE_REMOVE", frame_file, file_remove_fields),
+	TLV(FRAME_ARCHIVE_READ, FRAME_TO_AGENT, "ARCHIVE_READ", frame_file, archive_read_fields),
+	TLV(FRAME_ARCHIVE_WRITE, FRAME_TO_AGENT, "ARCHIVE_WRITE", frame_file, archive_write_fields),
 	TLV(FRAME_HELLO_OK, FRAME_TO_HOST, "HELLO_OK", frame_hello, hello_fields),
 	EMPTY(FRAME_PONG, FRAME_TO_HOST, "PONG"),
 	TLV(FRAME_SPAWNED, FRAME_TO_HOST, "SPAWNED", frame_spawned, spawned_fields),

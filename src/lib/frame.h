@@ -66,6 +66,8 @@ enum frame_type {
 	FRAME_FILE_MKDIR = 0x0024,
 	FRAME_FILE_MOVE = 0x0025,
 	FRAME_FILE_REMOVE = 0x0026,
+	FRAME_ARCHIVE_READ = 0x0027,  /* the tree at path as a tar stream: FILE_DATA..., OK */
+	FRAME_ARCHIVE_WRITE = 0x0028, /* a chunk of a tar to unpack at path; each answered OK */
 	/* agent -> host */
 	FRAME_HELLO_OK = 0x0101,
 	FRAME_PONG = 0x0102,
@@ -131,6 +133,8 @@ enum frame_user {
 #define FRAME_MKDIR_PARENTS 0x1u
 /* FILE_MOVE flags */
 #define FRAME_MOVE_NOREPLACE 0x1u
+/* ARCHIVE_WRITE flags */
+#define FRAME_ARCHIVE_END 0x1u /* the last chunk: OK once the whole archive is unpacked */
 /* FILE_REMOVE flags */
 #define FRAME_REMOVE_RECURSIVE 0x1u
 /* OK flags */

@@ -503,7 +503,12 @@ static int setup_binds(const struct rootfs_config *cfg, struct cordon_err *err)
 		struct stat st;
 		if (lstat(dst, &st) == 0 && S_ISLNK(st.st_mode))
 			return cordon_err_setf(err, -ELOOP, "bind '%s': destination is a symlink", b->dst);
-		if ((r = make_mountpoint(b->src_fd, dst, err)) < 0 || (r = bind_ro_fd(b->src_fd, dst, err)) < 0)
+		if ((r = make_mountpoint(b->src_fd, dst, err)) < 0)
+			return r;
+		if (b->tree && syscall(SYS_move_mount, b->src_fd, "", AT_FDCWD, dst,
+				       MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			return cordon_err_set(err, -errno, "mount: volume at '%s'", b->dst);
+		if (!b->tree && (r = bind_ro_fd(b->src_fd, dst, err)) < 0)
 			return r;
 	}
 	return 0;

@@ -16,6 +16,8 @@
 struct rootfs_bind {
 	int src_fd;      /* O_PATH fd of a regular file or directory, opened by the host side */
 	const char *dst; /* absolute, normalised path inside the sandbox */
+	bool tree;       /* src_fd is a detached mount of a directory (a volume), moved into place
+			  * with the attributes the host gave it */
 };
 
 /* What of the host the `host` template shows (/usr, /bin, ...): each a directory bound

@@ -50,6 +50,16 @@ static int check_spec(const struct cordon_spec *spec, struct cordon_err *err)
 		if (r < 0)
 			return r;
 	}
+	if (spec->n_volumes > CORDON_MAX_VOLUMES)
+		return cordon_err_setf(err, -E2BIG, "volumes: at most %d", CORDON_MAX_VOLUMES);
+	for (size_t i = 0; i < spec->n_volumes; i++) {
+		const struct cordon_volume *v = &spec->volumes[i];
+		int r = rootfs_check_sandbox_path(v->sandbox, err);
+		if (r < 0)
+			return r;
+		if (!v->source || strcmp(v->sandbox, "/") == 0)
+			return cordon_err_setf(err, -EINVAL, "volume at '%s': not a mount point", v->sandbox);
+	}
 	if (spec->net == CORDON_NET_EGRESS && geteuid() != 0)
 		return cordon_err_setf(err, -EPERM, "network: only root can give a sandbox a network");
 	if (spec->net == CORDON_NET_EGRESS && !spec->net_hook)
@@ -211,6 +221,11 @@ int cordon_sandbox_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 	if (!sb->ops->stats)
 		return -EOPNOTSUPP;
 	return sb->ops->stats(sb, ret);
+}
+
+uint64_t cordon_sandbox_disk_used(const struct cordon_sandbox *sb)
+{
+	return sb && sb->ops->disk_used ? sb->ops->disk_used(sb) : 0;
 }
 
 uint64_t cordon_sandbox_oom_kills(struct cordon_sandbox *sb)

@@ -56,6 +56,7 @@ struct runtime_ops {
 	int (*set_limits)(struct cordon_sandbox *sb, uint64_t memory_bytes, uint32_t cpus_milli,
 			  uint32_t pids);
 	int (*stats)(struct cordon_sandbox *sb, struct cordon_stats *ret);
+	uint64_t (*disk_used)(const struct cordon_sandbox *sb);
 	int (*attach_net)(struct cordon_sandbox *sb, cordon_net_hook hook, void *data,
 			  struct cordon_err *err);
 	int (*pause)(struct cordon_sandbox *sb);

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +12,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <linux/fs.h>
-#include <linux/loop.h>
 #include <linux/magic.h>
 #include <linux/mount.h>
 #include <unistd.h>
@@ -26,9 +23,8 @@
 #include "basic/treecopy.h"
 #include "lib/idmap.h"
 #include "lib/overlay.h"
+#include "runtime/blockdev.h"
 #include "runtime/scratch.h"
-
-extern char **environ;
 
 /* 0: not probed, 1: works, -1: this host has none (logged once). */
 static int scratch_state;
@@ -37,6 +33,15 @@ const char *scratch_dir(void)
 {
 	const char *d = getenv("CORDON_SCRATCH_DIR");
 	return d && d[0] == '/' ? d : "/var/lib/cordon/scratch";
+}
+
+bool scratch_on_disk(void)
+{
+	const char *mode = getenv("CORDON_SCRATCH");
+	struct statfs sf;
+	if (scratch_state < 0 || geteuid() != 0 || (mode && strcmp(mode, "tmpfs") == 0))
+		return false;
+	return statfs(scratch_dir(), &sf) < 0 || sf.f_type != TMPFS_MAGIC;
 }
 
 static int scratch_dirfd(void)
@@ -49,42 +54,6 @@ static int scratch_dirfd(void)
 		return -errno;
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
-}
-
-/* mke2fs of an empty image takes tens of milliseconds; one that does not end in this time
- * (stopped, stuck on a sick disk) is killed rather than waited for: the caller may be an
- * event loop. */
-#define MKE2FS_DEADLINE_MS 10000
-
-/* mke2fs by absolute path, with no environment of ours: a tool we run once per size. No
- * journal (a scratch dies with its sandbox: nothing to recover), no reserved blocks (all of
- * --disk is the sandbox's), inode tables left to the kernel (the image is sparse: they read
- * as zeroes already, and noinit_itable at mount keeps them so). */
-static int run_mke2fs(const char *path)
-{
-	static const char *const tools[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs"};
-	const char *tool = NULL;
-	for (size_t i = 0; i < ELEMENTSOF(tools) && !tool; i++)
-		if (access(tools[i], X_OK) == 0)
-			tool = tools[i];
-	if (!tool)
-		return -ENOENT;
-	char *const argv[] = {"mke2fs", "-q", "-F", "-t", "ext4", "-b", "4096", "-m", "0",
-			      "-O", "^has_journal,^resize_inode",
-			      "-E", "lazy_itable_init=1,nodiscard,root_owner=0:0",
-			      (char *)path, NULL};
-	char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	pid_t pid;
-	int r = posix_spawn(&pid, tool, &fa, NULL, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	if (r != 0)
-		return -r;
-	return child_wait_ok(pid, MKE2FS_DEADLINE_MS);
 }
 
 /* The empty filesystem of @mb MiB, made once and shared by every sandbox of that size: made
@@ -107,7 +76,7 @@ static int golden_open(int dirfd, uint64_t mb)
 	int r = ftruncate(t, (off_t)(mb << 20)) < 0 ? -errno : 0;
 	snprintf(path, sizeof(path), "%s/%s", scratch_dir(), tmp);
 	if (r == 0)
-		r = run_mke2fs(path);
+		r = blockdev_mke2fs(path, false, "0:0");
 	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
 		r = -errno;
 	if (r < 0) {
@@ -146,83 +115,6 @@ static int copy_sparse(int src, int dst)
 	return 0;
 }
 
-/* A free loop device bound to @file: autoclear (it goes with its last user), direct I/O (no
- * second copy of the data in the page cache), where the kernel takes it. LOOP_CONFIGURE is
- * 5.8+; before, LOOP_SET_FD and LOOP_SET_STATUS64. Returns the device's fd, its number in
- * @ret_nr. */
-static int loop_attach(int file, int *ret_nr)
-{
-	_cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-	if (ctl < 0)
-		return -errno;
-	for (int tries = 0; tries < 16; tries++) {
-		char dev[32];
-		int nr = ioctl(ctl, LOOP_CTL_GET_FREE);
-		if (nr < 0)
-			return -errno;
-		snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
-		_cleanup_close_ int fd = open(dev, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		struct loop_config cfg = {.fd = (uint32_t)file,
-					  .info.lo_flags = LO_FLAGS_AUTOCLEAR | LO_FLAGS_DIRECT_IO};
-		int r = ioctl(fd, LOOP_CONFIGURE, &cfg);
-		if (r < 0 && errno == EINVAL) { /* 6.1 may refuse direct I/O here */
-			cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
-			r = ioctl(fd, LOOP_CONFIGURE, &cfg);
-		}
-		if (r < 0 && (errno == ENOTTY || errno == EINVAL)) {
-			struct loop_info64 info = {.lo_flags = LO_FLAGS_AUTOCLEAR};
-			r = ioctl(fd, LOOP_SET_FD, file);
-			if (r == 0 && (r = ioctl(fd, LOOP_SET_STATUS64, &info)) < 0)
-				(void)ioctl(fd, LOOP_CLR_FD, 0);
-			if (r == 0)
-				(void)ioctl(fd, LOOP_SET_DIRECT_IO, 1UL);
-		}
-		if (r == 0) {
-			*ret_nr = nr;
-			return TAKE_FD(fd);
-		}
-		if (errno != EBUSY)
-			return -errno;
-		/* Someone took it between GET_FREE and us: ask again. */
-	}
-	return -EBUSY;
-}
-
-static int fsconfig_set(int fs, unsigned cmd, const char *key, const char *value)
-{
-	return syscall(SYS_fsconfig, fs, cmd, key, value, 0) < 0 ? -errno : 0;
-}
-
-/* The ext4 on loop @nr as a detached mount: nosuid, nodev. No barriers: a flush would be an
- * fsync of the image, a commit of the host's journal, for a filesystem that no crash needs
- * to find consistent (it dies with its sandbox). No discard either (a hole punched on the
- * host per delete): freed blocks are reused inside, so the image grows to the sandbox's peak
- * use at most, and all of it goes with the sandbox. Flushes and discards cost 3x in
- * concurrent lifecycles (bench/RESULTS.md). */
-static int mount_ext4(int nr)
-{
-	char dev[32];
-	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
-	_cleanup_close_ int fs = syscall(SYS_fsopen, "ext4", FSOPEN_CLOEXEC);
-	if (fs < 0)
-		return -errno;
-	int r = fsconfig_set(fs, FSCONFIG_SET_STRING, "source", dev);
-	if (r == 0)
-		r = fsconfig_set(fs, FSCONFIG_SET_FLAG, "noinit_itable", NULL);
-	if (r == 0)
-		r = fsconfig_set(fs, FSCONFIG_SET_STRING, "barrier", "0");
-	if (r == 0)
-		r = fsconfig_set(fs, FSCONFIG_SET_STRING, "errors", "remount-ro");
-	if (r == 0)
-		r = fsconfig_set(fs, FSCONFIG_CMD_CREATE, NULL, NULL);
-	if (r < 0)
-		return r;
-	int mnt = syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-	return mnt < 0 ? -errno : mnt;
-}
-
 /* Removes "s<slot>" (a staging mount point) and "s<slot>.img" of a dead holder. The caller
  * holds the slot's lock. */
 static void sweep_slot(int dirfd, unsigned slot)
@@ -252,7 +144,7 @@ static int open_failed(int r, const char *what, struct cordon_err *err)
 
 int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordon_err *err)
 {
-	sc->mnt = -1;
+	sc->mnt = sc->img = -1;
 	sc->slot = slot;
 	const char *mode = getenv("CORDON_SCRATCH");
 	if (scratch_state < 0 || bytes < SCRATCH_MIN_BYTES || (mode && strcmp(mode, "tmpfs") == 0))
@@ -275,16 +167,19 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	if (img < 0)
 		return open_failed(-errno, "create an image", err);
 	int r = copy_sparse(golden, img), nr = -1;
-	_cleanup_close_ int loop = r < 0 ? r : loop_attach(img, &nr);
+	_cleanup_close_ int loop = r < 0 ? r : blockdev_loop_attach(img, &nr);
 	/* The loop device holds the file now; the name has done its work. */
 	(void)unlinkat(dirfd, name, 0);
 	if (r < 0)
 		return open_failed(r, "copy the empty image", err);
 	if (loop < 0)
 		return open_failed(loop, "a loop device", err);
-	sc->mnt = mount_ext4(nr);
+	char dev[32];
+	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
+	sc->mnt = blockdev_mount_ext4(dev, BLOCKDEV_SCRATCH, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (sc->mnt < 0)
 		return open_failed(sc->mnt, "mount ext4 on a loop device", err);
+	sc->img = fcntl(img, F_DUPFD_CLOEXEC, 3); /* -1 is only less to count */
 	scratch_state = 1;
 	return 0;
 }
@@ -333,16 +228,16 @@ static int overlay_one(int stage_fd, const char *stage, const char *lower, const
 	_cleanup_close_ int fs = syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
 	if (fs < 0)
 		return cordon_err_set(err, -errno, "scratch: fsopen overlay");
-	if ((r = fsconfig_set(fs, FSCONFIG_SET_STRING, "lowerdir", lo)) < 0 ||
-	    (r = fsconfig_set(fs, FSCONFIG_SET_STRING, "upperdir", up)) < 0 ||
-	    (r = fsconfig_set(fs, FSCONFIG_SET_STRING, "workdir", wk)) < 0)
+	if ((r = blockdev_fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", lo)) < 0 ||
+	    (r = blockdev_fsconfig(fs, FSCONFIG_SET_STRING, "upperdir", up)) < 0 ||
+	    (r = blockdev_fsconfig(fs, FSCONFIG_SET_STRING, "workdir", wk)) < 0)
 		return cordon_err_set(err, r, "scratch: configure the overlay of '%s'", lower);
 	static const char *const opts[][2] = {
 		{"redirect_dir", "off"}, {"index", "off"}, {"metacopy", "off"}, {"xino", "off"},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(opts); i++)
-		(void)fsconfig_set(fs, FSCONFIG_SET_STRING, opts[i][0], opts[i][1]);
-	if ((r = fsconfig_set(fs, FSCONFIG_CMD_CREATE, NULL, NULL)) < 0)
+		(void)blockdev_fsconfig(fs, FSCONFIG_SET_STRING, opts[i][0], opts[i][1]);
+	if ((r = blockdev_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL)) < 0)
 		return cordon_err_set(err, r, "scratch: overlay over '%s'", lower);
 	int m = syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	return m < 0 ? cordon_err_set(err, -errno, "scratch: fsmount overlay") : m;

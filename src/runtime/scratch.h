@@ -16,6 +16,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -28,6 +29,7 @@
 
 struct scratch {
 	int mnt; /* the detached ext4 mount, or -1: tmpfs */
+	int img; /* the (unlinked) image, for its size on the host; the caller's to close */
 	unsigned slot;
 };
 
@@ -65,6 +67,11 @@ void scratch_close(struct scratch *sc);
 
 /* Removes what dead holders of unlocked slots left in the scratch directory. */
 void scratch_sweep(void);
+
+/* Whether sandbox disks are images in the scratch directory, so on its filesystem: not when
+ * CORDON_SCRATCH=tmpfs, the directory is on a tmpfs, or the host was found unable (then the
+ * disks are tmpfs roots, in memory). */
+bool scratch_on_disk(void);
 
 /* The scratch directory: $CORDON_SCRATCH_DIR, else /var/lib/cordon/scratch. */
 const char *scratch_dir(void);

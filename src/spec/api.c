@@ -654,6 +654,73 @@ static int fld_secrets(json_t *v, void *dst, const struct field *f, const char *
 	return api_secrets_from_json(v, dst, path, err);
 }
 
+bool api_volume_name_ok(const char *s, size_t len)
+{
+	return len <= API_MAX_VOLUME_NAME && template_ok(s, len);
+}
+
+/* Where a volume may be mounted: what cordon manages (/proc, /sys, /dev) and `/` are not. */
+static bool mount_path_ok(const char *s, size_t len)
+{
+	static const char *const managed[] = {"/proc", "/sys", "/dev"};
+	if (len < 2 || s[0] != '/' || s[len - 1] == '/' || strstr(s, "//"))
+		return false;
+	for (const char *p = s; (p = strstr(p, "/.")); p++)
+		if (p[2] == '/' || p[2] == '\0' || (p[2] == '.' && (p[3] == '/' || p[3] == '\0')))
+			return false;
+	for (size_t i = 0; i < ELEMENTSOF(managed); i++) {
+		size_t n = strlen(managed[i]);
+		if (strncmp(s, managed[i], n) == 0 && (s[n] == '\0' || s[n] == '/'))
+			return false;
+	}
+	return true;
+}
+
+static bool volume_name_okl(const char *s, size_t len)
+{
+	return api_volume_name_ok(s, len);
+}
+
+static const struct strdef volume_name_def = {API_MAX_VOLUME_NAME, volume_name_okl,
+					      "must match [a-z0-9][a-z0-9._-]{0,62}"};
+static const struct strdef mount_path_def = {
+    API_MAX_PATH, mount_path_ok,
+    "must be an absolute path without '.', '..' or empty components, not '/' and not in "
+    "/proc, /sys or /dev"};
+
+static const struct field volume_mount_fields[] = {
+    {"name", fld_string, offsetof(struct api_volume_mount, name), &volume_name_def},
+    {"path", fld_string, offsetof(struct api_volume_mount, path), &mount_path_def},
+    {"read_only", fld_bool, offsetof(struct api_volume_mount, read_only), NULL},
+};
+static const struct objdef volume_mount_def = {volume_mount_fields, ELEMENTSOF(volume_mount_fields)};
+
+/* "volumes": [{name, path, read_only}], each name and path once. */
+static int fld_volumes(json_t *v, void *dst, const struct field *f, const char *path,
+		       struct cordon_err *err)
+{
+	struct api_create *c = dst;
+	if (!json_is_array(v) || json_array_size(v) > API_MAX_VOLUMES)
+		return cordon_err_setf(err, -EINVAL, "%s: must be an array of at most %d objects",
+				       path, API_MAX_VOLUMES);
+	for (size_t i = 0; i < json_array_size(v); i++) {
+		char child[PATH_BUF];
+		struct api_volume_mount *m = &c->volumes[i];
+		snprintf(child, sizeof(child), "%s[%zu]", path, i);
+		*m = (struct api_volume_mount){0};
+		int r = parse_object(json_array_get(v, i), &volume_mount_def, m, child, err);
+		if (r < 0)
+			return r;
+		if (!m->name || !m->path)
+			return cordon_err_setf(err, -EINVAL, "%s: name and path are required", child);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(c->volumes[k].name, m->name) == 0 || strcmp(c->volumes[k].path, m->path) == 0)
+				return cordon_err_setf(err, -EINVAL, "%s: a volume or path named twice", child);
+	}
+	c->n_volumes = json_array_size(v);
+	return 0;
+}
+
 static const struct field create_fields[] = {
     {"template", fld_string_set, 0, &template_def},
     {"runtime", fld_enum_set, 0, &runtime_def},
@@ -664,6 +731,7 @@ static const struct field create_fields[] = {
     {"env", fld_kvmap, offsetof(struct api_create, env), &env_def},
     {"metadata", fld_kvmap, offsetof(struct api_create, metadata), &metadata_def},
     {"secrets", fld_secrets, offsetof(struct api_create, secrets), NULL},
+    {"volumes", fld_volumes, 0, NULL},
 };
 static const struct objdef create_def = {create_fields, ELEMENTSOF(create_fields)};
 
@@ -798,6 +866,42 @@ int api_fork_parse(const char *body, size_t len, uint32_t max_timeout_s, struct 
 	if (ctx.f.count == 0)
 		return missing(err, "count");
 	*ret = ctx.f;
+	return 0;
+}
+
+/* ---- volumes ------------------------------------------------------------------------------ */
+
+static const struct range volume_size_range = {API_MIN_VOLUME_MB, API_MAX_VOLUME_MB};
+
+static const struct field volume_fields[] = {
+    {"name", fld_string, offsetof(struct api_volume, name), &volume_name_def},
+    {"size_mb", fld_u32, offsetof(struct api_volume, size_mb), &volume_size_range},
+};
+static const struct objdef volume_def = {volume_fields, ELEMENTSOF(volume_fields)};
+
+struct api_volume *api_volume_free(struct api_volume *v)
+{
+	if (v)
+		json_decref(v->root_);
+	free(v);
+	return NULL;
+}
+DEFINE_CLEANUP_FUNC(struct api_volume *, api_volume_free)
+
+int api_volume_parse(const char *body, size_t len, struct api_volume **ret_volume,
+		     struct cordon_err *err)
+{
+	_cleanup_(api_volume_freep) struct api_volume *v = calloc(1, sizeof(*v));
+	if (!v)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	int r = load_body(body, len, false, &v->root_, err);
+	if (r < 0 || (r = parse_object(v->root_, &volume_def, v, "", err)) < 0)
+		return r;
+	if (!v->name)
+		return missing(err, "name");
+	if (!v->size_mb)
+		return missing(err, "size_mb");
+	*ret_volume = TAKE_PTR(v);
 	return 0;
 }
 
@@ -1496,6 +1600,10 @@ static const struct {
     [API_ERR_UNSUPPORTED_RUNTIME] = {"unsupported_runtime", 400},
     [API_ERR_SANDBOX_PAUSED] = {"sandbox_paused", 409},
     [API_ERR_SNAPSHOT_LIMIT] = {"snapshot_limit", 507},
+    [API_ERR_VOLUME_IN_USE] = {"volume_in_use", 409},
+    [API_ERR_VOLUME_EXISTS] = {"volume_exists", 409},
+    [API_ERR_INSUFFICIENT_STORAGE] = {"insufficient_storage", 507},
+    [API_ERR_UNSAFE_ARCHIVE] = {"unsafe_archive", 400},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */

@@ -52,6 +52,10 @@
 #define API_MAX_TEMPLATE     64		   /* bytes of a template name */
 #define API_MAX_EXEC_TIMEOUT 86400	   /* seconds a process may be given */
 #define API_MAX_LIST_DEPTH   32		   /* depth of GET .../files/list */
+#define API_MAX_VOLUME_NAME  63		   /* bytes of a volume name */
+#define API_MAX_VOLUMES	     CORDON_MAX_VOLUMES /* volumes of one sandbox */
+#define API_MIN_VOLUME_MB    16
+#define API_MAX_VOLUME_MB    (16u << 20)   /* 16 TiB */
 
 #define API_DEFAULT_TEMPLATE	   "host"
 #define API_DEFAULT_TIMEOUT_S	   300 /* a sandbox's TTL; capped by the server maximum */
@@ -150,6 +154,12 @@ struct api_limits {
 };
 
 enum { API_LIMIT_CPUS = 1, API_LIMIT_MEMORY = 2, API_LIMIT_PIDS = 4, API_LIMIT_DISK = 8 };
+/* One of "volumes": [{name, path, read_only}] at create. */
+struct api_volume_mount {
+	const char *name;  /* [a-z0-9][a-z0-9._-]{0,62} */
+	const char *path;  /* absolute, normalised, not "/", not in /proc, /sys or /dev */
+	bool read_only;
+};
 
 struct api_create {
 	const char *template_name; /* [a-z0-9][a-z0-9._-]{0,63}; default "host" */
@@ -165,6 +175,8 @@ struct api_create {
 	bool template_set, runtime_set;
 	unsigned limits_set; /* API_LIMIT_* given in "limits" */
 	struct api_secrets secrets;
+	struct api_volume_mount volumes[API_MAX_VOLUMES]; /* no name twice */
+	size_t n_volumes;
 
 	struct json_t *root_;
 	char *env_buf_;
@@ -195,6 +207,21 @@ int api_limits_check(const struct api_limits *l, const struct api_host_max *max,
  * must outlive them. Left to the caller: the template (rootfs), runtime, network policy and
  * metadata; spec->net stays CORDON_NET_NONE whatever c->network says (fail closed). */
 void api_create_to_spec(const struct api_create *c, struct cordon_spec *spec);
+
+/* ---- POST /v1/volumes ------------------------------------------------------------------- */
+
+/* {name, size_mb}: both required; size_mb API_MIN_VOLUME_MB..API_MAX_VOLUME_MB. */
+struct api_volume {
+	const char *name;
+	uint32_t size_mb;
+
+	struct json_t *root_;
+};
+int api_volume_parse(const char *body, size_t len, struct api_volume **ret_volume,
+		     struct cordon_err *err);
+struct api_volume *api_volume_free(struct api_volume *v);
+/* [a-z0-9][a-z0-9._-]{0,62}: a volume's name (the {name} of /v1/volumes/{name} too). */
+bool api_volume_name_ok(const char *s, size_t len);
 
 /* ---- POST /v1/sandboxes/{id}/timeout ----------------------------------------------------- */
 
@@ -399,6 +426,10 @@ enum api_error {
 	API_ERR_UNSUPPORTED_RUNTIME, /* 400: a runtime this host cannot run */
 	API_ERR_SANDBOX_PAUSED,	   /* 409: the sandbox is paused (POST .../resume first) */
 	API_ERR_SNAPSHOT_LIMIT,	   /* 507: the snapshots' total size cap is reached */
+	API_ERR_VOLUME_IN_USE,	   /* 409: mounted read-write already, or by another process */
+	API_ERR_VOLUME_EXISTS,	   /* 409: POST /v1/volumes of a name that is taken */
+	API_ERR_INSUFFICIENT_STORAGE, /* 507: more than the host's disk can hold */
+	API_ERR_UNSAFE_ARCHIVE,	   /* 400: a tar with '..', absolute names, links out, devices */
 	_API_ERR_MAX,
 };
 

@@ -54,10 +54,12 @@ ERROR_STATUS = {
     "audit_unavailable": 503,
     "unsupported_runtime": 400,
     "sandbox_paused": 409, "snapshot_limit": 507,
+    "volume_in_use": 409, "volume_exists": 409, "insufficient_storage": 507,
+    "unsafe_archive": 400,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",
-                "limits", "network", "metadata"}
+                "limits", "network", "metadata", "volumes"}
 EXEC_REQUIRED = {"exit_code", "signal", "stdout", "stderr", "timed_out", "oom", "duration_ms"}
 EXEC_KEYS = EXEC_REQUIRED | {"stdout_truncated", "stderr_truncated", "encoding"}
 FILE_ENTRY_REQUIRED = {"name", "path", "type", "size", "mode", "mtime"}

@@ -14,13 +14,15 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      InvalidPath, IsADirectory, LengthRequired, MethodNotAllowed, NoSpace,
                      NotADirectory, NotFound, PayloadTooLarge, QuotaExceeded, ReadOnly,
                      SandboxPaused, SnapshotLimit, StreamLagged, Timeout, Unauthorized,
-                     Unavailable, UnknownField, UnsupportedRuntime)
+                     Unavailable, UnknownField, UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage,
+                     UnsafeArchive)
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
 from .sandbox import Sandbox
 from .snapshots import Snapshot, Snapshots
 from .templates import BuildFailed, Templates
+from .volumes import Volumes
 
 __version__ = "0.1.0"
 
@@ -40,5 +42,6 @@ __all__ = [
     "Conflict", "QuotaExceeded", "CapacityError", "Unauthorized", "Forbidden", "InternalError",
     "Unavailable", "CordonUnavailable", "Timeout", "MethodNotAllowed", "LengthRequired",
     "AuditUnavailable", "InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
-    "CrossDevice", "StreamLagged", "__version__",
+    "CrossDevice", "StreamLagged", "Volumes", "VolumeInUse", "VolumeExists", "InsufficientStorage",
+    "UnsafeArchive", "__version__",
 ]

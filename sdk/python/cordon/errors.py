@@ -195,6 +195,34 @@ class CrossDevice(Conflict):
     code = "cross_device"
 
 
+# -- volumes (issue 14) --------------------------------------------------------------------
+
+
+class VolumeInUse(Conflict):
+    """409 ``volume_in_use``: the volume is mounted read-write by another sandbox, or by
+    another process (``cordon run --volume``); or, for a delete, mounted at all."""
+    code = "volume_in_use"
+
+
+class VolumeExists(Conflict):
+    """409 ``volume_exists``: a volume of that name exists."""
+    code = "volume_exists"
+
+
+class InsufficientStorage(CordonError):
+    """507 ``insufficient_storage``: more than the host's disk can hold (a volume bigger
+    than its free space)."""
+    code = "insufficient_storage"
+    default_status = 507
+
+
+class UnsafeArchive(BadRequest):
+    """400 ``unsafe_archive``: a directory's tar (uploaded, or made in the sandbox) with an
+    absolute name, ``..``, a link out of its tree, a device or fifo, or malformed. Nothing
+    was unpacked."""
+    code = "unsafe_archive"
+
+
 class StreamLagged(CordonError):
     """A process's event stream was cut because this client fell too far behind (the daemon's
     ``lagged`` event). Output after that point was not received, so the result is unknown;
@@ -239,18 +267,20 @@ _BY_CODE: Dict[str, Type[CordonError]] = {
                 QuotaExceeded, CapacityError, Unauthorized, Forbidden, InternalError,
                 Unavailable, Timeout, MethodNotAllowed, LengthRequired, AuditUnavailable,
                 InvalidPath, ReadOnly, NoSpace, NotADirectory, IsADirectory, CrossDevice,
-                StreamLagged, SandboxPaused, SnapshotLimit)
+                StreamLagged, SandboxPaused, SnapshotLimit, VolumeInUse, VolumeExists,
+                InsufficientStorage, UnsafeArchive)
 }
 
 _BY_STATUS: Dict[int, Type[CordonError]] = {
     400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed,
     409: Conflict, 411: LengthRequired, 413: PayloadTooLarge, 429: QuotaExceeded,
-    500: InternalError, 503: Unavailable, 504: Timeout, 507: SnapshotLimit,
+    500: InternalError, 503: Unavailable, 504: Timeout, 507: InsufficientStorage,
 }
 
 __all__ += ["InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
             "CrossDevice", "StreamLagged", "MethodNotAllowed", "LengthRequired", "AuditUnavailable",
-            "SandboxPaused", "SnapshotLimit"]
+            "SandboxPaused", "SnapshotLimit",
+            "VolumeInUse", "VolumeExists", "InsufficientStorage", "UnsafeArchive"]
 
 
 def error_from_response(status: int, body: bytes,

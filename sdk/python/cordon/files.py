@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import io
 import os
+import stat as stat_mod
+import tarfile
 import urllib.parse
-from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Optional, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, List, Optional, Union
 
 from . import errors
 from .models import FileEntry
@@ -50,6 +53,148 @@ def _query(path: bytes, **extra: Any) -> str:
         if v is not None:
             q += f"&{k}=" + urllib.parse.quote(str(v), safe="")
     return q
+
+
+_MAX_UNPACKED = 64 << 30  # file data download_dir() unpacks at most, by default
+_MAX_MEMBERS = 1 << 20
+
+
+def _unsafe(why: str, name: str = "") -> errors.UnsafeArchive:
+    shown = name.encode("utf-8", "replace")[:100].decode("utf-8", "replace")
+    return errors.UnsafeArchive("unsafe_archive", f"{why} ({shown!r})" if name else why, 400)
+
+
+def _norm(name: str) -> str:
+    while name.startswith("./"):
+        name = name[2:].lstrip("/")
+    return "" if name in (".", "") else name.rstrip("/")
+
+
+def _name_safe(name: str) -> bool:
+    return bool(name) and not name.startswith("/") and all(
+        c not in ("", ".", "..") for c in name.split("/"))
+
+
+def _link_safe(name: str, target: str) -> bool:
+    """A symlink at ``name`` pointing at ``target`` stays inside the tree (tar.h's rule)."""
+    if not target or target.startswith("/"):
+        return False
+    depth = name.count("/")
+    for c in target.split("/"):
+        if c == "..":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif c not in ("", "."):
+            depth += 1
+    return True
+
+
+def _check_members(tar: tarfile.TarFile, max_bytes: int) -> List[tarfile.TarInfo]:
+    """The members to unpack, each checked as cordond checks them; raises UnsafeArchive."""
+    out, total = [], 0
+    for m in tar:
+        name = _norm(m.name)
+        if not name:
+            if not m.isdir():
+                raise _unsafe("the root is not a directory")
+            continue
+        if not _name_safe(name):
+            raise _unsafe("an absolute name or '..'", m.name)
+        if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+            raise _unsafe("a device, fifo or other special entry", m.name)
+        if m.issym() and not _link_safe(name, m.linkname):
+            raise _unsafe("a symlink out of the tree", m.name)
+        if m.islnk() and not _name_safe(_norm(m.linkname)):
+            raise _unsafe("a hard link out of the tree", m.name)
+        total += m.size if m.isreg() else 0
+        if total > max_bytes or len(out) >= _MAX_MEMBERS:
+            raise errors.PayloadTooLarge("payload_too_large", "the archive is too large", 413)
+        m.name = name
+        out.append(m)
+    return out
+
+
+def _parent_fd(root: int, name: str, create: bool) -> "tuple[int, str]":
+    """The directory holding ``name`` under ``root``, through no symlink (made if missing)."""
+    parts = name.split("/")
+    fd = os.dup(root)
+    try:
+        for c in parts[:-1]:
+            if create:
+                try:
+                    os.mkdir(c, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            nfd = os.open(c, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[-1]
+
+
+def _clear(dfd: int, last: str) -> bool:
+    """Removes what is at ``last`` unless it is a directory (then True)."""
+    try:
+        st = os.stat(last, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if stat_mod.S_ISDIR(st.st_mode):
+        return True
+    os.unlink(last, dir_fd=dfd)
+    return False
+
+
+def _extract(tar: tarfile.TarFile, m: tarfile.TarInfo, root: int) -> None:
+    dfd, last = _parent_fd(root, m.name, True)
+    try:
+        is_dir = _clear(dfd, last)
+        if m.isdir():
+            if not is_dir:
+                os.mkdir(last, (m.mode & 0o777) | 0o700, dir_fd=dfd)
+        elif is_dir:
+            raise errors.IsADirectory("is_a_directory", f"{m.name!r} is a directory here", 409)
+        elif m.issym():
+            os.symlink(m.linkname, last, dir_fd=dfd)
+        elif m.islnk():
+            tfd, tlast = _parent_fd(root, _norm(m.linkname), False)
+            try:
+                os.link(tlast, last, src_dir_fd=tfd, dst_dir_fd=dfd, follow_symlinks=False)
+            finally:
+                os.close(tfd)
+        else:
+            fd = os.open(last, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         m.mode & 0o777, dir_fd=dfd)
+            with os.fdopen(fd, "wb") as out, tar.extractfile(m) as src:  # type: ignore[union-attr]
+                while True:
+                    chunk = src.read(1 << 20)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+    finally:
+        os.close(dfd)
+
+
+
+def _pack(local: PathType) -> bytes:
+    """The contents of host directory ``local`` as a tar: files, directories and symlinks
+    (as links); sockets, fifos and devices are left out."""
+    top = os.fspath(local)
+    if not os.path.isdir(top):
+        raise NotADirectoryError(f"{top!r} is not a directory")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames.sort()
+            for n in sorted(dirnames) + sorted(filenames):
+                p = os.path.join(dirpath, n)
+                st = os.lstat(p)
+                if stat_mod.S_ISDIR(st.st_mode) or stat_mod.S_ISREG(st.st_mode) or \
+                        stat_mod.S_ISLNK(st.st_mode):
+                    tar.add(p, arcname=os.path.relpath(p, top), recursive=False)
+    return buf.getvalue()
 
 
 class FileList(list):
@@ -152,6 +297,33 @@ class Files:
         self._req("POST", "files/move", json_body=body)
 
     rename = move
+
+    def upload_dir(self, local: PathType, path: PathType) -> Dict[str, Any]:
+        """Copies the contents of host directory ``local`` into ``path`` in the sandbox (made
+        if missing), as one tar unpacked inside the sandbox. Symlinks are sent as links and
+        must stay inside the tree (:class:`UnsafeArchive` otherwise). Returns ``{"entries",
+        "bytes"}``."""
+        r = self._req("PUT", "files/archive", _check_path(path), body=_pack(local))
+        return r.json()
+
+    def download_dir(self, path: PathType, local: PathType,
+                     max_bytes: int = _MAX_UNPACKED) -> int:
+        """Copies the contents of ``path`` in the sandbox into host directory ``local`` (made
+        if missing); returns the number of entries. What comes out of a sandbox is hostile:
+        each entry is checked first (no absolute name, no ``..``, no link out of the tree, no
+        device: :class:`UnsafeArchive`, and nothing is written), then written through no
+        symlink of ``local``."""
+        body = self._req("GET", "files/archive", _check_path(path)).body
+        with tarfile.open(fileobj=io.BytesIO(body), mode="r:") as tar:
+            members = _check_members(tar, max_bytes)
+            os.makedirs(os.fspath(local), exist_ok=True)
+            root = os.open(os.fspath(local), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                for m in members:
+                    _extract(tar, m, root)
+            finally:
+                os.close(root)
+        return len(members)
 
     def remove(self, path: PathType) -> None:
         """Remove a file, or a directory with everything in it."""

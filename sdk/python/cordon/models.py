@@ -34,6 +34,7 @@ class SandboxInfo:
     network: Dict[str, Any] = field(default_factory=dict)
     metadata: Dict[str, str] = field(default_factory=dict)
     secrets: List[Dict[str, Any]] = field(default_factory=list)  # names, hosts, in: no value
+    volumes: List[Dict[str, Any]] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -19,6 +19,17 @@ _EXEC_MARGIN = 30.0      # seconds the HTTP wait exceeds the command's own timeo
 _DEFAULT_EXEC_TIMEOUT = 60
 
 
+def _volume_mount(v: Any) -> Dict[str, Any]:
+    """``"name:/path[:ro]"`` or a mapping, as the API's ``{"name", "path", "read_only"}``."""
+    if isinstance(v, str):
+        name, sep, rest = v.partition(":")
+        path, ro = (rest[:-3], True) if rest.endswith(":ro") else (rest, False)
+        if not sep or not name or not path:
+            raise ValueError(f"volume {v!r}: expected NAME:PATH or NAME:PATH:ro")
+        return {"name": name, "path": path, "read_only": ro}
+    return dict(v)
+
+
 def _client(client: Optional[Client], socket: Optional[str], url: Optional[str],
             api_key: Optional[str], request_timeout: Optional[float]) -> Client:
     if client is not None:
@@ -51,6 +62,7 @@ class Sandbox:
                metadata: Optional[Mapping[str, str]] = None,
                snapshot: Union[str, Snapshot, None] = None,
                secrets: Optional[Mapping[str, Mapping[str, Any]]] = None,
+               volumes: Optional[Sequence[Any]] = None,
                socket: Optional[str] = None, url: Optional[str] = None,
                api_key: Optional[str] = None, client: Optional[Client] = None,
                request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT) -> "Sandbox":
@@ -75,6 +87,10 @@ class Sandbox:
                 and the egress proxy puts the real value into requests to those hosts only
                 (over TLS it terminates with a CA the sandbox trusts). Without ``network`` the
                 sandbox may reach each host on port 443. The value never enters the sandbox.
+            volumes: persistent volumes (:class:`cordon.Volumes`) to mount, each
+                ``{"name": "data", "path": "/data", "read_only": False}`` or the string
+                ``"data:/data"`` (``"data:/data:ro"``); one mounted read-write elsewhere
+                raises :class:`VolumeInUse`.
             socket, url, api_key: where cordond is (default: ``$CORDON_URL`` +
                 ``$CORDON_API_KEY``, ``$CORDON_SOCKET``, ``/run/cordon/cordon.sock``).
             client: an existing :class:`cordon.Client` to share.
@@ -89,7 +105,8 @@ class Sandbox:
                      ("env", dict(env) if env is not None else None),
                      ("metadata", dict(metadata) if metadata is not None else None),
                      ("snapshot", snapshot.id if isinstance(snapshot, Snapshot) else snapshot),
-                     ("secrets", {k: dict(v) for k, v in secrets.items()} if secrets is not None else None)):
+                     ("secrets", {k: dict(v) for k, v in secrets.items()} if secrets is not None else None),
+                     ("volumes", [_volume_mount(v) for v in volumes] if volumes is not None else None)):
             if v is not None:
                 body[k] = v
         info = SandboxInfo.from_json(c.request("POST", "/v1/sandboxes", json_body=body).json())

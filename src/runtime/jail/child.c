@@ -185,6 +185,13 @@ static int recv_go(struct jail_child *c)
 	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
 		if ((go.host_mask & (1u << i)) && k < n)
 			c->host_trees[i] = fds[k++];
+	/* Each volume is a tree to move into place, as the binds are (rootfs.h). */
+	if (go.n_volumes != c->spec->n_volumes || n - k != go.n_volumes)
+		return -EPROTO;
+	for (size_t i = 0; i < go.n_volumes; i++)
+		c->binds[c->n_binds++] = (struct rootfs_bind){.src_fd = fds[k++],
+							      .dst = c->spec->volumes[i].sandbox,
+							      .tree = true};
 	return 0;
 }
 
@@ -201,7 +208,7 @@ static int open_sources(struct jail_child *c, struct cordon_err *err)
 		if (c->image_fd < 0)
 			return cordon_err_set(err, -errno, "rootfs '%s'", spec->rootfs);
 	}
-	for (size_t i = 0; i < c->n_binds; i++) {
+	for (size_t i = 0; i < spec->n_binds; i++) {
 		int fd = jail_open_bind_source(spec->binds[i].host, err);
 		if (fd < 0)
 			return fd;
@@ -222,7 +229,9 @@ static int build(struct jail_child *c, struct cordon_err *err)
 	/* Die with the host from the start; set again after every credential change. Should the
 	 * host already be gone, the recv below sees EOF. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (recv_go(c) < 0)
+	if ((r = recv_go(c)) == -EPROTO)
+		return cordon_err_setf(err, r, "volumes: not received from the host");
+	if (r < 0)
 		_exit(CORDON_EXIT_SETUP); /* the host went away */
 	if ((r = cgroup_join_self(c->cg_join_fds, c->n_cg_join_fds)) < 0)
 		return cordon_err_set(err, r, "cgroup: join");

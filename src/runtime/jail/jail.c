@@ -32,6 +32,7 @@
 #include "lib/cgroup.h"
 #include "lib/idmap.h"
 #include "lib/overlay.h"
+#include "runtime/volume.h"
 #include "lib/initproto.h"
 #include "runtime/jail/jail.h"
 #include "runtime/runtime.h"
@@ -71,6 +72,10 @@ static int host_prepare(struct jail *j, const struct cordon_spec *spec, struct j
 
 	if ((r = runtime_host_acquire(h, spec, err)) < 0)
 		return r;
+	/* A volume's files are shown through the sandbox's own id range: root's to give. */
+	if (spec->n_volumes && (!h->privileged || spec->overlay))
+		return cordon_err_setf(err, -EPERM, "volumes: only root can mount them, and not in "
+				       "build mode");
 	/* The disk before clone(): the copy and the mount are what takes time, and none of it
 	 * needs the child. A build's root is its own overlay. */
 	if (h->privileged && !spec->overlay &&
@@ -169,8 +174,32 @@ static int scratch_make(struct jail *j, const struct cordon_spec *spec, struct s
 	_cleanup_close_ int userns = open_userns(j->sb.pid);
 	if (userns < 0)
 		return cordon_err_set(err, userns, "scratch: open the sandbox's user namespace");
-	return scratch_trees(&j->scratch, userns, idmap_slot_base(&j->sb.host.slot), spec->rootfs,
-			     j->restore_fd, t, err);
+	int r = scratch_trees(&j->scratch, userns, idmap_slot_base(&j->sb.host.slot), spec->rootfs,
+			      j->restore_fd, t, err);
+	j->disk_fd = TAKE_FD(j->scratch.img); /* the mount stays for snapshots */
+	return r;
+}
+
+/* The volumes' trees, idmapped through the child's user namespace, appended to @fds. */
+static int volume_trees(struct jail *j, const struct cordon_spec *spec, int *fds, int *n,
+			struct cordon_err *err)
+{
+	if (spec->n_volumes == 0)
+		return 0;
+	_cleanup_close_ int userns = open_userns(j->sb.pid);
+	if (userns < 0)
+		return cordon_err_set(err, userns, "volumes: open the sandbox's user namespace");
+	for (size_t i = 0; i < spec->n_volumes; i++) {
+		const struct cordon_volume *v = &spec->volumes[i];
+		int t = volume_tree(v->source, userns, v->read_only, err);
+		if (t < 0) {
+			while (i-- > 0)
+				close(fds[--*n]);
+			return t;
+		}
+		fds[(*n)++] = t;
+	}
+	return 0;
 }
 
 /* "go", with the trees (SCM_RIGHTS) the child mounts: struct jail_go. */
@@ -209,6 +238,12 @@ static int host_go(struct jail *j, const struct cordon_spec *spec, struct cordon
 			go.host_mask |= 1u << i;
 			fds[n++] = t.host[i];
 		}
+	int first_vol = n;
+	if ((r = volume_trees(j, spec, fds, &n, err)) < 0) {
+		scratch_trees_close(&t);
+		return r;
+	}
+	go.n_volumes = (uint8_t)(n - first_vol);
 	if (n > 0) {
 		msg.msg_control = u.buf;
 		msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
@@ -219,6 +254,8 @@ static int host_go(struct jail *j, const struct cordon_spec *spec, struct cordon
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
 	}
 	r = sendmsg(j->sync_fd, &msg, MSG_NOSIGNAL) == sizeof(go) ? 0 : -errno;
+	for (int i = first_vol; i < n; i++)
+		close(fds[i]);
 	scratch_trees_close(&t);
 	if (r < 0)
 		return cordon_err_set(err, r, "sandbox: start child");
@@ -285,7 +322,7 @@ static int start_from(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 {
 	struct jail *j = jail_of(sb);
 	j->pidfd = j->agent_fd = j->status_fd = j->sync_fd = -1;
-	j->scratch.mnt = -1;
+	j->scratch.mnt = j->scratch.img = j->disk_fd = -1;
 	j->restore_fd = from;
 
 	struct jail_child c = {.spec = spec, .sync_fd = -1, .chan_fd = -1, .image_fd = -1,
@@ -333,6 +370,8 @@ static int start_from(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 fail:
 	j->restore_fd = -1;
 	scratch_close(&j->scratch);
+	if (j->scratch.img >= 0)
+		close(TAKE_FD(j->scratch.img));
 	close_fds(sync, 2);
 	close_fds(chan, 2);
 	jail_child_free(&c);
@@ -433,7 +472,7 @@ static int jail_reap(struct cordon_sandbox *sb, struct cordon_result *ret)
 static void jail_free(struct cordon_sandbox *sb)
 {
 	struct jail *j = jail_of(sb);
-	int fds[] = {j->pidfd, j->agent_fd, j->status_fd, j->sync_fd};
+	int fds[] = {j->pidfd, j->agent_fd, j->status_fd, j->sync_fd, j->disk_fd};
 	close_fds(fds, ELEMENTSOF(fds));
 	scratch_close(&j->scratch);
 }
@@ -463,6 +502,13 @@ static int jail_restore(struct cordon_sandbox *sb, const struct cordon_spec *spe
 			struct cordon_err *err)
 {
 	return start_from(sb, spec, dirfd, err);
+}
+
+static uint64_t jail_disk_used(const struct cordon_sandbox *sb)
+{
+	struct stat st;
+	const struct jail *j = jail_of_const(sb);
+	return j->disk_fd >= 0 && fstat(j->disk_fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
 }
 
 static int jail_set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes, uint32_t cpus_milli,
@@ -533,6 +579,7 @@ const struct runtime_ops jail_ops = {
     .free = jail_free,
     .set_limits = jail_set_limits,
     .stats = jail_stats,
+    .disk_used = jail_disk_used,
     .attach_net = jail_attach_net,
     .pause = jail_pause,
     .resume = jail_resume,

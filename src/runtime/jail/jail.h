@@ -24,6 +24,7 @@ struct jail {
 	bool cg_attach_needed;
 	struct scratch scratch; /* the sandbox's disk, for its life (snapshots read it) */
 	int restore_fd;		/* a snapshot to fill the scratch from, during start; else -1 */
+	int disk_fd; /* the scratch's image (scratch.img), for cordon_sandbox_disk_used() */
 };
 
 static inline struct jail *jail_of(struct cordon_sandbox *sb)
@@ -50,7 +51,7 @@ struct jail_child {
 	bool image_writable; /* image_tree is its writable overlay on the scratch */
 	int root_tree;  /* the disk-backed scratch root from the host (scratch.h), or -1 */
 	int host_trees[ROOTFS_HOST_IMAGE_N]; /* overlays of the `host` template's, or -1 */
-	struct rootfs_bind binds[CORDON_MAX_BINDS];
+	struct rootfs_bind binds[CORDON_MAX_BINDS + CORDON_MAX_VOLUMES]; /* the volumes' last */
 	size_t n_binds;
 	char **envp;
 	char **init_argv;
@@ -61,11 +62,11 @@ struct jail_child {
 };
 
 /* The host's "go": which trees follow as SCM_RIGHTS, in this order: the image tree, the
- * scratch root, then one per bit of host_mask. */
+ * scratch root, one per bit of host_mask, then the spec's volumes (all of them, in order). */
 struct jail_go {
-	uint8_t image, image_writable, root, host_mask;
+	uint8_t image, image_writable, root, host_mask, n_volumes;
 };
-#define JAIL_GO_MAX_FDS (2 + ROOTFS_HOST_IMAGE_N)
+#define JAIL_GO_MAX_FDS (2 + ROOTFS_HOST_IMAGE_N + CORDON_MAX_VOLUMES)
 
 enum { JAIL_MSG_OK = 1, JAIL_MSG_ERR = 2 };
 

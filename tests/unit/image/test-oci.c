@@ -175,6 +175,47 @@ static void test_whiteout_dotdot_refused(void **state)
 	assert_int_equal(apply(b, l, ELEMENTSOF(l), 1 << 20, &err), -EINVAL);
 }
 
+static int apply_plain(struct box *b, const struct ent *ents, size_t n, struct cordon_err *err)
+{
+	_cleanup_close_ int fd = make_layer(ents, n);
+	return oci_apply_tar(b->root, fd, 1 << 20, err);
+}
+
+/* oci_apply_tar(): a directory out of a sandbox. Whiteouts are plain files, owners are not
+ * kept, and what a layer would clean or skip is refused, the tree as it was. */
+static void test_plain_tar(void **state)
+{
+	struct box *b = *state;
+	struct cordon_err err = {0};
+	const struct ent ok[] = {
+		{"./d/", AE_IFDIR, 0755, NULL, false},
+		{"d/.wh.x", AE_IFREG, 0644, "kept", false},
+		{"d/l", AE_IFLNK, 0777, "../d/.wh.x", false},
+		{"h", AE_IFREG, 0644, "d/.wh.x", true},
+	};
+	assert_int_equal(apply_plain(b, ok, ELEMENTSOF(ok), &err), 0);
+	assert_file(b, "d/.wh.x", "kept", 0644);
+	struct stat st;
+	assert_int_equal(fstatat(b->root, "d/.wh.x", &st, 0), 0);
+	assert_int_equal(st.st_uid, geteuid());
+	static const struct ent bad[][1] = {
+		{{"../canary/x", AE_IFREG, 0644, "x", false}},
+		{{"/abs", AE_IFREG, 0644, "x", false}},
+		{{"a/../../x", AE_IFREG, 0644, "x", false}},
+		{{"l", AE_IFLNK, 0777, "/etc", false}},
+		{{"d/l2", AE_IFLNK, 0777, "../../canary", false}},
+		{{"fifo", AE_IFIFO, 0644, NULL, false}},
+		{{"chr", AE_IFCHR, 0644, NULL, false}},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		err = (struct cordon_err){0};
+		assert_int_equal(apply_plain(b, bad[i], 1, &err), -EPERM);
+		assert_non_null(err.msg[0] ? err.msg : NULL);
+	}
+	assert_int_equal(faccessat(b->root, "fifo", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+	assert_int_equal(faccessat(b->root, "l", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+}
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -187,6 +228,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hardlink_out_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_byte_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_whiteout_dotdot_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_plain_tar, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

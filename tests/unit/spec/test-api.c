@@ -31,6 +31,7 @@ enum which {
 	MKDIR,
 	FILTER,
 	BUILD,
+	VOLUME,
 };
 
 /* Runs the parser for @w over @body and frees what it made; returns its result. */
@@ -43,6 +44,7 @@ static int run(enum which w, const char *body, size_t len, struct cordon_err *er
 	struct api_mkdir *mk = NULL;
 	struct api_filter *f = NULL;
 	struct api_build *bd = NULL;
+	struct api_volume *v = NULL;
 	struct api_stdin in = {};
 	uint32_t t;
 	int sig, r = -ENOSYS;
@@ -81,7 +83,11 @@ static int run(enum which w, const char *body, size_t len, struct cordon_err *er
 	case BUILD:
 		r = api_build_parse(body, len, &bd, err);
 		break;
+	case VOLUME:
+		r = api_volume_parse(body, len, &v, err);
+		break;
 	}
+	api_volume_free(v);
 	api_build_free(bd);
 	api_create_free(c);
 	api_exec_free(e);
@@ -350,6 +356,51 @@ static void test_build(void **state)
 	expect_fail(BUILD, doc, strlen(doc), -EINVAL, "recipe: longer than 1048576 bytes");
 	free(doc);
 	free(big);
+}
+
+/* POST /v1/volumes and "volumes" at create: names, sizes, mount paths, each once. */
+static void test_volumes(void **state)
+{
+	struct api_volume *v = NULL;
+	struct api_create *c = NULL;
+	struct cordon_err err = {};
+	const char *ok = "{\"name\": \"data.1_x-y\", \"size_mb\": 16}";
+	assert_int_equal(api_volume_parse(ok, strlen(ok), &v, &err), 0);
+	assert_string_equal(v->name, "data.1_x-y");
+	assert_int_equal(v->size_mb, 16);
+	api_volume_free(v);
+	static const char *const bad_vol[] = {
+	    "{\"name\": \"Data\", \"size_mb\": 16}", "{\"name\": \"-x\", \"size_mb\": 16}",
+	    "{\"name\": \"a/b\", \"size_mb\": 16}", "{\"name\": \"x\", \"size_mb\": 15}",
+	    "{\"name\": \"x\", \"size_mb\": 16777217}", "{\"name\": \"x\"}", "{\"size_mb\": 16}",
+	};
+	for (size_t i = 0; i < ELEMENTSOF(bad_vol); i++)
+		expect_fail(VOLUME, bad_vol[i], strlen(bad_vol[i]), -EINVAL, "");
+	char *long_name = repeat('a', API_MAX_VOLUME_NAME + 1), *doc = NULL;
+	assert_true(asprintf(&doc, "{\"name\": \"%s\", \"size_mb\": 16}", long_name) > 0);
+	expect_fail(VOLUME, doc, strlen(doc), -EINVAL, "name");
+	free(doc);
+	free(long_name);
+	const char *mounts = "{\"volumes\": [{\"name\": \"a\", \"path\": \"/data\"},"
+			     " {\"name\": \"b\", \"path\": \"/home/user/x\", \"read_only\": true}]}";
+	assert_int_equal(api_create_parse(mounts, strlen(mounts), MAX_TTL, &c, &err), 0);
+	assert_int_equal(c->n_volumes, 2);
+	assert_string_equal(c->volumes[1].path, "/home/user/x");
+	assert_true(c->volumes[1].read_only && !c->volumes[0].read_only);
+	api_create_free(c);
+	static const char *const bad_paths[] = {"data", "/", "/proc", "/proc/1", "/sys", "/dev/shm",
+						"/a/../b", "/a/./b", "/a//b", "/a/", "/..", "/."};
+	for (size_t i = 0; i < ELEMENTSOF(bad_paths); i++) {
+		assert_true(asprintf(&doc, "{\"volumes\": [{\"name\": \"a\", \"path\": \"%s\"}]}",
+				     bad_paths[i]) > 0);
+		expect_fail(CREATE, doc, strlen(doc), -EINVAL, "volumes[0].path");
+		free(doc);
+	}
+	const char *twice = "{\"volumes\": [{\"name\": \"a\", \"path\": \"/x\"},"
+			    " {\"name\": \"a\", \"path\": \"/y\"}]}";
+	expect_fail(CREATE, twice, strlen(twice), -EINVAL, "named twice");
+	const char *noname = "{\"volumes\": [{\"path\": \"/x\"}]}";
+	expect_fail(CREATE, noname, strlen(noname), -EINVAL, "required");
 }
 
 /* Every runtime name the API knows parses (the daemon, not the parser, refuses one this host
@@ -881,6 +932,10 @@ static void test_errors(void **state)
 	    {API_ERR_UNSUPPORTED_RUNTIME, "unsupported_runtime", 400},
 	    {API_ERR_SANDBOX_PAUSED, "sandbox_paused", 409},
 	    {API_ERR_SNAPSHOT_LIMIT, "snapshot_limit", 507},
+	    {API_ERR_VOLUME_IN_USE, "volume_in_use", 409},
+	    {API_ERR_VOLUME_EXISTS, "volume_exists", 409},
+	    {API_ERR_INSUFFICIENT_STORAGE, "insufficient_storage", 507},
+	    {API_ERR_UNSAFE_ARCHIVE, "unsafe_archive", 400},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
@@ -944,6 +999,7 @@ int main(void)
 	    cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_fork),
 	    cmocka_unit_test(test_build),
+	    cmocka_unit_test(test_volumes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
