@@ -203,6 +203,7 @@ int64_t bld_run_in_jail(struct build *b, const struct jail_run *jr)
 				    .stage = stage};
 	struct cordon_spec spec;
 	cordon_spec_init(&spec);
+	spec.runtime = "jail"; /* RUN steps need the overlay build mode, which only the jail has */
 	spec.overlay = &ov;
 	spec.argv = jr->argv;
 	spec.user = jr->user;
