@@ -630,7 +630,7 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 	struct sbx_start st = {.disk_bytes = (uint64_t)req->limits.disk_mb << 20, .rootfs = rootfs,
 			       .runtime = runtime, .from = from->fd,
 			       .bind = req->secrets.n ? &trust : NULL, .vols = vols,
-			       .n_vols = req->n_volumes};
+			       .n_vols = req->n_volumes, .spec_hook = network_spec};
 	if (make_room(e) < 0 || (req->n_volumes && svc_volumes_claim(req, vols, &claim, &vjson, e) < 0)) {
 		version_free(version);
 		return NULL;

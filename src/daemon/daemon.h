@@ -309,6 +309,8 @@ struct sbx_start {
 	const struct cordon_bind *bind;	 /* bound read-only into it, or NULL */
 	const struct cordon_volume *vols; /* mounted, already claimed */
 	size_t n_vols;
+	/* Called on the spec before start (network.c's network_spec: a layer above). */
+	void (*spec_hook)(struct cordon_spec *spec, const char *runtime);
 };
 /* Starts a runtime for a sandbox as @st says; -errno in @err. */
 struct sbx *sbx_new(bool pooled, const struct sbx_start *st, struct cordon_err *err);

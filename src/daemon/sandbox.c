@@ -585,7 +585,8 @@ struct sbx *sbx_new(bool pooled, const struct sbx_start *st, struct cordon_err *
 	}
 	s->spec.rootfs = st->rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = st->runtime;
-	network_spec(&s->spec, st->runtime);
+	if (st->spec_hook)
+		st->spec_hook(&s->spec, st->runtime);
 	if (st->bind) /* opened by the child before start returns, like the rootfs */
 		s->spec.binds[s->spec.n_binds++] = *st->bind;
 	for (size_t i = 0; i < st->n_vols && i < CORDON_MAX_VOLUMES; i++) /* read before start returns */

@@ -1,7 +1,8 @@
 """Pause, resume, snapshots and fork (issue 12), on every runtime that has them.
 
 The runtime is a parameter: `jail` always, `gvisor` once GET /v1/runtimes says it is
-available here and its pause does not answer unsupported_runtime (skipped otherwise). Each
+available here and its pause does not answer unsupported_runtime (skipped otherwise); the
+snapshot and fork tests also need the runtime's "snapshot" capability (gvisor has not). Each
 test checks state before and after on the real daemon: a counter loop that stops while
 paused, files seen (and deleted ones unseen) in a sandbox made from a snapshot, a sparse
 1 GiB file that stays sparse, children that do not see each other's writes, and nothing
@@ -53,6 +54,14 @@ def runtime(request, client):
         finally:
             client.destroy(sb["id"], missing_ok=True)
     return name
+
+
+@pytest.fixture
+def snapshots(runtime, client):
+    """Skips a runtime whose listing has no "snapshot" capability (gvisor: pause only)."""
+    entry = [x for x in client.get("/v1/runtimes").json()["runtimes"] if x["name"] == runtime]
+    if "snapshot" not in entry[0]["capabilities"]:
+        pytest.skip(f"runtime {runtime} has no snapshots here (capabilities: {entry[0]['capabilities']})")
 
 
 @pytest.fixture
@@ -191,6 +200,7 @@ def test_pause_has_its_own_bound(runtime):
         d.cleanup()
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_snapshot_then_create_sees_the_files(client, made, runtime):
     sb = create(client, made, runtime, limits={"pids": 128, "disk_mb": 2048})
     sid = sb["id"]
@@ -244,6 +254,7 @@ def identity(client, sid):
     return sh(client, sid, "hostname; cat /proc/self/uid_map | awk '{print $2}'").split()
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_fork_children_are_independent(client, made, runtime):
     sb = create(client, made, runtime, timeout_s=120)
     sid = sb["id"]
@@ -289,6 +300,7 @@ def _remember(daemon):
     _daemons["d"] = daemon
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_fork_of_ten_under_load(client, made, runtime):
     sb = create(client, made, runtime, timeout_s=120)
     sid = sb["id"]
@@ -308,6 +320,7 @@ def test_fork_of_ten_under_load(client, made, runtime):
     assert took < 60, took
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_snapshot_of_a_destroyed_sandbox_is_refused(client, made, runtime):
     sb = create(client, made, runtime)
     client.destroy(sb["id"])
@@ -320,11 +333,13 @@ def test_snapshot_of_a_destroyed_sandbox_is_refused(client, made, runtime):
     ({"count": 1, "colour": 1}, "unknown_field"), ({"count": "2"}, "invalid_field"),
     ({"count": 1, "timeout_s": 0}, "invalid_field"),
 ])
+@pytest.mark.usefixtures("snapshots")
 def test_fork_bad_input(client, made, runtime, body, code):
     sb = create(client, made, runtime)
     assert_error(client.post(f"/v1/sandboxes/{sb['id']}/fork", body), 400, code)
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_a_snapshot_that_does_not_fit_the_disk(client, made, runtime):
     sid = create(client, made, runtime)["id"]
     sh(client, sid, "head -c 40000000 /dev/zero > /tmp/fill")
@@ -340,6 +355,7 @@ def test_a_snapshot_that_does_not_fit_the_disk(client, made, runtime):
     client.delete(f"/v1/snapshots/{snap['id']}")
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_create_from_bad_snapshots(client, runtime):
     assert_error(client.post("/v1/sandboxes", {"snapshot": "sn-" + "a" * 20}), 404, "not_found")
     assert_error(client.post("/v1/sandboxes", {"snapshot": "nope"}), 400, "invalid_field")
@@ -347,6 +363,7 @@ def test_create_from_bad_snapshots(client, runtime):
     assert_error(client.delete("/v1/snapshots/../x"), (400, 404))
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_size_cap_refuses_with_a_clear_code(runtime):
     d = start_daemon(pool=0, extra=["--max-snapshot-bytes", "1M"])
     try:
@@ -361,6 +378,7 @@ def test_size_cap_refuses_with_a_clear_code(runtime):
         d.cleanup()
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_metrics_count_snapshots(client, made, runtime):
     sb = create(client, made, runtime)
     snap = snapshot(client, sb["id"])
@@ -382,6 +400,7 @@ def loop_devices():
     return out
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_nothing_left_after_50_forks(client, daemon, runtime):
     base_loops = {l for l in loop_devices() if daemon.root in l[1]}
     assert wait_until(lambda: not daemon_cgroups(daemon, client), 10)
@@ -448,6 +467,7 @@ def cli(daemon, *args, code=0):
     return p.stdout
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_cli(client, daemon, made, runtime):
     sid = create(client, made, runtime)["id"]
     assert cli(daemon, "pause", sid).strip() == "paused"
@@ -469,6 +489,7 @@ def test_cli(client, daemon, made, runtime):
     cli(daemon, "snapshot", "rm", snap, code=1)
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_fork_reports_each_child(runtime):
     """Past the daemon's --max-sandboxes the children that cannot be made are answered as
     errors in their place; the others are made."""
@@ -496,6 +517,7 @@ beta-key-fedcba9876543210 bob 5
 ALICE, BOB = "alpha-key-0123456789abcdef", "beta-key-fedcba9876543210"
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_snapshots_are_their_makers_and_forks_keep_the_quota(runtime):
     import socket
     with socket.socket() as s:
@@ -525,6 +547,7 @@ def test_snapshots_are_their_makers_and_forks_keep_the_quota(runtime):
         d.cleanup()
 
 
+@pytest.mark.usefixtures("snapshots")
 def test_snapshots_outlive_the_daemon(runtime):
     d = start_daemon(pool=0)
     try:
@@ -547,6 +570,7 @@ def test_snapshots_outlive_the_daemon(runtime):
         d.cleanup()
 
 
+@pytest.mark.usefixtures("snapshots")
 @pytest.mark.skipif(not os.path.isfile("/bin/busybox"), reason="needs /bin/busybox")
 def test_snapshot_of_a_template_sandbox(runtime, tmp_path, monkeypatch):
     """A built template's sandbox: its image is a writable overlay whose upper directory the
