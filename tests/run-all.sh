@@ -52,6 +52,11 @@ stage "integration" pytests build pytest-integration tests/integration
 stage "security" pytests build pytest-security tests/security
 stage "daemon" pytests build pytest-daemon tests/daemon
 stage "net" pytests build pytest-net tests/net
+# gVisor (runsc): its own tests, and the egress suite again with every sandbox on gvisor.
+# Both skip with a reason where runsc is not installed.
+stage "gvisor" pytests build pytest-gvisor tests/gvisor
+net_gvisor() { CORDON_TEST_RUNTIME=gvisor pytests build pytest-net-gvisor tests/net; }
+stage "net (gvisor)" net_gvisor
 stage "sdk" pytests build pytest-sdk sdk/python/tests
 stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$results/kernels.xml" bash tests/kernels/run.sh
 stage "asan build" asan_build

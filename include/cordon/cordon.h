@@ -77,6 +77,10 @@ const char *cordon_runtime_cap_name(uint32_t cap);
  * *ret_name is the registry's own string. -ENOENT for an unknown name, -EOPNOTSUPP for one
  * that cannot run here; @err then names the runtimes that can. */
 int cordon_runtime_resolve(const char *name, const char **ret_name, struct cordon_err *err);
+/* Whether runtime @name can be given a network after it started (cordon_sandbox_attach_net);
+ * one that cannot (gvisor: its netstack takes the interfaces it finds at boot) gets its link
+ * at start (spec->net) from a caller that may give it one later. */
+bool cordon_runtime_attaches_net(const char *name);
 
 struct cordon_sandbox;
 

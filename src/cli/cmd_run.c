@@ -505,6 +505,9 @@ int cmd_run(int argc, char **argv)
 	_cleanup_(cli_args_done) struct cli_args a = {};
 
 	cordon_spec_init(&c.spec);
+	/* The jail unless asked: auto would pick gvisor where runsc works, a slower start and
+	 * a different kernel under the caller's commands (README, gvisor). */
+	c.spec.runtime = "jail";
 	cli_values_init(&v);
 	int r = cli_parse(CLI_RUN, argc, argv, 0, &v, &a);
 	if (r == 1)

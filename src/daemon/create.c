@@ -143,8 +143,9 @@ static int template_start(struct sbx *s)
  * through a pipe and the loop takes it from there. The jail's child is async-signal-safe
  * between clone() and exec(), so cloning from a threaded process is sound.
  *
- * The pool keeps --pool sandboxes ready for `host` and for each template a create asked for
- * (the POOL_TEMPLATES most recently asked for). A pooled sandbox of a template holds the
+ * The pool keeps --pool sandboxes ready for `host` on the jail and for each template and
+ * runtime a create asked for (the POOL_TEMPLATES most recently asked for): a pooled gvisor
+ * sandbox hides runsc's boot as a pooled jail hides clone(). A pooled sandbox of a template holds the
  * version it was made from, opened on the loop before the thread starts it. One whose
  * template has since been rebuilt or removed is retired (destroyed, and the pool refilled
  * from the new version) whenever the pool is looked at: every create and destroy, and the
@@ -154,15 +155,17 @@ static int template_start(struct sbx *s)
 
 struct warm {
 	char name[65];     /* "" for host */
+	const char *runtime; /* the registry's name (static) */
 	size_t pending;    /* asked of the creator thread, not back yet */
 	uint64_t used_ms;  /* the last create that asked for it */
 };
 
-static struct warm warm[1 + POOL_TEMPLATES] = {{.name = ""}}; /* [0]: host, always */
+static struct warm warm[1 + POOL_TEMPLATES] = {{.name = "", .runtime = "jail"}}; /* [0]: always */
 static size_t n_warm = 1;
 
 struct started {
 	char name[65];                 /* its warm entry's */
+	const char *runtime;           /* its warm entry's */
 	struct store_version *version; /* NULL for host; the sandbox's once adopted */
 	struct cordon_sandbox *rt;
 	struct cordon_err err;
@@ -179,6 +182,8 @@ static void creator_start(struct started *st)
 	cordon_spec_init(&spec);
 	spec.timeout_ms = 0;
 	spec.rootfs = st->version ? st->version->rootfs : NULL;
+	spec.runtime = st->runtime;
+	network_spec(&spec, st->runtime);
 	if (cordon_sandbox_start(&spec, &st->rt, &st->err) < 0)
 		st->rt = NULL;
 	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
@@ -208,19 +213,20 @@ static void *creator_main(void *arg)
 	}
 }
 
-static struct warm *warm_find(const char *name)
+/* @runtime NULL: of any runtime. */
+static struct warm *warm_find(const char *name, const char *runtime)
 {
 	for (size_t i = 0; i < n_warm; i++)
-		if (strcmp(warm[i].name, name) == 0)
+		if (strcmp(warm[i].name, name) == 0 && (!runtime || strcmp(warm[i].runtime, runtime) == 0))
 			return &warm[i];
 	return NULL;
 }
 
-/* @name ("" for host) is kept warm from now on, in place of the template least recently
- * asked for if there are POOL_TEMPLATES already (its pooled sandboxes are retired). */
-static void warm_touch(const char *name)
+/* @name ("" for host) on @runtime is kept warm from now on, in place of the template least
+ * recently asked for if there are POOL_TEMPLATES already (its pooled sandboxes are retired). */
+static void warm_touch(const char *name, const char *runtime)
 {
-	struct warm *w = warm_find(name);
+	struct warm *w = warm_find(name, runtime);
 	if (!w && n_warm < ELEMENTSOF(warm))
 		w = &warm[n_warm++];
 	if (!w) {
@@ -229,9 +235,10 @@ static void warm_touch(const char *name)
 			if (warm[i].used_ms < w->used_ms)
 				w = &warm[i];
 	}
-	if (strcmp(w->name, name) != 0)
+	if (strcmp(w->name, name) != 0 || !w->runtime || strcmp(w->runtime, runtime) != 0)
 		*w = (struct warm){0};
 	snprintf(w->name, sizeof(w->name), "%s", name);
+	w->runtime = runtime;
 	w->used_ms = now_ms();
 }
 
@@ -270,8 +277,7 @@ static void pool_retire(const char *name)
 		}
 		s = s->next;
 	}
-	struct warm *w = named ? NULL : warm_find(n);
-	if (w)
+	for (struct warm *w; !named && (w = warm_find(n, NULL));)
 		warm_drop(w);
 }
 
@@ -279,7 +285,7 @@ static void pool_retire(const char *name)
 static void pool_retire_cold(void)
 {
 	for (struct sbx *s = D.sandboxes; s;) {
-		if (s->pooled && s->state != SBX_DESTROYED && !warm_find(s->template_name)) {
+		if (s->pooled && s->state != SBX_DESTROYED && !warm_find(s->template_name, s->runtime)) {
 			sbx_destroy(s, "pool_retired");
 			s = D.sandboxes;
 			continue;
@@ -292,7 +298,7 @@ static void on_started(evutil_socket_t fd, short what, void *arg)
 {
 	struct started *st;
 	while (read(creator_res[0], &st, sizeof(st)) == sizeof(st)) {
-		struct warm *w = warm_find(st->name);
+		struct warm *w = warm_find(st->name, st->runtime);
 		creator_pending--;
 		if (w && w->pending)
 			w->pending--;
@@ -346,7 +352,8 @@ static size_t pooled_of(const struct warm *w)
 {
 	size_t n = w->pending;
 	for (struct sbx *s = D.sandboxes; s; s = s->next)
-		n += s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, w->name) == 0;
+		n += s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, w->name) == 0 &&
+		     strcmp(s->runtime, w->runtime) == 0;
 	return n;
 }
 
@@ -359,6 +366,7 @@ static int pool_request(struct warm *w)
 	if (!st)
 		return -ENOMEM;
 	snprintf(st->name, sizeof(st->name), "%s", w->name);
+	st->runtime = w->runtime;
 	int r = 0;
 	if (w->name[0] && ((st->version = malloc(sizeof(*st->version))) == NULL ||
 			   (r = store_version_open(w->name, st->version, &err)) < 0)) {
@@ -402,7 +410,7 @@ void pool_fill(void)
  * NULL. */
 static struct sbx *pool_claim(const char *name, const char *runtime)
 {
-	if (!warm_find(name))
+	if (!warm_find(name, runtime))
 		return NULL;
 	pool_busy = true; /* the caller fills once it has its sandbox */
 	pool_retire(name); /* a rebuild by the CLI is seen here first */
@@ -601,7 +609,7 @@ static struct sbx *create_obtain(const struct api_create *req, const char *runti
 	if (!s && !host && !(version = template_open(req->template_name, e)))
 		return NULL;
 	if (from_pool)
-		warm_touch(warm_name); /* kept warm from now on */
+		warm_touch(warm_name, runtime); /* kept warm from now on */
 	return s ? s : sandbox_make(req, runtime, version, warm_name, e);
 }
 

@@ -323,6 +323,9 @@ int network_start(void);
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
 		struct cordon_err *err);
 void network_forget(struct sbx *s);
+/* A runtime that cannot be given a network later (cordon_runtime_attaches_net()) gets its
+ * link in @spec at start, when this server has a proxy. Any thread. */
+void network_spec(struct cordon_spec *spec, const char *runtime);
 /* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
 

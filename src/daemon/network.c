@@ -163,6 +163,17 @@ void network_forget(struct sbx *s)
 	}
 }
 
+void network_spec(struct cordon_spec *spec, const char *runtime)
+{
+	if (!D.egress || cordon_runtime_attaches_net(runtime))
+		return;
+	/* Linked now, answered by nothing until its policy lets something out (deny: the proxy
+	 * refuses all, as for a jail whose policy went back to deny). */
+	spec->net = CORDON_NET_EGRESS;
+	spec->net_hook = network_hook;
+	spec->net_hook_data = NULL;
+}
+
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err)
 {
 	/* The policy follows from the main thread; until then the proxy answers nothing. */

@@ -511,6 +511,7 @@ struct sbx *sbx_new(bool pooled, uint64_t disk_bytes, const char *rootfs,
 	}
 	s->spec.rootfs = rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = runtime;
+	network_spec(&s->spec, runtime);
 	if (cordon_sandbox_start(&s->spec, &s->rt, err) < 0) {
 		sbx_final(s);
 		return NULL;

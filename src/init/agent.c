@@ -1124,7 +1124,23 @@ static int do_file_remove(struct agent *a, uint32_t chan, void *m)
 }
 
 /* File operations run with the fsuid/fsgid of the requesting user, so the API can touch only
- * what that user could. The agent is single-threaded, so this cannot leak into other work. */
+ * what that user could. The agent is single-threaded, so this cannot leak into other work.
+ * Where setfsuid() does not take (gVisor's Sentry keeps the fsuid equal to the euid), the
+ * effective ids change instead, the saved ones staying root's to come back. */
+static bool fs_by_euid;
+
+static int fs_set(uid_t uid, gid_t gid)
+{
+	if (fs_by_euid)
+		return setresgid(-1, gid, -1) < 0 || setresuid(-1, uid, -1) < 0 ? -errno : 0;
+	setfsgid(gid);
+	setfsuid(uid);
+	/* setfsuid() reports no errors; read the values back */
+	if ((uid_t)setfsuid((uid_t)-1) == uid && (gid_t)setfsgid((gid_t)-1) == gid)
+		return 0;
+	return -EPERM;
+}
+
 static int fs_become(const struct agent *a, uint32_t user)
 {
 	uid_t uid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_UID;
@@ -1132,19 +1148,25 @@ static int fs_become(const struct agent *a, uint32_t user)
 
 	if (user > FRAME_USER_ROOT)
 		return -EINVAL;
-	setfsgid(gid);
-	setfsuid(uid);
-	/* setfsuid() reports no errors; read the values back */
-	if ((uid_t)setfsuid((uid_t)-1) != uid || (gid_t)setfsgid((gid_t)-1) != gid) {
-		setfsuid(a->uid);
-		setfsgid(a->gid);
-		return -EPERM;
+	int r = fs_set(uid, gid);
+	if (r < 0 && !fs_by_euid) {
+		fs_by_euid = true;
+		fs_set(a->uid, a->gid);
+		r = fs_set(uid, gid);
 	}
-	return 0;
+	if (r < 0)
+		fs_set(a->uid, a->gid);
+	return r;
 }
 
 static void fs_restore(const struct agent *a)
 {
+	/* uid first: back to root before the gid may change again */
+	if (fs_by_euid) {
+		if (setresuid(-1, a->uid, -1) < 0 || setresgid(-1, a->gid, -1) < 0)
+			abort(); /* never serve the next request with another user's ids */
+		return;
+	}
 	setfsuid(a->uid);
 	setfsgid(a->gid);
 }

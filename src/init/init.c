@@ -2,6 +2,9 @@
  *
  *   cordon-init --run --workdir DIR -- CMD [ARGS...]   one-shot: run CMD, reap, exit with it
  *   cordon-init --agent                                serve the host on fd 3 (agent.c)
+ *   cordon-init --agent --connect PATH                 the same over the unix socket PATH (a
+ *                                                      runtime such as gvisor that hands the
+ *                                                      sandbox no fd 3)
  *
  * It is exec'd from a sealed memfd after the boundary is complete, so it runs with the same
  * (no) privileges as what it starts. In one-shot mode it forwards the host's signals to CMD,
@@ -16,6 +19,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -137,11 +142,30 @@ static void agent_fds(void)
 	close_range(INIT_AGENT_FD + 1, ~0u, 0);
 }
 
+/* The host listens on @path (a unix socket it made for us alone); the connection becomes
+ * fd 3. */
+static int connect_channel(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -1;
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    (fd != INIT_AGENT_FD && dup2(fd, INIT_AGENT_FD) < 0))
+		return -1;
+	if (fd != INIT_AGENT_FD)
+		close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* Nothing in the sandbox may read our memory or environment through /proc/1. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (argc >= 2 && strcmp(argv[1], "--agent") == 0) {
+		if (argc >= 4 && strcmp(argv[2], "--connect") == 0 && connect_channel(argv[3]) < 0)
+			return 2;
 		agent_fds();
 		return agent_main(INIT_AGENT_FD);
 	}

@@ -29,6 +29,11 @@ struct init_status {
  * exec as root, a build step): Docker's default set without mknod, raw sockets and audit,
  * which is what dpkg, apt, pip and debootstrap's second stage need (chown, setuid to _apt,
  * chroot "/"). Over the sandbox's own files and ids: none of them reaches the host's. */
+/* What cordon-init keeps in agent mode: starting processes as "user" or root, and signalling
+ * them. CAP_SETPCAP lets it empty the bounding set of what it starts. */
+#define CAPS_INIT_AGENT                                                                            \
+	(CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETPCAP))
+
 #define CAPS_SANDBOX_ROOT                                                                          \
 	(CAP_BIT(CAP_CHOWN) | CAP_BIT(CAP_DAC_OVERRIDE) | CAP_BIT(CAP_FOWNER) |                    \
 	 CAP_BIT(CAP_FSETID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_SETUID) |     \

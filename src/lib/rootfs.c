@@ -28,7 +28,7 @@ const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N] = {"usr",   "bin",   "s
 							    "lib32", "lib64", "libx32"};
 
 /* From the host's /etc, read-only: what makes programs work and holds no secret. */
-static const char *const host_etc[] = {
+const char *const rootfs_host_etc[] = {
 	"ssl",	      "ca-certificates", "ca-certificates.conf", "ld.so.cache", "ld.so.conf",
 	"ld.so.conf.d", "alternatives",	  "localtime",		  "timezone",	 "protocols",
 	"services",   "mime.types",	  "perl",		  "python3",	 "python3.11",
@@ -39,12 +39,9 @@ static const char *const host_etc[] = {
 /* Top-level names of a --rootfs image that the sandbox gets fresh instead. */
 static const char *const image_skip[] = {"proc", "dev", "sys", "tmp", "home", "root", "run"};
 
-struct gen_file {
-	const char *name;
-	const char *content;
-};
+const size_t rootfs_host_etc_n = ELEMENTSOF(rootfs_host_etc);
 
-static const struct gen_file etc_files[] = {
+const struct rootfs_gen_file rootfs_etc_files[] = {
 	{"passwd", "root:x:0:0:root:/root:/bin/bash\n"
 		   "user:x:1000:1000:user:/home/user:/bin/bash\n"
 		   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
@@ -54,6 +51,7 @@ static const struct gen_file etc_files[] = {
 	{"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
 			  "networks: files\nprotocols: files\nservices: files\n"},
 };
+const size_t rootfs_etc_files_n = ELEMENTSOF(rootfs_etc_files);
 
 /* Masked parts of /proc, after the OCI runtime spec's defaults. */
 static const char *const proc_readonly[] = {"bus", "fs", "irq", "sys", "sysrq-trigger"};
@@ -254,15 +252,15 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 		return cordon_err_set(err, -errno, "mount /etc");
 	struct mount_attr probe = {0};
 	sealing = syscall(SYS_mount_setattr, -1, "", 0, &probe, sizeof(probe)) < 0 && errno != ENOSYS;
-	for (size_t i = 0; i < ELEMENTSOF(host_etc); i++) {
-		snprintf(path, sizeof(path), NEWROOT "/etc/%s", host_etc[i]);
-		r = expose_entry(etc, host_etc[i], path, err);
+	for (size_t i = 0; i < rootfs_host_etc_n; i++) {
+		snprintf(path, sizeof(path), NEWROOT "/etc/%s", rootfs_host_etc[i]);
+		r = expose_entry(etc, rootfs_host_etc[i], path, err);
 		if (r < 0)
 			return r;
 	}
-	for (size_t i = 0; i < ELEMENTSOF(etc_files); i++) {
-		snprintf(path, sizeof(path), NEWROOT "/etc/%s", etc_files[i].name);
-		r = write_new_file(path, etc_files[i].content, 0644, err);
+	for (size_t i = 0; i < rootfs_etc_files_n; i++) {
+		snprintf(path, sizeof(path), NEWROOT "/etc/%s", rootfs_etc_files[i].name);
+		r = write_new_file(path, rootfs_etc_files[i].content, 0644, err);
 		if (r < 0)
 			return r;
 	}

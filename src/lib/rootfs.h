@@ -23,6 +23,18 @@ struct rootfs_bind {
 #define ROOTFS_HOST_IMAGE_N 7
 extern const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N];
 
+/* From the host's /etc, read-only: what makes programs work and holds no secret. */
+extern const char *const rootfs_host_etc[];
+extern const size_t rootfs_host_etc_n;
+
+/* The sandbox's own /etc files. */
+struct rootfs_gen_file {
+	const char *name;
+	const char *content;
+};
+extern const struct rootfs_gen_file rootfs_etc_files[];
+extern const size_t rootfs_etc_files_n;
+
 struct rootfs_config {
 	int image_fd; /* O_PATH fd of a root filesystem directory; -1 for the `host` template */
 	int image_tree; /* the same as a detached idmapped mount (open_tree) of the host's, or -1 */

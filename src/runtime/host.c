@@ -1,5 +1,7 @@
 /* The host side every runtime shares: uid slot, cgroup, link addresses (host.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,28 @@ int runtime_host_link(struct runtime_host *h, pid_t pid, cordon_net_hook hook, v
 	memcpy(h->ip, ip, sizeof(ip));
 	h->linked = true;
 	return 0;
+}
+
+/* From a host thread that enters @pid's network namespace for the few ioctls of eth0 and
+ * comes back. */
+int runtime_host_link_inside(struct runtime_host *h, pid_t pid, struct cordon_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	_cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int target = open(path, O_RDONLY | O_CLOEXEC);
+	if (self < 0 || target < 0)
+		return cordon_err_set(err, -errno, "network: open network namespaces");
+	if (setns(target, CLONE_NEWNET) < 0)
+		return cordon_err_set(err, -errno, "network: enter the sandbox's namespace");
+	int r = link_configure_inside(&h->link, err);
+	if (setns(self, CLONE_NEWNET) < 0)
+		abort(); /* a host thread left in a sandbox's network: never go on */
+	if (r < 0) { /* not linked until eth0 is up inside */
+		h->linked = false;
+		h->ip[0] = '\0';
+	}
+	return r;
 }
 
 int runtime_host_set_limits(struct runtime_host *h, uint64_t memory_bytes, uint32_t cpus_milli,

@@ -49,6 +49,10 @@ uid_t runtime_host_uid(const struct runtime_host *h);
 int runtime_host_link(struct runtime_host *h, pid_t pid, cordon_net_hook hook, void *data,
 		      struct cordon_err *err);
 
+/* After runtime_host_link(): eth0 inside @pid's network namespace up with its address and
+ * route. On failure the sandbox is not linked. Root only. */
+int runtime_host_link_inside(struct runtime_host *h, pid_t pid, struct cordon_err *err);
+
 int runtime_host_set_limits(struct runtime_host *h, uint64_t memory_bytes, uint32_t cpus_milli,
 			    uint32_t pids);
 int runtime_host_stats(struct runtime_host *h, struct cordon_stats *ret);

@@ -1,7 +1,7 @@
 /* The runtimes this build knows, strongest first, and how a name becomes one of them.
  *
- * gvisor and microvm are listed before they exist so that a request naming them gets "not
- * built yet" rather than "unknown", and so that auto's order is already the final one: a
+ * microvm is listed before it exists so that a request naming it gets "not built yet"
+ * rather than "unknown", and so that auto's order is already the final one: a
  * microVM (its own kernel) over gVisor (a user-space kernel) over the jail (the host's
  * kernel behind seccomp and Landlock). */
 #include <errno.h>
@@ -18,10 +18,6 @@ static int not_built(struct cordon_err *err)
 
 static const struct runtime_ops microvm_ops = {
     .name = "microvm", .strength = 30, .available = not_built,
-};
-
-static const struct runtime_ops gvisor_ops = {
-    .name = "gvisor", .strength = 20, .available = not_built,
 };
 
 const struct runtime_ops *const runtime_registry[] = {&microvm_ops, &gvisor_ops, &jail_ops};
@@ -86,6 +82,14 @@ int cordon_runtime_resolve(const char *name, const char **ret_name, struct cordo
 		return r;
 	*ret_name = ops->name;
 	return 0;
+}
+
+bool cordon_runtime_attaches_net(const char *name)
+{
+	for (size_t i = 0; name && i < runtime_registry_len; i++)
+		if (strcmp(runtime_registry[i]->name, name) == 0)
+			return runtime_registry[i]->attach_net != NULL;
+	return false;
 }
 
 int cordon_runtime_get(size_t i, struct cordon_runtime_info *ret)

@@ -363,5 +363,8 @@ int cordon_prepare(struct cordon_err *err)
 
 int cordon_sweep_stale(void)
 {
+	for (size_t i = 0; i < runtime_registry_len; i++)
+		if (runtime_registry[i]->sweep)
+			runtime_registry[i]->sweep();
 	return runtime_host_sweep();
 }

@@ -63,6 +63,9 @@ struct runtime_ops {
 	int (*snapshot)(struct cordon_sandbox *sb, const char *dir, struct cordon_err *err);
 	int (*restore)(struct cordon_sandbox *sb, const struct cordon_spec *spec, const char *dir,
 		       struct cordon_err *err);
+	/* Optional: removes what this runtime's sandboxes of free uid slots left (a killed
+	 * daemon's); cordon_sweep_stale() calls it before the host's sweep. */
+	void (*sweep)(void);
 };
 
 /* What every sandbox has, whatever made it; the first member of each runtime's object. */
@@ -92,5 +95,6 @@ int runtime_pick(const struct runtime_ops *const *list, size_t n, const char *na
 int runtime_start(const struct runtime_ops *ops, const struct cordon_spec *spec,
 		  struct cordon_sandbox **ret_sb, struct cordon_err *err);
 
-/* The jail (jail/jail.c). */
+/* The jail (jail/jail.c) and gVisor (gvisor/gvisor.c). */
 extern const struct runtime_ops jail_ops;
+extern const struct runtime_ops gvisor_ops;

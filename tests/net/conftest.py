@@ -42,6 +42,10 @@ PY = "/usr/bin/python3"
 
 EXIT_USAGE = 2
 
+# The runtime every sandbox of these tests runs on: run-all.sh runs this directory once per
+# runtime (CORDON_TEST_RUNTIME=gvisor: the Sentry's netstack on the same veth and policies).
+RUNTIME = os.environ.get("CORDON_TEST_RUNTIME", "jail")
+
 # The fake internet's plan.
 INET_IP = "203.0.113.1"       # the internet side of the uplink
 HOST_IP = "203.0.113.2"       # the machine under test
@@ -77,6 +81,8 @@ def _missing():
             return f"{tool} is not installed on the host"
     if not os.path.isfile(EGRESS):
         return f"no {EGRESS} (egress not built yet)"
+    if RUNTIME == "gvisor" and not os.access(os.environ.get("CORDON_RUNSC", "/usr/bin/runsc"), os.X_OK):
+        return "CORDON_TEST_RUNTIME=gvisor: runsc is not installed (apt-get install runsc)"
     return None
 
 
@@ -300,7 +306,8 @@ class FakeNet:
         return Result(argv, p.returncode, out, err, time.monotonic() - t0)
 
     def sandbox_opts(self, net):
-        return list(net) + ["--timeout", "60s", "--ro-bind", f"{self.client}:/netclient.py",
+        return list(net) + ["--runtime", RUNTIME, "--timeout", "60s",
+                            "--ro-bind", f"{self.client}:/netclient.py",
                             "--ro-bind", f"{self.ca}:/ca.pem"]
 
     def probe(self, net, ops):

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import PY, REPO, WEB1, WEB2, token, wait_until
+from conftest import PY, REPO, RUNTIME, WEB1, WEB2, token, wait_until
 
 CORDOND = os.path.join(os.environ.get("CORDON_BUILD", os.path.join(REPO, "build")), "cordond")
 
@@ -58,6 +58,8 @@ class Daemon:
         return r.status, out
 
     def json(self, method, path, body=None, status=200):
+        if method == "POST" and path == "/v1/sandboxes" and isinstance(body, dict):
+            body = dict(body, runtime=RUNTIME)  # the runtime this run of the suite is on
         st, out = self.call(method, path, body)
         assert st == status, f"{method} {path} -> {st} {out[:500]!r}\n{self.tail()}"
         return json.loads(out) if out else None

@@ -299,3 +299,52 @@ def test_sandbox_closes_inherited_fds(canaries):
         os.close(fd)
     verdict, msg = rep.lines.get("fd-leak", (None, rep.context()))
     assert verdict == "ok", msg
+
+
+# ---- the same probe inside gVisor (runtime gvisor) ----
+#
+# There the application's system calls are served by the Sentry, gVisor's user-space kernel,
+# not by the host's: unshare, mount, ptrace, keyctl, io_uring, netlink, /dev/fuse, /sys and
+# the like answer from the Sentry's own objects, and cordon's seccomp filter and Landlock are
+# not what stands in the way (runsc's filters around the Sentry and the gofer are). Those
+# probes are reported as served by the Sentry, not as escapes. What must hold is everything
+# that would touch the host: its files, processes, sockets, environment, devices, network,
+# its binaries (writes stay in the sandbox's layer), and no fd of ours inside.
+GVISOR_HOST_EXPOSURE = """
+host-etc-shadow host-etc-ssh host-root host-home host-var host-run host-dev-shm
+env-canary env-allowlist hostname net-host-tcp net-host-abstract net-only-loopback
+host-pid-kill host-pid-proc process_vm_readv process_vm_writev pidfd_getfd fd-leak
+proc-kcore proc-kallsyms proc-sysrq-trigger proc-core-pattern proc-modprobe proc-drop-caches
+dev-sda dev-vda dev-mem dev-port dev-kmsg dev-kvm dev-loop-control mknod-block
+proc1-exe-write ro-etc-passwd init_module finit_module kexec_load kexec_file_load bpf
+iopl ioperm reboot swapon clock_settime settimeofday
+""".split()
+# Reached nothing: with `deny` the Sentry answers EHOSTUNREACH where the host says ENETUNREACH.
+GVISOR_NO_ROUTE = ("net-metadata", "net-external")
+
+
+def runsc_missing():
+    return not os.access(os.environ.get("CORDON_RUNSC", "/usr/bin/runsc"), os.X_OK)
+
+
+@pytest.mark.parametrize("user", ["user", "root"])
+def test_gvisor_host_exposure(canaries, user):
+    need_cordon()
+    if runsc_missing():
+        pytest.skip("runsc is not installed (apt-get install runsc)")
+    opts = ("--runtime", "gvisor") + (("--user", "root") if user == "root" else ())
+    before = {p: file_digest(p) for p in HOST_FILES if os.path.exists(p)}
+    rep = run_in_sandbox(canaries, *opts)
+    ctx = rep.context()
+    assert rep.summary is not None, f"probe did not finish\n{ctx}"
+    granted = set(GRANTED_TO_ROOT) if user == "root" else set()
+    held = [n for n in GVISOR_HOST_EXPOSURE if n not in granted]
+    broken = [n for n in held if rep.lines.get(n, ("missing",))[0] != "ok"]
+    assert not broken, "host exposure inside gVisor:\n" + \
+        "\n".join(f"{n}: {rep.lines.get(n)}" for n in broken) + f"\n{ctx}"
+    for n in GVISOR_NO_ROUTE:
+        verdict, msg = rep.lines[n]
+        assert verdict == "ok" or "failed with EHOSTUNREACH" in msg, f"{n}: {msg}"
+    assert {p: file_digest(p) for p in before} == before, "a host file changed"
+    served = sorted(set(rep.names("ESCAPE")) - set(held) - set(GVISOR_NO_ROUTE))
+    print(f"served by the Sentry ({len(served)}): {' '.join(served)}")

@@ -56,9 +56,10 @@ class Sandbox:
         Args:
             template: the image (server default ``host``).
             timeout: seconds until it is destroyed (server default 300, capped by the server).
-            runtime: ``"jail"``, or ``"auto"`` (the strongest the server can run); one it
-                cannot run (``"gvisor"``, ``"microvm"``: not built yet) raises
-                :class:`UnsupportedRuntime`. The one used is ``info().runtime``.
+            runtime: ``"jail"``, ``"gvisor"`` (where the server has runsc), or ``"auto"``
+                (the strongest the server can run); one it cannot run (``"microvm"``: not
+                built yet) raises :class:`UnsupportedRuntime`. The one used is
+                ``info().runtime``.
             limits: ``{"cpus": 0.5, "memory_mb": 1024, "pids": 256, "disk_mb": 1024}``.
             network: a policy name (``"deny"``, ``"allow"``, ``"public"``) or
                 ``{"policy": "allow", "allow": ["*.github.com:443"]}``.

@@ -10,7 +10,6 @@
  * of the process's threads (setuid and friends). tests/unit/runtime/check-child-calls.py
  * checks the machine code against a list; add to that list only what is safe so.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -34,6 +33,7 @@
 #include "lib/landlock.h"
 #include "lib/ns.h"
 #include "lib/seccomp.h"
+#include "runtime/initargs.h"
 #include "runtime/jail/jail.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
@@ -43,11 +43,8 @@
 #define SYNC_FD 4
 #define EXEC_FD 5
 
-/* What cordon-init keeps in agent mode: starting processes as "user" or root, and signalling
- * them. CAP_SETPCAP lets it empty the bounding set of what it starts. One-shot mode keeps
- * nothing. */
-#define AGENT_CAPS                                                                                 \
-	(CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETPCAP))
+/* What cordon-init keeps in agent mode is CAPS_INIT_AGENT; one-shot mode keeps nothing. */
+#define AGENT_CAPS CAPS_INIT_AGENT
 
 static const char *const writable_dirs[] = {"/tmp", "/home", "/root", "/var/tmp", "/run",
 					    "/dev", "/proc", NULL};
@@ -307,80 +304,19 @@ void jail_child_main(struct jail_child *c)
 
 /* ---- host side: everything the child will need, allocated before clone() ---- */
 
-static bool valid_term(const char *t)
-{
-	if (!t || !*t || strlen(t) > 64)
-		return false;
-	for (; *t; t++)
-		if (!(isalnum((unsigned char)*t) || strchr("._+-", *t)))
-			return false;
-	return true;
-}
-
-static bool env_has(const struct cordon_spec *spec, const char *kv)
-{
-	size_t len = strcspn(kv, "=") + 1;
-	for (size_t i = 0; i < spec->n_env; i++)
-		if (strncmp(spec->env[i], kv, len) == 0)
-			return true;
-	return false;
-}
-
 int jail_child_env(struct jail_child *c, const struct cordon_spec *spec, struct cordon_err *err)
 {
-	bool root = spec->user == CORDON_USER_ROOT;
-	const char *term = getenv("TERM");
-	size_t n = 0;
-
-	c->envp = calloc(spec->n_env + 5, sizeof(char *));
-	if (!c->envp)
-		return cordon_err_setf(err, -ENOMEM, "out of memory");
-	/* The caller's entries first, then the defaults it did not set. */
-	for (size_t i = 0; i < spec->n_env; i++)
-		c->envp[n++] = strdup(spec->env[i]);
-	char *defaults[] = {
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		root ? "HOME=/root" : "HOME=/home/user",
-		"LANG=C.UTF-8",
-		NULL,
-	};
-	char termvar[80];
-	snprintf(termvar, sizeof(termvar), "TERM=%s", valid_term(term) ? term : "dumb");
-	defaults[3] = termvar;
-	for (size_t d = 0; d < ELEMENTSOF(defaults); d++)
-		if (!env_has(spec, defaults[d]))
-			c->envp[n++] = strdup(defaults[d]);
-	for (size_t i = 0; i < n; i++)
-		if (!c->envp[i])
-			return cordon_err_setf(err, -ENOMEM, "out of memory");
-
-	size_t argc = 0;
-	for (char *const *a = spec->argv; a && *a; a++)
-		argc++;
-	c->init_argv = calloc(argc + 6, sizeof(char *));
-	if (!c->init_argv)
-		return cordon_err_setf(err, -ENOMEM, "out of memory");
-	size_t k = 0;
-	c->init_argv[k++] = "cordon-init";
-	if (!spec->argv) {
-		c->init_argv[k++] = "--agent";
-		return 0;
-	}
-	c->init_argv[k++] = "--run";
-	c->init_argv[k++] = "--workdir";
-	c->init_argv[k++] = (char *)(spec->workdir ? spec->workdir : root ? "/root" : "/home/user");
-	c->init_argv[k++] = "--";
-	for (size_t i = 0; i < argc; i++)
-		c->init_argv[k++] = spec->argv[i];
-	return 0;
+	struct init_args a = {};
+	int r = init_args_make(&a, spec, NULL, err);
+	c->envp = a.envp;
+	c->init_argv = a.argv;
+	return r;
 }
 
 void jail_child_free(struct jail_child *c)
 {
-	for (char **e = c->envp; e && *e; e++)
-		free(*e);
-	free(c->envp);
-	free(c->init_argv);
+	struct init_args a = {c->envp, c->init_argv};
+	init_args_free(&a);
 	c->envp = NULL;
 	c->init_argv = NULL;
 	if (c->image_fd >= 0)

@@ -439,31 +439,12 @@ static int jail_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 	return runtime_host_stats(&sb->host, ret);
 }
 
-/* The link, then eth0 configured from a host thread that enters the sandbox's network
- * namespace for a few ioctls. */
+/* The link, then eth0 configured inside (host.c). */
 static int jail_attach_net(struct cordon_sandbox *sb, cordon_net_hook hook, void *data,
 			   struct cordon_err *err)
 {
-	char path[64];
 	int r = runtime_host_link(&sb->host, sb->pid, hook, data, err);
-	if (r < 0)
-		return r;
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)sb->pid);
-	_cleanup_close_ int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	_cleanup_close_ int target = open(path, O_RDONLY | O_CLOEXEC);
-	if (self < 0 || target < 0)
-		return cordon_err_set(err, -errno, "network: open network namespaces");
-	/* Only this thread enters the sandbox's namespace, for the few ioctls of eth0. */
-	if (setns(target, CLONE_NEWNET) < 0)
-		return cordon_err_set(err, -errno, "network: enter the sandbox's namespace");
-	r = link_configure_inside(&sb->host.link, err);
-	if (setns(self, CLONE_NEWNET) < 0)
-		abort(); /* a host thread left in a sandbox's network: never go on */
-	if (r < 0) { /* not linked until eth0 is up inside */
-		sb->host.linked = false;
-		sb->host.ip[0] = '\0';
-	}
-	return r;
+	return r < 0 ? r : runtime_host_link_inside(&sb->host, sb->pid, err);
 }
 
 /* Namespaces are what the jail needs of the kernel; as a user, also the right to make a user

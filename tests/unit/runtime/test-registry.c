@@ -27,6 +27,12 @@ static void test_registry_lists_the_known_runtimes(void **state)
 			assert_true(info.caps & CORDON_RUNTIME_CAP_ONESHOT);
 			assert_true(info.caps & CORDON_RUNTIME_CAP_AGENT);
 			assert_false(info.caps & CORDON_RUNTIME_CAP_PAUSE);
+		} else if (strcmp(names[i], "gvisor") == 0) {
+			/* Built; available where runsc is and a platform works (root only). */
+			assert_true(info.caps & CORDON_RUNTIME_CAP_AGENT);
+			assert_true(info.caps & CORDON_RUNTIME_CAP_PAUSE);
+			assert_true(info.available || info.reason[0]);
+			assert_true(!info.available || !info.reason[0]);
 		} else {
 			assert_false(info.available);
 			assert_string_equal(info.reason, "not built yet");
@@ -37,20 +43,31 @@ static void test_registry_lists_the_known_runtimes(void **state)
 
 static void test_resolve(void **state)
 {
-	static const char *const to_jail[] = {"jail", "auto", NULL};
-	for (size_t i = 0; i < ELEMENTSOF(to_jail); i++) {
-		const char *name = NULL;
-		assert_int_equal(cordon_runtime_resolve(to_jail[i], &name, NULL), 0);
-		assert_string_equal(name, "jail");
-	}
+	struct cordon_runtime_info gv;
+	assert_int_equal(cordon_runtime_get(1, &gv), 0);
+	const char *strongest = gv.available ? "gvisor" : "jail";
+	const char *name = NULL;
+	assert_int_equal(cordon_runtime_resolve("jail", &name, NULL), 0);
+	assert_string_equal(name, "jail");
+	assert_int_equal(cordon_runtime_resolve("auto", &name, NULL), 0);
+	assert_string_equal(name, strongest);
 	struct cordon_err err = {};
-	const char *name = "untouched";
-	assert_int_equal(cordon_runtime_resolve("gvisor", &name, &err), -EOPNOTSUPP);
-	assert_string_equal(err.msg, "runtime 'gvisor': not built yet; this host can run: jail");
-	assert_string_equal(name, "untouched");
+	const char *can = gv.available ? "this host can run: gvisor, jail" : "this host can run: jail";
+	name = "untouched";
+	if (!gv.available) {
+		assert_int_equal(cordon_runtime_resolve("gvisor", &name, &err), -EOPNOTSUPP);
+		assert_true(strncmp(err.msg, "runtime 'gvisor': ", 18) == 0);
+		assert_non_null(strstr(err.msg, can));
+		assert_string_equal(name, "untouched");
+	}
 	assert_int_equal(cordon_runtime_resolve("microvm", &name, &err), -EOPNOTSUPP);
+	char want[160];
+	snprintf(want, sizeof(want), "runtime 'microvm': not built yet; %s", can);
+	assert_string_equal(err.msg, want);
+	assert_string_equal(name, "untouched");
 	assert_int_equal(cordon_runtime_resolve("runc", &name, &err), -ENOENT);
-	assert_string_equal(err.msg, "runtime 'runc': no such runtime; this host can run: jail");
+	snprintf(want, sizeof(want), "runtime 'runc': no such runtime; %s", can);
+	assert_string_equal(err.msg, want);
 	/* Names are exact: no prefix, no case folding. */
 	assert_int_equal(cordon_runtime_resolve("Jail", &name, NULL), -ENOENT);
 	assert_int_equal(cordon_runtime_resolve("jai", &name, NULL), -ENOENT);

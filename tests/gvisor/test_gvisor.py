@@ -1,0 +1,250 @@
+"""The gvisor runtime end to end, against the jail where both apply (parametrised over the
+runtime): `cordon run --runtime gvisor` one-shot, cordond's agent mode (exec, files, limits,
+the pool per runtime, GET /v1/runtimes), what the host exposes to a sandbox, and that nothing
+is left: no runsc, gofer or Sentry process, state entry, mount, cgroup or veth, also after
+kill -9 of cordond and a restart (the sweep)."""
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import (CORDON, GVISOR_DIR, dc, gvisor_entries, gvisor_mounts, requires_gvisor, run,
+                      runsc_procs, slot_by_memory, slot_procs, veths)
+
+pytestmark = requires_gvisor
+
+RUNTIMES = ["jail", "gvisor"]
+
+
+def run_rt(runtime, args, **kw):
+    if "stdout" not in kw:
+        kw["capture_output"] = True
+    return subprocess.run([CORDON, "run", "--runtime", runtime, *args], timeout=60, **kw)
+
+
+# ---- one-shot ----
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_run_exit_status_and_stdio(runtime):
+    r = run_rt(runtime, ["--", "/bin/sh", "-c", "echo out; echo err >&2; exit 7"])
+    assert r.returncode == 7, r
+    assert r.stdout == b"out\n" and r.stderr.endswith(b"err\n"), r
+
+
+def test_run_is_served_by_the_sentry():
+    """The kernel a gvisor sandbox sees is gVisor's, not the host's."""
+    r = run(["--", "/bin/sh", "-c", "dmesg | head -1; uname -r"])
+    assert r.returncode == 0, r
+    assert b"gVisor" in r.stdout, r
+    assert os.uname().release.encode() not in r.stdout, r
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_run_user_and_root(runtime):
+    r = run_rt(runtime, ["--", "/usr/bin/id", "-u"])
+    assert r.returncode == 0 and r.stdout == b"1000\n", r
+    r = run_rt(runtime, ["--user", "root", "--", "/bin/sh", "-c",
+                         "id -u; grep CapEff /proc/self/status"])
+    assert r.returncode == 0 and r.stdout.startswith(b"0\n"), r
+    # The sandbox root's set (CAPS_SANDBOX_ROOT), not a full one.
+    eff = int(r.stdout.split()[-1], 16)
+    assert eff and not eff & (1 << 21), f"CAP_SYS_ADMIN held: {r.stdout}"
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_run_output_to_one_file(runtime, tmp_path):
+    """`> out 2>&1`: both streams land in order, none over the other."""
+    out = tmp_path / "out"
+    with open(out, "wb") as f:
+        r = run_rt(runtime, ["--", "/bin/sh", "-c", "echo one; echo two >&2; echo three"],
+                   stdout=f, stderr=f)
+    assert r.returncode == 0
+    assert out.read_bytes().splitlines()[-3:] == [b"one", b"two", b"three"], out.read_bytes()
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_run_writes_stay_inside(runtime, tmp_path):
+    """/usr is copy-on-write: a write inside changes nothing on the host."""
+    marker = f"/usr/cordon-gvisor-{os.getpid()}-{runtime}"
+    r = run_rt(runtime, ["--user", "root", "--", "/bin/sh", "-c", f"echo x > {marker} && cat {marker}"])
+    assert r.returncode == 0 and r.stdout == b"x\n", r
+    assert not os.path.exists(marker)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_host_exposure(runtime):
+    """Host files, processes and environment do not reach the sandbox."""
+    os.environ["CORDON_GVISOR_SECRET"] = "s3cr3t"
+    try:
+        r = run_rt(runtime, ["--user", "root", "--", "/bin/sh", "-c",
+                             "cat /etc/shadow; ls /work /root/.ssh; env; ls /proc | grep -c '^[0-9]'"])
+    finally:
+        del os.environ["CORDON_GVISOR_SECRET"]
+    assert b"s3cr3t" not in r.stdout + r.stderr
+    assert b"root:" not in r.stdout, "the host's /etc/shadow is readable"
+    assert b"/work" not in r.stdout
+    nprocs = int(r.stdout.split()[-1])
+    assert nprocs < 10, f"{nprocs} processes visible: the host's?"
+
+
+def test_run_timeout():
+    t = time.monotonic()
+    r = run(["--timeout", "2", "--", "/bin/sleep", "30"])
+    assert r.returncode == 124, r
+    assert time.monotonic() - t < 15
+
+
+def test_run_leaves_nothing():
+    before, procs = gvisor_entries(), set(runsc_procs())
+    for _ in range(3):
+        assert run(["--", "/bin/true"]).returncode == 0
+    assert gvisor_entries() == before
+    assert not set(runsc_procs()) - procs
+
+
+def test_refused_when_runsc_missing(tmp_path):
+    env = dict(os.environ, CORDON_RUNSC=str(tmp_path / "no-runsc"), CORDON_GVISOR_DIR=str(tmp_path))
+    r = subprocess.run([CORDON, "run", "--runtime", "gvisor", "--", "/bin/true"], env=env,
+                       capture_output=True, timeout=30)
+    assert r.returncode == 2, r
+    assert b"runsc not found" in r.stderr, r
+
+
+# ---- cordond, agent mode ----
+
+def test_runtimes_listed(gclient):
+    body = gclient.get("/v1/runtimes").json()
+    g = {x["name"]: x for x in body["runtimes"]}["gvisor"]
+    assert g["available"] is True and g["reason"] is None, g
+    assert {"oneshot", "agent", "egress", "limits", "pause"} <= set(g["capabilities"]), g
+    assert body["auto"] == "gvisor" and body["default"] == "jail", body
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_agent_exec_files(gclient, runtime):
+    sb = gclient.create({"runtime": runtime})
+    try:
+        assert sb["runtime"] == runtime and gclient.info(sb["id"])["runtime"] == runtime
+        r = gclient.exec(sb["id"], cmd="echo hi; id -u; echo err >&2; exit 3")
+        assert (r["exit_code"], r["stdout"], r["stderr"]) == (3, "hi\n1000\n", "err\n"), r
+        # Children that close their stdio do not cut the agent's channel.
+        for _ in range(3):
+            assert gclient.sh(sb["id"], "true </dev/null >/dev/null; echo ok") == "ok\n"
+        r = gclient.put(f"/v1/sandboxes/{sb['id']}/files?path=/home/user/f.txt", b"data\n")
+        assert r.status in (200, 201), r.describe()
+        # (python's stat: coreutils' statx with AT_NO_AUTOMOUNT is EINVAL in this runsc)
+        assert gclient.sh(sb["id"], "cat /home/user/f.txt; python3 -c 'import os; "
+                          "print(os.stat(\"/home/user/f.txt\").st_uid)'") == "data\n1000\n"
+        r = gclient.get(f"/v1/sandboxes/{sb['id']}/files?path=/home/user/f.txt")
+        assert r.status == 200 and r.body == b"data\n", r.describe()
+        # As the user, root's files stay root's.
+        r = gclient.put(f"/v1/sandboxes/{sb['id']}/files?path=/root/x", b"x")
+        assert r.status == 403, r.describe()
+    finally:
+        gclient.destroy(sb["id"])
+
+
+def test_agent_python_workload(gclient):
+    sb = gclient.create({"runtime": "gvisor"})
+    try:
+        out = gclient.sh(sb["id"], "python3 -c 'import threading, multiprocessing, subprocess;"
+                         "t=threading.Thread(target=print, args=(1,)); t.start(); t.join();"
+                         "print(multiprocessing.Pool(2).map(abs, [-2, -3]));"
+                         "print(subprocess.run([\"echo\", \"sub\"], capture_output=True).stdout)'")
+        assert out == "1\n[2, 3]\nb'sub\\n'\n", out
+    finally:
+        gclient.destroy(sb["id"])
+
+
+def test_limits_in_the_cgroup(gclient, gdaemon):
+    """runsc, the gofer and the Sentry are in the sandbox's cgroup, with the sandbox's memory
+    and pids plus the Sentry's part (GVISOR_MEM_EXTRA, GVISOR_HOST_PIDS)."""
+    sb = gclient.create({"runtime": "gvisor", "limits": {"memory_mb": 256, "pids": 64}})
+    try:
+        procs = runsc_procs()
+        assert procs, "no runsc process"
+        cgs = {d for p in procs for d in dc.sandbox_cgroups(p)}
+        assert cgs, f"runsc processes outside any sandbox cgroup: {procs}"
+        # Another sandbox's (the pool's) runsc is there too: find this one's by its memory.
+        mem = [d for d in cgs if os.path.exists(os.path.join(d, "memory.limit_in_bytes")) and
+               int(dc.read_int(os.path.join(d, "memory.limit_in_bytes"))) == (256 + 96) << 20]
+        mem += [d for d in cgs if os.path.exists(os.path.join(d, "memory.max")) and
+                dc.read_int(os.path.join(d, "memory.max")) == str((256 + 96) << 20)]
+        assert len({os.path.basename(d) for d in mem}) == 1, cgs
+        name = os.path.basename(mem[0])
+        pids = [d for d in cgs if os.path.basename(d) == name and
+                os.path.exists(os.path.join(d, "pids.max"))]
+        assert pids and dc.read_int(os.path.join(pids[0], "pids.max")) == str(192 + 64 * 16), pids
+        # Within the limit, processes run.
+        assert gclient.sh(sb["id"], "for i in $(seq 20); do sleep 1 & done; wait; echo done") == "done\n"
+    finally:
+        gclient.destroy(sb["id"])
+
+
+def test_pids_limit_ends_the_sandbox_not_the_host(gclient, gdaemon):
+    """Past pids.max the Sentry cannot make the host threads it runs tasks on: the sandbox
+    ends (documented), the host and cordond go on, and nothing of it is left."""
+    sb = gclient.create({"runtime": "gvisor", "limits": {"pids": 16, "memory_mb": 200}})
+    name = slot_by_memory(200)
+    assert slot_procs(name)
+    r = gclient.post(f"/v1/sandboxes/{sb['id']}/exec",
+                     {"cmd": "for i in $(seq 300); do sleep 30 & done 2>/dev/null; echo done"},
+                     timeout=60)
+    assert r.status in (200, 409), r.describe()
+    assert gdaemon.alive()
+    gclient.destroy(sb["id"], missing_ok=True)
+    assert dc.wait_until(lambda: not slot_procs(name), 15), slot_procs(name)
+    assert dc.wait_until(lambda: not os.path.exists(os.path.join(GVISOR_DIR, name)), 15)
+
+
+def test_pool_per_runtime(gclient, gdaemon):
+    """A gvisor create is kept warm for the next gvisor create; a jail create still gets a jail."""
+    a = gclient.create({"runtime": "gvisor"})
+    gclient.destroy(a["id"])
+    time.sleep(3)  # the pool fills on its thread: one gvisor sandbox is kept warm
+    t = time.monotonic()
+    b = gclient.create({"runtime": "gvisor"})
+    took = time.monotonic() - t
+    j = gclient.create({"runtime": "jail"})
+    try:
+        assert b["runtime"] == "gvisor" and j["runtime"] == "jail"
+        assert took < 0.15, f"a pooled gvisor create took {took:.3f} s"
+        assert gclient.sh(b["id"], "dmesg | head -1").startswith("[")
+    finally:
+        gclient.destroy(b["id"])
+        gclient.destroy(j["id"])
+
+
+def test_no_leaks_after_many_and_kill9():
+    """After N gvisor sandboxes, and after kill -9 of cordond with live ones and a restart:
+    no runsc process, state entry, mount, cgroup or veth of them is left. (Other cordonds may
+    run beside us: what is checked is what this test's sandboxes had.)"""
+    before_entries = gvisor_entries()
+    before_procs, before_mounts = set(runsc_procs()), len(gvisor_mounts())
+    d = dc.start_daemon(pool=0, max_sandboxes=16)
+    try:
+        cl = d.client(timeout=60)
+        for _ in range(5):
+            sb = cl.create({"runtime": "gvisor"})
+            assert cl.sh(sb["id"], "echo ok") == "ok\n"
+            cl.destroy(sb["id"])
+        assert dc.wait_until(lambda: gvisor_entries() == before_entries, 10), gvisor_entries()
+        live = [cl.create({"runtime": "gvisor", "network": {"policy": "public"}}) for _ in range(2)]
+        assert all(cl.sh(s["id"], "echo ok") == "ok\n" for s in live)
+        slots = {e for e in gvisor_entries() - before_entries if not e.startswith("runsc/")}
+        assert len(slots) == 2, slots
+        ours = {f"cdn{n[1:]}" for n in slots}
+        assert ours <= veths(), (ours, veths())
+        d.kill9()
+        d.start()
+        assert dc.wait_until(lambda: set(runsc_procs()) <= before_procs, 15), runsc_procs()
+        assert dc.wait_until(lambda: gvisor_entries() == before_entries, 15), gvisor_entries()
+        assert len(gvisor_mounts()) <= before_mounts, gvisor_mounts()
+        left = {c for c in dc.cordon_cgroup_dirs() if os.path.basename(c) in slots}
+        assert dc.wait_until(lambda: not {c for c in dc.cordon_cgroup_dirs()
+                                          if os.path.basename(c) in slots}, 10), left
+        assert not ours & veths(), ours & veths()
+    finally:
+        d.cleanup()
