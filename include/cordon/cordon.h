@@ -67,6 +67,10 @@ struct cordon_runtime_info {
 	bool available;
 	char reason[256]; /* why not, when not available */
 	uint32_t caps;    /* CORDON_RUNTIME_CAP_* */
+	/* How it runs here when there is a choice (microvm: "kvm" or "tcg"), else ""; and why
+	 * not the stronger way, else "". */
+	char mode[16];
+	char mode_reason[256];
 };
 
 /* The @i-th runtime of the registry (strongest first); -ENOENT past the last. */

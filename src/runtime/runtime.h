@@ -31,6 +31,9 @@ struct runtime_ops {
 
 	/* 0 if this host can run it; else -errno with @err saying why ("not built yet"). */
 	int (*available)(struct cordon_err *err);
+	/* Optional: how it runs on this host when available (microvm: "kvm" or "tcg"), and in
+	 * @why why not the stronger way ("" when nothing is missing). */
+	const char *(*mode)(char *why, size_t size);
 	/* Optional: what the runtime caches per process (cordon_prepare()). */
 	int (*prepare)(struct cordon_err *err);
 
@@ -95,6 +98,7 @@ int runtime_pick(const struct runtime_ops *const *list, size_t n, const char *na
 int runtime_start(const struct runtime_ops *ops, const struct cordon_spec *spec,
 		  struct cordon_sandbox **ret_sb, struct cordon_err *err);
 
-/* The jail (jail/jail.c) and gVisor (gvisor/gvisor.c). */
+/* The jail (jail/jail.c), gVisor (gvisor/gvisor.c) and the microVM (microvm/microvm.c). */
 extern const struct runtime_ops jail_ops;
 extern const struct runtime_ops gvisor_ops;
+extern const struct runtime_ops microvm_ops;

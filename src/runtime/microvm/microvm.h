@@ -1,0 +1,65 @@
+/* Internals of the microvm runtime: the sandbox object (microvm.c), the host's QEMU, guest
+ * kernel and accelerator (probe.c), the guest's disks and initramfs (image.c), QEMU's
+ * command line and its start (qemu.c) and the one-shot stdio pump (pump.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cordon/cordon.h>
+
+#include "runtime/runtime.h"
+
+#define MICROVM_PROBE_MS 10000 /* the KVM probe: a guest that hangs there is killed */
+#define MICROVM_BOOT_MS	 60000 /* QEMU exec to the guest's hello (TCG: ~4 s; one in ~15 hangs) */
+#define MICROVM_TOOL_MS	 120000 /* mkfs.erofs of a template */
+#define MICROVM_KILL_MS	 5000
+#define MICROVM_MEM_DEFAULT (512ULL << 20)
+/* QEMU (and TCG's translation cache) on top of the guest's RAM, in the sandbox's cgroup. */
+#define MICROVM_MEM_EXTRA (256ULL << 20)
+#define MICROVM_ARGS_MAX  (256u << 10) /* cordon-init's argv and environment on the wire */
+
+/* The guest's virtio-serial ports, by name (the guest finds them in
+ * /sys/class/virtio-ports/ * /name): fd 3 of cordon-init (the agent or the one-shot status,
+ * after the args block the host sends first), then the one-shot command's 0, 1 and 2. */
+#define MICROVM_PORT_CHANNEL "cordon.channel"
+#define MICROVM_PORT_STDIN   "cordon.stdin"
+#define MICROVM_PORT_STDOUT  "cordon.stdout"
+#define MICROVM_PORT_STDERR  "cordon.stderr"
+/* The guest's disks, by their virtio-blk serial. */
+#define MICROVM_DISK_ROOT    "cordon-root"
+#define MICROVM_DISK_SCRATCH "cordon-scratch"
+/* The byte the guest's stage sends on the channel once cordon-init is about to run. */
+#define MICROVM_HELLO 'H'
+
+/* What the host found (probe.c): the paths and the accelerator. */
+struct microvm_host {
+	char qemu[256];
+	char kernel[256];   /* vmlinuz */
+	char modules[256];  /* the directory of the guest's .ko files */
+	const char *accel;  /* "kvm" or "tcg" */
+	char why_tcg[200];  /* why not KVM */
+};
+
+/* The modules the guest loads, in this order (each after what it depends on). */
+extern const char *const microvm_modules[];
+extern const size_t microvm_modules_n;
+
+/* probe.c: 0 with *@ret filled when QEMU and a guest kernel are here (probed once per
+ * process, the accelerator too); else -errno and @err says what is missing. */
+int microvm_probe(const struct microvm_host **ret, struct cordon_err *err);
+/* $CORDON_MICROVM_DIR, else /run/cordon/microvm: a directory per sandbox. */
+const char *microvm_base(void);
+/* $CORDON_MICROVM_CACHE, else /var/cache/cordon-microvm: images made once. */
+const char *microvm_cache(void);
+
+/* image.c: the initramfs (cordon-init as /init, the modules), made once per cordon-init and
+ * kernel, cached; and the read-only erofs image of @rootfs (NULL: the `host` template), made
+ * once per template version. Both fill @path. */
+int microvm_initrd(const struct microvm_host *h, char *path, size_t size, struct cordon_err *err);
+int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cordon_err *err);
+/* A sparse ext4 image of @bytes at @path, empty, owned by root. */
+int microvm_scratch_make(const char *path, uint64_t bytes, struct cordon_err *err);
+/* The args block: u32 length, u32 argc, u32 envc, then the NUL-terminated strings. */
+int microvm_args_send(int fd, char *const *argv, char *const *envp, struct cordon_err *err);
