@@ -46,6 +46,30 @@ struct microvm_host {
 extern const char *const microvm_modules[];
 extern const size_t microvm_modules_n;
 
+/* What one VM is made of (microvm.c fills it, qemu.c turns it into a command line). */
+struct microvm_vm {
+	const struct microvm_host *host;
+	char dir[128]; /* <base>/s<slot>: console.log, qemu.log, scratch.ext4 */
+	char initrd[256];
+	char rootfs[256];
+	char scratch[160];
+	unsigned cpus;
+	uint64_t memory_bytes;
+	bool oneshot; /* the stdio ports too */
+};
+
+/* QEMU's fds: the channel, then (one-shot) stdin, stdout, stderr. */
+#define MICROVM_FD_CHANNEL 3
+
+/* qemu.c: forks QEMU for @vm with @fds (the channel, stdin, stdout, stderr; -1: none) as
+ * its MICROVM_FD_CHANNEL.., its own output to @log; it execs once @go is readable. Returns
+ * its pid or -errno. */
+pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[4], int log, int go);
+
+/* pump.c: a process that copies @in (-1: none) to @to_vm and @from_vm[0..1] to @out[0..1]
+ * (-1: read and dropped) until both of @from_vm end. Returns its pid or -errno. */
+pid_t microvm_pump_spawn(int in, int to_vm, const int from_vm[2], const int out[2]);
+
 /* probe.c: 0 with *@ret filled when QEMU and a guest kernel are here (probed once per
  * process, the accelerator too); else -errno and @err says what is missing. */
 int microvm_probe(const struct microvm_host **ret, struct cordon_err *err);
@@ -61,5 +85,7 @@ int microvm_initrd(const struct microvm_host *h, char *path, size_t size, struct
 int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cordon_err *err);
 /* A sparse ext4 image of @bytes at @path, empty, owned by root. */
 int microvm_scratch_make(const char *path, uint64_t bytes, struct cordon_err *err);
-/* The args block: u32 length, u32 argc, u32 envc, then the NUL-terminated strings. */
-int microvm_args_send(int fd, char *const *argv, char *const *envp, struct cordon_err *err);
+/* The args block on the channel: u32 length, u32 argc, u32 envc, u32 uid (cordon-init --run
+ * runs as it), then the NUL-terminated strings (src/init/vm.c reads it). */
+int microvm_args_send(int fd, char *const *argv, char *const *envp, uid_t uid,
+		      struct cordon_err *err);
