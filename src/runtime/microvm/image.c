@@ -267,8 +267,8 @@ static size_t strv_len(char *const *v, size_t *bytes)
 
 /* Sent before QEMU starts: it waits in the socket's buffer until the guest opens its port,
  * so it must fit there (MICROVM_ARGS_MAX is well below the default unix socket buffer). */
-int microvm_args_send(int fd, char *const *argv, char *const *envp, uid_t uid,
-		      struct cordon_err *err)
+int microvm_args_block(char *const *argv, char *const *envp, uid_t uid, char **ret,
+		       size_t *ret_len, struct cordon_err *err)
 {
 	size_t bytes = 0;
 	uint32_t hdr[4] = {0, (uint32_t)strv_len(argv, &bytes), (uint32_t)strv_len(envp, &bytes),
@@ -277,7 +277,7 @@ int microvm_args_send(int fd, char *const *argv, char *const *envp, uid_t uid,
 		return cordon_err_setf(err, -E2BIG, "microvm: command and environment over %u KiB",
 				       MICROVM_ARGS_MAX >> 10);
 	hdr[0] = (uint32_t)bytes;
-	_cleanup_free_ char *buf = malloc(sizeof(hdr) + bytes);
+	char *buf = malloc(sizeof(hdr) + bytes);
 	if (!buf)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
 	memcpy(buf, hdr, sizeof(hdr));
@@ -286,8 +286,7 @@ int microvm_args_send(int fd, char *const *argv, char *const *envp, uid_t uid,
 		p = stpcpy(p, *v) + 1;
 	for (char *const *v = envp; v && *v; v++)
 		p = stpcpy(p, *v) + 1;
-	ssize_t n = send(fd, buf, sizeof(hdr) + bytes, MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n != (ssize_t)(sizeof(hdr) + bytes))
-		return cordon_err_set(err, n < 0 ? -errno : -EMSGSIZE, "microvm: send the command");
+	*ret = buf;
+	*ret_len = sizeof(hdr) + bytes;
 	return 0;
 }

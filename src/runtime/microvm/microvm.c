@@ -49,7 +49,11 @@ struct microvm {
 	int timer;    /* the boot deadline */
 	pid_t pump;   /* one-shot stdio, or -1 */
 	int sent;     /* the signal we ended QEMU with, or 0 */
-	bool hello, made;
+	int io[3];    /* one-shot: our copies of the caller's stdio (-1: none) */
+	char *args;   /* cordon-init's argv and environment, as sent (a retry sends it again) */
+	size_t args_len;
+	uint64_t disk_bytes;
+	bool hello, made, retried;
 };
 
 static struct microvm *microvm_of(struct cordon_sandbox *sb)
@@ -85,12 +89,13 @@ static int make_images(struct microvm *m, const struct cordon_spec *spec, struct
 	vm->cpus = spec->cpus_milli ? (spec->cpus_milli + 999) / 1000 : 1;
 	vm->memory_bytes = spec->memory_bytes ? spec->memory_bytes : MICROVM_MEM_DEFAULT;
 	vm->oneshot = spec->argv != NULL;
+	m->disk_bytes = spec->disk_bytes ? spec->disk_bytes : 1ULL << 30;
 	snprintf(vm->scratch, sizeof(vm->scratch), "%s/scratch.ext4", vm->dir);
 	int r = microvm_initrd(vm->host, vm->initrd, sizeof(vm->initrd), err);
 	if (r == 0)
 		r = microvm_rootfs_image(spec->rootfs, vm->rootfs, sizeof(vm->rootfs), err);
 	if (r == 0)
-		r = microvm_scratch_make(vm->scratch, spec->disk_bytes ? spec->disk_bytes : 1ULL << 30, err);
+		r = microvm_scratch_make(vm->scratch, m->disk_bytes, err);
 	return r;
 }
 
@@ -107,19 +112,22 @@ static int set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes, uint32_t
 static int watch_boot(struct microvm *m, struct cordon_err *err)
 {
 	struct itimerspec t = {.it_value = {MICROVM_BOOT_MS / 1000, 0}};
-	m->setup_fd = epoll_create1(EPOLL_CLOEXEC);
-	m->timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	struct epoll_event ev = {.events = EPOLLIN};
-	if (m->setup_fd < 0 || m->timer < 0 || timerfd_settime(m->timer, 0, &t, NULL) < 0 ||
-	    epoll_ctl(m->setup_fd, EPOLL_CTL_ADD, m->chan, &ev) < 0 ||
-	    epoll_ctl(m->setup_fd, EPOLL_CTL_ADD, m->timer, &ev) < 0)
+	if (m->setup_fd < 0) {
+		m->setup_fd = epoll_create1(EPOLL_CLOEXEC);
+		m->timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (m->setup_fd < 0 || m->timer < 0 ||
+		    epoll_ctl(m->setup_fd, EPOLL_CTL_ADD, m->timer, &ev) < 0)
+			return cordon_err_set(err, -errno, "microvm: boot watch");
+	}
+	if (timerfd_settime(m->timer, 0, &t, NULL) < 0 ||
+	    epoll_ctl(m->setup_fd, EPOLL_CTL_ADD, m->chan, &ev) < 0)
 		return cordon_err_set(err, -errno, "microvm: boot watch");
 	return 0;
 }
 
 /* QEMU and, in one-shot mode, the pump; the ends that are theirs closed here. */
-static int spawn(struct microvm *m, const struct cordon_spec *spec, int guest[4],
-		 int host_io[3], struct cordon_err *err)
+static int spawn(struct microvm *m, int guest[4], int host_io[3], struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	int go[2];
@@ -142,8 +150,8 @@ static int spawn(struct microvm *m, const struct cordon_spec *spec, int guest[4]
 		r = cordon_err_set(err, -errno, "microvm: start QEMU");
 	close(go[1]);
 	if (r == 0 && m->vm.oneshot) {
-		const int from[2] = {host_io[1], host_io[2]}, out[2] = {spec->stdio[1], spec->stdio[2]};
-		m->pump = microvm_pump_spawn(spec->stdio[0], host_io[0], from, out);
+		const int from[2] = {host_io[1], host_io[2]}, out[2] = {m->io[1], m->io[2]};
+		m->pump = microvm_pump_spawn(m->io[0], host_io[0], from, out);
 		if (m->pump < 0)
 			r = cordon_err_set(err, m->pump, "microvm: stdio pump");
 	}
@@ -172,31 +180,79 @@ static int make_channels(struct microvm *m, int guest[4], int host_io[3], struct
 	return 0;
 }
 
+/* One boot: the channels, the args block on ours, QEMU (and the pump), the deadline. */
+static int boot(struct microvm *m, struct cordon_err *err)
+{
+	int guest[4] = {-1, -1, -1, -1}, host_io[3] = {-1, -1, -1};
+	int r = make_channels(m, guest, host_io, err);
+	if (r == 0 && send(m->chan, m->args, m->args_len, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+			      (ssize_t)m->args_len)
+		r = cordon_err_set(err, -errno, "microvm: send the command");
+	if (r == 0 && (r = spawn(m, guest, host_io, err)) == 0)
+		r = watch_boot(m, err);
+	close_fds(guest, ELEMENTSOF(guest));
+	close_fds(host_io, ELEMENTSOF(host_io));
+	return r;
+}
+
+static int keep_stdio(struct microvm *m, const struct cordon_spec *spec, struct cordon_err *err)
+{
+	for (int i = 0; i < 3; i++)
+		if (spec->argv && spec->stdio[i] >= 0 &&
+		    (m->io[i] = fcntl(spec->stdio[i], F_DUPFD_CLOEXEC, 3)) < 0)
+			return cordon_err_set(err, -errno, "microvm: stdio");
+	return 0;
+}
+
 static int microvm_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 			 struct cordon_err *err)
 {
 	struct microvm *m = microvm_of(sb);
-	int guest[4] = {-1, -1, -1, -1}, host_io[3] = {-1, -1, -1}, r;
 	m->pidfd = m->chan = m->setup_fd = m->timer = m->pump = -1;
+	m->io[0] = m->io[1] = m->io[2] = -1;
 	struct init_args a = {};
+	int r;
 	if (!sb->host.privileged)
 		return cordon_err_setf(err, -EPERM, "runtime 'microvm': needs root");
 	if ((r = microvm_probe(&m->vm.host, err)) < 0 ||
 	    (r = runtime_host_acquire(&sb->host, spec, err)) < 0 || (r = make_dir(m, err)) < 0 ||
-	    (r = make_images(m, spec, err)) < 0)
+	    (r = make_images(m, spec, err)) < 0 || (r = keep_stdio(m, spec, err)) < 0)
 		return r;
 	if (sb->host.cg && (r = set_limits(sb, 0, spec->cpus_milli, spec->pids)) < 0)
 		return cordon_err_set(err, r, "microvm: cgroup limits");
-	uid_t uid = spec->user == CORDON_USER_ROOT ? 0 : 1000;
-	if ((r = init_args_make(&a, spec, NULL, err)) == 0 &&
-	    (r = make_channels(m, guest, host_io, err)) == 0 &&
-	    (r = microvm_args_send(m->chan, a.argv, a.envp, spec->argv ? uid : 0, err)) == 0 &&
-	    (r = spawn(m, spec, guest, host_io, err)) == 0)
-		r = watch_boot(m, err);
+	uid_t uid = spec->argv && spec->user != CORDON_USER_ROOT ? 1000 : 0;
+	if ((r = init_args_make(&a, spec, NULL, err)) == 0)
+		r = microvm_args_block(a.argv, a.envp, uid, &m->args, &m->args_len, err);
 	init_args_free(&a);
-	close_fds(guest, ELEMENTSOF(guest));
-	close_fds(host_io, ELEMENTSOF(host_io));
-	return r; /* on failure runtime.c kills and frees */
+	return r < 0 ? r : boot(m, err); /* on failure runtime.c kills and frees */
+}
+
+/* QEMU, the pump and the channel of a boot that did not come up, gone. */
+static void stop_vm(struct microvm *m)
+{
+	if (m->pidfd >= 0 && syscall(SYS_pidfd_send_signal, m->pidfd, SIGKILL, NULL, 0) == 0) {
+		siginfo_t si;
+		syscall(SYS_waitid, P_PIDFD, m->pidfd, &si, WEXITED, NULL);
+	}
+	if (m->pump > 0) {
+		kill(m->pump, SIGKILL);
+		child_wait_deadline(m->pump, MICROVM_KILL_MS, NULL);
+	}
+	m->pump = -1;
+	int fds[] = {m->pidfd, m->chan};
+	close_fds(fds, ELEMENTSOF(fds));
+	m->pidfd = m->chan = -1;
+}
+
+/* A boot past its deadline is tried once more, on a fresh scratch (the first may have
+ * mounted it). */
+static int retry_boot(struct microvm *m, struct cordon_err *err)
+{
+	m->retried = true;
+	stop_vm(m);
+	(void)unlink(m->vm.scratch);
+	int r = microvm_scratch_make(m->vm.scratch, m->disk_bytes, err);
+	return r < 0 ? r : boot(m, err);
 }
 
 static int microvm_setup_fd(const struct cordon_sandbox *sb)
@@ -234,6 +290,10 @@ static int microvm_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
 		if (read(m->timer, &ticks, sizeof(ticks)) != sizeof(ticks))
 			return -EAGAIN;
+		if (!m->retried) {
+			int r = retry_boot(m, err);
+			return r < 0 ? r : -EAGAIN;
+		}
 		return cordon_err_setf(err, -ETIMEDOUT,
 				       "microvm: the guest did not start in %d s; its console's last line: '%s'",
 				       MICROVM_BOOT_MS / 1000, last_line(m, "console.log", line, sizeof(line)));
@@ -311,9 +371,10 @@ static void microvm_free(struct cordon_sandbox *sb)
 		child_wait_deadline(m->pump, MICROVM_KILL_MS, NULL);
 		m->pump = -1;
 	}
-	int fds[] = {m->pidfd, m->chan, m->setup_fd, m->timer};
+	int fds[] = {m->pidfd, m->chan, m->setup_fd, m->timer, m->io[0], m->io[1], m->io[2]};
 	close_fds(fds, ELEMENTSOF(fds));
-	m->pidfd = m->chan = m->setup_fd = m->timer = -1;
+	m->pidfd = m->chan = m->setup_fd = m->timer = m->io[0] = m->io[1] = m->io[2] = -1;
+	free(TAKE_PTR(m->args));
 	runtime_host_kill(&sb->host);
 	if (m->made)
 		dir_remove(m->vm.dir);

@@ -12,7 +12,7 @@
 #include "runtime/runtime.h"
 
 #define MICROVM_PROBE_MS 10000 /* the KVM probe: a guest that hangs there is killed */
-#define MICROVM_BOOT_MS	 60000 /* QEMU exec to the guest's hello (TCG: ~4 s; one in ~15 hangs) */
+#define MICROVM_BOOT_MS	 30000 /* QEMU exec to the guest's hello (TCG: ~4 s); tried twice */
 #define MICROVM_TOOL_MS	 120000 /* mkfs.erofs of a template */
 #define MICROVM_KILL_MS	 5000
 #define MICROVM_MEM_DEFAULT (512ULL << 20)
@@ -40,6 +40,7 @@ struct microvm_host {
 	char modules[256];  /* the directory of the guest's .ko files */
 	const char *accel;  /* "kvm" or "tcg" */
 	char why_tcg[200];  /* why not KVM */
+	unsigned tsc_khz;   /* the host's TSC rate, 0 if unknown (probe.c) */
 };
 
 /* The modules the guest loads, in this order (each after what it depends on). */
@@ -85,7 +86,7 @@ int microvm_initrd(const struct microvm_host *h, char *path, size_t size, struct
 int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cordon_err *err);
 /* A sparse ext4 image of @bytes at @path, empty, owned by root. */
 int microvm_scratch_make(const char *path, uint64_t bytes, struct cordon_err *err);
-/* The args block on the channel: u32 length, u32 argc, u32 envc, u32 uid (cordon-init --run
+/* The args block for the channel (malloc'd): u32 length, u32 argc, u32 envc, u32 uid (cordon-init --run
  * runs as it), then the NUL-terminated strings (src/init/vm.c reads it). */
-int microvm_args_send(int fd, char *const *argv, char *const *envp, uid_t uid,
-		      struct cordon_err *err);
+int microvm_args_block(char *const *argv, char *const *envp, uid_t uid, char **ret,
+		       size_t *ret_len, struct cordon_err *err);

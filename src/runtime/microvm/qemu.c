@@ -68,15 +68,22 @@ static void build_argv(struct argv_buf *a, const struct microvm_vm *vm)
 	const struct microvm_host *h = vm->host;
 	bool kvm = strcmp(h->accel, "kvm") == 0;
 	add(a, h->qemu);
+	/* TCG with a known TSC rate: no PIT, the rate given (probe.c's host_tsc_khz()). */
+	bool tsc = !kvm && h->tsc_khz;
 	const char *const fixed[] = {
-	    "-M", "microvm,x-option-roms=off,pit=on,pic=off,rtc=off,isa-serial=on", "-accel",
-	    h->accel, "-cpu", kvm ? "host" : "max", "-nodefaults", "-no-user-config", "-display",
-	    "none", "-no-reboot", "-sandbox",
-	    "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-append",
-	    "console=ttyS0 quiet panic=-1", "-device", "virtio-rng-device", "-device",
-	    "virtio-serial-device,max_ports=8"};
+	    "-accel", h->accel, "-cpu", kvm ? "host" : "max", "-nodefaults", "-no-user-config",
+	    "-display", "none", "-no-reboot", "-sandbox",
+	    "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny", "-device",
+	    "virtio-rng-device", "-device", "virtio-serial-device,max_ports=8"};
 	for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
 		add(a, fixed[i]);
+	add(a, "-M");
+	addf(a, "microvm,x-option-roms=off,pit=%s,pic=off,rtc=off,isa-serial=on", tsc ? "off" : "on");
+	add(a, "-append");
+	if (tsc)
+		addf(a, "console=ttyS0 quiet panic=-1 tsc_early_khz=%u", h->tsc_khz);
+	else
+		add(a, "console=ttyS0 quiet panic=-1");
 	add(a, "-smp");
 	addf(a, "%u", vm->cpus);
 	add(a, "-m");
