@@ -171,7 +171,7 @@ static int cli_bind(const struct cli_option *o, const char *arg, void *field)
 const struct cli_option cli_options[] = {
 	{"template", 0, "NAME", cli_string, F(template), SANDBOX, "template to start from [host]"},
 	{"runtime", 0, "NAME", cli_string, F(runtime), SANDBOX,
-	 "jail, gvisor, or auto: the strongest runtime that works there [run: jail; create: the server's default]"},
+	 "jail, gvisor, microvm, or auto: the strongest runtime that works there [run: jail; create: the server's default]"},
 	{"rootfs", 0, "DIR", cli_path, F(rootfs), CLI_RUN,
 	 "a directory holding a root filesystem, read-only"},
 	{"memory", 0, "SIZE", cli_size, F(memory_bytes), LIMITS, "memory limit: MiB, or 256M, 2G [512]"},

@@ -169,9 +169,9 @@ static int stage_entry(const char *src, const char *dst)
 		target[n] = '\0';
 		return symlink(target, dst) < 0 ? -errno : 0;
 	}
-	int made = S_ISDIR(st.st_mode) ? mkdir(dst, 0755) : write_file_at(AT_FDCWD, dst, "");
+	int made = S_ISDIR(st.st_mode) ? mkdir(dst, 0755) : mknod(dst, S_IFREG | 0644, 0);
 	if (made < 0 || mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-		return made < 0 ? made : -errno;
+		return -errno;
 	return 0;
 }
 
