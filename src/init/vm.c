@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <grp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/cleanup.h"
@@ -151,10 +152,11 @@ static int read_port(int fd, void *buf, size_t len)
 	return 0;
 }
 
-/* The host's block: u32 bytes, u32 argc, u32 envc, u32 uid, then argc + envc strings. */
+/* The host's block: u32 bytes, u32 argc, u32 envc, u32 uid, u32 x2 the time (the guest has
+ * no RTC: its clock starts from it), then argc + envc strings. */
 static void read_args(int fd, char ***ret_argv, char ***ret_envp, uid_t *ret_uid)
 {
-	uint32_t hdr[4];
+	uint32_t hdr[6];
 	if (read_port(fd, hdr, sizeof(hdr)) < 0 || hdr[0] > ARGS_MAX || hdr[1] < 1 ||
 	    hdr[1] + hdr[2] > hdr[0])
 		die("the command block");
@@ -173,6 +175,8 @@ static void read_args(int fd, char ***ret_argv, char ***ret_envp, uid_t *ret_uid
 	*ret_argv = v;
 	*ret_envp = v + hdr[1] + 1;
 	*ret_uid = hdr[3];
+	struct timespec now = {.tv_sec = (time_t)((uint64_t)hdr[5] << 32 | hdr[4])};
+	clock_settime(CLOCK_REALTIME, &now);
 }
 
 /* One-shot: cordon-init --run as the sandbox's user (agent mode keeps root to start

@@ -6,6 +6,7 @@ Guest boots are slow under TCG (about 4 s each on this 2-core host): the tests s
 them. Each test session has its own image cache and VM directory (tmp), so that the leak
 check sees only its own sandboxes."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -18,6 +19,11 @@ BUILD = os.environ.get("CORDON_BUILD", os.path.join(REPO, "build"))
 CORDON = os.path.join(BUILD, "cordon")
 KERNEL = os.environ.get("CORDON_MICROVM_KERNEL", "/var/cache/cordon-kernels/microvm")
 BUSYBOX = "/bin/busybox"
+
+_spec = importlib.util.spec_from_file_location("daemon_conftest", os.path.join(REPO, "tests", "daemon",
+                                                                              "conftest.py"))
+dc = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dc)
 
 
 def microvm_missing():

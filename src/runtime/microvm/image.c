@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/child.h"
@@ -271,8 +272,10 @@ int microvm_args_block(char *const *argv, char *const *envp, uid_t uid, char **r
 		       size_t *ret_len, struct cordon_err *err)
 {
 	size_t bytes = 0;
-	uint32_t hdr[4] = {0, (uint32_t)strv_len(argv, &bytes), (uint32_t)strv_len(envp, &bytes),
-			   (uint32_t)uid};
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	uint32_t hdr[6] = {0, (uint32_t)strv_len(argv, &bytes), (uint32_t)strv_len(envp, &bytes),
+			   (uint32_t)uid, (uint32_t)now.tv_sec, (uint32_t)((uint64_t)now.tv_sec >> 32)};
 	if (bytes + sizeof(hdr) > MICROVM_ARGS_MAX)
 		return cordon_err_setf(err, -E2BIG, "microvm: command and environment over %u KiB",
 				       MICROVM_ARGS_MAX >> 10);

@@ -214,6 +214,8 @@ static int microvm_start(struct cordon_sandbox *sb, const struct cordon_spec *sp
 	int r;
 	if (!sb->host.privileged)
 		return cordon_err_setf(err, -EPERM, "runtime 'microvm': needs root");
+	if (spec->net != CORDON_NET_NONE)
+		return cordon_err_setf(err, -EOPNOTSUPP, "runtime 'microvm': no network yet (--net none)");
 	if ((r = microvm_probe(&m->vm.host, err)) < 0 ||
 	    (r = runtime_host_acquire(&sb->host, spec, err)) < 0 || (r = make_dir(m, err)) < 0 ||
 	    (r = make_images(m, spec, err)) < 0 || (r = keep_stdio(m, spec, err)) < 0)
@@ -403,7 +405,8 @@ static const char *microvm_mode(char *why, size_t size)
 const struct runtime_ops microvm_ops = {
     .name = "microvm",
     .strength = 30,
-    .caps = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_LIMITS | CORDON_RUNTIME_CAP_STATS,
+    .caps = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT | CORDON_RUNTIME_CAP_LIMITS |
+	    CORDON_RUNTIME_CAP_STATS,
     .size = sizeof(struct microvm),
     .available = microvm_available,
     .mode = microvm_mode,

@@ -87,6 +87,7 @@ int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cor
 /* A sparse ext4 image of @bytes at @path, empty, owned by root. */
 int microvm_scratch_make(const char *path, uint64_t bytes, struct cordon_err *err);
 /* The args block for the channel (malloc'd): u32 length, u32 argc, u32 envc, u32 uid (cordon-init --run
- * runs as it), then the NUL-terminated strings (src/init/vm.c reads it). */
+ * runs as it), u32 x2 the host's time in seconds (the guest has no RTC), then the
+ * NUL-terminated strings (src/init/vm.c reads it). */
 int microvm_args_block(char *const *argv, char *const *envp, uid_t uid, char **ret,
 		       size_t *ret_len, struct cordon_err *err);

@@ -45,17 +45,16 @@ static void test_registry_lists_the_known_runtimes(void **state)
 
 static void test_resolve(void **state)
 {
-	struct cordon_runtime_info gv;
+	struct cordon_runtime_info gv, mv;
 	assert_int_equal(cordon_runtime_get(1, &gv), 0);
-	const char *strongest = gv.available ? "gvisor" : "jail";
+	assert_int_equal(cordon_runtime_get(0, &mv), 0);
+	const char *strongest = mv.available ? "microvm" : gv.available ? "gvisor" : "jail";
 	const char *name = NULL;
 	assert_int_equal(cordon_runtime_resolve("jail", &name, NULL), 0);
 	assert_string_equal(name, "jail");
 	assert_int_equal(cordon_runtime_resolve("auto", &name, NULL), 0);
 	assert_string_equal(name, strongest);
 	struct cordon_err err = {};
-	struct cordon_runtime_info mv;
-	assert_int_equal(cordon_runtime_get(0, &mv), 0);
 	char can[64];
 	snprintf(can, sizeof(can), "this host can run: %s%s", mv.available ? "microvm, " : "",
 		 gv.available ? "gvisor, jail" : "jail");
