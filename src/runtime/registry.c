@@ -32,10 +32,12 @@ static int refuse(const struct runtime_ops *const *list, size_t n, const char *n
 	return cordon_err_setf(err, code, "runtime '%s': %s; this host can run: %s", name, why, avail);
 }
 
-/* auto takes only a runtime that has both modes (one still being built may have neither). */
+/* auto takes only a runtime that has both modes and a network: what a caller of auto may
+ * ask for without naming a runtime (microvm, without a network yet, is asked for by name). */
 static const struct runtime_ops *strongest(const struct runtime_ops *const *list, size_t n)
 {
-	const uint32_t both = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT;
+	const uint32_t both = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT |
+			      CORDON_RUNTIME_CAP_EGRESS;
 	const struct runtime_ops *best = NULL;
 	for (size_t i = 0; i < n; i++)
 		if ((!best || list[i]->strength > best->strength) && (list[i]->caps & both) == both &&
