@@ -408,6 +408,7 @@ const struct runtime_ops microvm_ops = {
     .caps = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT | CORDON_RUNTIME_CAP_LIMITS |
 	    CORDON_RUNTIME_CAP_STATS,
     .size = sizeof(struct microvm),
+    .setup_ms = 2 * MICROVM_BOOT_MS + 5000, /* a boot, its retry, and the agent's hello */
     .available = microvm_available,
     .mode = microvm_mode,
     .start = microvm_start,

@@ -12,7 +12,7 @@
 #include "runtime/runtime.h"
 
 #define MICROVM_PROBE_MS 10000 /* the KVM probe: a guest that hangs there is killed */
-#define MICROVM_BOOT_MS	 30000 /* QEMU exec to the guest's hello (TCG: ~4 s); tried twice */
+#define MICROVM_BOOT_MS	 20000 /* QEMU exec to the guest's hello (TCG: 4-7 s); tried twice */
 #define MICROVM_TOOL_MS	 120000 /* mkfs.erofs of a template */
 #define MICROVM_KILL_MS	 5000
 #define MICROVM_MEM_DEFAULT (512ULL << 20)
