@@ -72,16 +72,19 @@ def run(mvenv, rootfs, args, cmd, timeout=120, **kw):
 
 
 def qemu_procs(vms_dir):
-    """QEMU processes whose command line names this session's VM directory."""
+    """QEMU processes of this session's VM directory: in its jail QEMU's command line names
+    jail paths, but its log (opened by cordon before the jail) is a file of that directory."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
+            with open(f"/proc/{pid}/comm") as f:
+                if not f.read().startswith("qemu-system"):
+                    continue
+            fds = [os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")]
         except OSError:
             continue
-        if argv and argv[0].endswith(b"qemu-system-x86_64") and any(vms_dir.encode() in a for a in argv):
+        if any(t.startswith(vms_dir + "/") for t in fds):
             out.append(int(pid))
     return out

@@ -63,10 +63,40 @@ def test_oneshot_in_its_own_kernel(mvenv, rootfs):
     assert_no_leftovers(mvenv)
 
 
-def test_timeout_kills_the_vm(mvenv, rootfs):
-    """--timeout ends the VM (QEMU killed): 124, and nothing of it is left."""
-    r = run(mvenv, rootfs, ["--timeout", "8s"], ["/bin/sleep", "600"])
-    assert r.returncode == 124, (r.returncode, r.stderr)
+def status_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return dict(l.rstrip("\n").split(":\t", 1) for l in f if ":\t" in l)
+
+
+def test_qemu_confined_and_timeout_kills_the_vm(mvenv, rootfs):
+    """While the guest runs, QEMU is in a jail of its own: the slot's uid (not root), no
+    capability, no_new_privs, its seccomp filter, its own mount, pid, net, ipc, uts and
+    cgroup namespaces, a root holding only its files. Then --timeout ends the VM: 124, and
+    nothing of it is left."""
+    p = subprocess.Popen([CORDON, "run", "--runtime", "microvm", "--rootfs", rootfs, "--timeout", "12s",
+                          "--", "/bin/sleep", "600"], env=mvenv, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        vms = mvenv["CORDON_MICROVM_DIR"]
+        ours = []
+        deadline = time.monotonic() + 10
+        while not ours and time.monotonic() < deadline:
+            ours = qemu_procs(vms)
+            time.sleep(0.2)
+        assert len(ours) == 1, f"QEMUs of this run: {ours}"
+        st = status_of(ours[-1])
+        uid = st["Uid"].split()
+        assert uid[0] != "0" and len(set(uid)) == 1, st["Uid"]
+        for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert int(st[cap], 16) == 0, (cap, st[cap])
+        assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
+        for ns in ("mnt", "pid", "net", "ipc", "uts", "cgroup"):
+            assert os.readlink(f"/proc/{ours[-1]}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
+        assert sorted(os.listdir(f"/proc/{ours[-1]}/root")) <= \
+            sorted(["bin", "dev", "etc", "img", "lib", "lib32", "lib64", "proc", "sbin", "usr", "vm"])
+    finally:
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 124, (p.returncode, err)
     assert_no_leftovers(mvenv)
 
 

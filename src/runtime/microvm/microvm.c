@@ -61,14 +61,30 @@ static struct microvm *microvm_of(struct cordon_sandbox *sb)
 	return (struct microvm *)sb;
 }
 
-static const char *const leftovers[] = {"console.log", "qemu.log", "scratch.ext4"};
+static const char *const leftovers[] = {"console.log", "qemu.log", "scratch.ext4", "root"};
 
 static void dir_remove(const char *dir)
 {
 	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	for (size_t i = 0; fd >= 0 && i < ELEMENTSOF(leftovers); i++)
-		(void)unlinkat(fd, leftovers[i], 0);
+		if (unlinkat(fd, leftovers[i], 0) < 0 && errno == EISDIR)
+			(void)unlinkat(fd, leftovers[i], AT_REMOVEDIR);
 	(void)rmdir(dir);
+}
+
+/* What QEMU, as vm->uid in its jail, opens for writing: the directory it is shown, the
+ * scratch disk and the console log; and the empty root of its jail. */
+static int give_to_vmm(struct microvm *m, struct cordon_err *err)
+{
+	struct microvm_vm *vm = &m->vm;
+	vm->uid = strcmp(vm->host->accel, "kvm") == 0 ? 0 : runtime_host_uid(&m->sb.host);
+	_cleanup_close_ int fd = open(vm->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int con = fd < 0 ? -1 : openat(fd, "console.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || con < 0 || mkdirat(fd, "root", 0755) < 0 || fchown(fd, vm->uid, vm->uid) < 0 ||
+	    fchown(con, vm->uid, vm->uid) < 0 ||
+	    fchownat(fd, "scratch.ext4", vm->uid, vm->uid, AT_SYMLINK_NOFOLLOW) < 0)
+		return cordon_err_set(err, -errno, "microvm: QEMU's files in '%s'", vm->dir);
+	return 0;
 }
 
 static int make_dir(struct microvm *m, struct cordon_err *err)
@@ -218,7 +234,8 @@ static int microvm_start(struct cordon_sandbox *sb, const struct cordon_spec *sp
 		return cordon_err_setf(err, -EOPNOTSUPP, "runtime 'microvm': no network yet (--net none)");
 	if ((r = microvm_probe(&m->vm.host, err)) < 0 ||
 	    (r = runtime_host_acquire(&sb->host, spec, err)) < 0 || (r = make_dir(m, err)) < 0 ||
-	    (r = make_images(m, spec, err)) < 0 || (r = keep_stdio(m, spec, err)) < 0)
+	    (r = make_images(m, spec, err)) < 0 || (r = give_to_vmm(m, err)) < 0 ||
+	    (r = keep_stdio(m, spec, err)) < 0)
 		return r;
 	if (sb->host.cg && (r = set_limits(sb, 0, spec->cpus_milli, spec->pids)) < 0)
 		return cordon_err_set(err, r, "microvm: cgroup limits");
@@ -254,6 +271,8 @@ static int retry_boot(struct microvm *m, struct cordon_err *err)
 	stop_vm(m);
 	(void)unlink(m->vm.scratch);
 	int r = microvm_scratch_make(m->vm.scratch, m->disk_bytes, err);
+	if (r == 0 && chown(m->vm.scratch, m->vm.uid, m->vm.uid) < 0)
+		r = cordon_err_set(err, -errno, "microvm: chown the scratch");
 	return r < 0 ? r : boot(m, err);
 }
 

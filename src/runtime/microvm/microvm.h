@@ -57,7 +57,18 @@ struct microvm_vm {
 	unsigned cpus;
 	uint64_t memory_bytes;
 	bool oneshot; /* the stdio ports too */
+	uid_t uid;    /* QEMU runs as it (vmm.c): the slot's, or 0 under KVM */
 };
+
+/* Where QEMU's jail shows the VM's files (vmm.c); its command line names these. */
+#define MICROVM_JAIL_KERNEL "/img/vmlinuz"
+#define MICROVM_JAIL_INITRD "/img/initrd"
+#define MICROVM_JAIL_ROOTFS "/img/rootfs"
+#define MICROVM_JAIL_DIR    "/vm"
+
+/* vmm.c: in QEMU's child, cloned into its own namespaces: its root of only its files, no
+ * capability, no_new_privs, vm->uid. -errno (the child then exits). */
+int microvm_vmm_enter(const struct microvm_vm *vm);
 
 /* QEMU's fds: the channel, then (one-shot) stdin, stdout, stderr. */
 #define MICROVM_FD_CHANNEL 3

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,13 +90,13 @@ static void build_argv(struct argv_buf *a, const struct microvm_vm *vm)
 	add(a, "-m");
 	addf(a, "%llu", (unsigned long long)(vm->memory_bytes >> 20));
 	add(a, "-kernel");
-	add(a, h->kernel);
+	add(a, MICROVM_JAIL_KERNEL);
 	add(a, "-initrd");
-	add(a, vm->initrd);
+	add(a, MICROVM_JAIL_INITRD);
 	add(a, "-serial");
-	addf(a, "file:%s/console.log", vm->dir);
-	add_disk(a, "root", vm->rootfs, true);
-	add_disk(a, "scratch", vm->scratch, false);
+	add(a, "file:" MICROVM_JAIL_DIR "/console.log");
+	add_disk(a, "root", MICROVM_JAIL_ROOTFS, true);
+	add_disk(a, "scratch", MICROVM_JAIL_DIR "/scratch.ext4", false);
 	add_port(a, MICROVM_FD_CHANNEL, MICROVM_PORT_CHANNEL);
 	if (vm->oneshot) {
 		add_port(a, MICROVM_FD_CHANNEL + 1, MICROVM_PORT_STDIN);
@@ -107,7 +108,8 @@ static void build_argv(struct argv_buf *a, const struct microvm_vm *vm)
 
 /* The child: our fds @fds[0..3] (-1: none) at MICROVM_FD_CHANNEL.., QEMU's own output in
  * @log, nothing else. Waits for the parent's "go" (it is in the cgroup then). */
-static _Noreturn void exec_qemu(const struct argv_buf *a, const int fds[4], int log, int go)
+static _Noreturn void exec_qemu(const struct microvm_vm *vm, const struct argv_buf *a,
+				const int fds[4], int log, int go)
 {
 	char c;
 	int tmp[4];
@@ -115,6 +117,11 @@ static _Noreturn void exec_qemu(const struct argv_buf *a, const int fds[4], int 
 	if (read(go, &c, 1) != 1)
 		_exit(127);
 	setsid();
+	int r = microvm_vmm_enter(vm);
+	if (r < 0) {
+		dprintf(log, "cordon: QEMU's jail: %s\n", strerror(-r));
+		_exit(127);
+	}
 	int null = open("/dev/null", O_RDONLY);
 	if (null < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
 		_exit(127);
@@ -135,9 +142,12 @@ pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[4], int log,
 	if (!a)
 		return -ENOMEM;
 	build_argv(a, vm);
-	pid_t pid = fork();
+	/* fork() into new namespaces: QEMU is PID 1 of its own. */
+	pid_t pid = syscall(SYS_clone, SIGCHLD | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+					   CLONE_NEWUTS | CLONE_NEWCGROUP,
+			    NULL, NULL, NULL, NULL);
 	if (pid == 0)
-		exec_qemu(a, fds, log, go);
+		exec_qemu(vm, a, fds, log, go);
 	int r = pid < 0 ? -errno : pid;
 	free(a);
 	return r;
