@@ -171,3 +171,24 @@ def test_agent_exec_files_and_pool(mvdaemon):
         assert cl.sh(b["id"], "echo ok") == "ok\n"
     finally:
         cl.destroy(b["id"])
+
+
+def test_kill9_of_cordond_leaves_nothing(mvdaemon):
+    """Last in the module: with the pool's VM live, kill -9 of cordond takes its QEMU along
+    (PR_SET_PDEATHSIG, the cgroup), and the next cordond's sweep removes its directory."""
+    vms = mvdaemon.vms
+    assert dc.wait_until(lambda: len(qemu_procs(vms)) == 1, 60), qemu_procs(vms)
+    mvdaemon.kill9()
+    assert dc.wait_until(lambda: qemu_procs(vms) == [], 10), qemu_procs(vms)
+    assert os.listdir(vms), "the dead daemon's VM directory is already gone: nothing to sweep"
+    old = os.environ.get("CORDON_MICROVM_DIR")
+    os.environ["CORDON_MICROVM_DIR"] = vms
+    mvdaemon.pool = 0
+    try:
+        mvdaemon.start()
+    finally:
+        if old is None:
+            del os.environ["CORDON_MICROVM_DIR"]
+        else:
+            os.environ["CORDON_MICROVM_DIR"] = old
+    assert dc.wait_until(lambda: os.listdir(vms) == [], 10), os.listdir(vms)

@@ -15,6 +15,7 @@
  * three more ports, copied to the caller's fds by a pump process (pump.c); its status is
  * cordon-init's struct init_status on the channel, and the guest powers off after it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,6 +37,7 @@
 #include "basic/fdwatch.h"
 #include "basic/fileio.h"
 #include "lib/cgroup.h"
+#include "lib/idmap.h"
 #include "runtime/initargs.h"
 #include "runtime/microvm/microvm.h"
 #include "runtime/runtime.h"
@@ -407,6 +409,27 @@ static int microvm_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 	return runtime_host_stats(&sb->host, ret);
 }
 
+/* What the VMs of a killed daemon left: the directory of each s<slot> whose slot nobody
+ * holds (their QEMUs died with the daemon: PR_SET_PDEATHSIG; the cgroup is the host
+ * sweep's, which runs after). */
+static void microvm_sweep(void)
+{
+	if (geteuid() != 0)
+		return;
+	_cleanup_closedir_ DIR *d = opendir(microvm_base());
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char *end, dir[256];
+		unsigned long slot = e->d_name[0] == 's' ? strtoul(e->d_name + 1, &end, 10) : ULONG_MAX;
+		struct idmap_slot s;
+		if (slot >= CORDON_IDMAP_SLOTS || *end || idmap_slot_try(slot, &s) < 0)
+			continue;
+		snprintf(dir, sizeof(dir), "%.200s/%.32s", microvm_base(), e->d_name);
+		dir_remove(dir);
+		idmap_slot_release(&s);
+	}
+}
+
 static int microvm_available(struct cordon_err *err)
 {
 	return microvm_probe(NULL, err);
@@ -442,4 +465,5 @@ const struct runtime_ops microvm_ops = {
     .free = microvm_free,
     .set_limits = set_limits,
     .stats = microvm_stats,
+    .sweep = microvm_sweep,
 };
