@@ -108,11 +108,12 @@ static int cpio_write(int fd, const char *init, const struct microvm_host *h)
 	return r == 0 ? cpio_entry(fd, "TRAILER!!!", 0, NULL, 0) : r;
 }
 
-/* Writes @path through @path.tmp.<pid> with @fill; the temporary file goes on failure. */
+/* Writes @path through @path.tmp.<tid> with @fill (two threads of cordond may make the same
+ * image at once: the last rename wins, both whole); the temporary file goes on failure. */
 static int publish(const char *path, int (*fill)(const char *tmp, void *data), void *data)
 {
 	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid());
 	int r = fill(tmp, data);
 	if (r == 0 && rename(tmp, path) < 0)
 		r = -errno;
@@ -242,7 +243,7 @@ int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cor
 	if (access(path, R_OK) == 0)
 		return 0;
 	struct erofs_job j = {rootfs, ""};
-	snprintf(j.stage, sizeof(j.stage), "%s/stage.%d", microvm_cache(), (int)getpid());
+	snprintf(j.stage, sizeof(j.stage), "%s/stage.%d", microvm_cache(), (int)gettid());
 	r = publish(path, fill_erofs, &j);
 	if (r == -ENOENT)
 		return cordon_err_setf(err, r, "microvm: mkfs.erofs not found (apt-get install erofs-utils)");

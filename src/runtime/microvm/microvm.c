@@ -412,10 +412,28 @@ static int microvm_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 /* What the VMs of a killed daemon left: the directory of each s<slot> whose slot nobody
  * holds (their QEMUs died with the daemon: PR_SET_PDEATHSIG; the cgroup is the host
  * sweep's, which runs after). */
+/* Image files (*.tmp.<tid>) and staging directories (stage.<tid>) of a maker that died:
+ * an erofs image of the host may be gigabytes. */
+static void sweep_cache(void)
+{
+	_cleanup_closedir_ DIR *d = opendir(microvm_cache());
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		const char *dot = strrchr(e->d_name, '.');
+		bool tmp = strstr(e->d_name, ".tmp.") != NULL, stage = strncmp(e->d_name, "stage.", 6) == 0;
+		char *end;
+		long tid = dot ? strtol(dot + 1, &end, 10) : 0;
+		if ((!tmp && !stage) || tid <= 0 || *end || kill((pid_t)tid, 0) == 0 || errno != ESRCH)
+			continue;
+		(void)unlinkat(dirfd(d), e->d_name, stage ? AT_REMOVEDIR : 0);
+	}
+}
+
 static void microvm_sweep(void)
 {
 	if (geteuid() != 0)
 		return;
+	sweep_cache();
 	_cleanup_closedir_ DIR *d = opendir(microvm_base());
 	struct dirent *e;
 	while (d && (e = readdir(d))) {

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,20 +193,25 @@ static unsigned host_tsc_khz(void)
 	return known && mhz > 0 ? (unsigned)(mhz * 1000 + 0.5) : 0;
 }
 
+static struct microvm_host host;
+static struct cordon_err why;
+static int result;
+
+static void probe_once(void)
+{
+	result = find_qemu(&host, &why);
+	if (result == 0)
+		result = find_kernel(&host, &why);
+	if (result == 0)
+		probe_accel(&host);
+	host.tsc_khz = host_tsc_khz();
+}
+
+/* Once per process, whichever thread asks first (cordond's pool thread and its loop). */
 int microvm_probe(const struct microvm_host **ret, struct cordon_err *err)
 {
-	static struct microvm_host host;
-	static struct cordon_err why;
-	static int done, result;
-	if (!done) {
-		done = 1;
-		result = find_qemu(&host, &why);
-		if (result == 0)
-			result = find_kernel(&host, &why);
-		if (result == 0)
-			probe_accel(&host);
-		host.tsc_khz = host_tsc_khz();
-	}
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, probe_once);
 	if (result < 0)
 		return cordon_err_setf(err, result, "%s", why.msg);
 	if (ret)
