@@ -14,6 +14,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <grp.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -200,6 +202,29 @@ static _Noreturn void exec_init(int self, const int fds[4], char **argv, char **
 	_exit(127);
 }
 
+/* Reaps until cordon-init ends; meanwhile each byte the host sends on the channel is a
+ * signal for cordon-init, which forwards it to the command (one-shot mode: the channel is
+ * otherwise cordon-init's for its status alone; in agent mode the host sends none here). */
+static void supervise(pid_t child, int chan, bool oneshot)
+{
+	for (;;) {
+		int status;
+		pid_t pid;
+		while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+			if (pid == child)
+				return;
+		if (pid < 0 && errno == ECHILD)
+			return;
+		struct pollfd p = {chan, POLLIN, 0};
+		unsigned char sig;
+		/* A port with no host reads 0 at once: no busy loop then. */
+		if (!oneshot || poll(&p, 1, 50) != 1 || read(chan, &sig, 1) != 1)
+			usleep(50000);
+		else if (sig > 0 && sig < 65)
+			kill(child, sig);
+	}
+}
+
 _Noreturn void vm_main(void)
 {
 	int fds[4];
@@ -221,8 +246,6 @@ _Noreturn void vm_main(void)
 		die("fork");
 	if (child == 0)
 		exec_init(self, fds, argv, envp, uid);
-	for (pid_t pid; (pid = wait(NULL)) != child;)
-		if (pid < 0 && errno == ECHILD)
-			break;
+	supervise(child, fds[0], argv[1] && strcmp(argv[1], "--run") == 0);
 	power_off();
 }

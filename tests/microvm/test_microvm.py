@@ -1,10 +1,11 @@
 """The microvm runtime end to end: cordon run --runtime microvm boots Debian's kernel under
 QEMU and runs the command in it; cordond serves microvm sandboxes through the agent on the
 virtio-serial channel, and keeps one warm. Few boots (each is seconds under TCG): two
-one-shot runs (most checks; a timeout), three in cordond (a cold create, the pool's refill
+one-shot runs (most checks; QEMU's jail and a forwarded signal), three in cordond (a cold create, the pool's refill
 and its refill after the pooled create), each part followed by the leak check."""
 
 import os
+import signal
 import subprocess
 import time
 
@@ -68,13 +69,14 @@ def status_of(pid):
         return dict(l.rstrip("\n").split(":\t", 1) for l in f if ":\t" in l)
 
 
-def test_qemu_confined_and_timeout_kills_the_vm(mvenv, rootfs):
+def test_qemu_confined_and_signals_forwarded(mvenv, rootfs):
     """While the guest runs, QEMU is in a jail of its own: the slot's uid (not root), no
     capability, no_new_privs, its seccomp filter, its own mount, pid, net, ipc, uts and
-    cgroup namespaces, a root holding only its files. Then --timeout ends the VM: 124, and
-    nothing of it is left."""
-    p = subprocess.Popen([CORDON, "run", "--runtime", "microvm", "--rootfs", rootfs, "--timeout", "12s",
-                          "--", "/bin/sleep", "600"], env=mvenv, stdout=subprocess.PIPE,
+    cgroup namespaces, a root holding only its files. Then SIGINT to cordon run reaches the
+    command inside the guest (its trap runs: exit 9), and nothing of the VM is left."""
+    script = 'trap "echo got-int; exit 9" INT; echo up; sleep 600 & wait'
+    p = subprocess.Popen([CORDON, "run", "--runtime", "microvm", "--rootfs", rootfs, "--timeout", "60s",
+                          "--", "/bin/sh", "-c", script], env=mvenv, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     try:
         vms = mvenv["CORDON_MICROVM_DIR"]
@@ -92,11 +94,13 @@ def test_qemu_confined_and_timeout_kills_the_vm(mvenv, rootfs):
         assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
         for ns in ("mnt", "pid", "net", "ipc", "uts", "cgroup"):
             assert os.readlink(f"/proc/{ours[-1]}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
-        assert sorted(os.listdir(f"/proc/{ours[-1]}/root")) <= \
-            sorted(["bin", "dev", "etc", "img", "lib", "lib32", "lib64", "proc", "sbin", "usr", "vm"])
+        assert set(os.listdir(f"/proc/{ours[-1]}/root")) <= \
+            {"bin", "dev", "etc", "img", "lib", "lib32", "lib64", "proc", "sbin", "usr", "vm"}
+        assert p.stdout.readline() == b"up\n"  # the trap is set
+        p.send_signal(signal.SIGINT)
     finally:
         out, err = p.communicate(timeout=60)
-    assert p.returncode == 124, (p.returncode, err)
+    assert p.returncode == 9 and out == b"got-int\n", (p.returncode, out, err)
     assert_no_leftovers(mvenv)
 
 

@@ -344,13 +344,18 @@ static int microvm_exit_fd(const struct cordon_sandbox *sb)
 	return ((const struct microvm *)sb)->pidfd;
 }
 
-/* No signal reaches the guest's processes from here yet: a signal ends the VM (QEMU ends
- * on SIGTERM, SIGKILL), and the result says which. */
+/* One-shot, once the guest runs: the signal's number as one byte on the channel, which the
+ * guest's PID 1 hands to cordon-init, which forwards it to the command (the jail's way).
+ * Otherwise (agent mode, a guest still booting) a signal ends the VM (QEMU ends on SIGTERM)
+ * and the result says which. SIGKILL is always the VM's end. */
 static int microvm_signal(struct cordon_sandbox *sb, int sig)
 {
 	struct microvm *m = microvm_of(sb);
+	unsigned char b = (unsigned char)sig;
 	if (m->pidfd < 0)
 		return 0;
+	if (sig != SIGKILL && m->vm.oneshot && m->hello)
+		return send(m->chan, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 ? 0 : -errno;
 	m->sent = sig;
 	return syscall(SYS_pidfd_send_signal, m->pidfd, sig == SIGKILL ? SIGKILL : SIGTERM, NULL, 0) < 0
 		       ? -errno
