@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS := meson ninja-build gcc clang pkg-config musl-tools libseccomp-dev libjansson-dev \
 	libevent-dev libsqlite3-dev libssl-dev libmnl-dev libnftables-dev libarchive-dev libcmocka-dev \
 	libclang-rt-14-dev python3-pytest bubblewrap busybox-static iproute2 nftables \
-	qemu-system-x86 cpio debootstrap e2fsprogs xz-utils runsc
+	qemu-system-x86 cpio debootstrap e2fsprogs xz-utils runsc erofs-utils
 
 .PHONY: all deps build quickstart test test-kernels bench templates clean
 

@@ -67,6 +67,10 @@ struct cordon_runtime_info {
 	bool available;
 	char reason[256]; /* why not, when not available */
 	uint32_t caps;    /* CORDON_RUNTIME_CAP_* */
+	/* How it runs here when there is a choice (microvm: "kvm" or "tcg"), else ""; and why
+	 * not the stronger way, else "". */
+	char mode[16];
+	char mode_reason[256];
 };
 
 /* The @i-th runtime of the registry (strongest first); -ENOENT past the last. */
@@ -131,6 +135,9 @@ int cordon_sandbox_pidfd(const struct cordon_sandbox *sb);
 
 /* The name of the runtime that made @sb ("jail"). */
 const char *cordon_sandbox_runtime(const struct cordon_sandbox *sb);
+/* How long the sandbox's setup may take at most, in ms (a microVM's boot, tried twice),
+ * or @dflt when its runtime sets no bound of its own: a caller's setup deadline. */
+uint64_t cordon_sandbox_setup_ms(const struct cordon_sandbox *sb, uint64_t dflt);
 
 /* Waits for PID 1 to exit, killing the sandbox at its deadline, and fills @ret. If @sigfd is
  * a signalfd, signals read from it are forwarded to the sandbox (cordon-init passes them on to

@@ -182,7 +182,7 @@ const struct cli_option cli_options[] = {
 	{"snapshot", 0, "ID", cli_string, F(snapshot), CLI_CREATE,
 	 "start from a snapshot (its template and limits unless given)"},
 	{"runtime", 0, "NAME", cli_string, F(runtime), SANDBOX,
-	 "jail, or auto: the strongest runtime that works there"},
+	 "jail, gvisor, microvm, or auto: the strongest runtime that works there [run: jail; create: the server's default]"},
 	{"rootfs", 0, "DIR", cli_path, F(rootfs), CLI_RUN,
 	 "a directory holding a root filesystem, read-only"},
 	{"memory", 0, "SIZE", cli_size, F(memory_bytes), LIMITS, "memory limit: MiB, or 256M, 2G [512]"},

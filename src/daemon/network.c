@@ -253,9 +253,19 @@ void network_forget(struct sbx *s)
 	}
 }
 
+static bool runtime_has_egress(const char *runtime)
+{
+	struct cordon_runtime_info info;
+	for (size_t i = 0; runtime && cordon_runtime_get(i, &info) == 0; i++)
+		if (strcmp(info.name, runtime) == 0)
+			return info.caps & CORDON_RUNTIME_CAP_EGRESS;
+	return false;
+}
+
+/* A runtime without a network at all (microvm, so far) gets none. */
 void network_spec(struct cordon_spec *spec, const char *runtime)
 {
-	if (!D.egress || cordon_runtime_attaches_net(runtime))
+	if (!D.egress || cordon_runtime_attaches_net(runtime) || !runtime_has_egress(runtime))
 		return;
 	/* Linked now, answered by nothing until its policy lets something out (deny: the proxy
 	 * refuses all, as for a jail whose policy went back to deny). */

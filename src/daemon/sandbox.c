@@ -568,8 +568,10 @@ void sbx_adopt(struct sbx *s)
 	s->exit_ev = loop_event_new(cordon_sandbox_pidfd(s->rt), EV_READ, on_exit_ev, s);
 	event_add(s->setup_ev, NULL);
 	event_add(s->exit_ev, NULL);
-	/* One deadline for setup and HELLO_OK: no sandbox stays "creating" for ever. */
-	struct timeval tv = {AGENT_HELLO_MS / 1000, 0};
+	/* One deadline for setup and HELLO_OK: no sandbox stays "creating" for ever (a
+	 * microVM's boot may take longer than the usual). */
+	uint64_t ms = cordon_sandbox_setup_ms(s->rt, AGENT_HELLO_MS);
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 	evtimer_add(s->hello_ev, &tv);
 	list_add(s);
 	if (s->pooled)

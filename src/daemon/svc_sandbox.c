@@ -252,8 +252,13 @@ static json_t *runtime_json(const struct cordon_runtime_info *info)
 	for (int b = 0; caps && b < _CORDON_RUNTIME_CAP_COUNT; b++)
 		if (info->caps & (1u << b))
 			json_array_append_new(caps, json_string(cordon_runtime_cap_name(1u << b)));
-	return json_pack("{s:s, s:b, s:s?, s:o*}", "name", info->name, "available", info->available,
-			 "reason", info->available ? NULL : info->reason, "capabilities", caps);
+	json_t *o = json_pack("{s:s, s:b, s:s?, s:o*}", "name", info->name, "available",
+			      info->available, "reason", info->available ? NULL : info->reason,
+			      "capabilities", caps);
+	if (o && info->mode[0])
+		json_object_set_new(o, "mode", json_pack("{s:s, s:s?}", "name", info->mode, "reason",
+							 info->mode_reason[0] ? info->mode_reason : NULL));
+	return o;
 }
 
 /* The registry as this host sees it, for a client to choose before it asks (a runtime it

@@ -2,6 +2,7 @@
  *
  *   cordon-init --run --workdir DIR -- CMD [ARGS...]   one-shot: run CMD, reap, exit with it
  *   cordon-init --agent                                serve the host on fd 3 (agent.c)
+ *   /init (PID 1 of a microVM, no argument)            the guest stage first (vm.c)
  *   cordon-init --agent --connect PATH                 the same over the unix socket PATH (a
  *                                                      runtime such as gvisor that hands the
  *                                                      sandbox no fd 3)
@@ -27,6 +28,7 @@
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
 #include "init/agent.h"
+#include "init/vm.h"
 #include "lib/initproto.h"
 
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
@@ -163,6 +165,9 @@ int main(int argc, char **argv)
 {
 	/* Nothing in the sandbox may read our memory or environment through /proc/1. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* The kernel runs a microVM's /init with no argument as PID 1. */
+	if (argc == 1 && getpid() == 1 && strcmp(argv[0], "/init") == 0)
+		vm_main();
 	if (argc >= 2 && strcmp(argv[1], "--agent") == 0) {
 		if (argc >= 4 && strcmp(argv[2], "--connect") == 0 && connect_channel(argv[3]) < 0)
 			return 2;

@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "basic/cleanup.h"
+#include "lib/initproto.h"
 #include "runtime/initargs.h"
 
 static bool valid_term(const char *t)
@@ -87,4 +89,22 @@ void init_args_free(struct init_args *a)
 	free(a->envp);
 	free(a->argv);
 	a->envp = a->argv = NULL;
+}
+
+int init_status_read(int fd, struct cordon_result *res)
+{
+	struct init_status st = {};
+	if (recv(fd, &st, sizeof(st), MSG_DONTWAIT) != (ssize_t)sizeof(st))
+		return -ENODATA;
+	if (st.kind == INIT_EXITED)
+		res->exit_code = st.value & 0xff;
+	else if (st.kind == INIT_SIGNALED && st.value > 0 && st.value < 65)
+		res->signal = st.value;
+	else if (st.kind == INIT_EXEC_FAILED)
+		res->exit_code = st.value == ENOENT ? CORDON_EXIT_NOTFOUND : CORDON_EXIT_NOEXEC;
+	else if (st.kind == INIT_CWD_FAILED)
+		res->exit_code = CORDON_EXIT_SETUP;
+	else
+		return -ENODATA;
+	return 0;
 }

@@ -18,3 +18,8 @@ struct init_args {
 int init_args_make(struct init_args *a, const struct cordon_spec *spec, const char *agent_socket,
 		   struct cordon_err *err);
 void init_args_free(struct init_args *a);
+
+/* How the one-shot command ended, as cordon-init wrote it on @fd (a socket, not waited on):
+ * hostile bytes clamped to an exit code or a signal in @res. 0, or -ENODATA when it said
+ * nothing (it died first). */
+int init_status_read(int fd, struct cordon_result *res);

@@ -1,8 +1,5 @@
-/* The runtimes this build knows, strongest first, and how a name becomes one of them.
- *
- * microvm is listed before it exists so that a request naming it gets "not built yet"
- * rather than "unknown", and so that auto's order is already the final one: a
- * microVM (its own kernel) over gVisor (a user-space kernel) over the jail (the host's
+/* The runtimes this build knows, strongest first, and how a name becomes one of them:
+ * a microVM (its own kernel) over gVisor (a user-space kernel) over the jail (the host's
  * kernel behind seccomp and Landlock). */
 #include <errno.h>
 #include <stdio.h>
@@ -10,15 +7,6 @@
 
 #include "basic/cleanup.h"
 #include "runtime/runtime.h"
-
-static int not_built(struct cordon_err *err)
-{
-	return cordon_err_setf(err, -EOPNOTSUPP, "not built yet");
-}
-
-static const struct runtime_ops microvm_ops = {
-    .name = "microvm", .strength = 30, .available = not_built,
-};
 
 const struct runtime_ops *const runtime_registry[] = {&microvm_ops, &gvisor_ops, &jail_ops};
 const size_t runtime_registry_len = ELEMENTSOF(runtime_registry);
@@ -44,11 +32,16 @@ static int refuse(const struct runtime_ops *const *list, size_t n, const char *n
 	return cordon_err_setf(err, code, "runtime '%s': %s; this host can run: %s", name, why, avail);
 }
 
+/* auto takes only a runtime that has both modes and a network: what a caller of auto may
+ * ask for without naming a runtime (microvm, without a network yet, is asked for by name). */
 static const struct runtime_ops *strongest(const struct runtime_ops *const *list, size_t n)
 {
+	const uint32_t both = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT |
+			      CORDON_RUNTIME_CAP_EGRESS;
 	const struct runtime_ops *best = NULL;
 	for (size_t i = 0; i < n; i++)
-		if ((!best || list[i]->strength > best->strength) && list[i]->available(NULL) == 0)
+		if ((!best || list[i]->strength > best->strength) && (list[i]->caps & both) == both &&
+		    list[i]->available(NULL) == 0)
 			best = list[i];
 	return best;
 }
@@ -102,6 +95,9 @@ int cordon_runtime_get(size_t i, struct cordon_runtime_info *ret)
 	ret->available = ops->available(&why) == 0;
 	if (!ret->available)
 		snprintf(ret->reason, sizeof(ret->reason), "%.255s", why.msg[0] ? why.msg : "not available");
+	else if (ops->mode)
+		snprintf(ret->mode, sizeof(ret->mode), "%s",
+			 ops->mode(ret->mode_reason, sizeof(ret->mode_reason)));
 	return 0;
 }
 

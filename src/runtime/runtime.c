@@ -203,6 +203,11 @@ int cordon_sandbox_pidfd(const struct cordon_sandbox *sb)
 	return cordon_sandbox_exit_fd(sb);
 }
 
+uint64_t cordon_sandbox_setup_ms(const struct cordon_sandbox *sb, uint64_t dflt)
+{
+	return sb->ops->setup_ms > dflt ? sb->ops->setup_ms : dflt;
+}
+
 const char *cordon_sandbox_runtime(const struct cordon_sandbox *sb)
 {
 	return sb->ops->name;

@@ -28,9 +28,13 @@ struct runtime_ops {
 	unsigned strength; /* auto: the highest that is available */
 	uint32_t caps;	   /* CORDON_RUNTIME_CAP_* */
 	size_t size;	   /* of the runtime's object, >= sizeof(struct cordon_sandbox) */
+	uint32_t setup_ms; /* the longest its setup may take, if longer than a caller's usual */
 
 	/* 0 if this host can run it; else -errno with @err saying why ("not built yet"). */
 	int (*available)(struct cordon_err *err);
+	/* Optional: how it runs on this host when available (microvm: "kvm" or "tcg"), and in
+	 * @why why not the stronger way ("" when nothing is missing). */
+	const char *(*mode)(char *why, size_t size);
 	/* Optional: what the runtime caches per process (cordon_prepare()). */
 	int (*prepare)(struct cordon_err *err);
 
@@ -103,6 +107,7 @@ int runtime_pick(const struct runtime_ops *const *list, size_t n, const char *na
 int runtime_start(const struct runtime_ops *ops, const struct cordon_spec *spec,
 		  struct cordon_sandbox **ret_sb, struct cordon_err *err);
 
-/* The jail (jail/jail.c) and gVisor (gvisor/gvisor.c). */
+/* The jail (jail/jail.c), gVisor (gvisor/gvisor.c) and the microVM (microvm/microvm.c). */
 extern const struct runtime_ops jail_ops;
 extern const struct runtime_ops gvisor_ops;
+extern const struct runtime_ops microvm_ops;

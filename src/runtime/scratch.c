@@ -184,6 +184,15 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	return 0;
 }
 
+int scratch_image_copy(int dst, uint64_t bytes)
+{
+	_cleanup_close_ int dirfd = scratch_dirfd();
+	if (dirfd < 0)
+		return dirfd;
+	_cleanup_close_ int golden = golden_open(dirfd, (bytes + (1ULL << 20) - 1) >> 20);
+	return golden < 0 ? golden : copy_sparse(golden, dst);
+}
+
 /* mkdir at @parent/@name owned by @uid, mode @mode (the umask does not apply). */
 static int make_dir(int parent, const char *name, mode_t mode, uid_t uid)
 {

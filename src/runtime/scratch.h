@@ -65,6 +65,10 @@ int scratch_snapshot(const struct scratch *sc, uid_t base, int dirfd, uint64_t *
 void scratch_trees_close(struct scratch_trees *t);
 void scratch_close(struct scratch *sc);
 
+/* Fills @dst (a regular file) with a sparse copy of the empty ext4 image of @bytes (rounded
+ * up to MiB), the one every sandbox of that size shares: a VM's scratch disk. -errno. */
+int scratch_image_copy(int dst, uint64_t bytes);
+
 /* Removes what dead holders of unlocked slots left in the scratch directory. */
 void scratch_sweep(void);
 

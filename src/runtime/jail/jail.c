@@ -35,6 +35,7 @@
 #include "runtime/volume.h"
 #include "lib/initproto.h"
 #include "runtime/jail/jail.h"
+#include "runtime/initargs.h"
 #include "runtime/runtime.h"
 
 /* Opens a host path for a read-only bind: a regular file or a directory, nothing else. */
@@ -436,21 +437,10 @@ static int jail_kill(struct cordon_sandbox *sb)
 static void fill_result(struct jail *j, const siginfo_t *si, const struct rusage *ru,
 			struct cordon_result *res)
 {
-	struct init_status st = {};
-
 	res->cpu_ms = (ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
 		      (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
-	if (j->status_fd >= 0 &&
-	    recv(j->status_fd, &st, sizeof(st), MSG_DONTWAIT) == (ssize_t)sizeof(st)) {
-		/* Hostile bytes: clamp to what an exit code and a signal can be. */
-		if (st.kind == INIT_EXITED)
-			res->exit_code = st.value & 0xff;
-		else if (st.kind == INIT_SIGNALED && st.value > 0 && st.value < 65)
-			res->signal = st.value;
-		else if (st.kind == INIT_EXEC_FAILED)
-			res->exit_code = st.value == ENOENT ? CORDON_EXIT_NOTFOUND : CORDON_EXIT_NOEXEC;
-		else if (st.kind == INIT_CWD_FAILED)
-			res->exit_code = CORDON_EXIT_SETUP;
+	if (j->status_fd >= 0 && init_status_read(j->status_fd, res) == 0) {
+		/* cordon-init's word */
 	} else if (si->si_code == CLD_EXITED) {
 		res->exit_code = si->si_status;
 	} else {

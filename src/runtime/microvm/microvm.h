@@ -1,0 +1,104 @@
+/* Internals of the microvm runtime: the sandbox object (microvm.c), the host's QEMU, guest
+ * kernel and accelerator (probe.c), the guest's disks and initramfs (image.c), QEMU's
+ * command line and its start (qemu.c) and the one-shot stdio pump (pump.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cordon/cordon.h>
+
+#include "runtime/runtime.h"
+
+#define MICROVM_PROBE_MS 10000 /* the KVM probe: a guest that hangs there is killed */
+#define MICROVM_BOOT_MS	 20000 /* QEMU exec to the guest's hello (TCG: 4-7 s); tried twice */
+#define MICROVM_TOOL_MS	 120000 /* mkfs.erofs of a template */
+#define MICROVM_KILL_MS	 5000
+#define MICROVM_MEM_DEFAULT (512ULL << 20)
+/* QEMU (and TCG's translation cache) on top of the guest's RAM, in the sandbox's cgroup. */
+#define MICROVM_MEM_EXTRA (256ULL << 20)
+#define MICROVM_ARGS_MAX  (256u << 10) /* cordon-init's argv and environment on the wire */
+
+/* The guest's virtio-serial ports, by name (the guest finds them in
+ * /sys/class/virtio-ports/ * /name): fd 3 of cordon-init (the agent or the one-shot status,
+ * after the args block the host sends first), then the one-shot command's 0, 1 and 2. */
+#define MICROVM_PORT_CHANNEL "cordon.channel"
+#define MICROVM_PORT_STDIN   "cordon.stdin"
+#define MICROVM_PORT_STDOUT  "cordon.stdout"
+#define MICROVM_PORT_STDERR  "cordon.stderr"
+/* The guest's disks, by their virtio-blk serial. */
+#define MICROVM_DISK_ROOT    "cordon-root"
+#define MICROVM_DISK_SCRATCH "cordon-scratch"
+/* The byte the guest's stage sends on the channel once cordon-init is about to run. */
+#define MICROVM_HELLO 'H'
+
+/* What the host found (probe.c): the paths and the accelerator. */
+struct microvm_host {
+	char qemu[256];
+	char kernel[256];   /* vmlinuz */
+	char modules[256];  /* the directory of the guest's .ko files */
+	const char *accel;  /* "kvm" or "tcg" */
+	char why_tcg[200];  /* why not KVM */
+	unsigned tsc_khz;   /* the host's TSC rate, 0 if unknown (probe.c) */
+};
+
+/* The modules the guest loads, in this order (each after what it depends on). */
+extern const char *const microvm_modules[];
+extern const size_t microvm_modules_n;
+
+/* What one VM is made of (microvm.c fills it, qemu.c turns it into a command line). */
+struct microvm_vm {
+	const struct microvm_host *host;
+	char dir[128]; /* <base>/s<slot>: console.log, qemu.log, scratch.ext4 */
+	char initrd[256];
+	char rootfs[256];
+	char scratch[160];
+	unsigned cpus;
+	uint64_t memory_bytes;
+	bool oneshot; /* the stdio ports too */
+	uid_t uid;    /* QEMU runs as it (vmm.c): the slot's, or 0 under KVM */
+};
+
+/* Where QEMU's jail shows the VM's files (vmm.c); its command line names these. */
+#define MICROVM_JAIL_KERNEL "/img/vmlinuz"
+#define MICROVM_JAIL_INITRD "/img/initrd"
+#define MICROVM_JAIL_ROOTFS "/img/rootfs"
+#define MICROVM_JAIL_DIR    "/vm"
+
+/* vmm.c: in QEMU's child, cloned into its own namespaces: its root of only its files, no
+ * capability, no_new_privs, vm->uid. -errno (the child then exits). */
+int microvm_vmm_enter(const struct microvm_vm *vm);
+
+/* QEMU's fds: the channel, then (one-shot) stdin, stdout, stderr. */
+#define MICROVM_FD_CHANNEL 3
+
+/* qemu.c: forks QEMU for @vm with @fds (the channel, stdin, stdout, stderr; -1: none) as
+ * its MICROVM_FD_CHANNEL.., its own output to @log; it execs once @go is readable. Returns
+ * its pid or -errno. */
+pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[4], int log, int go);
+
+/* pump.c: a process that copies @in (-1: none) to @to_vm and @from_vm[0..1] to @out[0..1]
+ * (-1: read and dropped) until both of @from_vm end. Returns its pid or -errno. */
+pid_t microvm_pump_spawn(int in, int to_vm, const int from_vm[2], const int out[2]);
+
+/* probe.c: 0 with *@ret filled when QEMU and a guest kernel are here (probed once per
+ * process, the accelerator too); else -errno and @err says what is missing. */
+int microvm_probe(const struct microvm_host **ret, struct cordon_err *err);
+/* $CORDON_MICROVM_DIR, else /run/cordon/microvm: a directory per sandbox. */
+const char *microvm_base(void);
+/* $CORDON_MICROVM_CACHE, else /var/cache/cordon-microvm: images made once. */
+const char *microvm_cache(void);
+
+/* image.c: the initramfs (cordon-init as /init, the modules), made once per cordon-init and
+ * kernel, cached; and the read-only erofs image of @rootfs (NULL: the `host` template), made
+ * once per template version. Both fill @path. */
+int microvm_initrd(const struct microvm_host *h, char *path, size_t size, struct cordon_err *err);
+int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cordon_err *err);
+/* A sparse ext4 image of @bytes at @path, empty, owned by root. */
+int microvm_scratch_make(const char *path, uint64_t bytes, struct cordon_err *err);
+/* The args block for the channel (malloc'd): u32 length, u32 argc, u32 envc, u32 uid (cordon-init --run
+ * runs as it), u32 x2 the host's time in seconds (the guest has no RTC), then the
+ * NUL-terminated strings (src/init/vm.c reads it). */
+int microvm_args_block(char *const *argv, char *const *envp, uid_t uid, char **ret,
+		       size_t *ret_len, struct cordon_err *err);

@@ -1,0 +1,90 @@
+"""Fixtures for the microvm runtime's tests: a real QEMU (Debian's qemu-system-x86) booting
+Debian's cloud kernel (contrib/microvm-kernel.sh) under a real cordon. Everything skips with a
+reason where QEMU, the guest kernel, mkfs.erofs or busybox-static is missing or we are not root.
+
+Guest boots are slow under TCG (about 4 s each on this 2-core host): the tests share few of
+them. Each test session has its own image cache and VM directory (tmp), so that the leak
+check sees only its own sandboxes."""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+BUILD = os.environ.get("CORDON_BUILD", os.path.join(REPO, "build"))
+CORDON = os.path.join(BUILD, "cordon")
+KERNEL = os.environ.get("CORDON_MICROVM_KERNEL", "/var/cache/cordon-kernels/microvm")
+BUSYBOX = "/bin/busybox"
+
+_spec = importlib.util.spec_from_file_location("daemon_conftest", os.path.join(REPO, "tests", "daemon",
+                                                                              "conftest.py"))
+dc = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dc)
+
+
+def microvm_missing():
+    if os.geteuid() != 0:
+        return "the microvm runtime needs root"
+    if not shutil.which("qemu-system-x86_64"):
+        return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
+    if not os.path.exists(os.path.join(KERNEL, "vmlinuz")):
+        return f"no guest kernel in {KERNEL} (run contrib/microvm-kernel.sh)"
+    if not shutil.which("mkfs.erofs"):
+        return "mkfs.erofs is not installed (apt-get install erofs-utils)"
+    out = subprocess.run(["file", "-L", BUSYBOX], capture_output=True, text=True).stdout
+    if "statically linked" not in out:
+        return "no static busybox for the test's template (apt-get install busybox-static)"
+    return None
+
+
+requires_microvm = pytest.mark.skipif(microvm_missing() is not None, reason=microvm_missing() or "")
+
+
+@pytest.fixture(scope="session")
+def mvenv(tmp_path_factory):
+    """The environment of every cordon call: a cache and a VM directory of this session."""
+    base = tmp_path_factory.mktemp("microvm")
+    env = dict(os.environ, CORDON_MICROVM_CACHE=str(base / "cache"), CORDON_MICROVM_DIR=str(base / "vms"))
+    return env
+
+
+@pytest.fixture(scope="session")
+def rootfs(tmp_path_factory):
+    """A small template: busybox and its applets, /etc, /tmp."""
+    root = tmp_path_factory.mktemp("rootfs")
+    os.makedirs(root / "bin")
+    os.makedirs(root / "etc")
+    shutil.copy(BUSYBOX, root / "bin" / "busybox")
+    for applet in ("sh", "cat", "echo", "id", "wc", "head", "dd", "nproc", "grep", "uname",
+                   "sleep", "ls", "mount", "true"):
+        os.symlink("busybox", root / "bin" / applet)
+    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n")
+    return str(root)
+
+
+def run(mvenv, rootfs, args, cmd, timeout=120, **kw):
+    return subprocess.run([CORDON, "run", "--runtime", "microvm", "--rootfs", rootfs, *args, "--", *cmd],
+                          capture_output=True, timeout=timeout, env=mvenv, **kw)
+
+
+def qemu_procs(vms_dir):
+    """QEMU processes of this session's VM directory: in its jail QEMU's command line names
+    jail paths, but its log (opened by cordon before the jail) is a file of that directory."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if not f.read().startswith("qemu-system"):
+                    continue
+            fds = [os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        if any(t.startswith(vms_dir + "/") for t in fds):
+            out.append(int(pid))
+    return out
