@@ -181,7 +181,7 @@ def test_kill9_of_cordond_leaves_nothing(mvdaemon):
     """Last in the module: with the pool's VM live, kill -9 of cordond takes its QEMU along
     (PR_SET_PDEATHSIG, the cgroup), and the next cordond's sweep removes its directory."""
     vms = mvdaemon.vms
-    assert dc.wait_until(lambda: len(qemu_procs(vms)) == 1, 60), qemu_procs(vms)
+    assert dc.wait_until(lambda: len(qemu_procs(vms)) == 1, 60), (qemu_procs(vms), mvdaemon.log_tail())
     mvdaemon.kill9()
     assert dc.wait_until(lambda: qemu_procs(vms) == [], 10), qemu_procs(vms)
     assert os.listdir(vms), "the dead daemon's VM directory is already gone: nothing to sweep"

@@ -113,7 +113,6 @@ static _Noreturn void exec_qemu(const struct microvm_vm *vm, const struct argv_b
 {
 	char c;
 	int tmp[4];
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	if (read(go, &c, 1) != 1)
 		_exit(127);
 	setsid();
@@ -122,6 +121,12 @@ static _Noreturn void exec_qemu(const struct microvm_vm *vm, const struct argv_b
 		dprintf(log, "cordon: QEMU's jail: %s\n", strerror(-r));
 		_exit(127);
 	}
+	/* After the jail: a change of uid clears the parent-death signal (prctl(2)), and QEMU
+	 * left running by a killed daemon is what it is for. (getppid() is 0 in our own PID
+	 * namespace: a parent that died in the moment before cannot be seen here; the sweep's
+	 * cgroup kill is the backstop.) */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		_exit(127);
 	int null = open("/dev/null", O_RDONLY);
 	if (null < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
 		_exit(127);
