@@ -71,9 +71,10 @@ class Sandbox:
         Args:
             template: the image (server default ``host``).
             timeout: seconds until it is destroyed (server default 300, capped by the server).
-            runtime: ``"jail"``, ``"gvisor"`` (where the server has runsc), or ``"auto"``
-                (the strongest the server can run); one it cannot run (``"microvm"``: not
-                built yet) raises :class:`UnsupportedRuntime`. The one used is
+            runtime: ``"jail"``, ``"gvisor"`` (where the server has runsc), ``"microvm"``
+                (where it has QEMU and the guest kernel; no network yet) or ``"auto"`` (the
+                strongest the server can run with a network); one it cannot run raises
+                :class:`UnsupportedRuntime` with the reason. The one used is
                 ``info().runtime``.
             limits: ``{"cpus": 0.5, "memory_mb": 1024, "pids": 256, "disk_mb": 1024}``.
             network: a policy name (``"deny"``, ``"allow"``, ``"public"``) or
