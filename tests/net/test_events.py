@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import PY, WEB1, wait_until
+from conftest import PY, RUNTIME, WEB1, wait_until
 from test_daemon_egress import CORDOND, Daemon, UnixHTTP
 from test_daemon_secrets import answering, put_client, run
 
@@ -116,6 +116,9 @@ def init_pid_of(marker):
     return None
 
 
+@pytest.mark.skipif(RUNTIME == "gvisor", reason="gvisor: an OOM ends the whole sandbox (the "
+                    "Sentry is the cgroup's biggest task; README), so the scenario's later kinds "
+                    "cannot follow it there")
 def test_each_kind_in_order_and_the_webhook(ed, net, hook):
     fol = Follow(ed)
     sb = ed.json("POST", "/v1/sandboxes", {

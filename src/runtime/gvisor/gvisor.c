@@ -58,14 +58,19 @@ static void runsc_delete(const char *id)
 	gvisor_call(args, GVISOR_CALL_MS, NULL);
 }
 
-/* What a dead sandbox of this slot may have left, before we use its names. */
+/* What a dead sandbox of this slot may have left, before we use its names: its bundle, or
+ * only runsc's state entry (a delete that did not finish), which would make `runsc run`
+ * answer "container already exists". We hold the slot: whatever has its names is stale. */
 static void take_down(const char *id, const char *dir)
 {
+	char state[PATH_MAX];
 	struct stat st;
-	if (stat(dir, &st) < 0)
-		return;
-	runsc_delete(id);
-	gvisor_bundle_remove(dir);
+	snprintf(state, sizeof(state), "%s/runsc/%s_sandbox:%s.state", gvisor_base(), id, id);
+	bool bundle = stat(dir, &st) == 0;
+	if (bundle || access(state, F_OK) == 0)
+		runsc_delete(id);
+	if (bundle)
+		gvisor_bundle_remove(dir);
 }
 
 /* This runsc refuses --network=sandbox when /proc/sys/net/core/rmem_default exists in the
