@@ -2,7 +2,7 @@
 
 The runtime is a parameter: `jail` always, `gvisor` once GET /v1/runtimes says it is
 available here and its pause does not answer unsupported_runtime (skipped otherwise); the
-snapshot and fork tests also need the runtime's "snapshot" capability (gvisor has not). Each
+snapshot and fork tests also need the runtime's "snapshot" capability (both have it). Each
 test checks state before and after on the real daemon: a counter loop that stops while
 paused, files seen (and deleted ones unseen) in a sandbox made from a snapshot, a sparse
 1 GiB file that stays sparse, children that do not see each other's writes, and nothing
@@ -58,7 +58,7 @@ def runtime(request, client):
 
 @pytest.fixture
 def snapshots(runtime, client):
-    """Skips a runtime whose listing has no "snapshot" capability (gvisor: pause only)."""
+    """Skips a runtime whose listing has no "snapshot" capability."""
     entry = [x for x in client.get("/v1/runtimes").json()["runtimes"] if x["name"] == runtime]
     if "snapshot" not in entry[0]["capabilities"]:
         pytest.skip(f"runtime {runtime} has no snapshots here (capabilities: {entry[0]['capabilities']})")
