@@ -313,13 +313,24 @@ static int copy_trees(int sfd, int dfd, uid_t from, uid_t to, uint64_t *alloc,
 	return 0;
 }
 
+int scratch_dir_snapshot(int diskfd, uid_t base, int dirfd, uint64_t *alloc,
+			 struct cordon_err *err)
+{
+	return copy_trees(diskfd, dirfd, base, 0, alloc, err);
+}
+
+int scratch_dir_fill(int diskfd, uid_t base, int from, struct cordon_err *err)
+{
+	return copy_trees(from, diskfd, 0, base, NULL, err);
+}
+
 int scratch_snapshot(const struct scratch *sc, uid_t base, int dirfd, uint64_t *alloc,
 		     struct cordon_err *err)
 {
 	if (sc->mnt < 0)
 		return cordon_err_setf(err, -EOPNOTSUPP,
 				       "snapshot: the sandbox has no disk-backed scratch (a tmpfs root)");
-	return copy_trees(sc->mnt, dirfd, base, 0, alloc, err);
+	return scratch_dir_snapshot(sc->mnt, base, dirfd, alloc, err);
 }
 
 int scratch_trees(struct scratch *sc, int userns, uid_t base, const char *rootfs, int from,

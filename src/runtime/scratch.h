@@ -62,6 +62,15 @@ int scratch_trees(struct scratch *sc, int userns_fd, uid_t base, const char *roo
 int scratch_snapshot(const struct scratch *sc, uid_t base, int dirfd, uint64_t *alloc,
 		     struct cordon_err *err);
 
+/* The same for a runtime that lays out its disk itself, as the scratch does (root/, and
+ * upper/NAME for each overlay's upper directory) in the directory @diskfd, a scratch or not:
+ * scratch_dir_snapshot() copies it into @dirfd; scratch_dir_fill() fills the empty @diskfd
+ * from the snapshot @from, before the overlays are mounted. @base as above (0: a sandbox
+ * without a uid range). */
+int scratch_dir_snapshot(int diskfd, uid_t base, int dirfd, uint64_t *alloc,
+			 struct cordon_err *err);
+int scratch_dir_fill(int diskfd, uid_t base, int from, struct cordon_err *err);
+
 void scratch_trees_close(struct scratch_trees *t);
 void scratch_close(struct scratch *sc);
 

@@ -154,7 +154,8 @@ def test_runtimes_listing(client):
     assert (mv["reason"] is None) == mv["available"], mv
     assert not mv["available"] or mv["mode"]["name"] in ("kvm", "tcg"), mv
     gv = by_name["gvisor"]
-    assert {"oneshot", "agent", "egress", "limits", "stats", "pause"} == set(gv["capabilities"]), gv
+    assert {"oneshot", "agent", "egress", "limits", "stats", "pause",
+            "snapshot"} == set(gv["capabilities"]), gv
     assert (gv["reason"] is None) == gv["available"], gv
     # auto takes a runtime with a network: not microvm (yet).
     assert body["auto"] == ("gvisor" if gv["available"] else "jail"), body

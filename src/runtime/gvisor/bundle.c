@@ -109,6 +109,26 @@ static int disk_mount(const char *dir, unsigned slot, uint64_t bytes, struct cor
 	return 0;
 }
 
+int gvisor_disk_open(const struct gvisor *g)
+{
+	char path[PATH_MAX];
+	pathf(path, sizeof(path), "%s/%s", g->dir, "disk");
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* A restore: the disk filled from the snapshot @from before its layers are made (the
+ * snapshot's root/ and upper/ are the disk's own layout; owners as they are, base 0). */
+static int disk_fill(const struct gvisor *g, int from, struct cordon_err *err)
+{
+	if (from < 0)
+		return 0;
+	_cleanup_close_ int fd = gvisor_disk_open(g);
+	if (fd < 0)
+		return cordon_err_set(err, fd, "gvisor: open the disk of '%s'", g->dir);
+	return scratch_dir_fill(fd, 0, from, err);
+}
+
 /* ov/@name: @lower copy-on-write, its layer on the disk. */
 static int overlay_at(const char *dir, const char *lower, const char *name, char *ret,
 		      size_t size, struct cordon_err *err)
@@ -331,8 +351,8 @@ static int netns_make(struct gvisor *g, const struct cordon_spec *spec, struct g
 	return r;
 }
 
-int gvisor_bundle_make(struct gvisor *g, const struct cordon_spec *spec, struct gvisor_bundle *b,
-		       struct cordon_err *err)
+int gvisor_bundle_make(struct gvisor *g, const struct cordon_spec *spec, int from,
+		       struct gvisor_bundle *b, struct cordon_err *err)
 {
 	int r;
 	char path[PATH_MAX];
@@ -345,6 +365,7 @@ int gvisor_bundle_make(struct gvisor *g, const struct cordon_spec *spec, struct 
 	pathf(path, sizeof(path), "%s/%s", g->dir, "bundle");
 	if ((r = make_dir(path, 0700, 0, err)) < 0 ||
 	    (r = disk_mount(g->dir, g->sb.host.slot.slot, spec->disk_bytes, err)) < 0 ||
+	    (r = disk_fill(g, from, err)) < 0 ||
 	    (r = make_root(b, g->dir, spec, &g->sb.host, err)) < 0 || (r = binds(b, spec, err)) < 0)
 		return r;
 	if (spec->net == CORDON_NET_EGRESS && (r = netns_make(g, spec, b, err)) < 0)

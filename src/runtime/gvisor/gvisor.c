@@ -44,6 +44,7 @@
 #include "lib/idmap.h"
 #include "runtime/gvisor/gvisor.h"
 #include "runtime/runtime.h"
+#include "runtime/scratch.h"
 
 static void names_for_slot(unsigned slot, char *id, size_t id_size, char *dir, size_t dir_size)
 {
@@ -271,8 +272,9 @@ static int agent_listen(struct gvisor *g, struct cordon_err *err)
 	return TAKE_FD(fd);
 }
 
-static int gvisor_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
-			struct cordon_err *err)
+/* start and restore: @from is a snapshot's directory to fill the disk from, or -1. */
+static int start_from(struct cordon_sandbox *sb, const struct cordon_spec *spec, int from,
+		      struct cordon_err *err)
 {
 	struct gvisor *g = gvisor_of(sb);
 	g->pidfd = g->agent_fd = g->setup_fd = -1;
@@ -290,7 +292,7 @@ static int gvisor_start(struct cordon_sandbox *sb, const struct cordon_spec *spe
 	struct gvisor_bundle *b = calloc(1, sizeof(*b));
 	if (!b)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
-	r = gvisor_bundle_make(g, spec, b, err);
+	r = gvisor_bundle_make(g, spec, from, b, err);
 	free(b);
 	if (r < 0)
 		return r;
@@ -298,6 +300,12 @@ static int gvisor_start(struct cordon_sandbox *sb, const struct cordon_spec *spe
 	if (g->setup_fd < 0)
 		return spec->argv ? cordon_err_set(err, -errno, "gvisor: eventfd") : g->setup_fd;
 	return spawn_run(g, spec, err); /* on failure runtime.c kills and frees */
+}
+
+static int gvisor_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
+			struct cordon_err *err)
+{
+	return start_from(sb, spec, -1, err);
 }
 
 static int gvisor_setup_fd(const struct cordon_sandbox *sb)
@@ -444,6 +452,25 @@ static int gvisor_resume(struct cordon_sandbox *sb)
 	return pause_resume(sb, "resume", false);
 }
 
+/* The filesystem only, as the jail: the disk's root/ and upper/ (bundle.c's layout is the
+ * scratch's), paused by runtime.c (runsc pause). The Sentry's memory is not kept: "memory":
+ * false. */
+static int gvisor_snapshot(struct cordon_sandbox *sb, int dirfd, struct cordon_snapshot_info *ret,
+			   struct cordon_err *err)
+{
+	ret->memory = false;
+	_cleanup_close_ int fd = gvisor_disk_open(gvisor_of(sb));
+	if (fd < 0)
+		return cordon_err_set(err, fd, "snapshot: open the sandbox's disk");
+	return scratch_dir_snapshot(fd, 0, dirfd, &ret->bytes, err);
+}
+
+static int gvisor_restore(struct cordon_sandbox *sb, const struct cordon_spec *spec, int dirfd,
+			  struct cordon_err *err)
+{
+	return start_from(sb, spec, dirfd, err);
+}
+
 static int gvisor_available(struct cordon_err *err)
 {
 	return gvisor_probe(err);
@@ -480,7 +507,8 @@ const struct runtime_ops gvisor_ops = {
     .name = "gvisor",
     .strength = 20,
     .caps = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT | CORDON_RUNTIME_CAP_EGRESS |
-	    CORDON_RUNTIME_CAP_LIMITS | CORDON_RUNTIME_CAP_STATS | CORDON_RUNTIME_CAP_PAUSE,
+	    CORDON_RUNTIME_CAP_LIMITS | CORDON_RUNTIME_CAP_STATS | CORDON_RUNTIME_CAP_PAUSE |
+	    CORDON_RUNTIME_CAP_SNAPSHOT,
     .size = sizeof(struct gvisor),
     .available = gvisor_available,
     .start = gvisor_start,
@@ -499,5 +527,7 @@ const struct runtime_ops gvisor_ops = {
      * start (spec->net), cordon_runtime_attaches_net() says so. */
     .pause = gvisor_pause,
     .resume = gvisor_resume,
+    .snapshot = gvisor_snapshot,
+    .restore = gvisor_restore,
     .sweep = gvisor_sweep,
 };

@@ -87,11 +87,14 @@ struct gvisor_bundle {
 	size_t n;
 };
 
-/* The sandbox's directory: its disk (the scratch, else a tmpfs of --disk), the root with a
- * writable layer on that disk, the overlays of the template, and for egress the network
- * namespace with the veth, configured before runsc boots. Fills @b. */
-int gvisor_bundle_make(struct gvisor *g, const struct cordon_spec *spec, struct gvisor_bundle *b,
-		       struct cordon_err *err);
+/* The sandbox's directory: its disk (the scratch, else a tmpfs of --disk), filled from the
+ * snapshot directory @from unless -1, the root with a writable layer on that disk, the
+ * overlays of the template, and for egress the network namespace with the veth, configured
+ * before runsc boots. Fills @b. */
+int gvisor_bundle_make(struct gvisor *g, const struct cordon_spec *spec, int from,
+		       struct gvisor_bundle *b, struct cordon_err *err);
+/* <dir>/disk's directory fd: what a snapshot copies (bundle.c); -errno. */
+int gvisor_disk_open(const struct gvisor *g);
 /* Creates (or truncates) @path with @content; -errno. */
 int gvisor_create_file(const char *path, const char *content, mode_t mode);
 /* Unmounts and removes @dir and all below it; quiet. */

@@ -32,6 +32,7 @@ static void test_registry_lists_the_known_runtimes(void **state)
 			/* Built; available where runsc is and a platform works (root only). */
 			assert_true(info.caps & CORDON_RUNTIME_CAP_AGENT);
 			assert_true(info.caps & CORDON_RUNTIME_CAP_PAUSE);
+			assert_true(info.caps & CORDON_RUNTIME_CAP_SNAPSHOT);
 			assert_true(info.available || info.reason[0]);
 			assert_true(!info.available || !info.reason[0]);
 		} else {
