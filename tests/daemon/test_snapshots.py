@@ -427,7 +427,7 @@ def test_nothing_left_after_50_forks(client, daemon, runtime):
         r = client.post(f"/v1/sandboxes/{sid}/fork", {"count": 10})
         assert r.status == 200, r.describe()
         kids = r.json()
-        assert all("id" in k for k in kids), kids
+        assert all("id" in k for k in kids), (kids, daemon.log_tail())
         for k in kids:
             slots.add(slot_of(client, k["id"]))
             client.destroy(k["id"])
