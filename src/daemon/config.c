@@ -35,6 +35,7 @@ static const struct option_def {
 	{"header-timeout", OPT_UINT, offsetof(struct config, header_timeout_s), "5", "seconds a connection has to send its request headers"},
 	{"max-inflight", OPT_SIZE, offsetof(struct config, max_inflight), "256M", "request body bytes held at once, per listener"},
 	{"max-snapshot-bytes", OPT_SIZE, offsetof(struct config, max_snapshot_bytes), "10G", "total size of the snapshots kept on disk"},
+	{"ready-timeout", OPT_UINT, offsetof(struct config, ready_timeout_s), "30", "seconds a template's READY has to pass before the create fails"},
 	{"max-pause", OPT_UINT, offsetof(struct config, max_pause_s), "3600", "seconds a sandbox may stay paused before it is destroyed"},
 	{"egress-limits", OPT_STR, offsetof(struct config, egress_limits), "256,200,16777216", "per sandbox: connections, new connections/s, bytes/s"},
 	{"events-webhook", OPT_STR, offsetof(struct config, events_webhook), NULL, "POST each security event to http://HOST[:PORT]/PATH, signed"},
@@ -158,8 +159,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
 		return -EINVAL;
 	}
 	if (cfg->max_sandboxes == 0 || cfg->max_timeout_s == 0 || cfg->max_connections == 0 ||
-	    cfg->header_timeout_s == 0 || cfg->max_inflight == 0) {
-		log_error("--max-sandboxes, --max-timeout, --max-connections, --header-timeout and --max-inflight must be at least 1");
+	    cfg->header_timeout_s == 0 || cfg->max_inflight == 0 || cfg->ready_timeout_s == 0) {
+		log_error("--max-sandboxes, --max-timeout, --max-connections, --header-timeout, --max-inflight and --ready-timeout must be at least 1");
 		return -EINVAL;
 	}
 	return 0;

@@ -87,7 +87,6 @@ static const struct sbx_hooks create_hooks;
 
 /* ---- a template's START and READY ---- */
 
-#define READY_TIMEOUT_MS  30000
 #define READY_INTERVAL_MS 100
 
 static void ready_result(struct sbx *s, bool ok);
@@ -122,7 +121,8 @@ static void ready_result(struct sbx *s, bool ok)
 }
 
 /* START runs in the background as the template's user; READY is tried every 100 ms until
- * it exits 0 (then the create request is answered) or 30 s have passed (then it fails). */
+ * it exits 0 (then the create request is answered) or --ready-timeout has passed (then it
+ * fails). */
 static int template_start(struct sbx *s)
 {
 	if (s->start && proc_spawn_template(s, s->start, NULL) < 0)
@@ -131,7 +131,7 @@ static int template_start(struct sbx *s)
 		hand_out(s);
 		return 0;
 	}
-	s->ready_deadline_ms = now_ms() + READY_TIMEOUT_MS;
+	s->ready_deadline_ms = now_ms() + D.cfg.ready_timeout_s * 1000;
 	return proc_spawn_template(s, s->ready, ready_result) < 0 ? -EIO : 0;
 }
 

@@ -58,6 +58,7 @@ struct config {
 	uint64_t max_inflight;         /* request body bytes held at once, per listener */
 	uint64_t max_snapshot_bytes;   /* the snapshots' total size on disk */
 	uint64_t max_pause_s;          /* a sandbox paused longer is destroyed */
+	uint64_t ready_timeout_s;      /* a template's READY passes within this, or the create fails */
 	uint64_t verbose;
 };
 
