@@ -90,28 +90,12 @@ static int parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *ret
 	return 0;
 }
 
-static int cli_pids(const struct cli_option *o, const char *arg, void *field)
+/* A whole number from o->min to o->max. */
+static int cli_uint(const struct cli_option *o, const char *arg, void *field)
 {
-	if (parse_uint(arg, 2, 1 << 22, field) < 0) {
-		log_error("--%s '%s': expected a number of processes between 2 and 4194304", o->name, arg);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int cli_count(const struct cli_option *o, const char *arg, void *field)
-{
-	if (parse_uint(arg, 1, 100, field) < 0) {
-		log_error("--%s '%s': expected 1 to 100", o->name, arg);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int cli_fd(const struct cli_option *o, const char *arg, void *field)
-{
-	if (parse_uint(arg, 0, 1 << 20, field) < 0) {
-		log_error("--%s '%s': expected an open file descriptor", o->name, arg);
+	if (parse_uint(arg, o->min, o->max, field) < 0) {
+		log_error("--%s '%s': expected a whole number from %llu to %llu", o->name, arg,
+			  (unsigned long long)o->min, (unsigned long long)o->max);
 		return -EINVAL;
 	}
 	return 0;
@@ -188,7 +172,7 @@ const struct cli_option cli_options[] = {
 	{"memory", 0, "SIZE", cli_size, F(memory_bytes), LIMITS, "memory limit: MiB, or 256M, 2G [512]"},
 	{"cpus", 0, "N", cli_cpus, F(cpus_milli), LIMITS,
 	 "CPU limit, fractions allowed, at most the host's [1]"},
-	{"pids", 0, "N", cli_pids, F(pids), SANDBOX, "process limit [256]"},
+	{"pids", 0, "N", cli_uint, F(pids), SANDBOX, "process limit [256]", 2, 1 << 22},
 	{"disk", 0, "SIZE", cli_size, F(disk_bytes), LIMITS,
 	 "the sandbox's disk (/, /tmp, /home/user): MiB, or 2G [4G]"},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), SANDBOX,
@@ -197,7 +181,7 @@ const struct cli_option cli_options[] = {
 	 "kill the process after this long; 0: as long as the sandbox [60s]"},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_FORK,
 	 "the children's TTL, whole seconds [the parent's]"},
-	{"count", 'n', "N", cli_count, F(count), CLI_FORK, "children to start, 1 to 100 [1]"},
+	{"count", 'n', "N", cli_uint, F(count), CLI_FORK, "children to start, 1 to 100 [1]", 1, 100},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_TEMPLATE_BUILD,
 	 "wall-clock limit of each RUN step"},
 	{"env", 'e', "K=V", cli_env, F(env), SANDBOX | CLI_EXEC, "set a variable (repeatable)"},
@@ -229,8 +213,8 @@ const struct cli_option cli_options[] = {
 	 "NAME holds a placeholder; the proxy puts VALUE in requests to HOST (repeatable)"},
 	{"secret-in", 0, "NAME=header,query,body", cli_list, F(secret_in), CLI_RUN,
 	 "where the proxy may put NAME's value [header]"},
-	{"json-result", 0, "FD", cli_fd, F(json_result_fd), CLI_RUN,
-	 "write a JSON record of the run to FD"},
+	{"json-result", 0, "FD", cli_uint, F(json_result_fd), CLI_RUN,
+	 "write a JSON record of the run to FD", 0, 1 << 20},
 	{"follow", 0, NULL, cli_flag, F(follow), CLI_LOGS, "keep printing new records as they happen"},
 	{"file", 'f', "FILE", cli_string, F(file), CLI_TEMPLATE_BUILD, "the recipe"},
 	{"context", 0, "DIR", cli_string, F(context), CLI_TEMPLATE_BUILD, "what COPY and ADD read [.]"},

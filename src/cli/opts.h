@@ -92,6 +92,7 @@ struct cli_option {
 	size_t field;	 /* offsetof(struct cli_values, ...) */
 	unsigned cmds;	 /* enum cli_cmd bits */
 	const char *help;
+	uint64_t min, max; /* cli_uint's bounds */
 };
 
 extern const struct cli_option cli_options[];
