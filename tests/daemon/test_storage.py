@@ -2,13 +2,12 @@
 bounded by limits.disk_mb, the template the read-only lower of an overlay; root installs."""
 
 import concurrent.futures
-import fcntl
 import os
 import time
 
 import pytest
 
-from conftest import cordon_cgroup_dirs, start_daemon, wait_until
+from conftest import cordon_cgroup_dirs, slot_held, start_daemon, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, uid ranges)")
 
@@ -147,29 +146,12 @@ def sandbox_slots(pid):
     return out
 
 
-def slot_free(name):
-    """Whether nobody holds uid slot "sN" (its lock in the host-wide registry is free): what
-    is left of a free slot is a leak, not another daemon's live sandbox."""
-    try:
-        fd = os.open(f"/run/cordon/slots/{name[1:]}", os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
 def slot_leftovers(slots):
-    """Cgroup directories and veths of @slots still there while their slot is free."""
-    cg = {os.path.basename(c) for c in cordon_cgroup_dirs()}
-    veths = {n[3:] for n in os.listdir("/sys/class/net") if n.startswith("cdn")}
-    return sorted(f"cgroup {c}" for c in cordon_cgroup_dirs() if os.path.basename(c) in slots and slot_free(os.path.basename(c))) + \
-        sorted(f"veth cdn{s[1:]}" for s in slots if s[1:] in veths and slot_free(s))
+    """Cgroup directories and veths of @slots ("sN") still there while nobody holds the slot."""
+    free = {s for s in slots if not slot_held(s[1:])}
+    cg = [c for c in cordon_cgroup_dirs() if os.path.basename(c) in free]
+    veths = [n for n in os.listdir("/sys/class/net") if n.startswith("cdn") and f"s{n[3:]}" in free]
+    return sorted(cg) + sorted(veths)
 
 
 def test_200_disks_and_kill9_of_cordond_leave_nothing():
