@@ -15,7 +15,8 @@ Two network namespaces, created here and removed at the end (also on failure):
                       198.51.100.10 (HTTP 80, TLS 443, TCP echo 22, UDP sink 7),
                       198.51.100.11 (HTTP 80 and 8080, TLS 443 and, keep-alive, 8443, TCP echo 22),
                       198.51.100.53 (DNS, the host's resolver), 198.51.100.54 (a rogue DNS),
-                      169.254.169.254 (cloud metadata, HTTP 80), 10.99.0.5 (private, 80/443).
+                      169.254.169.254 (cloud metadata, HTTP 80), 10.99.0.5 (private, 80/443),
+                      198.51.100.12 (mirror.test: HTTP 80 serving the files of FakeNet.mirror).
                       It has no default route and no other link: nothing can leave it.
 
 Every server logs every request, query and datagram it receives (with the peer address) to a
