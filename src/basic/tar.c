@@ -120,6 +120,11 @@ bool tar_link_safe(const char *name, const char *target)
 	return true;
 }
 
+bool tar_link_kept(const char *name, const char *target)
+{
+	return target[0] == '/' || tar_link_safe(name, target);
+}
+
 /* "./a/b/" -> "a/b"; "" for the root itself. */
 static void normalise(char *name)
 {
@@ -241,7 +246,8 @@ static int take_entry(struct tar_reader *r, const uint8_t *b, const struct tar_o
 		return 0; /* the root itself */
 	if (!tar_name_safe(e->name))
 		return refuse(r, -EPERM, "a name with '..', '.' or empty components", e->name);
-	if (e->type == TAR_SYMLINK && !tar_link_safe(e->name, e->link))
+	if (e->type == TAR_SYMLINK &&
+	    !(r->abs_links ? tar_link_kept(e->name, e->link) : tar_link_safe(e->name, e->link)))
 		return refuse(r, -EPERM, "a symlink out of the archive's root", e->name);
 	if (e->type == TAR_HARDLINK) {
 		normalise(e->link);

@@ -4,8 +4,8 @@
  * The reader takes bytes as they come (tar_reader_feed) and hands each entry to @entry, the
  * data of a file to @data. It understands ustar, GNU long names ('L', 'K') and pax headers
  * ('x': path, linkpath, size; 'g' is skipped), and refuses, with -EPERM and a reason in
- * r->why: an absolute name, a ".." component, a symlink whose target is absolute or climbs
- * out of the archive's root, a hard link to a name that is not safe, devices, fifos and any
+ * r->why: an absolute name, a ".." component, a symlink whose target is absolute (unless
+ * r->abs_links) or climbs out of the archive's root, a hard link to a name that is not safe, devices, fifos and any
  * other type. Malformed input (a bad checksum, a number that does not parse) is -EBADMSG;
  * more than @max_bytes of file data or @max_entries entries is -EFBIG. tar_reader_finish()
  * says whether the archive ended (the end-of-archive blocks, or EOF at an entry boundary).
@@ -51,6 +51,7 @@ struct tar_reader {
 	int64_t pax_size;	       /* -1: none */
 	unsigned zero_blocks;
 	uint64_t bytes, max_bytes, entries, max_entries;
+	bool abs_links; /* set after init: a symlink's absolute target is kept (tar_link_kept) */
 	struct tar_entry e;
 	char why[160];
 };
@@ -65,6 +66,12 @@ int tar_reader_finish(struct tar_reader *r);
 bool tar_name_safe(const char *name);
 /* Whether a symlink at @name with @target stays inside the archive's root. */
 bool tar_link_safe(const char *name, const char *target);
+/* Whether such a symlink may be written by an unpacker that follows no link, for a tree out
+ * of a sandbox: @target inside (tar_link_safe), or absolute, which names a path of the
+ * sandbox's own root (a venv's bin/python -> /usr/bin/python3). Written as it is, it points
+ * at the host's path of that name, and is never followed by Cordon's unpackers (oci.h,
+ * the SDK's download_dir()); one that climbs out by ".." is refused still. */
+bool tar_link_kept(const char *name, const char *target);
 
 /* The header blocks of @e (a GNU long-name record first when a name or link is over 100
  * bytes) into @out, which has room for TAR_HEADER_MAX bytes; returns their length. */

@@ -30,7 +30,8 @@ struct bufferevent;
 #define DEFAULT_MAX_OUTPUT  (1u << 20) /* bytes of stdout and of stderr an exec returns */
 #define DEFAULT_MAX_UPLOAD  (64u << 20)
 #define DEFAULT_MAX_DOWNLOAD (64u << 20)
-#define MAX_ARCHIVE_BYTES    (256u << 20) /* a directory out of a sandbox, held whole */
+#define MAX_ARCHIVE_BYTES    (4ULL << 30) /* file data of a directory out of a sandbox */
+#define ARCHIVE_MEM_BYTES    (8u << 20) /* held in memory; the rest spooled to disk (files.c) */
 #define MAX_ARCHIVE_ENTRIES  (1u << 20)
 #define SUBSCRIBER_BACKLOG  (8u << 20) /* bytes queued to one slow stream reader */
 #define AGENT_GRACE_MS      10000 /* a request the agent does not answer ends the sandbox */

@@ -5,13 +5,16 @@
  * bounds them, and checks that the agent's answers match the question.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 
+#include "basic/fileio.h"
 #include "basic/tar.h"
 #include "basic/utf8.h"
 #include "audit/audit.h"
@@ -40,6 +43,8 @@ struct fileop {
 	bool list_omitted;    /* F_LIST: entries with paths too long to list were passed */
 	char *path;
 	struct tar_reader *tar; /* F_ARCHIVE_GET: the sandbox's tar, checked as it comes */
+	int spool;		/* F_ARCHIVE_GET: where it goes past ARCHIVE_MEM_BYTES, or -1 */
+	uint64_t spooled;	/* bytes in the spool */
 	uint64_t archive_bytes, archive_entries; /* F_ARCHIVE_PUT: what the answer says */
 	const uint8_t *body;	/* F_ARCHIVE_PUT: the request's, sent a chunk per OK while the */
 	size_t body_len, body_off; /* client waits (then it is there); END once it left */
@@ -77,6 +82,8 @@ static void fileop_free(struct fileop *op)
 		event_free(op->watchdog);
 	if (op->data)
 		evbuffer_free(op->data);
+	if (op->spool >= 0)
+		close(op->spool);
 	json_decref(op->entries);
 	free(op->tar);
 	free(op->path);
@@ -162,6 +169,52 @@ static json_t *entry_json(const struct fileop *op, const struct frame_file_info 
 	return o;
 }
 
+/* ---- an archive out of a sandbox, spooled ----
+ *
+ * The first ARCHIVE_MEM_BYTES of a sandbox's tar stay in memory; past them all of it goes to
+ * an unlinked file in the state directory (the sandboxes' disks are on its filesystem too),
+ * which the reply sends as a file segment (sendfile): a 4 GiB directory costs cordond no
+ * more memory than an 8 MiB one. The writes are to the page cache, on the loop. */
+static int spool_write(struct fileop *op, const void *p, size_t n)
+{
+	int r = write_all(op->spool, p, n);
+	if (r == 0)
+		op->spooled += n;
+	return r;
+}
+
+static int spool_add(struct fileop *op, const void *p, size_t n)
+{
+	if (op->spool < 0 && evbuffer_get_length(op->data) + n <= ARCHIVE_MEM_BYTES)
+		return evbuffer_add(op->data, p, n) < 0 ? -ENOMEM : 0;
+	if (op->spool < 0) {
+		op->spool = open(D.cfg.state_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (op->spool < 0)
+			return -errno;
+		while (evbuffer_get_length(op->data) > 0) { /* what memory held, in its chunks */
+			int w = evbuffer_write(op->data, op->spool);
+			if (w <= 0)
+				return w < 0 ? -errno : -EIO;
+			op->spooled += (uint64_t)w;
+		}
+	}
+	return spool_write(op, p, n);
+}
+
+/* The spool, if any, as the reply buffer's one segment (the buffer closes it). Marked as
+ * draining to an fd, the buffer keeps it a sendfile segment, which moves into the socket's
+ * output as it is; otherwise libevent would map or read the whole file into memory. */
+static int spool_done(struct fileop *op)
+{
+	if (op->spool < 0)
+		return 0;
+	evbuffer_set_flags(op->data, EVBUFFER_FLAG_DRAINS_TO_FD);
+	if (evbuffer_add_file(op->data, op->spool, 0, (ev_off_t)op->spooled) < 0)
+		return errno = EIO, -1;
+	op->spool = -1;
+	return 0;
+}
+
 static void answer(struct fileop *op, int status, json_t *body)
 {
 	if (!op->rep) {
@@ -170,6 +223,8 @@ static void answer(struct fileop *op, int status, json_t *body)
 	}
 	if (op->kind == F_GET)
 		op->rep->bytes(op->rep, "application/octet-stream", op->data);
+	else if (op->kind == F_ARCHIVE_GET && spool_done(op) < 0)
+		op_fail(op, API_ERR_INTERNAL, "%s: the archive's spool: %s", op->path, strerror(errno));
 	else if (op->kind == F_ARCHIVE_GET)
 		op->rep->bytes(op->rep, "application/x-tar", op->data);
 	else
@@ -316,15 +371,16 @@ static int on_archive_data(struct fileop *op, const struct frame_data *d)
 {
 	if (op->failed)
 		return 0;
-	int r = tar_reader_feed(op->tar, d->data, d->len, NULL, NULL);
-	if (r == -EFBIG || evbuffer_get_length(op->data) + d->len > MAX_ARCHIVE_BYTES)
-		op_fail(op, API_ERR_PAYLOAD_TOO_LARGE, "%s: more than %u bytes or %u entries",
+	int r = tar_reader_feed(op->tar, d->data, d->len, NULL, NULL), w = 0;
+	if (r == -EFBIG)
+		op_fail(op, API_ERR_PAYLOAD_TOO_LARGE, "%s: more than %llu bytes or %u entries",
 			op->path, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_ENTRIES);
 	else if (r < 0)
 		op_fail(op, API_ERR_UNSAFE_ARCHIVE, "%s: refused: %s", op->path, op->tar->why);
-	else
-		evbuffer_add(op->data, d->data, d->len);
-	op->failed = op->failed || r < 0 || !op->rep;
+	else if ((w = spool_add(op, d->data, d->len)) < 0)
+		op_fail(op, w == -ENOSPC ? API_ERR_INSUFFICIENT_STORAGE : API_ERR_INTERNAL,
+			"%s: the archive's spool: %s", op->path, strerror(-w));
+	op->failed = op->failed || r < 0 || w < 0 || !op->rep;
 	return 0;
 }
 
@@ -418,15 +474,17 @@ static struct fileop *op_new(struct sbx *s, enum fkind kind, const char *path,
 		svc_fail(err, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	*op = (struct fileop){.s = s, .kind = kind, .expect = 1, .next = s->ops};
+	*op = (struct fileop){.s = s, .kind = kind, .expect = 1, .spool = -1, .next = s->ops};
 	s->ops = op;
 	sbx_chan_add(s, &op->ch, &fileop_chan);
 	op->path = strdup(path);
 	op->watchdog = evtimer_new(D.base, on_watchdog, op);
 	op->data = kind == F_GET || kind == F_ARCHIVE_GET ? evbuffer_new() : NULL;
 	op->tar = kind == F_ARCHIVE_GET ? malloc(sizeof(*op->tar)) : NULL;
-	if (op->tar)
+	if (op->tar) {
 		tar_reader_init(op->tar, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_ENTRIES);
+		op->tar->abs_links = true; /* the sandbox's own paths (tar.h) */
+	}
 	op->entries = kind == F_LIST ? json_array() : NULL;
 	if (!op->path || !op->watchdog || (kind == F_GET && !op->data) ||
 	    (kind == F_ARCHIVE_GET && (!op->data || !op->tar)) ||

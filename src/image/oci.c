@@ -341,7 +341,7 @@ static int plain_check(struct layer *l, const char *path, struct archive_entry *
 	const char *hl = archive_entry_hardlink(e), *sl = archive_entry_symlink(e);
 	if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
 		return fail(l, -EPERM, "a device, fifo or socket");
-	if (type == AE_IFLNK && !hl && (!sl || !tar_link_safe(name, sl)))
+	if (type == AE_IFLNK && !hl && (!sl || !tar_link_kept(name, sl)))
 		return fail(l, -EPERM, "a symlink out of the tree");
 	return 1;
 }

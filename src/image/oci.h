@@ -46,8 +46,9 @@ int oci_apply_layer_budget(int rootfd, int archive_fd, uint64_t max_bytes, uint6
 
 /* A plain tar (a directory out of a sandbox: hostile) unpacked into @rootfd the same way, but
  * strictly: no whiteouts (".wh." names are files), owners not kept (the caller's), and an
- * absolute name, "..", a symlink out of the tree (basic/tar.h's tar_link_safe()), a device,
- * fifo or socket refused (-EPERM) rather than cleaned or skipped. */
+ * absolute name, "..", a symlink that climbs out of the tree (basic/tar.h's tar_link_kept():
+ * an absolute target is kept as it is, never followed), a device, fifo or socket refused
+ * (-EPERM) rather than cleaned or skipped. */
 int oci_apply_tar(int rootfd, int archive_fd, uint64_t max_bytes, struct cordon_err *err);
 
 /* What an image's config says about how to run it. Every pointer is owned by the struct. */

@@ -9,8 +9,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -18,6 +20,7 @@
 #include <linux/magic.h>
 
 #include "basic/cleanup.h"
+#include "basic/clock.h"
 #include "basic/fileio.h"
 #include "lib/cgroup.h"
 
@@ -462,8 +465,11 @@ struct cgroup *cgroup_free(struct cgroup *cg)
 	return NULL;
 }
 
-static void sweep_one(enum cgroup_mode mode, const char *name)
+/* Kills the tasks of @name's cgroups and removes them, without waiting: false while one is
+ * still busy (its tasks not yet gone). */
+static bool sweep_one(enum cgroup_mode mode, const char *name)
 {
+	bool done = true;
 	/* A sandbox frozen when its holder died: its tasks die only once thawed (v1). */
 	char path[256];
 	snprintf(path, sizeof(path), CGROUP_ROOT "/freezer/" CORDON_DIR "/%s/freezer.state", name);
@@ -479,9 +485,20 @@ static void sweep_one(enum cgroup_mode mode, const char *name)
 		if (fd < 0)
 			continue;
 		kill_procs_at(fd);
-		rmdir_retry(parent, name);
+		if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno == EBUSY)
+			done = false;
 	}
+	return done;
 }
+
+/* How long a sweep waits for the cgroups of dying sandboxes to empty: 200 ms for each still
+ * busy after the kill, 15 s at most in all. A daemon killed with hundreds alive leaves them
+ * all tearing down their disks at once (an ext4 unmount and a loop device's release each,
+ * before a task leaves its cgroup): seconds for all, which one cgroup's 200 ms did not give
+ * them; a task that cannot die (stuck in D state) costs a `cordon run` 200 ms, as before.
+ * Killed all first, then waited for together. */
+#define SWEEP_WAIT_MS	  200
+#define SWEEP_DEADLINE_MS 15000
 
 int cgroup_sweep(bool (*is_stale)(const char *name, void *data), void *data)
 {
@@ -498,12 +515,33 @@ int cgroup_sweep(bool (*is_stale)(const char *name, void *data), void *data)
 		close(fd);
 		return -errno;
 	}
+	_cleanup_free_ char (*busy)[NAME_MAX + 1] = NULL;
+	size_t n_busy = 0, cap = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+		if (de->d_type != DT_DIR || de->d_name[0] == '.' || !is_stale(de->d_name, data) ||
+		    sweep_one(mode, de->d_name))
 			continue;
-		if (is_stale(de->d_name, data))
-			sweep_one(mode, de->d_name);
+		if (n_busy == cap) {
+			size_t nc = cap ? 2 * cap : 64;
+			void *v = realloc(busy, nc * sizeof(*busy));
+			if (!v)
+				continue; /* the next sweep's */
+			busy = v;
+			cap = nc;
+		}
+		snprintf(busy[n_busy++], sizeof(*busy), "%s", de->d_name);
 	}
-	return 0;
+	uint64_t wait = n_busy * SWEEP_WAIT_MS < SWEEP_DEADLINE_MS ? n_busy * SWEEP_WAIT_MS
+								    : SWEEP_DEADLINE_MS;
+	for (uint64_t end = now_ms() + wait; n_busy > 0 && now_ms() < end;) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+		for (size_t i = 0; i < n_busy;)
+			if (sweep_one(mode, busy[i]))
+				memcpy(busy[i], busy[--n_busy], sizeof(*busy));
+			else
+				i++;
+	}
+	return n_busy ? -EBUSY : 0;
 }

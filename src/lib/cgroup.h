@@ -60,5 +60,7 @@ int cgroup_freeze(struct cgroup *cg, bool frozen);
 /* Kills what is left, removes the directories. Accepts NULL; returns NULL. */
 struct cgroup *cgroup_free(struct cgroup *cg);
 
-/* Calls @is_stale for every sandbox cgroup under cordon/; removes those it says are stale. */
+/* Calls @is_stale for every sandbox cgroup under cordon/; kills the tasks of those it says are
+ * stale, then removes them, waiting for the dying to leave (200 ms for each busy one, 15 s at
+ * most: cgroup.c); -EBUSY if some were still busy then (the next sweep's). */
 int cgroup_sweep(bool (*is_stale)(const char *name, void *data), void *data);

@@ -529,6 +529,29 @@ static int pivot(struct cordon_err *err)
 	return 0;
 }
 
+/* An image's /etc/resolv.conf: the sandbox's resolver (setup_dev() wrote it on /dev's tmpfs)
+ * bound over it, made where the image has none, so that a template's sandbox with a network
+ * resolves names (apt-get update in a Debian template) and no layer or upper records it. A
+ * symlink (to a resolver's stub) is left as the image has it, and so is an image whose /etc
+ * cannot take a new file (read-only, without a disk of its own). */
+static int bind_resolver(const struct rootfs_config *cfg, struct cordon_err *err)
+{
+	struct stat st;
+	if (!cfg->resolv_conf || lstat(NEWROOT "/etc", &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	if (lstat(NEWROOT "/etc/resolv.conf", &st) < 0) {
+		int fd = open(NEWROOT "/etc/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd < 0)
+			return errno == EROFS || errno == EACCES ? 0 : cordon_err_set(err, -errno, "create /etc/resolv.conf");
+		close(fd);
+	}
+	if (lstat(NEWROOT "/etc/resolv.conf", &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	if (mount(NEWROOT "/dev/.resolv.conf", NEWROOT "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0)
+		return cordon_err_set(err, -errno, "bind /etc/resolv.conf");
+	return 0;
+}
+
 /* Build mode: the overlay is the root, written through; only /dev, /proc and the resolver
  * are ours (the resolver bound from a file on /dev's tmpfs, so that no layer records it). */
 static int setup_overlay_root(const struct rootfs_config *cfg, struct cordon_err *err)
@@ -544,19 +567,9 @@ static int setup_overlay_root(const struct rootfs_config *cfg, struct cordon_err
 			return cordon_err_setf(err, -ENOTDIR, "'%s' is not a directory", dirs[i]);
 	}
 	int r = setup_dev(cfg->resolv_conf, err);
-	if (r < 0 || (r = setup_proc(err)) < 0 || !cfg->resolv_conf)
+	if (r < 0 || (r = setup_proc(err)) < 0)
 		return r;
-	struct stat st;
-	if (lstat(NEWROOT "/etc", &st) < 0 || !S_ISDIR(st.st_mode))
-		return 0;
-	if (lstat(NEWROOT "/etc/resolv.conf", &st) < 0 &&
-	    (r = write_new_file(NEWROOT "/etc/resolv.conf", "", 0644, err)) < 0)
-		return r;
-	if (lstat(NEWROOT "/etc/resolv.conf", &st) < 0 || !S_ISREG(st.st_mode))
-		return 0; /* a symlink (to a resolver's stub): left as the image has it */
-	if (mount(NEWROOT "/dev/.resolv.conf", NEWROOT "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0)
-		return cordon_err_set(err, -errno, "bind /etc/resolv.conf");
-	return 0;
+	return bind_resolver(cfg, err);
 }
 
 int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
@@ -592,7 +605,9 @@ int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
 		r = setup_host_etc(cfg, err);
 	if (r < 0)
 		return r;
-	if ((r = setup_dev(NULL, err)) < 0 || (r = setup_proc(err)) < 0 || (r = setup_binds(cfg, err)) < 0)
+	bool image = cfg->image_tree >= 0 || cfg->image_fd >= 0; /* the host's /etc has its own */
+	if ((r = setup_dev(image ? cfg->resolv_conf : NULL, err)) < 0 || (r = setup_proc(err)) < 0 ||
+	    (image && (r = bind_resolver(cfg, err)) < 0) || (r = setup_binds(cfg, err)) < 0)
 		return r;
 	return pivot(err);
 }

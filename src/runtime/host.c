@@ -136,6 +136,11 @@ void runtime_host_result(struct runtime_host *h, struct cordon_result *res)
 	}
 }
 
+struct held_slots {
+	struct idmap_slot *v;
+	size_t n, cap;
+};
+
 static bool slot_is_stale(const char *name, void *data)
 {
 	char *end;
@@ -151,15 +156,21 @@ static bool slot_is_stale(const char *name, void *data)
 	struct link_addrs a;
 	link_addrs_for_slot(slot, &a);
 	link_delete(a.host_ifname);
-	/* Keep holding it while its cgroup goes; released when the sweep is over. */
-	struct idmap_slot *held = data;
-	for (size_t i = 0; i < 16; i++)
-		if (held[i].lock_fd < 0) {
-			held[i] = s;
-			return true;
+	/* Held while its cgroup goes, released when the sweep is over; any number of them (a
+	 * daemon killed with hundreds alive left them all). */
+	struct held_slots *h = data;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? 2 * h->cap : 64;
+		struct idmap_slot *v = realloc(h->v, cap * sizeof(*v));
+		if (!v) {
+			idmap_slot_release(&s);
+			return false; /* the next sweep's */
 		}
-	idmap_slot_release(&s);
-	return false;
+		h->v = v;
+		h->cap = cap;
+	}
+	h->v[h->n++] = s;
+	return true;
 }
 
 int runtime_host_sweep(void)
@@ -170,12 +181,11 @@ int runtime_host_sweep(void)
 	scratch_sweep();
 	if (cgroup_detect() == CGROUP_NONE)
 		return 0;
-	struct idmap_slot held[16];
-	for (size_t i = 0; i < ELEMENTSOF(held); i++)
-		held[i].lock_fd = -1;
-	int r = cgroup_sweep(slot_is_stale, held);
-	for (size_t i = 0; i < ELEMENTSOF(held); i++)
-		idmap_slot_release(&held[i]);
+	struct held_slots held = {};
+	int r = cgroup_sweep(slot_is_stale, &held);
+	for (size_t i = 0; i < held.n; i++)
+		idmap_slot_release(&held.v[i]);
+	free(held.v);
 	return r;
 }
 

@@ -12,6 +12,7 @@ contract is docs/api/openapi.yaml. Everything skips, with a reason, when not roo
 
 import base64
 import http.client
+import fcntl
 import json
 import os
 import re
@@ -488,6 +489,23 @@ def proc_cgroup_dirs(pid):
                 if os.path.isdir(base):
                     out.append(os.path.join(base, path.lstrip("/")))
     return out
+
+
+def slot_held(n):
+    """Whether someone holds uid slot @n's lock in the host-wide registry (a live sandbox's,
+    maybe another daemon's): what is left of a slot nobody holds is a leak."""
+    try:
+        fd = os.open(f"/run/cordon/slots/{n}", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def cordon_cgroup_dirs(prefix="s"):

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from conftest import (CORDON, assert_error, cordon_cgroup_dirs, get_metrics, parse_time, requires_daemon,
-                      start_daemon, wait_until)
+                      slot_held, start_daemon, wait_until)
 
 pytestmark = requires_daemon
 
@@ -455,17 +455,8 @@ def slot_of(client, sid):
 
 
 def slot_leaked(n):
-    import fcntl
-    try:
-        fd = os.open(f"/run/cordon/slots/{n}", os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False  # held: someone's live sandbox
-    finally:
-        os.close(fd)
+    if slot_held(n):
+        return False  # someone's live sandbox
     return bool(cordon_cgroup_dirs(f"s{n}") & {d for d in cordon_cgroup_dirs(f"s{n}")
                                                  if os.path.basename(d) == f"s{n}"})
 

@@ -1,12 +1,13 @@
 """A cordond sandbox's disk: `/`, /tmp and home on its own ext4 scratch (<state>/scratch),
 bounded by limits.disk_mb, the template the read-only lower of an overlay; root installs."""
 
+import concurrent.futures
 import os
 import time
 
 import pytest
 
-from conftest import start_daemon, wait_until
+from conftest import cordon_cgroup_dirs, slot_held, start_daemon, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (loop devices, uid ranges)")
 
@@ -117,6 +118,66 @@ def test_killed_daemon_leaves_no_disk(tmp_path):
         c = d.client(timeout=60)
         sid = c.create({})["id"]
         assert c.sh(sid, "echo ok") == "ok\n"
+        c.destroy(sid)
+    finally:
+        d.cleanup()
+    assert wait_until(lambda: traces(d) == ([], [], []), 15), traces(d)
+
+
+LEAK_SANDBOXES = int(os.environ.get("CORDON_LEAK_SANDBOXES", "200"))  # fewer on a slow CI
+LEAK_NETWORKED = 8  # of them with a network (a veth each)
+
+
+def sandbox_slots(pid):
+    """The uid slots ("sN" cgroup names) of the sandboxes whose PID 1 is a child of @pid."""
+    out = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            kids = f.read().split()
+        for k in kids:
+            try:
+                with open(f"/proc/{k}/cgroup") as f:
+                    for line in f:
+                        name = line.rstrip("\n").rsplit("/", 1)[-1]
+                        if "/cordon/" in line and name.startswith("s") and name[1:].isdigit():
+                            out.add(name)
+            except OSError:
+                pass
+    return out
+
+
+def slot_leftovers(slots):
+    """Cgroup directories and veths of @slots ("sN") still there while nobody holds the slot."""
+    free = {s for s in slots if not slot_held(s[1:])}
+    cg = [c for c in cordon_cgroup_dirs() if os.path.basename(c) in free]
+    veths = [n for n in os.listdir("/sys/class/net") if n.startswith("cdn") and f"s{n[3:]}" in free]
+    return sorted(cg) + sorted(veths)
+
+
+def test_200_disks_and_kill9_of_cordond_leave_nothing():
+    """LEAK_SANDBOXES sandboxes with disks (some with a network), cordond SIGKILLed with all of
+    them alive, then started again: no loop device, mount, image, cgroup or veth of theirs is
+    left, and the restarted daemon makes sandboxes with disks again."""
+    d = start_daemon(pool=0, max_sandboxes=LEAK_SANDBOXES + 8)
+    try:
+        c = d.client(timeout=120)
+        body = lambda i: dict({"limits": {"disk_mb": 32}},
+                              **({"network": {"policy": "public"}} if i < LEAK_NETWORKED else {}))
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            ids = list(ex.map(lambda i: c.create(body(i))["id"], range(LEAK_SANDBOXES)))
+        assert c.sh(ids[-1], "stat -f -c %T / && echo x > /tmp/x") == "ext2/ext3\n"
+        slots = sandbox_slots(d.proc.pid)
+        assert len(slots) == LEAK_SANDBOXES, len(slots)
+        assert len(loops_backed_by(d)) == LEAK_SANDBOXES, len(loops_backed_by(d))
+        veths = {n for n in os.listdir("/sys/class/net") if n.startswith("cdn")}
+        assert len({f"cdn{s[1:]}" for s in slots} & veths) == LEAK_NETWORKED, veths
+        d.kill9()
+        d.start()
+        c = d.client(timeout=60)
+        assert wait_until(lambda: traces(d) == ([], [], []), 30), traces(d)
+        assert wait_until(lambda: not slot_leftovers(slots), 15), slot_leftovers(slots)
+        sid = c.create({"limits": {"disk_mb": 32}})["id"]
+        assert c.sh(sid, "stat -f -c %T /") == "ext2/ext3\n"
         c.destroy(sid)
     finally:
         d.cleanup()

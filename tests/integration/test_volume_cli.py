@@ -141,8 +141,16 @@ def test_cp_recursive_both_ways(daemon, tmp_path):
         p = cli(daemon, "cp", "--recursive", f"{sid}:/home/user/proj", str(back))
         assert p.returncode == 0, describe(p)
         assert tree_of(str(back)) == tree_of(str(src))
-        # a tree inside with a link out of it: refused before anything is written here
-        cli(daemon, "exec", sid, "--", "ln", "-s", "/etc/shadow", "/home/user/proj/evil")
+        # an absolute symlink (the sandbox's own path) comes out as a symlink, not followed
+        cli(daemon, "exec", sid, "--", "sh", "-c", "mkdir /tmp/venv /tmp/venv/bin && "
+            "ln -s /usr/bin/python3 /tmp/venv/bin/python && ln -s /etc /tmp/venv/etc")
+        venv = tmp_path / "venv"
+        p = cli(daemon, "cp", "-r", f"{sid}:/tmp/venv", str(venv))
+        assert p.returncode == 0, describe(p)
+        assert os.readlink(venv / "bin" / "python") == "/usr/bin/python3"
+        assert os.readlink(venv / "etc") == "/etc" and sorted(os.listdir(venv)) == ["bin", "etc"]
+        # a tree inside with a link that climbs out of it: refused before anything is written
+        cli(daemon, "exec", sid, "--", "ln", "-s", "../../../etc/shadow", "/home/user/proj/evil")
         out = tmp_path / "refused"
         p = cli(daemon, "cp", "-r", f"{sid}:/home/user/proj", str(out))
         assert p.returncode == EXIT_API and b"unsafe_archive" in p.stderr, describe(p)

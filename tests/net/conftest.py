@@ -15,7 +15,8 @@ Two network namespaces, created here and removed at the end (also on failure):
                       198.51.100.10 (HTTP 80, TLS 443, TCP echo 22, UDP sink 7),
                       198.51.100.11 (HTTP 80 and 8080, TLS 443 and, keep-alive, 8443, TCP echo 22),
                       198.51.100.53 (DNS, the host's resolver), 198.51.100.54 (a rogue DNS),
-                      169.254.169.254 (cloud metadata, HTTP 80), 10.99.0.5 (private, 80/443).
+                      169.254.169.254 (cloud metadata, HTTP 80), 10.99.0.5 (private, 80/443),
+                      198.51.100.12 (mirror.test: HTTP 80 serving the files of FakeNet.mirror).
                       It has no default route and no other link: nothing can leave it.
 
 Every server logs every request, query and datagram it receives (with the peer address) to a
@@ -55,6 +56,7 @@ DNS_IP = "198.51.100.53"      # the host's resolver
 ROGUE_DNS = "198.51.100.54"   # a resolver a sandbox might try to use directly
 METADATA = "169.254.169.254"
 PRIVATE = "10.99.0.5"
+MIRROR = "198.51.100.12"      # mirror.test: HTTP serving FakeNet.mirror (a package mirror)
 SANDBOX_NET = ipaddress.ip_network("10.201.0.0/16")  # link pool (src/lib/link.h), with margin
 
 ZONE = {
@@ -69,6 +71,7 @@ ZONE = {
     "metadata.test": [METADATA],
     "self.test": [HOST_IP],
     "loop.test": ["127.0.0.1"],
+    "mirror.test": [MIRROR],
 }
 CERT_NAMES = ["api.example.test", "*.cdn.test", "cdn.test", "evil.test"]
 
@@ -133,6 +136,7 @@ class FakeNet:
         self.ca = os.path.join(tmp, "ca.pem")
         self.client = os.path.join(tmp, "netclient.py")
         self.shared = os.path.join(tmp, "shared")
+        self.mirror = os.path.join(tmp, "mirror")  # what mirror.test serves; tests fill it
 
     # ---- building and removing it ----
 
@@ -142,6 +146,7 @@ class FakeNet:
         os.chmod(self.client, 0o644)
         os.mkdir(self.shared)
         os.chmod(self.shared, 0o755)
+        os.mkdir(self.mirror)
         h, n = self.host_ns, self.net_ns
         sh("ip", "netns", "add", h)
         sh("ip", "netns", "add", n)
@@ -157,7 +162,7 @@ class FakeNet:
         sh(*nx, "addr", "add", f"{INET_IP}/24", "dev", f"ct{self.tag}n")
         sh(*hx, "link", "set", f"ct{self.tag}h", "up")
         sh(*nx, "link", "set", f"ct{self.tag}n", "up")
-        for a in (WEB1, WEB2, DNS_IP, ROGUE_DNS, METADATA, PRIVATE):
+        for a in (WEB1, WEB2, DNS_IP, ROGUE_DNS, METADATA, PRIVATE, MIRROR):
             sh(*nx, "addr", "add", f"{a}/32", "dev", "lo")
         sh(*hx, "route", "add", "default", "via", INET_IP)
         sh(*hx, "route", "add", "169.254.0.0/16", "via", INET_IP)
@@ -177,6 +182,7 @@ class FakeNet:
             "echo": [[WEB1, 22], [WEB2, 22]],
             "udp": [[WEB1, 7]],
             "dns": [[DNS_IP, 53], [ROGUE_DNS, 53]],
+            "static": [[MIRROR, 80, self.mirror]],
             "zone": ZONE,
         }
         hostsrv = {"log": self.host_log, "http": [["0.0.0.0", 80], ["0.0.0.0", 8080]],

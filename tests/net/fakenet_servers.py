@@ -9,6 +9,7 @@ CONFIG is a JSON object:
      "http6": [["::", 80], ...],                the same on IPv6 only
      "https": [["198.51.100.11", 443], ...],    the same over TLS (records the SNI)
      "https11": [["198.51.100.11", 8443], ...], the same with HTTP/1.1 keep-alive, and /bulk/N
+     "static": [["198.51.100.12", 80, "/dir"]],  HTTP serving the files of /dir (a mirror)
      "echo":  [["198.51.100.10", 22], ...],     raw TCP echo (single thread, many connections)
      "udp":   [["198.51.100.10", 7], ...],      UDP sink: logs every datagram, answers nothing
      "dns":   [["198.51.100.53", 53], ...],     UDP+TCP DNS: A records from "zone", else NXDOMAIN
@@ -95,6 +96,28 @@ class KeepAliveHandler(Handler):
         super()._answer()
 
     do_GET = do_POST = do_HEAD = _answer
+
+
+class StaticHandler(http.server.SimpleHTTPRequestHandler):
+    """The files of the server's directory, as a package mirror serves them (each request
+    logged like any other)."""
+    protocol_version = "HTTP/1.0"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, directory=self.server_dir, **kw)
+
+    def log_message(self, *a):
+        pass
+
+    def send_head(self):
+        srv = self.server
+        log({"kind": "static", "server": f"{srv.addr}:{srv.port}", "peer": self.client_address[0],
+             "host": self.headers.get("Host"), "path": self.path, "method": self.command})
+        return super().send_head()
+
+
+def static_handler(directory):
+    return type("StaticDir", (StaticHandler,), {"server_dir": directory})
 
 
 class HTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -290,6 +313,9 @@ def main():
         for addr, port in cfg["https"]:
             s = HTTPServer(addr, port, ctx)
             threads.append(threading.Thread(target=s.serve_forever, daemon=True))
+    for addr, port, directory in cfg.get("static", []):
+        s = HTTPServer(addr, port, handler=static_handler(directory))
+        threads.append(threading.Thread(target=s.serve_forever, daemon=True))
     for addr, port in cfg.get("https11", []):
         s = HTTPServer(addr, port, tls_context(cfg["cert"], cfg["key"]), KeepAliveHandler)
         threads.append(threading.Thread(target=s.serve_forever, daemon=True))

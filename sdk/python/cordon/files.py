@@ -103,7 +103,8 @@ def _check_members(tar: tarfile.TarFile, max_bytes: int) -> List[tarfile.TarInfo
             raise _unsafe("an absolute name or '..'", m.name)
         if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
             raise _unsafe("a device, fifo or other special entry", m.name)
-        if m.issym() and not _link_safe(name, m.linkname):
+        # An absolute target names a path of the sandbox: kept as it is, never followed.
+        if m.issym() and not (m.linkname.startswith("/") or _link_safe(name, m.linkname)):
             raise _unsafe("a symlink out of the tree", m.name)
         if m.islnk() and not _name_safe(_norm(m.linkname)):
             raise _unsafe("a hard link out of the tree", m.name)
@@ -310,9 +311,10 @@ class Files:
                      max_bytes: int = _MAX_UNPACKED) -> int:
         """Copies the contents of ``path`` in the sandbox into host directory ``local`` (made
         if missing); returns the number of entries. What comes out of a sandbox is hostile:
-        each entry is checked first (no absolute name, no ``..``, no link out of the tree, no
-        device: :class:`UnsafeArchive`, and nothing is written), then written through no
-        symlink of ``local``."""
+        each entry is checked first (no absolute name, no ``..``, no link that climbs out of
+        the tree, no device: :class:`UnsafeArchive`, and nothing is written), then written
+        through no symlink of ``local``. A symlink with an absolute target (a venv's
+        ``bin/python``) is written as it is: it points at the host's path of that name."""
         body = self._req("GET", "files/archive", _check_path(path)).body
         with tarfile.open(fileobj=io.BytesIO(body), mode="r:") as tar:
             members = _check_members(tar, max_bytes)

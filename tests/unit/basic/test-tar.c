@@ -131,6 +131,10 @@ static void test_safe_links(void **state)
 	assert_true(tar_link_safe("l", "a/../b"));
 	assert_false(tar_link_safe("l", "a/../../b"));
 	assert_false(tar_link_safe("a/l", "../.."));
+	/* out of a sandbox: an absolute target is kept, one that climbs out is not */
+	assert_true(tar_link_kept("bin/python", "/usr/bin/python3"));
+	assert_true(tar_link_kept("a/l", "../b"));
+	assert_false(tar_link_kept("a/l", "../../etc"));
 	assert_true(tar_name_safe("a/b"));
 	assert_false(tar_name_safe(""));
 	assert_false(tar_name_safe("a//b"));
