@@ -1,0 +1,88 @@
+// The SDK's pure parts: the error table against the API contract, URL parsing, error mapping.
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { test } from "node:test";
+import * as cordon from "../dist/index.js";
+import { REPO } from "./daemon.mjs";
+
+/** The codes of docs/api/openapi.yaml's components.schemas.Error (code: enum:). */
+function openapiErrorCodes() {
+  const text = fs.readFileSync(path.join(REPO, "docs/api/openapi.yaml"), "utf8");
+  const start = text.indexOf("\n    Error:\n");
+  assert.ok(start > 0, "openapi.yaml has components.schemas.Error");
+  const rest = text.slice(start).split("\n");
+  const i = rest.findIndex((l) => /^\s+enum:\s*$/.test(l));
+  const codes = [];
+  for (const l of rest.slice(i + 1)) {
+    const m = /^\s+- ([a-z_]+)\s*$/.exec(l);
+    if (!m) break;
+    codes.push(m[1]);
+  }
+  return codes;
+}
+
+test("every error code of the API contract has its class", () => {
+  const codes = openapiErrorCodes();
+  assert.ok(codes.length >= 29, `read ${codes.length} codes`);
+  for (const code of codes) {
+    const cls = cordon.errorsByCode.get(code);
+    assert.ok(cls, `no error class for code ${code}`);
+    assert.equal(cls.code, code);
+    const e = cordon.errorFromResponse(cls.defaultStatus, JSON.stringify({ error: { code, message: "m" } }));
+    assert.ok(e instanceof cls && e instanceof cordon.CordonError, code);
+    assert.equal(e.code, code);
+    assert.equal(e.detail, "m");
+    // each class is exported under its name
+    assert.equal(cordon[cls.name], cls, `${cls.name} is exported`);
+  }
+});
+
+test("specific codes are subclasses of their status's class", () => {
+  const e = cordon.errorFromResponse(409, '{"error":{"code":"is_a_directory","message":"x"}}');
+  assert.ok(e instanceof cordon.IsADirectory && e instanceof cordon.Conflict);
+  assert.equal(e.name, "IsADirectory");
+  assert.equal(e.status, 409);
+  assert.ok(cordon.errorFromResponse(400, '{"error":{"code":"invalid_field"}}') instanceof cordon.BadRequest);
+  // an unknown code falls back to its status's class; a body that is not JSON is the message
+  const u = cordon.errorFromResponse(429, '{"error":{"code":"new_code","message":"m"}}');
+  assert.ok(u instanceof cordon.QuotaExceeded);
+  assert.equal(u.code, "new_code");
+  const t = cordon.errorFromResponse(502, "bad gateway", "3");
+  assert.ok(t instanceof cordon.InternalError);
+  assert.equal(t.retryAfter, 3);
+  assert.match(t.message, /bad gateway/);
+  assert.ok(new cordon.CordonUnavailable() instanceof cordon.Unavailable);
+});
+
+test("endpoints from URLs and the environment", () => {
+  assert.deepEqual(cordon.parseUrl("http://h:81/p/"), { scheme: "http", host: "h", port: 81, prefix: "/p" });
+  assert.equal(cordon.parseUrl("https://h").port, 443);
+  assert.equal(cordon.parseUrl("unix:/run/x.sock").socketPath, "/run/x.sock");
+  assert.equal(cordon.parseUrl("unix:///run/x.sock").socketPath, "/run/x.sock");
+  assert.equal(cordon.parseUrl("http+unix://%2Frun%2Fx.sock").socketPath, "/run/x.sock");
+  assert.equal(cordon.parseUrl("http://[::1]:8080").host, "::1");
+  assert.throws(() => cordon.parseUrl("ftp://h"), /scheme/);
+  const env = { CORDON_URL: "http://127.0.0.1:9", CORDON_SOCKET: "/s" };
+  assert.equal(cordon.resolveEndpoint({ env }).port, 9);
+  assert.equal(cordon.resolveEndpoint({ env: { CORDON_SOCKET: "/s" } }).socketPath, "/s");
+  assert.equal(cordon.resolveEndpoint({ env: {} }).socketPath, cordon.DEFAULT_SOCKET);
+  assert.equal(cordon.resolveEndpoint({ socket: "/x", env }).socketPath, "/x");
+  assert.throws(() => cordon.resolveEndpoint({ socket: "/x", url: "http://h" }));
+  assert.equal(new cordon.Client({ env: { CORDON_API_KEY: "k" } }).apiKey, "k");
+});
+
+test("an absent daemon is CordonUnavailable with a hint", async () => {
+  const c = new cordon.Client({ socket: "/nonexistent/cordon.sock" });
+  await assert.rejects(cordon.Sandbox.list({ client: c }), (e) =>
+    e instanceof cordon.CordonUnavailable && /no such socket/.test(e.message));
+});
+
+test("paths are checked before any request", async () => {
+  const sbx = new cordon.Sandbox("x", new cordon.Client({ socket: "/nonexistent" }));
+  await assert.rejects(sbx.files.read("relative"), cordon.InvalidPath);
+  await assert.rejects(sbx.files.read("/a\0b"), cordon.InvalidPath);
+  assert.deepEqual(cordon.commandFields("echo"), { cmd: "echo" });
+  assert.deepEqual(cordon.commandFields(["a", "b"]), { argv: ["a", "b"] });
+  assert.throws(() => cordon.commandFields([]));
+});
