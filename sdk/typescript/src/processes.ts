@@ -124,6 +124,7 @@ export class Process {
     this.pid = first.pid as number;
     if (typeof first.tag === "string") this.tag = first.tag;
     if (first.type !== "start") this.handle(first);
+    else this.queue.push(first);
     this.finished = this.run();
   }
 
