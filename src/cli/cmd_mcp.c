@@ -212,10 +212,11 @@ int mcp_config_parse(int argc, char **argv, struct mcp_config *cfg)
 		log_error("mcp: unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	if (cfg->ttl_s > cfg->max_ttl_s || cfg->exec_timeout_s > cfg->max_exec_s) {
-		log_error("mcp: --ttl and --exec-timeout must not exceed --max-ttl and --max-exec-timeout");
-		return CLI_EXIT_USAGE;
-	}
+	/* the defaults never exceed the maxima */
+	if (cfg->ttl_s > cfg->max_ttl_s)
+		cfg->ttl_s = cfg->max_ttl_s;
+	if (cfg->exec_timeout_s > cfg->max_exec_s)
+		cfg->exec_timeout_s = cfg->max_exec_s;
 	return CLI_GO_ON;
 }
 

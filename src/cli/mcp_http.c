@@ -285,6 +285,26 @@ static void serve_one(struct mcp_server *s, int fd)
 	serve_post(s, fd, &q);
 }
 
+/* After the answer: read what the client still sends (a refused body) for a moment before
+ * closing, so that its answer is not lost to a reset. */
+static void linger_close(int fd)
+{
+	char junk[65536];
+	size_t total = 0;
+	time_t deadline = time(NULL) + 2;
+	shutdown(fd, SHUT_WR);
+	while (total < 2 * (size_t)MCP_LINE_MAX && time(NULL) < deadline) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, 500) <= 0)
+			break;
+		ssize_t n = read(fd, junk, sizeof(junk));
+		if (n <= 0)
+			break;
+		total += (size_t)n;
+	}
+	close(fd);
+}
+
 int mcp_serve_http(struct mcp_server *s, const char *listen_spec)
 {
 	_cleanup_close_ int lfd = listen_on(listen_spec);
@@ -301,7 +321,6 @@ int mcp_serve_http(struct mcp_server *s, const char *listen_spec)
 			return 1;
 		}
 		serve_one(s, fd);
-		shutdown(fd, SHUT_WR);
-		close(fd);
+		linger_close(fd);
 	}
 }

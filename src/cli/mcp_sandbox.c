@@ -473,17 +473,18 @@ int mcp_tool_read_file(struct mcp_server *s, json_t *args, struct mcp_out *o)
 	if (fetch_file(s, str_arg(args, "sandbox_id"), path, o, &res) < 0)
 		return 0;
 	const char *img = image_type(res.body, res.body_len);
+	size_t b64_len;
 	if (img && (long long)base64_encoded_len(res.body_len) <= IMAGES_MAX) {
-		_cleanup_free_ char *b64 = base64_encode(res.body, res.body_len, NULL);
+		_cleanup_free_ char *b64 = base64_encode(res.body, res.body_len, &b64_len);
 		return b64 ? mcp_out_image(o, img, b64) : mcp_fail(o, "out of memory");
 	}
 	if (valid_utf8(res.body, res.body_len))
 		return mcp_out_block(o, path, res.body, res.body_len, false);
-	_cleanup_free_ char *b64 = base64_encode(res.body, res.body_len, NULL);
+	_cleanup_free_ char *b64 = base64_encode(res.body, res.body_len, &b64_len);
 	if (!b64)
 		return mcp_fail(o, "out of memory");
 	mcp_out_text(o, "%s is binary (%zu bytes); its base64 follows", path, res.body_len);
-	return mcp_out_block(o, "base64", b64, strlen(b64), false);
+	return mcp_out_block(o, "base64", b64, b64_len, false);
 }
 
 static int put_file(struct mcp_server *s, const char *id, const char *path, const struct client_body *b,
@@ -572,7 +573,7 @@ static int open_beneath(const struct mcp_config *cfg, const char *rel, int flags
 	if (!cfg->files_dir)
 		return mcp_fail(o, "host files are off: the server was started without --files-dir"), -1;
 	_cleanup_close_ int dir = open(cfg->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW), .mode = 0644,
+	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW), .mode = flags & O_CREAT ? 0644 : 0,
 			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
 	int fd = dir < 0 ? -1 : (int)syscall(SYS_openat2, dir, rel, &how, sizeof(how));
 	if (fd < 0)
