@@ -218,6 +218,42 @@ describe("cordon mcp", { skip }, () => {
     });
   });
 
+  test("run_code: stateful, images as image content, tables as text", async (t) => {
+    const tpl = await daemonRequest(d.socket, "GET", "/v1/templates/code-interpreter");
+    if (tpl.status === 404) return t.skip("no code-interpreter template in the store (build recipes/code-interpreter)");
+    const transport = new StdioClientTransport({ command: CORDON, args: ["mcp", ...common], stderr: "pipe" });
+    const client = await connect(transport);
+    try {
+      const c = await client.callTool({ name: "create_sandbox", arguments: { template: "code-interpreter", timeout: 300 } });
+      const id = idOf(c);
+      assert.ok(id, text(c));
+      try {
+        const first = await client.callTool({ name: "run_code", arguments: { sandbox_id: id, code: "x = 6 * 7\nprint('set')" } });
+        if (/no code interpreter/.test(text(first))) return t.skip("POST /v1/sandboxes/{id}/code is not in this cordond build");
+        assert.equal(first.isError, false, text(first));
+        assert.match(text(first), /stdout:\nset/);
+        const again = await client.callTool({ name: "run_code", arguments: { sandbox_id: id, code: "x" } });
+        assert.match(text(again), /result:\n42/);
+        const fig = await client.callTool({ name: "run_code", arguments: { sandbox_id: id,
+          code: "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()" } });
+        const img = fig.content.find((x) => x.type === "image");
+        assert.ok(img && img.mimeType === "image/png", JSON.stringify(fig.content).slice(0, 500));
+        assert.equal(Buffer.from(img.data, "base64").subarray(1, 4).toString(), "PNG");
+        const table = await client.callTool({ name: "run_code", arguments: { sandbox_id: id,
+          code: "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})" } });
+        assert.match(text(table), /a\s+b/);
+        const err = await client.callTool({ name: "run_code", arguments: { sandbox_id: id, code: "1/0" } });
+        assert.match(text(err), /ZeroDivisionError/);
+        const long = await client.callTool({ name: "run_code", arguments: { sandbox_id: id, code: "print('y' * 100000)" } });
+        assert.match(text(long), /cut/);
+      } finally {
+        await client.callTool({ name: "kill_sandbox", arguments: { sandbox_id: id } });
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
   test("stdio bounds: a line too long, JSON too deep, junk; the server goes on", async () => {
     const proc = spawn(CORDON, ["mcp", ...common], { stdio: ["pipe", "pipe", "ignore"] });
     let out = "";
