@@ -67,6 +67,27 @@ microvm_tests() {
 }
 stage "microvm" microvm_tests
 stage "sdk" pytests build pytest-sdk sdk/python/tests
+# Node: the TypeScript SDK (tsc, node --test against a real cordond, npm pack) and `cordon mcp`
+# against the official MCP client. Each installs its pinned devDependencies with `npm ci` from
+# the registry first; without npm, or when the registry does not answer, the stage skips.
+node_suite() { # dir, junit name, build command or "", test files...
+	local dir=$1 n=$2 build=$3; shift 3
+	local skip="" top=$PWD out; out=$(cd "$results" && pwd)
+	command -v npm >/dev/null || skip="no npm"
+	[ -z "$skip" ] && ! (cd "$dir" && timeout 30 npm ping >/dev/null 2>&1) && skip="the npm registry is unreachable"
+	if [ -n "$skip" ]; then
+		echo "skipped: $skip"
+		printf '<testsuites><testcase name="%s" classname="%s"><skipped message="%s"/></testcase></testsuites>\n' "$n" "$n" "$skip" >"$out/$n.xml"
+		return 0
+	fi
+	(cd "$dir" && timeout 300 npm ci --no-audit --no-fund) || return 1
+	if [ -n "$build" ]; then (cd "$dir" && timeout 300 $build) || return 1; fi
+	(cd "$dir" && CORDON_BUILD="$top/build" timeout 1800 node --test --test-concurrency=1 \
+		--test-reporter=spec --test-reporter-destination=stdout \
+		--test-reporter=junit --test-reporter-destination="$out/$n.xml" "$@")
+}
+stage "sdk (typescript)" node_suite sdk/typescript node-sdk "npx tsc -p tsconfig.json" test/unit.test.mjs test/sdk.test.mjs test/pack.test.mjs
+stage "mcp (official MCP client)" node_suite tests/mcp node-mcp "" mcp.test.mjs
 stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$results/kernels.xml" bash tests/kernels/run.sh
 stage "asan build" asan_build
 stage "unit (asan+ubsan)" unit build-asan unit-asan
