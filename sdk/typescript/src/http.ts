@@ -6,6 +6,7 @@
  */
 import * as http from "node:http";
 import * as https from "node:https";
+import { ConnError, Pool } from "./conn.js";
 import { errorFromResponse, CordonError, CordonUnavailable, InternalError, Timeout } from "./errors.js";
 
 export const DEFAULT_SOCKET = "/run/cordon/cordon.sock";
@@ -107,7 +108,7 @@ export interface RequestOptions {
 
 /** A complete (non-streamed) answer. */
 export class Response {
-  constructor(readonly status: number, readonly headers: http.IncomingHttpHeaders,
+  constructor(readonly status: number, readonly headers: Record<string, string | string[] | undefined>,
               readonly body: Buffer) {}
 
   json<T = any>(): T {
@@ -188,6 +189,7 @@ export class Client {
   readonly apiKey: string | undefined;
   readonly requestTimeoutMs: number;
   private readonly agent: http.Agent;
+  private readonly pool: Pool;
 
   constructor(opts: ClientOptions = {}) {
     const env = opts.env ?? process.env;
@@ -196,6 +198,8 @@ export class Client {
     this.requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     const agentOpts = { keepAlive: true, maxSockets: 16 };
     this.agent = this.endpoint.scheme === "https" ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
+    const e = this.endpoint;
+    this.pool = new Pool(e.scheme === "unix" ? { socketPath: e.socketPath } : { host: e.host, port: e.port, tls: e.scheme === "https" });
   }
 
   toString(): string {
@@ -205,6 +209,7 @@ export class Client {
   /** Closes every kept-alive connection. */
   close(): void {
     this.agent.destroy();
+    this.pool.close();
   }
 
   private headers(o: RequestOptions, hasBody: boolean, accept: string): Record<string, string> {
@@ -276,25 +281,37 @@ export class Client {
     return Buffer.concat(chunks);
   }
 
+  private head(method: string, path: string, o: RequestOptions, data: Buffer | undefined): string {
+    const e = this.endpoint;
+    const target = e.prefix + path + buildQuery(o.query);
+    const host = e.scheme === "unix" ? "localhost" : e.host!.includes(":") ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`;
+    const h = this.headers(o, data !== undefined, "application/json");
+    if (data !== undefined || method === "POST" || method === "PUT") h["Content-Length"] = String(data?.length ?? 0);
+    let head = `${method} ${target} HTTP/1.1\r\nHost: ${host}\r\n`;
+    for (const [k, v] of Object.entries(h)) {
+      if (/[\r\n]/.test(k + v)) throw new TypeError(`header ${k}: no CR or LF`);
+      head += `${k}: ${v}\r\n`;
+    }
+    return head + "\r\n";
+  }
+
   /** Sends a request and reads the whole answer; an error answer rejects with its typed error. */
   async request(method: string, path: string, o: RequestOptions = {}): Promise<Response> {
     const tmo = o.timeoutMs ?? this.requestTimeoutMs;
-    let attempt = 0;
-    for (;;) {
-      try {
-        const { res } = await this.open(method, path, o, "application/json", this.agent, tmo);
-        const body = await this.readAll(res, tmo);
-        const r = new Response(res.statusCode ?? 0, res.headers, body);
-        if (r.status >= 400 && !o.allowError)
-          throw errorFromResponse(r.status, body, res.headers["retry-after"]);
-        return r;
-      } catch (e) {
-        // a kept-alive connection closed under us: once more for requests that may repeat
-        const reset = e instanceof CordonUnavailable && /ECONNRESET|EPIPE|socket hang up/.test(e.message);
-        if (reset && attempt++ === 0 && ["GET", "HEAD", "PUT", "DELETE"].includes(method)) continue;
-        throw e;
-      }
+    const data = this.payload(o);
+    let raw;
+    try {
+      raw = await this.pool.request(method, this.head(method, path, o, data), data, tmo,
+                                    ["GET", "HEAD", "PUT", "DELETE"].includes(method));
+    } catch (e) {
+      if (!(e instanceof ConnError)) throw e;
+      if (e.errno === "ETIMEDOUT")
+        throw new Timeout("timeout", `no answer from cordond at ${describeEndpoint(this.endpoint)} to ${method} ${path} within ${tmo / 1000} s`);
+      throw this.unreachable(Object.assign(new Error(e.message), { code: e.errno }));
     }
+    const r = new Response(raw.status, raw.headers, raw.body);
+    if (r.status >= 400 && !o.allowError) throw errorFromResponse(r.status, raw.body, raw.headers["retry-after"]);
+    return r;
   }
 
   /** Sends a request on a connection of its own and returns the answer as an open Stream. */

@@ -86,3 +86,56 @@ test("paths are checked before any request", async () => {
   assert.deepEqual(cordon.commandFields(["a", "b"]), { argv: ["a", "b"] });
   assert.throws(() => cordon.commandFields([]));
 });
+
+test("the transport: chunked, length and close-delimited bodies, stale keep-alive, errors", async () => {
+  const http = await import("node:http");
+  const net = await import("node:net");
+  const os = await import("node:os");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-tsconn-"));
+  const sock = path.join(dir, "s.sock");
+  let conns = 0;
+  const server = http.createServer((req, res) => {
+    if (req.url === "/chunked") {
+      res.write("{\"a\":");
+      setTimeout(() => res.end("1}"), 5);
+    } else if (req.url === "/error") {
+      res.writeHead(409, { "Content-Type": "application/json", "Retry-After": "2" });
+      res.end('{"error":{"code":"sandbox_paused","message":"paused"}}');
+    } else {
+      let body = "";
+      req.on("data", (d) => (body += d));
+      req.on("end", () => {
+        const out = JSON.stringify({ method: req.method, url: req.url, body, auth: req.headers.authorization ?? null });
+        res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(out) });
+        res.end(out);
+        // after /x, the server drops the kept-alive connection: the client must notice
+        if (req.url.startsWith("/x")) res.on("finish", () => setTimeout(() => req.socket.destroy(), 20));
+      });
+    }
+  });
+  server.on("connection", () => conns++);
+  await new Promise((r) => server.listen(sock, r));
+  const raw = net.createServer((s) => s.end("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"eof\":true}"));
+  const rawSock = path.join(dir, "raw.sock");
+  await new Promise((r) => raw.listen(rawSock, r));
+  const c = new cordon.Client({ socket: sock, apiKey: "k" });
+  try {
+    assert.deepEqual((await c.request("GET", "/chunked")).json(), { a: 1 });
+    const r = (await c.request("POST", "/x", { json: { é: 1 }, query: { a: "b c" } })).json();
+    assert.deepEqual(r, { method: "POST", url: "/x?a=b%20c", body: '{"é":1}', auth: "Bearer k" });
+    await new Promise((r) => setTimeout(r, 200)); // the kept-alive connection is closed now
+    assert.equal((await c.request("GET", "/again")).json().url, "/again");
+    assert.ok(conns >= 2);
+    await assert.rejects(c.request("GET", "/error"), (e) =>
+      e instanceof cordon.SandboxPaused && e.status === 409 && e.retryAfter === 2 && e.detail === "paused");
+    const rc = new cordon.Client({ socket: rawSock });
+    assert.deepEqual((await rc.request("GET", "/")).json(), { eof: true });
+    rc.close();
+    await assert.rejects(new cordon.Client({ socket: path.join(dir, "none") }).request("GET", "/"), cordon.CordonUnavailable);
+  } finally {
+    c.close();
+    server.close();
+    raw.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
