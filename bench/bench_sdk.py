@@ -4,7 +4,7 @@
 Usage (as root, from the repository root, after `ninja -C build` and
 `(cd sdk/typescript && npm ci && npx tsc -p tsconfig.json)`):
 
-    /usr/bin/python3 bench/bench_sdk.py            # 4 rounds of 250 execs per SDK
+    /usr/bin/python3 bench/bench_sdk.py            # 20 rounds of 50 execs per SDK
     /usr/bin/python3 bench/bench_sdk.py --quick    # 2 rounds of 20: a smoke test
     /usr/bin/python3 bench/bench_sdk.py -n 500 --rounds 6
 
@@ -113,8 +113,8 @@ def ts_round(node, n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-n", type=int, default=250, help="execs per round per SDK")
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("-n", type=int, default=50, help="execs per round per SDK")
+    ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if a.quick:

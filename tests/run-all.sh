@@ -101,6 +101,8 @@ stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
 stage "bench templates (quick)" $PY bench/bench_template.py --quick
 bench_gvisor() { $PY bench/bench_gvisor.py --quick; local r=$?; [ $r = 2 ] && { echo "skipped: no runsc or not root"; return 0; }; return $r; }
 stage "bench gvisor (quick)" bench_gvisor
+bench_sdk() { $PY bench/bench_sdk.py --quick; local r=$?; [ $r = 2 ] && return 0; return $r; }
+stage "bench sdk (quick)" bench_sdk
 
 $PY - "$results" "$stage_fail" <<'PYEOF'
 import sys, glob, xml.etree.ElementTree as ET
