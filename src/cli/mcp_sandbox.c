@@ -67,6 +67,19 @@ static int ours(struct mcp_server *s, const char *id, struct mcp_out *o, json_t 
 	return 0;
 }
 
+/* The sandbox_id argument when it is ours, its URL and @suffix in @url; NULL after writing
+ * why into @o. */
+static const char *our_sandbox(struct mcp_server *s, json_t *args, const char *suffix, char *url,
+			       struct mcp_out *o)
+{
+	const char *id = str_arg(args, "sandbox_id");
+	if (ours(s, id, o, NULL) < 0)
+		return NULL;
+	if (sbx_url(url, URL_MAX, id, suffix, NULL) < 0)
+		return mcp_fail(o, "out of memory"), NULL;
+	return id;
+}
+
 /* @asked seconds (or @dflt when absent) capped at @max, with a note when capped. */
 static long long capped(struct mcp_out *o, json_t *asked, long long dflt, long long max, const char *what)
 {
@@ -209,9 +222,9 @@ int mcp_tool_list_sandboxes(struct mcp_server *s, json_t *args, struct mcp_out *
 int mcp_tool_kill_sandbox(struct mcp_server *s, json_t *args, struct mcp_out *o)
 {
 	_cleanup_(client_response_done) struct client_response res = {};
-	const char *id = str_arg(args, "sandbox_id");
 	char url[URL_MAX];
-	if (ours(s, id, o, NULL) < 0 || sbx_url(url, sizeof(url), id, "", NULL) < 0)
+	const char *id = our_sandbox(s, args, "", url, o);
+	if (!id)
 		return 0;
 	int r = call(s, "DELETE", url, NULL, 0, &res);
 	if (r < 0 || (res.status >= 300 && res.status != 404))
@@ -224,9 +237,8 @@ int mcp_tool_kill_sandbox(struct mcp_server *s, json_t *args, struct mcp_out *o)
 int mcp_tool_run_command(struct mcp_server *s, json_t *args, struct mcp_out *o)
 {
 	_cleanup_(client_response_done) struct client_response res = {};
-	const char *id = str_arg(args, "sandbox_id");
 	char url[URL_MAX];
-	if (ours(s, id, o, NULL) < 0 || sbx_url(url, sizeof(url), id, "/exec", NULL) < 0)
+	if (!our_sandbox(s, args, "/exec", url, o))
 		return 0;
 	long long t = capped(o, json_object_get(args, "timeout"), s->cfg.exec_timeout_s, s->cfg.max_exec_s, "timeout");
 	_cleanup_(json_decrefp) json_t *req = json_pack("{s:O, s:I, s:O*, s:O*, s:O*}", "cmd",
@@ -394,9 +406,8 @@ static int code_request(struct mcp_server *s, json_t *args, const char *url, str
 
 int mcp_tool_run_code(struct mcp_server *s, json_t *args, struct mcp_out *o)
 {
-	const char *id = str_arg(args, "sandbox_id");
 	char url[URL_MAX];
-	if (ours(s, id, o, NULL) < 0 || sbx_url(url, sizeof(url), id, "/code", NULL) < 0)
+	if (!our_sandbox(s, args, "/code", url, o))
 		return 0;
 	long long t = capped(o, json_object_get(args, "timeout"), s->cfg.exec_timeout_s, s->cfg.max_exec_s, "timeout");
 	return code_request(s, args, url, o, t);
@@ -497,10 +508,11 @@ static int put_file(struct mcp_server *s, const char *id, const char *path, cons
 		return mcp_fail(o, "out of memory");
 	if (path[0] != '/' || path[strlen(path) - 1] == '/')
 		return mcp_fail(o, "path: '%.200s' must be an absolute file path", path);
-	_cleanup_(json_decrefp) json_t *req = json_pack("{s:s, s:b}", "path", dirname(dir), "parents", 1);
+	const char *parent = dirname(dir);
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:s, s:b}", "path", parent, "parents", 1);
 	if (!req || sbx_url(url, sizeof(url), id, "/files/mkdir", NULL) < 0)
 		return mcp_fail(o, "out of memory");
-	int r = call(s, "POST", url, req, 0, &mk);
+	int r = strcmp(parent, "/") == 0 ? 0 : call(s, "POST", url, req, 0, &mk);
 	if (r < 0 || (mk.status >= 300 && mk.status != 409))
 		return mcp_fail_api(o, s, r, &mk);
 	if (sbx_url(url, sizeof(url), id, "/files", path) < 0)
