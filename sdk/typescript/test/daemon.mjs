@@ -50,6 +50,16 @@ function tcpUp(port) {
   });
 }
 
+// Daemons still running when this process exits (a cancelled test, a hook not run) are
+// stopped with it: a test never leaves a cordond behind.
+const running = new Set();
+process.on("exit", () => {
+  for (const d of running) {
+    d.proc.kill("SIGKILL");
+    fs.rmSync(d.tmp, { recursive: true, force: true });
+  }
+});
+
 export class Daemon {
   static async start({ tcp = false, extra = [] } = {}) {
     const d = new Daemon();
@@ -71,7 +81,11 @@ export class Daemon {
       args.push("--listen", `127.0.0.1:${d.port}`, "--api-keys", keyfile);
     }
     const log = fs.openSync(d.logPath, "w");
-    d.proc = spawn(CORDOND, args, { stdio: ["ignore", log, log] });
+    // CORDON_TEST_CODE_STORE: a template store holding code-interpreter (as tests/daemon's)
+    const env = { ...process.env };
+    if (process.env.CORDON_TEST_CODE_STORE) env.CORDON_TEMPLATES = process.env.CORDON_TEST_CODE_STORE;
+    d.proc = spawn(CORDOND, args, { stdio: ["ignore", log, log], env });
+    running.add(d);
     fs.closeSync(log);
     d.exited = new Promise((r) => d.proc.on("exit", (code, sig) => r({ code, sig })));
     const deadline = Date.now() + 30_000;
@@ -97,6 +111,7 @@ export class Daemon {
   }
 
   async stop() {
+    running.delete(this);
     if (this.alive) {
       this.proc.kill("SIGTERM");
       const t = setTimeout(() => this.proc.kill("SIGKILL"), 20_000);
