@@ -2,11 +2,13 @@
 import { InvalidPath, NotFound } from "./errors.js";
 import type { RequestOptions } from "./http.js";
 import { fileEntry, type FileEntry } from "./models.js";
+import { packDir, readMembers, writeMembers } from "./tar.js";
 import type { Sandbox } from "./sandbox.js";
 
 /** A path: a string (UTF-8), or the exact bytes of a name that is not UTF-8 (FileEntry.pathBytes). */
 export type SandboxPath = string | Uint8Array;
 const MAX_PAGES = 10000;
+const MAX_UNPACKED = 64 * 2 ** 30; // file data downloadDir() unpacks at most, by default
 
 function checkPath(path: SandboxPath): Buffer {
   const p = typeof path === "string" ? Buffer.from(path, "utf8") : Buffer.from(path);
@@ -139,5 +141,26 @@ export class Files {
    * out of a sandbox is hostile). */
   async downloadArchive(path: SandboxPath): Promise<Buffer> {
     return (await this.req("GET", "files/archive", checkPath(path))).body;
+  }
+
+  /**
+   * Copies the contents of host directory @local into @path in the sandbox (made if
+   * missing), as one tar unpacked inside the sandbox; symlinks go as links and must stay
+   * inside the tree (UnsafeArchive otherwise). Resolves with {entries, bytes}.
+   */
+  async uploadDir(local: string, path: SandboxPath): Promise<{ entries: number; bytes: number }> {
+    return this.uploadArchive(path, packDir(local));
+  }
+
+  /**
+   * Copies the contents of @path in the sandbox into host directory @local (made if
+   * missing); resolves with the number of entries. Every entry is checked first (no absolute
+   * name, no "..", no link out of the tree, no device: UnsafeArchive, and nothing is
+   * written), then written through no symlink of @local.
+   */
+  async downloadDir(path: SandboxPath, local: string, opts: { maxBytes?: number } = {}): Promise<number> {
+    const members = readMembers(await this.downloadArchive(path), opts.maxBytes ?? MAX_UNPACKED);
+    writeMembers(members, local);
+    return members.length;
   }
 }

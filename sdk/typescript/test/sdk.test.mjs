@@ -171,6 +171,24 @@ describe("against cordond", { skip }, () => {
       const up = await f.uploadArchive("/home/user/copy", tar);
       assert.ok(up.entries >= 1);
       assert.ok((await f.stat("/home/user/copy/e")).isDir);
+      const os = await import("node:os");
+      const fs = await import("node:fs");
+      const path = await import("node:path");
+      const local = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-tsdir-"));
+      try {
+        fs.mkdirSync(path.join(local, "src", "sub"), { recursive: true });
+        fs.writeFileSync(path.join(local, "src", "sub", "x.txt"), "x");
+        fs.symlinkSync("sub/x.txt", path.join(local, "src", "ln"));
+        const up2 = await f.uploadDir(path.join(local, "src"), "/home/user/tree");
+        assert.ok(up2.entries >= 3);
+        assert.equal(await f.readText("/home/user/tree/sub/x.txt"), "x");
+        assert.equal((await f.stat("/home/user/tree/ln")).type, "symlink");
+        assert.ok((await f.downloadDir("/home/user/tree", path.join(local, "back"))) >= 3);
+        assert.equal(fs.readFileSync(path.join(local, "back", "sub", "x.txt"), "utf8"), "x");
+        assert.equal(fs.readlinkSync(path.join(local, "back", "ln")), "sub/x.txt");
+      } finally {
+        fs.rmSync(local, { recursive: true, force: true });
+      }
       await f.remove("/home/user/d");
       assert.ok(!(await f.exists("/home/user/d")));
       await assert.rejects(f.read("/home/user/none"), NotFound);

@@ -139,3 +139,49 @@ test("the transport: chunked, length and close-delimited bodies, stale keep-aliv
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("directories as tar: packed, read back, hostile members refused before writing", async () => {
+  const os = await import("node:os");
+  const tar = await import("../dist/tar.js");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-tstar-"));
+  try {
+    const src = path.join(dir, "src");
+    const long = "d".repeat(60) + "/" + "f".repeat(80);
+    fs.mkdirSync(path.join(src, "d".repeat(60)), { recursive: true });
+    fs.writeFileSync(path.join(src, long), "long");
+    fs.writeFileSync(path.join(src, "a.txt"), "A");
+    fs.symlinkSync("a.txt", path.join(src, "ln"));
+    const members = tar.readMembers(tar.packDir(src), 1 << 20);
+    assert.deepEqual(members.map((m) => [m.name, m.type]).sort(),
+      [["a.txt", "file"], ["d".repeat(60), "dir"], [long, "file"], ["ln", "symlink"]]);
+    tar.writeMembers(members, path.join(dir, "out"));
+    assert.equal(fs.readFileSync(path.join(dir, "out", long), "utf8"), "long");
+    assert.equal(fs.readlinkSync(path.join(dir, "out", "ln")), "a.txt");
+    // hostile archives: a raw ustar member each
+    const one = (name, type, link = "") => {
+      const h = Buffer.alloc(512);
+      h.write(name, 0);
+      h.write("0000644\0", 100);
+      h.write("00000000000\0", 124);
+      h.write("        ", 148);
+      h.write(type, 156);
+      h.write(link, 157);
+      h.write("ustar\u000000", 257, "binary");
+      let sum = 0;
+      for (const b of h) sum += b;
+      h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148);
+      return Buffer.concat([h, Buffer.alloc(1024)]);
+    };
+    for (const [name, type, link] of [["/etc/x", "0"], ["a/../../x", "0"], ["l", "2", "../../etc"], ["l", "2", "/etc"],
+      ["dev", "3"], ["h", "1", "../x"]]) {
+      assert.throws(() => tar.readMembers(one(name, type, link), 1 << 20), cordon.UnsafeArchive, `${name} ${type} ${link}`);
+    }
+    // a symlink of the tree does not lead a later member out of it
+    fs.mkdirSync(path.join(dir, "victim"));
+    fs.symlinkSync(path.join(dir, "victim"), path.join(dir, "out", "esc"));
+    assert.throws(() => tar.writeMembers(tar.readMembers(one("esc/x", "0"), 1 << 20), path.join(dir, "out")), cordon.UnsafeArchive);
+    assert.deepEqual(fs.readdirSync(path.join(dir, "victim")), []);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
