@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 results=results.d
 rm -rf "$results"; mkdir -p "$results"
+# One template store for the suites that need the code-interpreter template: the first that
+# needs it builds it there (tests/daemon/test_code.py), the later ones (the TypeScript SDK's,
+# the MCP tests, the sanitizer stage) find it. Fresh each run, with results.d.
+export CORDON_TEST_CODE_STORE="${CORDON_TEST_CODE_STORE:-$PWD/$results/code-store}"
+mkdir -p "$CORDON_TEST_CODE_STORE"
 stage_fail=0
 
 stage() { # name, command...
