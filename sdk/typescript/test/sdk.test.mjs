@@ -76,6 +76,9 @@ describe("against cordond", { skip }, () => {
       assert.equal(later.timeoutS, 300);
       assert.ok(later.expiresAt >= info.expiresAt);
     });
+    const disposed = await Sandbox.create({ client, timeout: 60 });
+    await disposed[Symbol.asyncDispose]();   // what `await using` calls
+    assert.equal(await disposed.isRunning(), false);
     const gone = await Sandbox.create({ client, timeout: 60 });
     assert.equal(await Sandbox.kill(gone.id, { client }), true);
     assert.equal(await gone.kill(), false);
