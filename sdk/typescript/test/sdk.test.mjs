@@ -302,6 +302,11 @@ describe("over TCP with API keys", { skip }, () => {
     const sbx = await Sandbox.create({ client: alice, timeout: 60 });
     try {
       assert.equal((await sbx.exec("echo tcp")).stdout, "tcp\n");
+      const p = await sbx.processes.start("read l; echo got $l");   // a stream over TCP, with the key
+      await p.sendStdin("x\n", true);
+      assert.equal((await p.wait(30_000)).stdout, "got x\n");
+      await sbx.files.write("/home/user/t", "over tcp");
+      assert.equal(await sbx.files.readText("/home/user/t"), "over tcp");
       assert.deepEqual((await Sandbox.list({ client: alice })).map((s) => s.id), [sbx.id]);
       assert.deepEqual(await Sandbox.list({ client: bob }), []);
       await assert.rejects(Sandbox.connect(sbx.id, { client: bob }), NotFound);
