@@ -315,9 +315,12 @@ int mcp_serve_http(struct mcp_server *s, const char *listen_spec)
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+			int e = errno;
+			if (e == EMFILE || e == ENFILE)
+				poll(NULL, 0, 100); /* out of fds for a moment: no busy loop */
+			if (e == EINTR || e == ECONNABORTED || e == EMFILE || e == ENFILE)
 				continue;
-			log_error("mcp: accept: %s", strerror(errno));
+			log_error("mcp: accept: %s", strerror(e));
 			return 1;
 		}
 		serve_one(s, fd);
