@@ -90,16 +90,24 @@ class Conn {
   /** Sends @head and @body, reads the whole answer. */
   async roundTrip(head: string, body: Buffer | undefined, method: string): Promise<RawResponse & { keepAlive: boolean }> {
     if (this.closed) throw new ConnError("the connection is closed", "ECONNRESET", false);
-    this.socket.write(body && body.length < 16384 ? Buffer.concat([Buffer.from(head, "latin1"), body]) : head);
-    if (body && body.length >= 16384) this.socket.write(body);
+    // "sent" as the Python SDK has it: the request reached the socket. A write that failed
+    // (the peer had closed: EPIPE) was not sent, and any request may go again.
+    let writeFailed = false;
+    const onWrite = (e?: Error | null) => {
+      if (e) writeFailed = true;
+    };
+    this.socket.write(body && body.length < 16384 ? Buffer.concat([Buffer.from(head, "latin1"), body]) : head, onWrite);
+    if (body && body.length >= 16384) this.socket.write(body, onWrite);
     let buf = Buffer.alloc(0);
     let at = -1;
-    let first = true;
     while ((at = buf.indexOf("\r\n\r\n")) < 0) {
       if (buf.length > HEAD_MAX) throw new ConnError("the answer's head is too large");
       const b = await this.more();
-      if (!b) throw new ConnError(this.error?.message ?? "the connection was closed before an answer", (this.error as NodeJS.ErrnoException)?.code ?? "ECONNRESET", !first);
-      first = false;
+      if (!b) {
+        await new Promise((r) => setImmediate(r)); // let a failed write report itself
+        throw new ConnError(this.error?.message ?? "the connection was closed before an answer",
+                            (this.error as NodeJS.ErrnoException)?.code ?? "ECONNRESET", !writeFailed);
+      }
       buf = buf.length ? Buffer.concat([buf, b]) : b;
     }
     const lines = buf.subarray(0, at).toString("latin1").split("\r\n");
