@@ -3,9 +3,9 @@
  * POST /mcp carries one JSON-RPC message; a request's answer is application/json, or a
  * text/event-stream of that one message when the client accepts only that; a notification
  * or a response gets 202. GET and DELETE are 405: this server sends no messages of its own
- * and keeps no session (no Mcp-Session-Id), so every POST stands alone. Connections are
- * served one at a time, each closed after its answer, with deadlines on reading and
- * writing. There is no authentication: the address must be loopback, and a request whose
+ * and keeps no session (no Mcp-Session-Id), so every POST stands alone, and each connection
+ * is served by a child process of its own (at most HTTP_CHILDREN_MAX at once; past that,
+ * 503), closed after its answer, with deadlines on reading and writing. There is no authentication: the address must be loopback, and a request whose
  * Origin is not a loopback one is refused (403), against DNS rebinding from a web page. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 
 #define HEAD_MAX    (16 * 1024)
 #define IO_DEADLINE 10 /* seconds for a client to send its request, and to take the answer */
+#define HTTP_CHILDREN_MAX 16 /* connections served at once */
 
 struct request {
 	char method[16];
@@ -305,9 +307,18 @@ static void linger_close(int fd)
 	close(fd);
 }
 
+/* Children serving connections now, after reaping those that ended. */
+static size_t reap(size_t n)
+{
+	while (n > 0 && waitpid(-1, NULL, WNOHANG) > 0)
+		n--;
+	return n;
+}
+
 int mcp_serve_http(struct mcp_server *s, const char *listen_spec)
 {
 	_cleanup_close_ int lfd = listen_on(listen_spec);
+	size_t children = 0;
 	if (lfd < 0)
 		return CLI_EXIT_USAGE;
 	log_info("mcp: serving MCP on http://%s/mcp", listen_spec);
@@ -323,7 +334,23 @@ int mcp_serve_http(struct mcp_server *s, const char *listen_spec)
 			log_error("mcp: accept: %s", strerror(e));
 			return 1;
 		}
-		serve_one(s, fd);
-		linger_close(fd);
+		/* each connection in a child of its own: a long run_command holds up no other call
+		 * (the server keeps no state between requests to share) */
+		children = reap(children);
+		pid_t pid = children < HTTP_CHILDREN_MAX ? fork() : -1;
+		if (pid == 0) {
+			close(lfd);
+			serve_one(s, fd);
+			linger_close(fd);
+			_exit(0);
+		}
+		if (pid < 0)
+			refuse(fd, 503, "too many requests at once; retry");
+		else
+			children++;
+		if (pid < 0)
+			linger_close(fd);
+		else
+			close(fd);
 	}
 }

@@ -296,6 +296,16 @@ describe("cordon mcp", { skip }, () => {
       assert.ok(id, text(c));
       const r = await client.callTool({ name: "run_command", arguments: { sandbox_id: id, command: "echo over http" } });
       assert.match(text(r), /over http/);
+      // a long call holds up no other: each connection has a process of its own
+      const t0 = Date.now();
+      let quickAt = 0;
+      const slow = client.callTool({ name: "run_command", arguments: { sandbox_id: id, command: "sleep 3; echo slow" } });
+      await new Promise((r) => setTimeout(r, 300));
+      const quick = await client.callTool({ name: "run_command", arguments: { sandbox_id: id, command: "echo quick" } });
+      quickAt = Date.now() - t0;
+      assert.match(text(quick), /quick/);
+      assert.match(text(await slow), /slow/);
+      assert.ok(quickAt < 2500, `the quick call waited for the slow one (${quickAt} ms)`);
       assert.equal((await client.callTool({ name: "kill_sandbox", arguments: { sandbox_id: id } })).isError, false);
       await assert.rejects(client.callTool({ name: "nope", arguments: {} }), (e) => e instanceof McpError && e.code === -32602);
     });
