@@ -91,7 +91,7 @@ node_suite() { # dir, junit name, build command or "", test files...
 		--test-reporter=spec --test-reporter-destination=stdout \
 		--test-reporter=junit --test-reporter-destination="$out/$n.xml" "$@")
 }
-stage "sdk (typescript)" node_suite sdk/typescript node-sdk "npx tsc -p tsconfig.json" test/unit.test.mjs test/sdk.test.mjs test/pack.test.mjs
+stage "sdk (typescript)" node_suite sdk/typescript node-sdk "npx tsc -p tsconfig.json" test/unit.test.mjs test/sdk.test.mjs test/templates.test.mjs test/pack.test.mjs
 stage "mcp (official MCP client)" node_suite tests/mcp node-mcp "" mcp.test.mjs
 stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$results/kernels.xml" bash tests/kernels/run.sh
 stage "asan build" asan_build

@@ -1,8 +1,17 @@
 /** Templates, volumes and snapshots of one cordond. */
+import * as fs from "node:fs";
+import { gzipSync } from "node:zlib";
 import { BuildFailed } from "./errors.js";
 import { quoteSegment, type Client } from "./http.js";
 import { snapshot, type Snapshot } from "./models.js";
 import { clientOf, type ConnectOptions } from "./sandbox.js";
+import { packDir } from "./tar.js";
+
+/** A directory's contents as a base64 gzipped tar (names relative to it). */
+function contextArchive(dir: string): string {
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new Error(`context: ${JSON.stringify(dir)} is not a directory`);
+  return gzipSync(packDir(dir)).toString("base64");
+}
 
 /** A template build that ran and failed; `events` are the events it streamed. */
 export interface BuildFailedError extends Error {
@@ -30,13 +39,14 @@ export class Templates {
 
   /**
    * Builds (or rebuilds) template `name` from the recipe text; every event (step, log,
-   * step_done, done) goes to `onEvent`. `context`: a gzipped tar, base64 (COPY reads it).
-   * Rejects with BuildFailed when the build fails.
+   * step_done, done) goes to `onEvent`. `context`: a directory whose files COPY can read
+   * (sent as a gzipped tar, at most 32 MiB; symlinks as links). Rejects with BuildFailed
+   * when the build fails; the daemon's own refusals as the usual CordonError classes.
    */
   async build(name: string, recipe: string, o: { buildArgs?: Record<string, string>; noCache?: boolean;
     context?: string; onEvent?: (ev: Record<string, any>) => void } = {}): Promise<Record<string, any>> {
     const body: Record<string, unknown> = { name, recipe };
-    if (o.context !== undefined) body.context = o.context;
+    if (o.context !== undefined) body.context = contextArchive(o.context);
     if (o.buildArgs) body.build_args = o.buildArgs;
     if (o.noCache) body.no_cache = true;
     const events: Array<Record<string, any>> = [];

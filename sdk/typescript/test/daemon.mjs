@@ -61,7 +61,7 @@ process.on("exit", () => {
 });
 
 export class Daemon {
-  static async start({ tcp = false, extra = [] } = {}) {
+  static async start({ tcp = false, extra = [], env: extraEnv = {} } = {}) {
     const d = new Daemon();
     d.tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-tssdk-"));
     d.socket = path.join(d.tmp, "cordon.sock");
@@ -82,8 +82,8 @@ export class Daemon {
     }
     const log = fs.openSync(d.logPath, "w");
     // CORDON_TEST_CODE_STORE: a template store holding code-interpreter (as tests/daemon's)
-    const env = { ...process.env };
-    if (process.env.CORDON_TEST_CODE_STORE) env.CORDON_TEMPLATES = process.env.CORDON_TEST_CODE_STORE;
+    const env = { ...process.env, ...extraEnv };
+    if (process.env.CORDON_TEST_CODE_STORE && !extraEnv.CORDON_TEMPLATES) env.CORDON_TEMPLATES = process.env.CORDON_TEST_CODE_STORE;
     d.proc = spawn(CORDOND, args, { stdio: ["ignore", log, log], env });
     running.add(d);
     fs.closeSync(log);
