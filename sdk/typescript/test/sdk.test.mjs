@@ -240,6 +240,36 @@ describe("against cordond", { skip }, () => {
     assert.equal((await cordon.health({ socket: d.socket })).status, "ok");
   });
 
+  test("volumes: data kept across sandboxes, read-only mounts, one writer, typed errors", async () => {
+    const vols = new cordon.Volumes({ client });
+    const released = async (name) => {
+      for (let i = 0; i < 200 && (await vols.get(name)).in_use; i++) await new Promise((r) => setTimeout(r, 50));
+      return !(await vols.get(name)).in_use;
+    };
+    const v = await vols.create("tsdata", 32);
+    assert.equal(v.name, "tsdata");
+    assert.equal(v.size_mb, 32);
+    assert.ok((await vols.list()).some((x) => x.name === "tsdata"));
+    await assert.rejects(vols.create("tsdata", 32), cordon.VolumeExists);
+    await assert.rejects(vols.create("Bad", 32), InvalidField);
+    await withSandbox({ volumes: ["tsdata:/data"] }, async (sbx) => {
+      assert.deepEqual((await sbx.info()).volumes, [{ name: "tsdata", path: "/data", read_only: false }]);
+      await sbx.files.write("/data/kept.txt", "kept");
+      await assert.rejects(Sandbox.create({ client, volumes: ["tsdata:/other"] }), cordon.VolumeInUse);
+      await assert.rejects(vols.delete("tsdata"), cordon.VolumeInUse);
+      await withSandbox({ volumes: [{ name: "tsdata", path: "/ro", read_only: true }] }, async (ro) => {
+        assert.equal(await ro.files.readText("/ro/kept.txt"), "kept");
+        await assert.rejects(ro.files.write("/ro/nope", "x"), cordon.ReadOnly);
+      });
+    });
+    assert.ok(await released("tsdata"));
+    await withSandbox({ volumes: ["tsdata:/again"] }, async (sbx) => assert.equal(await sbx.files.readText("/again/kept.txt"), "kept"));
+    assert.ok(await released("tsdata"));
+    await vols.delete("tsdata");
+    await assert.rejects(vols.get("tsdata"), NotFound);
+    await assert.rejects(Sandbox.create({ client, volumes: ["nocolon"] }), /NAME:PATH/);
+  });
+
   test("the code interpreter (runCode, contexts)", async (t) => {
     // the route first, on any sandbox: 404 "no such route" in a build without it
     let absent = false;
