@@ -240,6 +240,19 @@ describe("against cordond", { skip }, () => {
     assert.equal((await cordon.health({ socket: d.socket })).status, "ok");
   });
 
+  test("secrets: the value never in the sandbox, rotated, revoked", async () => {
+    await assert.rejects(Sandbox.create({ client, secrets: { K: { value: "v", hosts: ["1.2.3.4"] } } }), InvalidField);
+    await withSandbox({ secrets: { API_KEY: { value: "sk-ts-secret", hosts: ["api.example.test"] } } }, async (sbx) => {
+      assert.deepEqual((await sbx.info()).secrets, [{ name: "API_KEY", hosts: ["api.example.test"], in: ["header"] }]);
+      const seen = (await sbx.exec("echo $API_KEY")).stdout;
+      assert.ok(seen.trim() && !seen.includes("sk-ts-secret"), seen); // a placeholder
+      assert.deepEqual((await sbx.setSecret("API_KEY", "sk-ts-2", { where: ["header", "query"] })).in, ["header", "query"]);
+      await sbx.deleteSecret("API_KEY");
+      await assert.rejects(sbx.deleteSecret("API_KEY"), NotFound);
+      await assert.rejects(sbx.setSecret("API_KEY", "x"), NotFound);
+    });
+  });
+
   test("volumes: data kept across sandboxes, read-only mounts, one writer, typed errors", async () => {
     const vols = new cordon.Volumes({ client });
     const released = async (name) => {
