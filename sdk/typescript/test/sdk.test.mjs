@@ -72,6 +72,12 @@ describe("against cordond", { skip }, () => {
       assert.equal((await again.exec("echo same")).stdout, "same\n");
       assert.deepEqual((await Sandbox.list({ client, metadata: { team: "a b+c" } })).map((s) => s.id), [sbx.id]);
       assert.deepEqual(await Sandbox.list({ client, metadata: { team: "nope" } }), []);
+      const records = await sbx.audit();
+      assert.ok(records.length > 0 && records.every((r) => typeof r === "object"), JSON.stringify(records).slice(0, 300));
+      for await (const rec of sbx.auditFollow()) {   // the records so far, then it would wait for more
+        assert.equal(typeof rec, "object");
+        break;
+      }
       const later = await sbx.setTimeout(300);
       assert.equal(later.timeoutS, 300);
       assert.ok(later.expiresAt >= info.expiresAt);
