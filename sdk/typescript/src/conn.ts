@@ -236,7 +236,9 @@ export class Pool {
         if (timeoutMs > 0) timer = setTimeout(() => reject(new ConnError("timed out", "ETIMEDOUT")), timeoutMs);
       });
       try {
-        const r = await (timeoutMs > 0 ? Promise.race([conn.roundTrip(head, body, method), timeout]) : conn.roundTrip(head, body, method));
+        const trip = conn.roundTrip(head, body, method);
+        trip.catch(() => {}); // after a timeout it fails too, when its connection is closed
+        const r = await (timeoutMs > 0 ? Promise.race([trip, timeout]) : trip);
         if (r.keepAlive && this.idle.length < this.max && !conn.closed) this.idle.push(conn);
         else conn.close();
         return r;

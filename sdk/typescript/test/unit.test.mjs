@@ -128,6 +128,15 @@ test("the transport: chunked, length and close-delimited bodies, stale keep-aliv
     assert.ok(conns >= 2);
     await assert.rejects(c.request("GET", "/error"), (e) =>
       e instanceof cordon.SandboxPaused && e.status === 409 && e.retryAfter === 2 && e.detail === "paused");
+    const silent = net.createServer(() => {}); // accepts, never answers
+    const silentSock = path.join(dir, "silent.sock");
+    await new Promise((r) => silent.listen(silentSock, r));
+    const sc = new cordon.Client({ socket: silentSock, requestTimeoutMs: 200 });
+    await assert.rejects(sc.request("GET", "/"), (e) => e instanceof cordon.Timeout && /within 0.2 s/.test(e.message));
+    await assert.rejects(sc.request("POST", "/", { json: {} }), cordon.Timeout);
+    await new Promise((r) => setTimeout(r, 50)); // a late rejection would surface here
+    sc.close();
+    silent.close();
     const rc = new cordon.Client({ socket: rawSock });
     assert.deepEqual((await rc.request("GET", "/")).json(), { eof: true });
     rc.close();
