@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 results=results.d
 rm -rf "$results"; mkdir -p "$results"
+# One template store for the suites that need the code-interpreter template: the first that
+# needs it builds it there (tests/daemon/test_code.py), the later ones (the TypeScript SDK's,
+# the MCP tests, the sanitizer stage) find it. Fresh each run, with results.d.
+export CORDON_TEST_CODE_STORE="${CORDON_TEST_CODE_STORE:-$PWD/$results/code-store}"
+mkdir -p "$CORDON_TEST_CODE_STORE"
 stage_fail=0
 
 stage() { # name, command...
@@ -67,6 +72,27 @@ microvm_tests() {
 }
 stage "microvm" microvm_tests
 stage "sdk" pytests build pytest-sdk sdk/python/tests
+# Node: the TypeScript SDK (tsc, node --test against a real cordond, npm pack) and `cordon mcp`
+# against the official MCP client. Each installs its pinned devDependencies with `npm ci` from
+# the registry first; without npm, or when the registry does not answer, the stage skips.
+node_suite() { # dir, junit name, build command or "", test files...
+	local dir=$1 n=$2 build=$3; shift 3
+	local skip="" top=$PWD out; out=$(cd "$results" && pwd)
+	command -v npm >/dev/null || skip="no npm"
+	[ -z "$skip" ] && ! (cd "$dir" && timeout 30 npm ping >/dev/null 2>&1) && skip="the npm registry is unreachable"
+	if [ -n "$skip" ]; then
+		echo "skipped: $skip"
+		printf '<testsuites><testcase name="%s" classname="%s"><skipped message="%s"/></testcase></testsuites>\n' "$n" "$n" "$skip" >"$out/$n.xml"
+		return 0
+	fi
+	(cd "$dir" && timeout 300 npm ci --no-audit --no-fund) || return 1
+	if [ -n "$build" ]; then (cd "$dir" && timeout 300 $build) || return 1; fi
+	(cd "$dir" && CORDON_BUILD="$top/build" timeout 1800 node --test --test-concurrency=1 \
+		--test-reporter=spec --test-reporter-destination=stdout \
+		--test-reporter=junit --test-reporter-destination="$out/$n.xml" "$@")
+}
+stage "sdk (typescript)" node_suite sdk/typescript node-sdk "npx tsc -p tsconfig.json" test/unit.test.mjs test/sdk.test.mjs test/templates.test.mjs test/pack.test.mjs
+stage "mcp (official MCP client)" node_suite tests/mcp node-mcp "" mcp.test.mjs
 stage "kernels (Debian 12 kernel, cgroup v2, QEMU)" env CORDON_KERNEL_JUNIT="$results/kernels.xml" bash tests/kernels/run.sh
 stage "asan build" asan_build
 stage "unit (asan+ubsan)" unit build-asan unit-asan
@@ -82,6 +108,8 @@ stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
 stage "bench templates (quick)" $PY bench/bench_template.py --quick
 bench_gvisor() { $PY bench/bench_gvisor.py --quick; local r=$?; [ $r = 2 ] && { echo "skipped: no runsc or not root"; return 0; }; return $r; }
 stage "bench gvisor (quick)" bench_gvisor
+bench_sdk() { $PY bench/bench_sdk.py --quick; local r=$?; [ $r = 2 ] && return 0; return $r; }
+stage "bench sdk (quick)" bench_sdk
 
 $PY - "$results" "$stage_fail" <<'PYEOF'
 import sys, glob, xml.etree.ElementTree as ET
