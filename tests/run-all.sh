@@ -79,6 +79,8 @@ node_suite() { # dir, junit name, build command or "", test files...
 	local dir=$1 n=$2 build=$3; shift 3
 	local skip="" top=$PWD out; out=$(cd "$results" && pwd)
 	command -v npm >/dev/null || skip="no npm"
+	[ -z "$skip" ] && [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -lt 20 ] &&
+		skip="node $(node --version 2>/dev/null) is older than 20"
 	[ -z "$skip" ] && ! (cd "$dir" && timeout 30 npm ping >/dev/null 2>&1) && skip="the npm registry is unreachable"
 	if [ -n "$skip" ]; then
 		echo "skipped: $skip"
