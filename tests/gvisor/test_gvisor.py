@@ -256,19 +256,42 @@ def test_no_leaks_after_many_and_kill9(tmp_path, monkeypatch):
         d.cleanup()
 
 
+# name: (the host tools it needs, the script, what it prints). The host image is the host's
+# root, so a tool is inside exactly where the host has it.
+PY_THREADS = ("import threading, multiprocessing, subprocess\n"
+              "out = []\n"
+              "ts = [threading.Thread(target=out.append, args=(i,)) for i in range(8)]\n"
+              "[t.start() for t in ts]; [t.join() for t in ts]\n"
+              "print(sorted(out) == list(range(8)))\n"
+              "with multiprocessing.Pool(2) as p: print(p.map(abs, [-2, -3]))\n"
+              "print(subprocess.run(['sh', '-c', 'echo sub'], capture_output=True, timeout=30)"
+              ".stdout.decode().strip())\n")
+WORKLOADS = {
+    "sh": (["/bin/sh"], "i=0; while [ $i -lt 100 ]; do i=$((i+1)); done; echo $i | tr 0 o", "1oo"),
+    "python3": (["/usr/bin/python3"], f"python3 -c \"{PY_THREADS}\"", "True [2, 3] sub"),
+    "venv": (["/usr/bin/python3"], "python3 -m venv /tmp/v && /tmp/v/bin/python -c "
+             "'import sys; print(sys.prefix, sys.prefix != sys.base_prefix)'", "/tmp/v True"),
+    "cc": (["/usr/bin/cc"], "cd /tmp && printf '#include <stdio.h>\\nint main(){puts(\"cc-ok\");}\\n'"
+           " > a.c && cc -O2 a.c -o a && ./a", "cc-ok"),
+    "git": (["/usr/bin/git"], "cd /tmp && git init -q r && cd r && echo x > f && git add f && "
+            "git -c user.email=a@b -c user.name=n commit -qm m && echo y > g && "
+            "git status --porcelain && git log --oneline | wc -l", "?? g 1"),
+    "node": (["/usr/bin/node"], "node -e 'setTimeout(() => console.log(6 * 7), 10)'", "42"),
+}
+
+
+@pytest.mark.parametrize("workload", list(WORKLOADS))
 @pytest.mark.parametrize("runtime", RUNTIMES)
-def test_workloads(runtime):
-    """cc, git, a venv and node (where installed) work in each runtime."""
-    script = ("cd /tmp && printf '#include <stdio.h>\\nint main(){puts(\"cc-ok\");}\\n' > a.c && "
-              "cc a.c -o a && ./a && git init -q r && cd r && echo x > f && git add f && "
-              "git -c user.email=a@b -c user.name=n commit -qm m && git log --oneline | wc -l && "
-              "python3 -m venv /tmp/v && /tmp/v/bin/python -c 'import sys; print(sys.prefix)' && "
-              "if command -v node >/dev/null; then node -e 'console.log(6*7)'; else echo 42; fi")
-    if not os.access("/usr/bin/cc", os.X_OK) or not os.access("/usr/bin/git", os.X_OK):
-        pytest.skip("cc or git is not installed on the host")
-    r = run_rt(runtime, ["--", "/bin/sh", "-c", script], )
+def test_workloads(runtime, workload):
+    """sh, python3 (threads, multiprocessing, subprocess), a venv, cc (compile and run), git
+    (init, commit, status) and node, each where the host has it, in each runtime."""
+    tools, script, want = WORKLOADS[workload]
+    missing = [t for t in tools if not os.access(t, os.X_OK)]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} is not installed on the host (the host image)")
+    r = run_rt(runtime, ["--", "/bin/sh", "-c", script])
     assert r.returncode == 0, r
-    assert r.stdout.split() == [b"cc-ok", b"1", b"/tmp/v", b"42"], r
+    assert r.stdout.split() == want.encode().split(), r
 
 
 def test_sdk_gvisor(gdaemon):
