@@ -17,7 +17,10 @@ a. **Lifecycle.** create -> exec `true` -> destroy, sequential: median ms of cre
 b. **CPU loop.** `python3 -c` summing squares in a tight loop, inside each: median of the
    loop's own time as the program measures it [gvisor within 5% of the jail].
 c. **Syscall loop.** 100000 `os.stat` in a tight loop (the Sentry serves every call: the cost
-   of a system call through gVisor's ptrace platform), inside each: median of the loop's time.
+   of a system call through gVisor's ptrace platform), inside each: median of the loop's time;
+   and `git status` of a small repository (200 files, one changed), timed per call inside.
+d. **Pause and resume.** POST .../pause and .../resume of a running sandbox, from the client:
+   the cgroup freezer against `runsc pause`/`resume` (bench_snapshot.py's measure).
 
 `cordon run --runtime R -- true` is timed too (one-shot mode, no daemon). The last line of the
 output is one JSON object with every figure. Exit status: 0 when every run completed, 1 on
@@ -36,11 +39,18 @@ import time
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("CORDON_BUILD", os.path.join(REPO, "build"))
 sys.path.insert(0, os.path.join(REPO, "tests", "daemon"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_snapshot import pause_resume  # noqa: E402
 
 RUNTIMES = ("jail", "gvisor")
 # Each prints the loop's own time (python3's start, itself syscall-heavy, is left out).
 CPU = ("python3 -c 'import time\nt=time.perf_counter()\ns=0\nfor i in range(3000000): s+=i*i\n"
        "print((time.perf_counter()-t)*1000)'")
+GIT_SETUP = ("cd /tmp && git init -q g && cd g && for i in $(seq 200); do echo $i > f$i; done && "
+             "git add . && git -c user.email=a@b -c user.name=n commit -qm m && echo x >> f1")
+GIT = ("cd /tmp/g && python3 -c 'import subprocess, time\nt=time.perf_counter()\nfor i in range(10): "
+       "subprocess.run([\"git\", \"status\", \"--porcelain\"], check=True, capture_output=True)\n"
+       "print((time.perf_counter()-t)*100)'")
 STAT = ("python3 -c 'import os, time\nt=time.perf_counter()\nfor i in range(100000): os.stat(\"/usr\")\n"
         "print((time.perf_counter()-t)*1000)'")
 
@@ -103,11 +113,16 @@ def bench_loops(dc, runs):
         for rt in RUNTIMES:
             sb = c.create({"runtime": rt, "limits": {"cpus": 1.0}})
             try:
-                cpu = [float(c.exec(sb["id"], cmd=CPU, timeout=120)["stdout"]) for _ in range(runs)]
-                st = [float(c.exec(sb["id"], cmd=STAT, timeout=120)["stdout"]) for _ in range(runs)]
+                run = lambda cmd: float(c.exec(sb["id"], cmd=cmd, timeout=120)["stdout"])
+                cpu = [run(CPU) for _ in range(runs)]
+                st = [run(STAT) for _ in range(runs)]
+                c.sh(sb["id"], GIT_SETUP)
+                git = [run(GIT) for _ in range(runs)]
+                pr = pause_resume(c, sb["id"], runs * 4)
             finally:
                 c.destroy(sb["id"])
-            out[rt] = {"cpu_ms": med(cpu), "stat_ms": med(st)}
+            out[rt] = {"cpu_ms": med(cpu), "stat_ms": med(st), "git_status_ms": med(git),
+                       "pause_ms": med(pr["pause"]), "resume_ms": med(pr["resume"])}
     finally:
         d.cleanup()
     return out
@@ -159,11 +174,19 @@ def main():
             print(f"{mode:9} {rt:6}  create {r['create']:8.2f}  exec {r['exec']:7.2f}  "
                   f"destroy {r['destroy']:7.2f}  total {r['total']:8.2f} ms")
     for rt in RUNTIMES:
+        lp = res["loops"][rt]
         print(f"one-shot  {rt:6}  cordon run -- true {res['oneshot_ms'][rt]:8.2f} ms")
-        print(f"loops     {rt:6}  cpu {res['loops'][rt]['cpu_ms']} ms  stat x100k "
-              f"{res['loops'][rt]['stat_ms']} ms")
+        print(f"loops     {rt:6}  cpu {lp['cpu_ms']} ms  stat x100k {lp['stat_ms']} ms  "
+              f"git status {lp['git_status_ms']} ms")
+        print(f"pause     {rt:6}  pause {lp['pause_ms']} ms  resume {lp['resume_ms']} ms")
+    lj, lg = res["loops"]["jail"], res["loops"]["gvisor"]
+    res["ratios"] = {k: round(lg[k] / lj[k], 3) for k in lj if lj[k]}
+    res["ratios"].update({f"{m}_{k}": round(res[m]["gvisor"][k] / res[m]["jail"][k], 3)
+                          for m in ("unpooled", "pooled") for k in ("create", "exec", "destroy")
+                          if res[m]["jail"][k]})
+    print("gvisor / jail: " + "  ".join(f"{k} {v}x" for k, v in res["ratios"].items()))
     pj, pg = res["pooled"]["jail"]["create"], res["pooled"]["gvisor"]["create"]
-    cj, cg = res["loops"]["jail"]["cpu_ms"], res["loops"]["gvisor"]["cpu_ms"]
+    cj, cg = lj["cpu_ms"], lg["cpu_ms"]
     res["targets"] = {"pooled_create_within_2ms": pg - pj <= 2.0,
                       "cpu_within_5pct": cg <= cj * 1.05}
     print(f"pooled gvisor create - pooled jail create: {pg - pj:+.2f} ms (target <= 2 ms): "
