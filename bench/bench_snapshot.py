@@ -67,6 +67,7 @@ def main():
     ap.add_argument("--runtime", action="append", help="jail, gvisor [every one with snapshots]")
     a = ap.parse_args()
     n = 5 if a.quick else 20
+    load = os.getloadavg()[0]
     d = start_daemon(pool=0, max_sandboxes=64)
     try:
         c = d.client(timeout=120)
@@ -81,7 +82,7 @@ def main():
     if "jail" in res and "gvisor" in res:
         res["ratios"] = {k: round(res["gvisor"][k] / res["jail"][k], 2) for k in res["jail"]}
         print("gvisor / jail: " + "  ".join(f"{k} {v}x" for k, v in res["ratios"].items()))
-    print(json.dumps(dict(res, n=n)))
+    print(json.dumps(dict(res, n=n, loadavg_before=load, loadavg_after=os.getloadavg()[0])))
 
 
 if __name__ == "__main__":
