@@ -101,6 +101,9 @@ def bench_lifecycles(dc, n, pool):
                     wait_pool(c, k)  # jail's warm entry, then gvisor's too
                 rows.append(lifecycle(c, rt))
             out[rt] = {k: med([r[k] for r in rows]) for k in rows[0]}
+    except Exception:
+        print(f"cordond's log:\n{d.log_tail()}", file=sys.stderr)
+        raise
     finally:
         d.cleanup()
     return out
@@ -130,6 +133,9 @@ def bench_loops(dc, runs):
         finally:
             for sid in sbs.values():
                 c.destroy(sid, missing_ok=True)
+    except Exception:
+        print(f"cordond's log:\n{d.log_tail()}", file=sys.stderr)
+        raise
     finally:
         d.cleanup()
     pairs = zip(rows["jail"]["cpu_ms"], rows["gvisor"]["cpu_ms"])
