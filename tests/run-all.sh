@@ -62,6 +62,12 @@ stage "net" pytests build pytest-net tests/net
 stage "gvisor" pytests build pytest-gvisor tests/gvisor
 net_gvisor() { CORDON_TEST_RUNTIME=gvisor pytests build pytest-net-gvisor tests/net; }
 stage "net (gvisor)" net_gvisor
+# The daemon tests marked any_runtime (exec, streams, stdin, signals, files, limits, TTL) and
+# the SDK suite once more with cordond's --default-runtime gvisor (tests/daemon/conftest.py).
+daemon_gvisor() { CORDON_TEST_RUNTIME=gvisor pytests build pytest-daemon-gvisor tests/daemon; }
+stage "daemon (gvisor)" daemon_gvisor
+sdk_gvisor() { CORDON_TEST_RUNTIME=gvisor pytests build pytest-sdk-gvisor sdk/python/tests/test_sdk.py; }
+stage "sdk (gvisor)" sdk_gvisor
 # The microVM (QEMU + Debian's cloud kernel, fetched through apt into the kernels' cache
 # first, as root): skips with a reason where they cannot be had.
 microvm_tests() {

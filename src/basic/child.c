@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,7 +23,7 @@ static void wait_a_while(int pidfd, int ms)
 	nanosleep(&ts, NULL);
 }
 
-int child_wait_deadline(pid_t pid, int ms, int *status)
+static int wait_deadline(pid_t pid, int ms, int *status, bool group)
 {
 	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	uint64_t end = now_ms() + (uint64_t)(ms > 0 ? ms : 0);
@@ -35,6 +36,8 @@ int child_wait_deadline(pid_t pid, int ms, int *status)
 			return -errno;
 		uint64_t now = now_ms();
 		if (now >= end) {
+			if (group)
+				kill(-pid, SIGKILL);
 			kill(pid, SIGKILL);
 			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 				;
@@ -45,6 +48,16 @@ int child_wait_deadline(pid_t pid, int ms, int *status)
 	if (status)
 		*status = st;
 	return 0;
+}
+
+int child_wait_deadline(pid_t pid, int ms, int *status)
+{
+	return wait_deadline(pid, ms, status, false);
+}
+
+int child_wait_group_deadline(pid_t pid, int ms, int *status)
+{
+	return wait_deadline(pid, ms, status, true);
 }
 
 int child_wait_ok(pid_t pid, int ms)

@@ -36,6 +36,7 @@ static const struct subcommand subcommands[] = {
 	{"snapshot", cmd_snapshot, "snapshot a sandbox; snapshot ls, snapshot rm ID"},
 	{"fork", cmd_fork, "snapshot a sandbox and start N children from it"},
 	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
+	{"runtimes", cmd_runtimes, "which runtimes can run, why not, their capabilities"},
 	{"volume", cmd_volume, "create, list and remove persistent volumes"},
 	{"mcp", cmd_mcp, "serve the Model Context Protocol (stdio, or HTTP with --listen)"},
 	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},

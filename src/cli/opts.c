@@ -159,7 +159,8 @@ static int cli_bind(const struct cli_option *o, const char *arg, void *field)
 #define LIMITS	(CLI_RUN | CLI_CREATE | CLI_TEMPLATE_BUILD)
 #define JSON_CMDS                                                                                  \
 	(CLI_CREATE | CLI_LS | CLI_INFO | CLI_TIMEOUT | CLI_NETWORK | CLI_LOGS |                    \
-	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS | CLI_VOLUME)
+	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS | CLI_VOLUME | \
+	 CLI_RUNTIMES)
 
 const struct cli_option cli_options[] = {
 	{"template", 0, "NAME", cli_string, F(template), SANDBOX, "template to start from [host]"},
@@ -227,6 +228,8 @@ const struct cli_option cli_options[] = {
 	{"confine", 0, NULL, cli_flag, F(confine), CLI_TEMPLATE_BUILD,
 	 "host paths (FROM oci-archive:) only beneath the context"},
 	{"replace", 0, NULL, cli_flag, F(replace), CLI_TEMPLATE_IMPORT, "replace a template of that name"},
+	{"local", 0, NULL, cli_flag, F(local), CLI_RUNTIMES,
+	 "probe this host as cordon run does, not cordond [when no cordond answers]"},
 	{"json", 0, NULL, cli_flag, F(json), JSON_CMDS, "print JSON"},
 	{"socket", 0, "PATH", cli_string, F(socket), CLI_CLIENT_CMDS,
 	 "cordond's socket [$CORDON_SOCKET or /run/cordon/cordon.sock]"},
@@ -237,7 +240,7 @@ static const char *const cmd_names[] = {
 	"run", "create", "exec", "ls", "info", "kill", "timeout", "network", "logs", "cp",
 	"template build", "template import", "template ls", "template inspect", "template rm",
 	"template gc", "pause", "resume", "snapshot", "snapshot ls", "snapshot rm", "fork",
-	"volume",
+	"volume", "runtimes",
 };
 
 const char *cli_cmd_name(enum cli_cmd cmd)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cordon/cordon.h>
+
 #include "basic/log.h"
 #include "daemon/daemon.h"
 
@@ -24,6 +26,7 @@ static const struct option_def {
 	{"listen", OPT_STR, offsetof(struct config, listen), NULL, "also serve HOST:PORT over TCP (needs --api-keys)"},
 	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES' lines"},
 	{"config", OPT_STR, offsetof(struct config, config_file), NULL, "read settings from FILE (key = value)"},
+	{"default-runtime", OPT_STR, offsetof(struct config, default_runtime), "jail", "jail, gvisor, microvm or auto (the strongest this host can run): the runtime of a create that names none"},
 	{"pool", OPT_UINT, offsetof(struct config, pool), "2", "ready sandboxes kept warm per template"},
 	{"max-sandboxes", OPT_UINT, offsetof(struct config, max_sandboxes), "1000", "live sandboxes at most, pool included"},
 	{"max-timeout", OPT_UINT, offsetof(struct config, max_timeout_s), "86400", "longest sandbox TTL a client may ask for, seconds"},
@@ -123,6 +126,17 @@ void config_usage(FILE *out)
 			options[i].def ? "]" : "");
 }
 
+/* --default-runtime resolved once, on this host, as a create's "runtime" is: a runtime that
+ * cannot run here stops the start (fail closed) rather than failing every create later. */
+static int config_runtime(struct config *cfg)
+{
+	struct cordon_err err = {};
+	int r = cordon_runtime_resolve(cfg->default_runtime, &cfg->runtime, &err);
+	if (r < 0)
+		log_error("--default-runtime: %s", err.msg);
+	return r < 0 ? -EINVAL : 0;
+}
+
 /* Defaults, then the config file (if --config is among the flags), then the flags. */
 int config_parse(struct config *cfg, int argc, char **argv)
 {
@@ -163,5 +177,5 @@ int config_parse(struct config *cfg, int argc, char **argv)
 		log_error("--max-sandboxes, --max-timeout, --max-connections, --header-timeout, --max-inflight and --ready-timeout must be at least 1");
 		return -EINVAL;
 	}
-	return 0;
+	return config_runtime(cfg);
 }

@@ -161,7 +161,7 @@ struct warm {
 	uint64_t used_ms;  /* the last create that asked for it */
 };
 
-static struct warm warm[1 + POOL_TEMPLATES] = {{.name = "", .runtime = "jail"}}; /* [0]: always */
+static struct warm warm[1 + POOL_TEMPLATES] = {{.name = ""}}; /* [0]: always; its runtime: pool_start() */
 static size_t n_warm = 1;
 
 struct started {
@@ -327,6 +327,7 @@ int pool_start(void)
 {
 	pthread_t t;
 	sbx_hooks_add(&create_hooks);
+	warm[0].runtime = D.cfg.runtime; /* the host template, on what a create gets by default */
 	if (pipe2(creator_req, O_CLOEXEC) < 0 || pipe2(creator_res, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
 	creator_ev = loop_event_new(creator_res[0], EV_READ | EV_PERSIST, on_started, NULL);
@@ -588,11 +589,12 @@ struct create_from {
 	const char *parent;
 };
 
-/* The runtime @req names, resolved on this host; -1 with @e set when it cannot run here. */
+/* The runtime @req names (none: --default-runtime), resolved on this host; -1 with @e set when it cannot run here. */
 static int create_runtime(const struct api_create *req, const char **ret, struct svc_err *e)
 {
 	struct cordon_err err = {};
-	int r = cordon_runtime_resolve(api_runtime_name(req->runtime), ret, &err);
+	const char *name = req->runtime_set ? api_runtime_name(req->runtime) : D.cfg.runtime;
+	int r = cordon_runtime_resolve(name, ret, &err);
 	if (r < 0) /* known to the API, refused by this host: nothing made */
 		return svc_fail(e, r == -ENOENT ? API_ERR_INVALID_FIELD : API_ERR_UNSUPPORTED_RUNTIME,
 				"%s", err.msg);

@@ -47,6 +47,8 @@ struct config {
 	char *egress_limits;
 	char *events_webhook, *events_webhook_key;
 	char *socket_group;
+	char *default_runtime;	       /* as given: jail, gvisor, microvm or auto */
+	const char *runtime;	       /* ...resolved on this host (the registry's name) */
 	uint64_t pool;
 	uint64_t max_sandboxes;
 	uint64_t max_timeout_s;

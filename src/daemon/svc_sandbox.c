@@ -15,6 +15,7 @@
 #include "daemon/service.h"
 #include "image/store.h"
 #include "policy/egress.h"
+#include "runtime/listing.h"
 #include "runtime/scratch.h"
 
 static const char *const policy_names[] = {"deny", "allow", "public"};
@@ -246,32 +247,11 @@ int svc_secret_delete(struct sbx *s, const char *name, struct svc_err *err)
 	return 0;
 }
 
-static json_t *runtime_json(const struct cordon_runtime_info *info)
-{
-	json_t *caps = json_array();
-	for (int b = 0; caps && b < _CORDON_RUNTIME_CAP_COUNT; b++)
-		if (info->caps & (1u << b))
-			json_array_append_new(caps, json_string(cordon_runtime_cap_name(1u << b)));
-	json_t *o = json_pack("{s:s, s:b, s:s?, s:o*}", "name", info->name, "available",
-			      info->available, "reason", info->available ? NULL : info->reason,
-			      "capabilities", caps);
-	if (o && info->mode[0])
-		json_object_set_new(o, "mode", json_pack("{s:s, s:s?}", "name", info->mode, "reason",
-							 info->mode_reason[0] ? info->mode_reason : NULL));
-	return o;
-}
-
 /* The registry as this host sees it, for a client to choose before it asks (a runtime it
  * cannot run is refused at create with unsupported_runtime). */
 json_t *svc_runtimes(void)
 {
-	struct cordon_runtime_info info;
-	const char *best = NULL;
-	json_t *list = json_array();
-	for (size_t i = 0; list && cordon_runtime_get(i, &info) == 0; i++)
-		json_array_append_new(list, runtime_json(&info));
-	cordon_runtime_resolve("auto", &best, NULL);
-	return json_pack("{s:o*, s:s, s:s?}", "runtimes", list, "default", "jail", "auto", best);
+	return runtime_list_json(D.cfg.runtime);
 }
 
 json_t *svc_health(void)

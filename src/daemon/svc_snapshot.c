@@ -213,9 +213,9 @@ static void from_snapshot(struct api_create *c, json_t *meta)
 	json_t *lim = json_object_get(meta, "limits");
 	if (!c->template_set)
 		c->template_name = json_string_value(json_object_get(meta, "template"));
-	if (!c->runtime_set)
-		(void)api_runtime_from_name(json_string_value(json_object_get(meta, "runtime")),
-					    &c->runtime);
+	if (!c->runtime_set) /* the snapshot's, not --default-runtime */
+		c->runtime_set = api_runtime_from_name(
+				     json_string_value(json_object_get(meta, "runtime")), &c->runtime) == 0;
 	uint32_t cpus = (uint32_t)(json_number_value(json_object_get(lim, "cpus")) * 1000 + 0.5);
 	const struct {
 		unsigned bit;

@@ -78,7 +78,7 @@ struct api_kvmap {
 
 enum api_runtime {
 	API_RUNTIME_JAIL = 0,
-	API_RUNTIME_AUTO, /* the strongest runtime the host offers; today: jail */
+	API_RUNTIME_AUTO, /* the strongest runtime the host offers (registry.c's strongest()) */
 	API_RUNTIME_GVISOR,  /* known names, refused where the host cannot run them */
 	API_RUNTIME_MICROVM,
 };

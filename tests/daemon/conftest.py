@@ -31,9 +31,38 @@ BUILD = os.environ.get("CORDON_BUILD", os.path.join(REPO, "build"))
 CORDOND = os.path.join(BUILD, "cordond")
 CORDON = os.path.join(BUILD, "cordon")
 OPENAPI = os.path.join(REPO, "docs", "api", "openapi.yaml")
-# CORDON_TEST_RUNTIME=gvisor: Client.create() asks for that runtime when a test names none
+# CORDON_TEST_RUNTIME=gvisor: cordond gets --default-runtime gvisor and Client.create() asks for
+# that runtime when a test names none
 # (run-all.sh runs the suites where it applies once more so).
 TEST_RUNTIME = os.environ.get("CORDON_TEST_RUNTIME")
+
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "any_runtime: also run by CORDON_TEST_RUNTIME=gvisor (it "
+                            "checks what every runtime does, not the jail's host side)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """With CORDON_TEST_RUNTIME, only the any_runtime tests: the others look at the jail's
+    processes, cgroups or coreutils' statx from the host side."""
+    if not TEST_RUNTIME:
+        return
+    keep = [i for i in items if i.get_closest_marker("any_runtime")]
+    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    items[:] = keep
+    why = runtime_missing_reason()
+    for i in keep if why else ():
+        i.add_marker(pytest.mark.skip(reason=why))
+
+
+def runtime_missing_reason():
+    """Why CORDON_TEST_RUNTIME cannot run here, or None."""
+    runsc = os.environ.get("CORDON_RUNSC", "/usr/bin/runsc")
+    if TEST_RUNTIME == "gvisor" and not (os.geteuid() == 0 and os.access(runsc, os.X_OK)):
+        return "CORDON_TEST_RUNTIME=gvisor: runsc is not installed or we are not root"
+    return None
+
 
 IS_ROOT = os.geteuid() == 0
 HAVE_CORDOND = os.path.isfile(CORDOND) and os.access(CORDOND, os.X_OK)
@@ -608,6 +637,8 @@ class Daemon:
                 f.write(self.api_keys)
             os.chmod(kf, 0o600)
             a += ["--api-keys", kf]
+        if TEST_RUNTIME:  # also what a raw POST that names no runtime gets
+            a += ["--default-runtime", TEST_RUNTIME]
         return a + self.extra
 
     def start(self, timeout=15):

@@ -56,6 +56,7 @@ def test_create_defaults(client, fresh):
     assert sb2["id"] != sb["id"]
 
 
+@pytest.mark.any_runtime
 def test_create_custom(client, fresh):
     secret = "s3cr3t-" + uuid.uuid4().hex
     # The jail: the host-side checks below read its processes' cgroups (auto's choice is
@@ -135,6 +136,7 @@ def test_info_and_list_filter(client, fresh):
         check_sandbox(s)
 
 
+@pytest.mark.any_runtime
 def test_destroy_then_404(client):
     sb = client.create()
     client.destroy(sb["id"])
@@ -171,6 +173,7 @@ def test_set_timeout_moves_expires_at(client, fresh, daemon):
 # exec
 
 
+@pytest.mark.any_runtime
 def test_exec_exit_code_stdout_stderr(client, sandbox):
     sid = sandbox["id"]
     res = client.exec(sid, cmd="echo out; echo err >&2; exit 3")
@@ -186,6 +189,7 @@ def test_exec_exit_code_stdout_stderr(client, sandbox):
     assert res["exit_code"] in (126, 127), res
 
 
+@pytest.mark.any_runtime
 def test_exec_signal_death(client, sandbox):
     res = client.exec(sandbox["id"], cmd="kill -KILL $$")
     assert res["exit_code"] == -1 and res["signal"] == 9, res
@@ -194,6 +198,7 @@ def test_exec_signal_death(client, sandbox):
     assert res["timed_out"] is False, res
 
 
+@pytest.mark.any_runtime
 def test_exec_timeout(client, sandbox):
     t0 = time.monotonic()
     res = client.exec(sandbox["id"], argv=["sleep", "30"], timeout_s=1)
@@ -206,6 +211,7 @@ def test_exec_timeout(client, sandbox):
     assert client.sh(sandbox["id"], "echo alive") == "alive\n"
 
 
+@pytest.mark.any_runtime
 def test_exec_stdin(client, sandbox):
     res = client.exec(sandbox["id"], argv=["cat"], stdin="hello\nworld \u00e9\n")
     assert res["exit_code"] == 0 and res["stdout"] == "hello\nworld \u00e9\n", res
@@ -239,6 +245,7 @@ def test_exec_env_cwd_user(client, sandbox):
     assert r.status != 200 or r.json()["exit_code"] != 0, r.describe()
 
 
+@pytest.mark.any_runtime
 def test_exec_output_cap(client, fresh):
     sandbox = fresh()  # its own: a failure here must not take the shared sandbox down
     big = 16 << 20
@@ -262,6 +269,7 @@ def test_exec_oom(client, fresh):
     assert "survived" not in res["stdout"], res
 
 
+@pytest.mark.any_runtime
 def test_exec_invalid_utf8_output(client, sandbox):
     res = client.exec(sandbox["id"], cmd="printf 'a\\377b'")
     assert res["stdout"] == "a\ufffdb", res
@@ -271,6 +279,7 @@ def test_exec_invalid_utf8_output(client, sandbox):
 # streamed processes
 
 
+@pytest.mark.any_runtime
 def test_process_stream(client, sandbox):
     s = client.start_process(sandbox["id"], cmd="echo hi; echo err >&2; exit 5", tag="t1")
     assert s.headers.get("content-type", "").startswith("application/x-ndjson"), s.headers
@@ -289,6 +298,7 @@ def test_process_stream(client, sandbox):
             assert len(ev["data"]) % 4 == 0 and re.fullmatch(r"[A-Za-z0-9+/]*=*", ev["data"]), ev
 
 
+@pytest.mark.any_runtime
 def test_process_binary_output(client, sandbox):
     s = client.start_process(sandbox["id"], cmd="printf '\\000\\001\\377\\n'; head -c 300000 /dev/zero")
     out, _, ex = s.until_exit()
@@ -296,6 +306,7 @@ def test_process_binary_output(client, sandbox):
     assert out == b"\x00\x01\xff\n" + b"\0" * 300000
 
 
+@pytest.mark.any_runtime
 def test_process_stdin_and_close(client, sandbox):
     sid = sandbox["id"]
     s = client.start_process(sid, argv=["cat"])
@@ -314,6 +325,7 @@ def test_process_stdin_and_close(client, sandbox):
     assert_error(r, 409, "conflict")
 
 
+@pytest.mark.any_runtime
 def test_process_stdin_eof_only(client, sandbox):
     s = client.start_process(sandbox["id"], argv=["wc", "-c"])
     r = client.post(f"/v1/sandboxes/{sandbox['id']}/processes/{s.pid}/stdin", {"eof": True})
@@ -322,6 +334,7 @@ def test_process_stdin_eof_only(client, sandbox):
     assert out.strip() == b"0" and ex["exit_code"] == 0, s.events
 
 
+@pytest.mark.any_runtime
 @pytest.mark.parametrize("sig,num", [("SIGTERM", 15), ("KILL", 9), (2, 2)])
 def test_process_signal(client, sandbox, sig, num):
     s = client.start_process(sandbox["id"], argv=["sleep", "1000"])
@@ -375,6 +388,7 @@ def test_process_reattach_and_list(client, sandbox):
                  404, "not_found")
 
 
+@pytest.mark.any_runtime
 def test_process_timeout(client, sandbox):
     s = client.start_process(sandbox["id"], argv=["sleep", "100"], timeout_s=1)
     t0 = time.monotonic()
@@ -427,6 +441,7 @@ def test_files_upload_download(client, sandbox):
     assert client.get(fpath(sid, "/home/user/empty")).body == b""
 
 
+@pytest.mark.any_runtime
 def test_files_binary_and_5mib(client, sandbox):
     sid = sandbox["id"]
     blob = bytes(range(256)) * 4
@@ -498,6 +513,7 @@ def test_files_mkdir_list_stat(client, sandbox):
     assert_error(client.get(fpath(sid, f"{root}/nope", "/stat")), 404, "not_found")
 
 
+@pytest.mark.any_runtime
 def test_files_move_remove(client, sandbox):
     sid = sandbox["id"]
     root = "/home/user/mv-" + uuid.uuid4().hex[:6]

@@ -79,6 +79,7 @@ def test_ttl_reaps_everything(make_daemon):
     assert recs[-1]["fields"].get("reason"), recs[-1]
 
 
+@pytest.mark.any_runtime
 def test_ttl_extended(make_daemon):
     d = make_daemon(pool=0, max_sandboxes=8, max_timeout=600)
     c = d.client()
@@ -93,6 +94,7 @@ def test_ttl_extended(make_daemon):
     assert wait_until(lambda: c.get(f"/v1/sandboxes/{sb['id']}").status == 404, 4, 0.1)
 
 
+@pytest.mark.any_runtime
 def test_default_timeout_capped_by_server_max(make_daemon):
     d = make_daemon(pool=0, max_sandboxes=4, max_timeout=100)
     sb = d.client().create()
@@ -104,6 +106,7 @@ def test_default_timeout_capped_by_server_max(make_daemon):
 # capacity
 
 
+@pytest.mark.any_runtime
 def test_max_sandboxes(make_daemon):
     d = make_daemon(pool=0, max_sandboxes=3, max_timeout=600)
     c = d.client()

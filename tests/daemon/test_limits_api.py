@@ -40,6 +40,7 @@ def refused(client, limits, field, host_max):
     assert client.get("/healthz").status == 200
 
 
+@pytest.mark.any_runtime
 def test_cpus_over_the_host_are_refused(client):
     n = host_cpus()
     if n + 1 > API_MAX_CPUS:
@@ -48,6 +49,7 @@ def test_cpus_over_the_host_are_refused(client):
     refused(client, {"cpus": n + 0.5}, "limits.cpus", n)
 
 
+@pytest.mark.any_runtime
 def test_memory_over_the_host_is_refused(client):
     mb = host_memory_mb()
     if mb + 1 > API_MAX_MEMORY_MB:
@@ -56,6 +58,7 @@ def test_memory_over_the_host_is_refused(client):
     refused(client, {"memory_mb": min(API_MAX_MEMORY_MB, 2 * mb)}, "limits.memory_mb", mb)
 
 
+@pytest.mark.any_runtime
 def test_the_hosts_own_maximum_is_accepted(client, fresh):
     """The ceiling is the host's, not something lower: all its CPUs and all its memory (a
     limit, not a reservation) make a sandbox that runs."""

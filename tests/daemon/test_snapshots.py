@@ -303,6 +303,31 @@ def test_fork_children_are_independent(client, made, runtime):
     assert sh(client, ids[0], "cat /tmp/who") == "child0\n"
 
 
+@pytest.mark.usefixtures("snapshots")
+def test_fork_children_have_their_own_entropy(client, made, runtime):
+    """Snapshots keep the filesystem only: a child starts fresh processes on its own kernel
+    entropy, so no RNG state is shared. Two children (and the parent) read different
+    /proc/sys/kernel/random/uuid (the jail; gVisor's Sentry has no such file), os.urandom and
+    Python's random; a file the parent wrote is inherited as is."""
+    sb = create(client, made, runtime, timeout_s=120)
+    sid = sb["id"]
+    sh(client, sid, "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n' > /tmp/seed")
+    r = client.post(f"/v1/sandboxes/{sid}/fork", {"count": 2, "timeout_s": 60})
+    assert r.status == 200, r.describe()
+    ids = [k["id"] for k in r.json()]
+    made.extend(ids)
+    read = ("cat /proc/sys/kernel/random/uuid 2>/dev/null || echo absent; python3 -c 'import os, random; "
+            "print(os.urandom(16).hex()); print(random.getrandbits(64))'; cat /tmp/seed")
+    seen = [sh(client, x, read).split() for x in ids + [sid]]
+    assert all(len(s) == 4 for s in seen), seen
+    for field, what in enumerate(["the uuid", "os.urandom", "random's state"]):
+        if field == 0 and runtime == "gvisor":  # this Sentry has no /proc/sys/kernel/random
+            assert {s[0] for s in seen} == {"absent"}, seen
+            continue
+        assert len({s[field] for s in seen}) == 3, f"{what} repeats across children: {seen}"
+    assert len({s[3] for s in seen}) == 1, f"the parent's file is each child's: {seen}"
+
+
 _daemons = {}
 
 

@@ -42,6 +42,7 @@ def read_all(stream, pause=0.0, pause_after=0):
             paused = True
 
 
+@pytest.mark.any_runtime
 def test_fast_reader_gets_everything(client, sandbox):
     s = client.start_process(sandbox["id"], timeout=120, **WRITER)
     kinds, got = read_all(s)
@@ -51,6 +52,7 @@ def test_fast_reader_gets_everything(client, sandbox):
     assert "lagged" not in kinds
 
 
+@pytest.mark.any_runtime
 def test_slow_reader_is_told_it_lagged(client, sandbox):
     s = client.start_process(sandbox["id"], timeout=120, **WRITER)
     kinds, got = read_all(s, pause=3.0, pause_after=1)
@@ -66,6 +68,7 @@ def test_slow_reader_is_told_it_lagged(client, sandbox):
     assert client.sh(sandbox["id"], "echo ok") == "ok\n"
 
 
+@pytest.mark.any_runtime
 def test_stalled_reader_holds_back_only_its_process(client, sandbox):
     """Back-pressure reaches the writer (it waits for its reader), while the rest of the
     sandbox, which shares the agent's channel, goes on."""

@@ -4,6 +4,7 @@ the pool per runtime, GET /v1/runtimes), what the host exposes to a sandbox, and
 is left: no runsc, gofer or Sentry process, state entry, mount, cgroup or veth, also after
 kill -9 of cordond and a restart (the sweep)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -255,19 +256,42 @@ def test_no_leaks_after_many_and_kill9(tmp_path, monkeypatch):
         d.cleanup()
 
 
+# name: (the host tools it needs, the script, what it prints). The host image is the host's
+# root, so a tool is inside exactly where the host has it.
+PY_THREADS = ("import threading, multiprocessing, subprocess\n"
+              "out = []\n"
+              "ts = [threading.Thread(target=out.append, args=(i,)) for i in range(8)]\n"
+              "[t.start() for t in ts]; [t.join() for t in ts]\n"
+              "print(sorted(out) == list(range(8)))\n"
+              "with multiprocessing.Pool(2) as p: print(p.map(abs, [-2, -3]))\n"
+              "print(subprocess.run(['sh', '-c', 'echo sub'], capture_output=True, timeout=30)"
+              ".stdout.decode().strip())\n")
+WORKLOADS = {
+    "sh": (["/bin/sh"], "i=0; while [ $i -lt 100 ]; do i=$((i+1)); done; echo $i | tr 0 o", "1oo"),
+    "python3": (["/usr/bin/python3"], f"python3 -c \"{PY_THREADS}\"", "True [2, 3] sub"),
+    "venv": (["/usr/bin/python3"], "python3 -m venv /tmp/v && /tmp/v/bin/python -c "
+             "'import sys; print(sys.prefix, sys.prefix != sys.base_prefix)'", "/tmp/v True"),
+    "cc": (["/usr/bin/cc"], "cd /tmp && printf '#include <stdio.h>\\nint main(){puts(\"cc-ok\");}\\n'"
+           " > a.c && cc -O2 a.c -o a && ./a", "cc-ok"),
+    "git": (["/usr/bin/git"], "cd /tmp && git init -q r && cd r && echo x > f && git add f && "
+            "git -c user.email=a@b -c user.name=n commit -qm m && echo y > g && "
+            "git status --porcelain && git log --oneline | wc -l", "?? g 1"),
+    "node": (["/usr/bin/node"], "node -e 'setTimeout(() => console.log(6 * 7), 10)'", "42"),
+}
+
+
+@pytest.mark.parametrize("workload", list(WORKLOADS))
 @pytest.mark.parametrize("runtime", RUNTIMES)
-def test_workloads(runtime):
-    """cc, git, a venv and node (where installed) work in each runtime."""
-    script = ("cd /tmp && printf '#include <stdio.h>\\nint main(){puts(\"cc-ok\");}\\n' > a.c && "
-              "cc a.c -o a && ./a && git init -q r && cd r && echo x > f && git add f && "
-              "git -c user.email=a@b -c user.name=n commit -qm m && git log --oneline | wc -l && "
-              "python3 -m venv /tmp/v && /tmp/v/bin/python -c 'import sys; print(sys.prefix)' && "
-              "if command -v node >/dev/null; then node -e 'console.log(6*7)'; else echo 42; fi")
-    if not os.access("/usr/bin/cc", os.X_OK) or not os.access("/usr/bin/git", os.X_OK):
-        pytest.skip("cc or git is not installed on the host")
-    r = run_rt(runtime, ["--", "/bin/sh", "-c", script], )
+def test_workloads(runtime, workload):
+    """sh, python3 (threads, multiprocessing, subprocess), a venv, cc (compile and run), git
+    (init, commit, status) and node, each where the host has it, in each runtime."""
+    tools, script, want = WORKLOADS[workload]
+    missing = [t for t in tools if not os.access(t, os.X_OK)]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} is not installed on the host (the host image)")
+    r = run_rt(runtime, ["--", "/bin/sh", "-c", script])
     assert r.returncode == 0, r
-    assert r.stdout.split() == [b"cc-ok", b"1", b"/tmp/v", b"42"], r
+    assert r.stdout.split() == want.encode().split(), r
 
 
 def test_sdk_gvisor(gdaemon):
@@ -340,3 +364,63 @@ def test_killed_cordon_run_is_swept_by_the_next(tmp_path, monkeypatch):
     assert run_rt("jail", ["--", "/bin/true"]).returncode == 0
     assert not gvisor_entries(base), gvisor_entries(base)
     assert not gvisor_mounts(base), gvisor_mounts(base)
+
+
+# ---- cordond --default-runtime ----
+
+@pytest.mark.parametrize("name,how", [("gvisor", "flag"), ("auto", "config")])
+def test_default_runtime(name, how, tmp_path):
+    """--default-runtime NAME: a create that names no runtime gets it (auto: the strongest
+    this host runs, gvisor here), from the pool, which keeps the host template warm on it; a
+    create that names one still gets that one, and a sandbox made from a jail snapshot stays
+    on the jail. GET /v1/runtimes and `cordon runtimes` say which is the default. Given as the flag or
+    as the config file's key."""
+    extra = ["--default-runtime", name]
+    if how == "config":
+        (tmp_path / "cordond.conf").write_text(f"# the runtime of a create that names none\n"
+                                               f"default-runtime = {name}\n")
+        extra = ["--config", str(tmp_path / "cordond.conf")]
+    d = dc.start_daemon(pool=1, max_sandboxes=8, extra=extra)
+    c = d.client(timeout=60)
+    made = []
+    try:
+        body = c.get("/v1/runtimes").json()
+        assert body["default"] == "gvisor" and body["auto"] == "gvisor", body
+        p = subprocess.run([CORDON, "--socket", d.sock, "runtimes", "--json"], capture_output=True,
+                           timeout=60)
+        assert p.returncode == 0 and json.loads(p.stdout)["default"] == "gvisor", p
+        assert dc.wait_until(lambda: c.get("/healthz").json()["pool_ready"] >= 1, 30)
+        t = time.monotonic()
+        sb = c.create({})
+        took = time.monotonic() - t
+        made.append(sb["id"])
+        assert sb["runtime"] == "gvisor", sb
+        assert took < 0.15, f"the default runtime's create took {took:.3f} s: not pooled"
+        assert c.sh(sb["id"], "dmesg | head -1").startswith("["), "not on gVisor"
+        j = c.create({"runtime": "jail"})
+        made.append(j["id"])
+        assert j["runtime"] == "jail", j
+        snap = c.post(f"/v1/sandboxes/{j['id']}/snapshots")
+        assert snap.status == 201, snap.describe()
+        child = c.create({"snapshot": snap.json()["id"]})
+        made.append(child["id"])
+        assert child["runtime"] == "jail", child
+    finally:
+        for sid in made:
+            c.destroy(sid, missing_ok=True)
+        alive = d.alive()
+        d.cleanup()
+    assert alive, d.log_tail()
+
+
+@pytest.mark.parametrize("value,why", [("runc", "no such runtime"), ("", "no such runtime")])
+def test_default_runtime_refused(tmp_path, value, why):
+    """A --default-runtime that is unknown stops cordond at start, saying why (no create
+    would work); nothing is made."""
+    cordond = os.path.join(os.path.dirname(CORDON), "cordond")
+    p = subprocess.run([cordond, "--default-runtime", value, "--state-dir", str(tmp_path / "st"),
+                        "--runtime-dir", str(tmp_path / "rt"), "--socket", str(tmp_path / "s")],
+                       capture_output=True, timeout=60)
+    assert p.returncode != 0, p
+    assert b"--default-runtime" in p.stderr and why.encode() in p.stderr, p.stderr
+    assert not os.path.exists(tmp_path / "st"), "a refused start made its state directory"

@@ -18,15 +18,19 @@ GVISOR = os.geteuid() == 0 and os.access(os.environ.get("CORDON_RUNSC", "/usr/bi
 AUTO = "gvisor" if GVISOR else "jail"  # auto: the strongest with both modes and a network
 
 
+def listing():
+    """`cordon runtimes --json --local`: this host's own probe, as `cordon run` makes it."""
+    r = subprocess.run([CORDON, "runtimes", "--json", "--local"], capture_output=True, timeout=60)
+    assert r.returncode == 0, r
+    return json.loads(r.stdout)
+
+
 def runnable():
-    """The runtimes this host can run, as a refusal names them (microvm depends on the
-    machine: QEMU and the guest kernel's cache)."""
+    """The runtimes this host can run, strongest first (microvm depends on the machine: QEMU
+    and the guest kernel's cache)."""
     if not os.access(CORDON, os.X_OK):
         return ["jail"]
-    r = subprocess.run([CORDON, "run", "--runtime", "no-such", "--", "true"], capture_output=True,
-                       timeout=60)
-    m = re.search(r"this host can run: ([a-z, ]+)", r.stderr.decode())
-    return m.group(1).strip().split(", ") if m else []
+    return [x["name"] for x in listing()["runtimes"] if x["available"]]
 
 
 RUNNABLE = runnable()
@@ -34,10 +38,34 @@ CAN = "this host can run: " + ", ".join(RUNNABLE)
 
 
 def test_the_runnable_list():
-    """The list the refusals give: the jail always, gvisor exactly where runsc is, strongest
-    first."""
+    """`cordon runtimes`: the jail always, gvisor exactly where runsc is, strongest first;
+    each with its capabilities, the reason when it cannot run, and what auto picks."""
     assert "jail" in RUNNABLE and RUNNABLE[-1] == "jail", RUNNABLE
     assert ("gvisor" in RUNNABLE) == GVISOR, RUNNABLE
+    body = listing()
+    assert body["source"] == "local" and body["default"] == "jail", body
+    assert body["auto"] == AUTO, body
+    for x in body["runtimes"]:
+        assert (x["reason"] is None) == x["available"], x
+        assert "oneshot" in x["capabilities"], x
+    mv = body["runtimes"][0]
+    assert mv["name"] == "microvm" and (not mv["available"] or mv["mode"]["name"] in ("kvm", "tcg"))
+
+
+def test_runtimes_table_and_no_daemon(tmp_path):
+    """Without a daemon at --socket, `cordon runtimes` probes this host and says so; the table
+    has one row per runtime, the reason beside one that cannot run."""
+    r = subprocess.run([CORDON, "--socket", str(tmp_path / "none.sock"), "runtimes"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r
+    out = r.stdout.decode()
+    assert "probed on this host (no cordond at" in out, out
+    rows = {l.split()[0]: l for l in out.splitlines()[1:4]}
+    assert set(rows) == {"microvm", "gvisor", "jail"}, out
+    for x in listing()["runtimes"]:
+        assert rows[x["name"]].split()[1] == ("yes" if x["available"] else "no"), out
+        if x["reason"]:
+            assert x["reason"][:40] in rows[x["name"]], out
 
 SH = "/bin/sh"
 
@@ -104,6 +132,15 @@ def test_create_runtime(daemon, name):
         assert p.returncode == 0 and json.loads(p.stdout)["runtime"] == want, describe(p)
     finally:
         run(["kill", sb["id"]], daemon.sock)
+
+
+def test_runtimes_from_the_daemon(daemon):
+    """With a daemon, `cordon runtimes --json` is its GET /v1/runtimes."""
+    p = run(["runtimes", "--json"], daemon.sock)
+    assert p.returncode == 0, describe(p)
+    body = json.loads(p.stdout)
+    assert body["source"] == "cordond" and body["auto"] == AUTO, body
+    assert [x["name"] for x in body["runtimes"] if x["available"]] == RUNNABLE, body
 
 
 @pytest.mark.parametrize("name,code", [("microvm", "unsupported_runtime"),

@@ -23,6 +23,9 @@ CORDOND = Path(os.environ.get("CORDOND", REPO / "build" / "cordond"))
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="cordond needs root"),
     pytest.mark.skipif(not CORDOND.exists(), reason=f"{CORDOND} is not built"),
+    pytest.mark.skipif(os.environ.get("CORDON_TEST_RUNTIME") == "gvisor" and not os.access(
+        os.environ.get("CORDON_RUNSC", "/usr/bin/runsc"), os.X_OK),
+        reason="CORDON_TEST_RUNTIME=gvisor: runsc is not installed"),
 ]
 
 
@@ -39,6 +42,8 @@ class Daemon:
                 "--runtime-dir", self.runtime,
                 "--pool", os.environ.get("CORDON_SDK_POOL", "1"), "--max-sandboxes", "8",
                 "--max-timeout", "600"]
+        if os.environ.get("CORDON_TEST_RUNTIME"):  # run-all.sh's rerun on gvisor
+            args += ["--default-runtime", os.environ["CORDON_TEST_RUNTIME"]]
         self.url = None
         self.keys = {}
         if tcp:
@@ -171,7 +176,7 @@ def test_info_and_metadata(daemon, sbx):
     info = sbx.info()
     assert info.id == sbx.id
     assert info.template == "host"
-    assert info.runtime == "jail"
+    assert info.runtime == os.environ.get("CORDON_TEST_RUNTIME", "jail")
     assert info.state in ("ready", "running")
     assert info.metadata == {"suite": "sdk"}
     assert info.timeout_s == 120

@@ -37,9 +37,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "basic/child.h"
 #include "basic/cleanup.h"
 #include "basic/fdwatch.h"
 #include "basic/fileio.h"
+#include "basic/log.h"
 #include "lib/cgroup.h"
 #include "lib/idmap.h"
 #include "runtime/gvisor/gvisor.h"
@@ -52,26 +54,45 @@ static void names_for_slot(unsigned slot, char *id, size_t id_size, char *dir, s
 	snprintf(dir, dir_size, "%s/s%u", gvisor_base(), slot);
 }
 
-/* `runsc delete --force`: its state entry and whatever of it still runs. */
-static void runsc_delete(const char *id)
+/* Whether runsc has a container @id (`runsc state`): true also when it does not answer in
+ * time, so that nothing of it is taken for gone. */
+static bool runsc_knows(const char *id)
 {
-	const char *const args[] = {"delete", "--force", id, NULL};
-	gvisor_call(args, GVISOR_CALL_MS, NULL);
+	const char *const args[] = {"state", id, NULL};
+	struct cordon_err e = {};
+	int r = gvisor_call(args, GVISOR_CALL_MS, &e);
+	return r == 0 || r == -ETIMEDOUT;
 }
 
-/* What a dead sandbox of this slot may have left, before we use its names: its bundle, or
- * only runsc's state entry (a delete that did not finish), which would make `runsc run`
- * answer "container already exists". We hold the slot: whatever has its names is stale. */
-static void take_down(const char *id, const char *dir)
+/* `runsc delete --force`: its state entry and whatever of it still runs. 0 once runsc has
+ * no container @id, deleted now or gone before; -EBUSY while it still has one. */
+static int runsc_delete(const char *id)
 {
-	char state[PATH_MAX];
-	struct stat st;
-	snprintf(state, sizeof(state), "%s/runsc/%s_sandbox:%s.state", gvisor_base(), id, id);
-	bool bundle = stat(dir, &st) == 0;
-	if (bundle || access(state, F_OK) == 0)
-		runsc_delete(id);
-	if (bundle)
+	const char *const args[] = {"delete", "--force", id, NULL};
+	if (gvisor_call(args, GVISOR_CALL_MS, NULL) == 0)
+		return 0;
+	return runsc_knows(id) ? -EBUSY : 0;
+}
+
+/* The bundle goes only after runsc's state entry: a slot with a state entry always has its
+ * bundle directory, which is how the next start of the slot and the sweep find what a dead
+ * sandbox left, without reading runsc's private state files. 0, or -EBUSY with the bundle
+ * kept. */
+static int take_down(const char *id, const char *dir)
+{
+	int r = runsc_delete(id);
+	if (r == 0)
 		gvisor_bundle_remove(dir);
+	return r;
+}
+
+/* What a dead sandbox of this slot may have left, before we use its names (we hold the slot:
+ * whatever has them is stale): its bundle, and with it runsc's state entry, which would make
+ * `runsc run` answer "container already exists". */
+static int take_down_stale(const char *id, const char *dir)
+{
+	struct stat st;
+	return stat(dir, &st) == 0 ? take_down(id, dir) : 0;
 }
 
 /* This runsc refuses --network=sandbox when /proc/sys/net/core/rmem_default exists in the
@@ -288,7 +309,9 @@ static int start_from(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	if (sb->host.cg && (r = set_limits(sb, spec->memory_bytes, spec->cpus_milli, spec->pids)) < 0)
 		return cordon_err_set(err, r, "gvisor: cgroup limits");
 	names_for_slot(sb->host.slot.slot, g->id, sizeof(g->id), g->dir, sizeof(g->dir));
-	take_down(g->id, g->dir);
+	if (take_down_stale(g->id, g->dir) < 0)
+		return cordon_err_setf(err, -EBUSY, "gvisor: runsc keeps a stale container %s that "
+				       "`runsc delete --force` did not remove", g->id);
 	struct gvisor_bundle *b = calloc(1, sizeof(*b));
 	if (!b)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
@@ -392,7 +415,7 @@ static int gvisor_reap(struct cordon_sandbox *sb, struct cordon_result *ret)
 	/* The pumps end when the last writer (the Sentry) has gone. */
 	for (int i = 0; i < 2; i++)
 		if (g->pump[i] > 0) {
-			gvisor_wait(g->pump[i], GVISOR_KILL_MS);
+			child_wait_group_deadline(g->pump[i], GVISOR_KILL_MS, NULL);
 			g->pump[i] = -1;
 		}
 	/* runsc run exits with the container's status: cordon-init's, which is the command's. */
@@ -412,7 +435,7 @@ static void gvisor_free(struct cordon_sandbox *sb)
 	for (int i = 0; i < 2; i++)
 		if (g->pump[i] > 0) {
 			kill(g->pump[i], SIGKILL);
-			gvisor_wait(g->pump[i], GVISOR_KILL_MS);
+			child_wait_group_deadline(g->pump[i], GVISOR_KILL_MS, NULL);
 			g->pump[i] = -1;
 		}
 	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
@@ -420,10 +443,8 @@ static void gvisor_free(struct cordon_sandbox *sb)
 	g->pidfd = g->agent_fd = g->setup_fd = -1;
 	/* The gofer and the Sentry are in the cgroup: killed before their state goes. */
 	runtime_host_kill(&sb->host);
-	if (g->made) {
-		runsc_delete(g->id);
-		gvisor_bundle_remove(g->dir);
-	}
+	if (g->made && take_down(g->id, g->dir) < 0) /* the bundle stays for the sweep */
+		log_warning("gvisor: runsc did not delete %s; kept %s for the sweep", g->id, g->dir);
 	g->made = false;
 }
 
@@ -495,10 +516,11 @@ void gvisor_sweep(void)
 		if (*end || slot >= CORDON_IDMAP_SLOTS || idmap_slot_try(slot, &s) < 0)
 			continue;
 		names_for_slot(slot, id, sizeof(id), dir, sizeof(dir));
-		if (gvisor_runsc() || gvisor_find_runsc() == 0)
-			runsc_delete(id);
-		gvisor_bundle_remove(dir);
-		rmdir(dir);
+		bool runsc = gvisor_runsc() || gvisor_find_runsc() == 0;
+		if (!runsc) /* no runsc, no container of it to delete first */
+			gvisor_bundle_remove(dir);
+		if (!runsc || take_down(id, dir) == 0)
+			rmdir(dir);
 		idmap_slot_release(&s);
 	}
 }

@@ -68,9 +68,6 @@ int gvisor_argv(const char **argv, size_t max, const char *network, bool host_ud
 /* Runs runsc with @args, its output to /dev/null and its stderr's first line into @err, and
  * waits at most @ms: killed past it (-ETIMEDOUT). */
 int gvisor_call(const char *const *args, int ms, struct cordon_err *err);
-/* Waits for @pid at most @ms, then SIGKILLs its process group and reaps it. Returns its exit
- * status, or -ETIMEDOUT. */
-int gvisor_wait(pid_t pid, int ms);
 
 /* bundle.c and oci.c: what the config.json says, made on the host first. */
 #define GVISOR_MAX_MOUNTS (CORDON_MAX_BINDS + 48)

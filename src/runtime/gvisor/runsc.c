@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "basic/child.h"
 #include "basic/cleanup.h"
 #include "basic/clock.h"
 #include "basic/fileio.h"
@@ -85,31 +86,14 @@ int gvisor_argv(const char **argv, size_t max, const char *network, bool host_ud
 	return (int)n;
 }
 
-int gvisor_wait(pid_t pid, int ms)
+/* @pid's exit status (128 + N for a signal), or -ETIMEDOUT (past @ms its group is killed),
+ * or -errno of waitpid. */
+static int runsc_wait(pid_t pid, int ms)
 {
-	int pidfd = syscall(SYS_pidfd_open, pid, 0), status;
-	uint64_t end = mono_ms() + ms;
-	for (;;) {
-		pid_t w = waitpid(pid, &status, WNOHANG);
-		if (w == pid)
-			break;
-		uint64_t now = mono_ms();
-		if ((w < 0 && errno != EINTR) || now >= end) {
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-				;
-			if (pidfd >= 0)
-				close(pidfd);
-			return -ETIMEDOUT;
-		}
-		struct pollfd p = {pidfd, POLLIN, 0};
-		if (pidfd < 0 || poll(&p, 1, (int)(end - now)) < 0)
-			usleep(2000);
-	}
-	if (pidfd >= 0)
-		close(pidfd);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	int st, r = child_wait_group_deadline(pid, ms, &st);
+	if (r < 0)
+		return r;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* The child: its own group (the deadline kills all of it), nothing of ours but @errfd on 2. */
@@ -146,7 +130,7 @@ static int call_network(const char *network, const char *const *args, int ms,
 		return cordon_err_set(err, -errno, "gvisor: fork");
 	if (pid == 0)
 		exec_runsc(argv, errfd);
-	int r = gvisor_wait(pid, ms);
+	int r = runsc_wait(pid, ms);
 	if (r == 0)
 		return 0;
 	char line[160];
@@ -154,6 +138,8 @@ static int call_network(const char *network, const char *const *args, int ms,
 	if (r == -ETIMEDOUT)
 		return cordon_err_setf(err, -ETIMEDOUT, "gvisor: runsc %s: no answer in %d ms",
 				       args[0], ms);
+	if (r < 0)
+		return cordon_err_set(err, r, "gvisor: waiting for runsc");
 	return cordon_err_setf(err, -EIO, "gvisor: runsc %s: exit %d: %s", args[0], r,
 			       line[0] ? line : "(no message)");
 }
