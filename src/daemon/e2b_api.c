@@ -345,7 +345,8 @@ static bool after_token(const char *next, const json_t *sb)
 /* The matching sandboxes of @who, newest first, as E2B's ListedSandbox. */
 static size_t list_sorted(const struct svc_caller *who, const struct list_query *q, json_t ***ret)
 {
-	_cleanup_(json_decrefp) json_t *all = svc_sandbox_list(who, NULL);
+	const struct api_filter any = {};
+	_cleanup_(json_decrefp) json_t *all = svc_sandbox_list(who, &any);
 	json_t *arr = json_object_get(all, "sandboxes");
 	size_t n = 0, i;
 	json_t *sb;
