@@ -1,0 +1,124 @@
+"""The E2B conformance suite: E2B's own JS SDK (npm `e2b`, pinned in package.json and
+package-lock.json) against a real cordond serving --e2b-listen on loopback.
+
+Run with Debian's pytest:  /usr/bin/python3 -m pytest tests/e2b
+Set-up: `npm ci` into tests/e2b/node_modules (git-ignored) from the npm registry; the suite
+skips, saying why, when node or npm is missing or the registry cannot be reached. cordond
+runs as root (it makes sandboxes), in its own temporary directories, with two API keys (the
+second for the isolation checks) and templateID "base" naming the host template.
+"""
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+BUILD = os.environ.get("CORDON_BUILD", os.path.join(REPO, "build"))
+CORDOND = os.path.join(BUILD, "cordond")
+DOMAIN = "e2b.test"
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="cordond needs root"),
+    pytest.mark.skipif(not os.access(CORDOND, os.X_OK), reason=f"no cordond at {CORDOND} (ninja -C build)"),
+    pytest.mark.skipif(not shutil.which("node") or not shutil.which("npm"), reason="node and npm are needed"),
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def sdk():
+    """tests/e2b/node_modules from package-lock.json; skips when the registry is unreachable."""
+    if os.path.isfile(os.path.join(HERE, "node_modules", "e2b", "package.json")):
+        return HERE
+    try:
+        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=HERE, capture_output=True,
+                           text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.skip("npm ci took over 300 s: the npm registry is unreachable")
+    if r.returncode != 0:
+        pytest.skip(f"npm ci failed (no npm registry?): {r.stderr.strip()[-300:]}")
+    return HERE
+
+
+@pytest.fixture(scope="module")
+def cordond():
+    d = tempfile.mkdtemp(prefix="cordon-e2b-")
+    keys = ["e2b_" + secrets.token_hex(20) for _ in range(2)]
+    kpath = os.path.join(d, "keys")
+    with open(kpath, "w") as f:
+        f.write("".join(f"{k} tenant{i} 20\n" for i, k in enumerate(keys)))
+    os.chmod(kpath, 0o600)
+    port = free_port()
+    log = open(os.path.join(d, "cordond.log"), "w")
+    p = subprocess.Popen(
+        [CORDOND, "--socket", f"{d}/cordon.sock", "--state-dir", f"{d}/state", "--runtime-dir", f"{d}/run",
+         "--api-keys", kpath, "--e2b-listen", f"127.0.0.1:{port}", "--e2b-domain", DOMAIN,
+         "--e2b-base-template", "host", "--pool", "0", "--max-timeout", "3600"],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if p.poll() is not None:
+                break
+            time.sleep(0.05)
+    else:
+        p.kill()
+    if p.poll() is not None:
+        log.close()
+        pytest.fail("cordond did not start: " + open(os.path.join(d, "cordond.log")).read()[-2000:])
+    yield {"url": f"http://127.0.0.1:{port}", "keys": keys, "dir": d}
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(timeout=5)
+    log.close()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_conformance(sdk, cordond):
+    env = dict(os.environ, E2B_API_URL=cordond["url"], E2B_SANDBOX_URL=cordond["url"],
+               E2B_API_KEY=cordond["keys"][0], CORDON_E2B_KEY2=cordond["keys"][1],
+               CORDON_E2B_DOMAIN=DOMAIN)
+    r = subprocess.run(["node", "--test", "--test-reporter=spec", "conformance.test.mjs"], cwd=sdk,
+                       env=env, capture_output=True, text=True, timeout=600)
+    print(r.stdout[-20000:])
+    print(r.stderr[-5000:])
+    if r.returncode != 0:
+        log = open(os.path.join(cordond["dir"], "cordond.log")).read()
+        pytest.fail(f"the E2B conformance suite failed (rc {r.returncode}); cordond's log:\n{log[-3000:]}")
+
+
+def test_v1_listener_has_no_e2b_routes(cordond):
+    """The E2B routes are on --e2b-listen only: the unix socket answers them 404."""
+    import http.client
+
+    class UnixConn(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX)
+            self.sock.settimeout(10)
+            self.sock.connect(f"{cordond['dir']}/cordon.sock")
+
+    c = UnixConn("localhost", timeout=10)
+    c.request("GET", "/v2/sandboxes")
+    r = c.getresponse()
+    r.read()
+    assert r.status == 404
+    c.close()
