@@ -133,7 +133,8 @@ int multipart_next(struct multipart_reader *r, struct multipart_part *ret)
 	if (++r->parts > MULTIPART_MAX_PARTS)
 		return -E2BIG;
 	size_t look = (size_t)(end - p) < MULTIPART_MAX_HEAD + 4 ? (size_t)(end - p) : MULTIPART_MAX_HEAD + 4;
-	const char *hend = p[0] == '\r' && end - p >= 2 && p[1] == '\n' ? p : memmem(p, look, "\r\n\r\n", 4);
+	bool bare = end - p >= 2 && p[0] == '\r' && p[1] == '\n'; /* a part without headers */
+	const char *hend = bare ? p : memmem(p, look, "\r\n\r\n", 4);
 	if (!hend)
 		return -EBADMSG;
 	*ret = (struct multipart_part){};

@@ -371,3 +371,43 @@ test('Connect: a bad envelope, an unknown sandbox', async () => {
   assert.equal(u.status, 502)
   assert.ok(SandboxError)
 })
+
+// One server-streaming Start, raw: its envelopes until the END one.
+async function rawStart(sbx, cmd, headers = {}) {
+  const info = await (await fetch(`${API}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
+  const msg = Buffer.from(JSON.stringify({ process: { cmd: '/bin/sh', args: ['-c', cmd] } }))
+  const head = Buffer.alloc(5)
+  head.writeUInt32BE(msg.length, 1)
+  const r = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/Start`, {
+    method: 'POST',
+    body: Buffer.concat([head, msg]),
+    headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': info.envdAccessToken,
+      'Content-Type': 'application/connect+json', ...headers },
+  })
+  const buf = Buffer.from(await r.arrayBuffer())
+  const out = []
+  for (let o = 0; o + 5 <= buf.length; o += 5 + buf.readUInt32BE(o + 1))
+    out.push({ flags: buf[o], msg: JSON.parse(buf.subarray(o + 5, o + 5 + buf.readUInt32BE(o + 1)).toString()) })
+  return out
+}
+
+test('Connect: start, data and end events, an END envelope', async () => {
+  const sbx = await box()
+  const ev = await rawStart(sbx, 'echo hi; exit 4')
+  assert.ok(ev[0].msg.event.start.pid > 0)
+  assert.equal(Buffer.from(ev[1].msg.event.data.stdout, 'base64').toString(), 'hi\n')
+  const end = ev[ev.length - 2].msg.event.end
+  assert.equal(end.exitCode, 4)
+  assert.equal(end.exited, true)
+  assert.equal(end.status, 'exit status 4')
+  assert.deepEqual(ev[ev.length - 1], { flags: 2, msg: {} })
+})
+
+test('Connect: keepalives, and Connect-Timeout-Ms ends a stream with deadline_exceeded', async () => {
+  const sbx = await box()
+  const ev = await rawStart(sbx, 'sleep 5', { 'Keepalive-Ping-Interval': '1', 'Connect-Timeout-Ms': '2500' })
+  assert.ok(ev.some((e) => e.msg.event && 'keepalive' in e.msg.event), 'a keepalive each second')
+  const last = ev[ev.length - 1]
+  assert.equal(last.flags, 2)
+  assert.equal(last.msg.error.code, 'deadline_exceeded')
+})
