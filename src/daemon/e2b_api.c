@@ -229,6 +229,10 @@ static void e2b_pause(struct ctx *c)
 	struct sbx *s = e2b_sbx(c);
 	if (!s)
 		return;
+	if (s->paused) { /* E2B says so: the SDK's pause() then answers false */
+		reply_error(c->req, API_ERR_CONFLICT, "sandbox %.64s is already paused", c->params[0]);
+		return;
+	}
 	int r = svc_sandbox_pause(s, &out, &err);
 	json_decref(out);
 	reply_svc(c->req, r, 204, NULL, &err);

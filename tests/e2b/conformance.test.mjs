@@ -124,6 +124,20 @@ test('setTimeout moves the deadline; connect extends it, never shortens', async 
   assert.equal((await again.commands.run('echo hi')).stdout, 'hi\n')
 })
 
+test('pause, and connect resumes', async () => {
+  const sbx = await create({ metadata: { role: 'pause' } })
+  await sbx.files.write('/tmp/kept.txt', 'kept')
+  assert.equal(await sbx.pause(), true)
+  assert.equal((await sbx.getInfo()).state, 'paused')
+  const paused = await Sandbox.list({ query: { metadata: { suite: RUN, role: 'pause' }, state: ['paused'] } }).nextItems()
+  assert.deepEqual(paused.map((s) => s.sandboxId), [sbx.sandboxId])
+  assert.equal(await Sandbox.pause(sbx.sandboxId), false, 'already paused')
+  await assert.rejects(sbx.commands.run('true'), 'a paused sandbox runs nothing')
+  const back = await Sandbox.connect(sbx.sandboxId)
+  assert.equal((await sbx.getInfo()).state, 'running')
+  assert.equal((await back.commands.run('cat /tmp/kept.txt')).stdout, 'kept')
+})
+
 test('a sandbox whose timeout passes is gone', async () => {
   const sbx = await create({ timeoutMs: 2_000 })
   await new Promise((r) => setTimeout(r, 3_500))
