@@ -25,6 +25,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -173,6 +175,10 @@ static void attach(struct gate *g)
 	g->peer_len = sizeof(g->peer);
 	if (g->f->tcp && getpeername(g->fd, (struct sockaddr *)&g->peer, &g->peer_len) < 0)
 		g->peer_len = 0;
+	/* A stream's events are small writes one after another: without this, Nagle holds each
+	 * one back until the client's delayed ACK of the one before (40 ms apiece). */
+	if (g->f->tcp)
+		(void)setsockopt(g->fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 	if (g->f->tcp && fds_short(g->fd) && !stopping) {
 		g->no_linger = true;
 		warn_limited(g->f, "too few file descriptors left for TCP clients");
