@@ -6,7 +6,7 @@
 
 #include "daemon/multipart.h"
 
-/* RFC 2046's bchars, without the space (which may not end it; no client sends one). */
+/* RFC 2046's bchars but the space (quoted only, and never last: multipart_boundary()). */
 static bool boundary_char(char c)
 {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -29,8 +29,8 @@ int multipart_boundary(const char *ct, char ret[MULTIPART_MAX_BOUNDARY + 1])
 		n++;
 	if (n == 0 || n > MULTIPART_MAX_BOUNDARY || (quoted && b[n] != '"'))
 		return -EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if (!boundary_char(b[i]))
+	for (size_t i = 0; i < n; i++) /* a space inside a quoted one, never last */
+		if (!boundary_char(b[i]) && !(quoted && b[i] == ' ' && i + 1 < n))
 			return -EINVAL;
 	memcpy(ret, b, n);
 	ret[n] = '\0';
