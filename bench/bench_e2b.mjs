@@ -25,17 +25,18 @@ async function v1(method, path, body) {
 }
 
 // Sandbox.create() to the end of its first commands.run('true'), against POST /v1/sandboxes
-// then POST .../exec ["true"]; interleaved, each sandbox killed after (not timed).
-async function createToFirstCommand() {
+// then POST .../exec ["true"], with the same network (@internet: E2B's default, Cordon's
+// "public"; else none); interleaved, each sandbox killed after (not timed).
+async function createToFirstCommand(internet) {
   const e2b = [], own = []
   for (let i = 0; i < N; i++) {
     let t = now()
-    const sbx = await Sandbox.create({ timeoutMs: 60_000 })
+    const sbx = await Sandbox.create({ timeoutMs: 60_000, allowInternetAccess: internet })
     await sbx.commands.run('true')
     e2b.push(ms(t))
     await sbx.kill()
     t = now()
-    const s = await v1('POST', '/v1/sandboxes', { timeout_s: 60, network: { policy: 'public' } }) // as E2B's default allow_internet_access
+    const s = await v1('POST', '/v1/sandboxes', { timeout_s: 60, network: { policy: internet ? 'public' : 'deny' } })
     await v1('POST', `/v1/sandboxes/${s.id}/exec`, { argv: ['true'] })
     own.push(ms(t))
     await v1('DELETE', `/v1/sandboxes/${s.id}`)
@@ -56,33 +57,45 @@ async function commandRoundTrip(sbx, id) {
   return { e2b: stats(e2b), cordon: stats(own) }
 }
 
+async function timed(runs, fn) {
+  const xs = []
+  for (let i = 0; i < runs; i++) {
+    const t = now()
+    await fn()
+    xs.push(ms(t))
+  }
+  return stats(xs)
+}
+
+// files.write then files.read of @bytes, each measured on its own (a failure is reported).
 async function fileRoundTrip(sbx, bytes, runs) {
   const data = new Uint8Array(bytes).map((_, i) => (i * 31) & 255)
-  const w = [], r = []
-  for (let i = 0; i < runs; i++) {
-    let t = now()
-    await sbx.files.write('/tmp/bench.bin', data.buffer)
-    w.push(ms(t))
-    t = now()
-    const back = await sbx.files.read('/tmp/bench.bin', { format: 'bytes' })
-    r.push(ms(t))
-    if (back.length !== bytes) throw new Error(`read ${back.length} of ${bytes} bytes`)
+  const out = {}
+  for (const [name, fn] of [
+    ['write', () => sbx.files.write('/tmp/bench.bin', data.buffer)],
+    ['read', async () => {
+      const back = await sbx.files.read('/tmp/bench.bin', { format: 'bytes' })
+      if (back.length !== bytes) throw new Error(`read ${back.length} of ${bytes} bytes`)
+    }],
+  ]) {
+    try {
+      out[name] = await timed(runs, fn)
+    } catch (e) {
+      out[name] = { error: String(e.message ?? e).slice(0, 160) }
+    }
   }
-  return { write: stats(w), read: stats(r) }
+  return out
 }
 
 const out = { bench: 'e2b', n: N }
-out.create_to_first_command = await createToFirstCommand()
+out.create_to_first_command = await createToFirstCommand(true)
+out.create_to_first_command_no_network = await createToFirstCommand(false)
 const sbx = await Sandbox.create({ timeoutMs: 600_000 })
 const own = await v1('POST', '/v1/sandboxes', { timeout_s: 600 })
 out.command = await commandRoundTrip(sbx, own.id)
 out.file_1mib = await fileRoundTrip(sbx, 1 << 20, Math.min(N, 20))
 if (BIG) {
-  try {
-    out.file_big = { bytes: BIG, ...(await fileRoundTrip(sbx, BIG, 3)) }
-  } catch (e) {
-    out.file_big = { bytes: BIG, error: String(e.message ?? e).slice(0, 200) }
-  }
+  out.file_big = { bytes: BIG, ...(await fileRoundTrip(sbx, BIG, 3)) }
 }
 await sbx.kill()
 await v1('DELETE', `/v1/sandboxes/${own.id}`)

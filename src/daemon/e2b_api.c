@@ -174,19 +174,26 @@ static void e2b_kill(struct ctx *c)
 	reply_empty(c->req, 204);
 }
 
-static void e2b_timeout(struct ctx *c)
+/* Sandbox {id} and the body's timeout; NULL with the error answered. */
+static struct sbx *sbx_timeout(struct ctx *c, uint32_t *ret)
 {
 	struct cordon_err perr = {};
+	struct sbx *s = e2b_sbx(c);
+	if (s && timeout_parse(c, ret, &perr) < 0) {
+		reply_errno(c->req, -EINVAL, perr.msg);
+		return NULL;
+	}
+	return s;
+}
+
+static void e2b_timeout(struct ctx *c)
+{
 	struct svc_err err = {};
 	json_t *out = NULL;
 	uint32_t t;
-	struct sbx *s = e2b_sbx(c);
+	struct sbx *s = sbx_timeout(c, &t);
 	if (!s)
 		return;
-	if (timeout_parse(c, &t, &perr) < 0) {
-		reply_errno(c->req, -EINVAL, perr.msg);
-		return;
-	}
 	int r = svc_sandbox_timeout(s, t, &out, &err);
 	json_decref(out);
 	reply_svc(c->req, r, 204, NULL, &err);
@@ -195,17 +202,12 @@ static void e2b_timeout(struct ctx *c)
 /* Resumes a paused sandbox and moves its deadline to @t seconds from now, never earlier. */
 static void e2b_connect(struct ctx *c)
 {
-	struct cordon_err perr = {};
 	struct svc_err err = {};
 	json_t *out = NULL;
 	uint32_t t;
-	struct sbx *s = e2b_sbx(c);
+	struct sbx *s = sbx_timeout(c, &t);
 	if (!s)
 		return;
-	if (timeout_parse(c, &t, &perr) < 0) {
-		reply_errno(c->req, -EINVAL, perr.msg);
-		return;
-	}
 	bool was_paused = s->paused;
 	int r = was_paused ? svc_sandbox_resume(s, &out, &err) : 0;
 	uint64_t now = now_ms(), left = s->deadline_ms > now ? s->deadline_ms - now : 0;

@@ -354,12 +354,24 @@ static void answer_unary(struct ctx *c, int r, const struct svc_err *err)
 		reply_json(c->req, 200, json_object());
 }
 
+/* The process a unary call's message selects, the message in *@ret_m; NULL answered. */
+static struct proc *unary_proc(struct ctx *c, json_t **ret_m)
+{
+	struct sbx *s = envd_sbx(c, CONNECT_MODE_UNARY, NULL);
+	json_t *m = s ? envd_message(c, CONNECT_MODE_UNARY) : NULL;
+	struct proc *p = m ? selected(c, s, m, CONNECT_MODE_UNARY) : NULL;
+	if (!p)
+		json_decref(m);
+	*ret_m = p ? m : NULL;
+	return p;
+}
+
 static void process_input(struct ctx *c, bool close)
 {
 	struct svc_err err = {};
-	struct sbx *s = envd_sbx(c, CONNECT_MODE_UNARY, NULL);
-	_cleanup_(json_decrefp) json_t *m = s ? envd_message(c, CONNECT_MODE_UNARY) : NULL;
-	struct proc *p = m ? selected(c, s, m, CONNECT_MODE_UNARY) : NULL;
+	json_t *mm;
+	struct proc *p = unary_proc(c, &mm);
+	_cleanup_(json_decrefp) json_t *m = mm;
 	if (!p)
 		return;
 	json_t *in = json_object_get(m, "input");
@@ -392,9 +404,9 @@ static void process_close_stdin(struct ctx *c)
 static void process_signal(struct ctx *c)
 {
 	struct svc_err err = {};
-	struct sbx *s = envd_sbx(c, CONNECT_MODE_UNARY, NULL);
-	_cleanup_(json_decrefp) json_t *m = s ? envd_message(c, CONNECT_MODE_UNARY) : NULL;
-	struct proc *p = m ? selected(c, s, m, CONNECT_MODE_UNARY) : NULL;
+	json_t *mm;
+	struct proc *p = unary_proc(c, &mm);
+	_cleanup_(json_decrefp) json_t *m = mm;
 	if (!p)
 		return;
 	json_t *sig = json_object_get(m, "signal");

@@ -145,15 +145,22 @@ static void stat_json(struct connect_call *cc, int status, json_t *body)
 
 static const struct connect_ops stat_ops = {.json = stat_json, .free = fsop_free};
 
-void fs_stat(struct ctx *c)
+/* A call on the message's "path" whose first service call is @first (a stat, a delete). */
+static void on_path(struct ctx *c, const struct connect_ops *ops,
+		    int (*first)(struct sbx *, const char *, struct svc_reply *, struct svc_err *))
 {
 	struct svc_err err = {};
 	struct sbx *s;
 	json_t *m;
-	struct connect_call *cc = fs_begin(c, &stat_ops, "path", NULL, &s, &m);
+	struct connect_call *cc = fs_begin(c, ops, "path", NULL, &s, &m);
 	json_decref(cc ? m : NULL);
 	if (cc)
-		go_on(cc, svc_file_stat(s, ((struct fsop *)cc->arg)->path, connect_reply(cc), &err), &err);
+		go_on(cc, first(s, ((struct fsop *)cc->arg)->path, connect_reply(cc), &err), &err);
+}
+
+void fs_stat(struct ctx *c)
+{
+	on_path(c, &stat_ops, svc_file_stat);
 }
 
 static void list_json(struct connect_call *cc, int status, json_t *body)
@@ -234,13 +241,7 @@ static const struct connect_ops mkdir_ops = {.json = mkdir_json, .error = mkdir_
 
 void fs_mkdir(struct ctx *c)
 {
-	struct svc_err err = {};
-	struct sbx *s;
-	json_t *m;
-	struct connect_call *cc = fs_begin(c, &mkdir_ops, "path", NULL, &s, &m);
-	json_decref(cc ? m : NULL);
-	if (cc)
-		go_on(cc, svc_file_stat(s, ((struct fsop *)cc->arg)->path, connect_reply(cc), &err), &err);
+	on_path(c, &mkdir_ops, svc_file_stat);
 }
 
 /* Move, then a stat of where it went (envd answers the entry). */
@@ -294,13 +295,7 @@ static const struct connect_ops remove_ops = {.json = remove_json, .free = fsop_
 
 void fs_remove(struct ctx *c)
 {
-	struct svc_err err = {};
-	struct sbx *s;
-	json_t *m;
-	struct connect_call *cc = fs_begin(c, &remove_ops, "path", NULL, &s, &m);
-	json_decref(cc ? m : NULL);
-	if (cc)
-		go_on(cc, svc_file_delete(s, ((struct fsop *)cc->arg)->path, connect_reply(cc), &err), &err);
+	on_path(c, &remove_ops, svc_file_delete);
 }
 
 void fs_watch(struct ctx *c)
