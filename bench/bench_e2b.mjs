@@ -44,8 +44,10 @@ async function createToFirstCommand(internet) {
   return { e2b: stats(e2b), cordon: stats(own) }
 }
 
+// commands.run('true') (which runs `/bin/bash -l -c true`) against exec ["true"] and, to
+// tell the surface's cost from the login shell's, exec of the same argv.
 async function commandRoundTrip(sbx, id) {
-  const e2b = [], own = []
+  const e2b = [], own = [], same = []
   for (let i = 0; i < N; i++) {
     let t = now()
     await sbx.commands.run('true')
@@ -53,8 +55,11 @@ async function commandRoundTrip(sbx, id) {
     t = now()
     await v1('POST', `/v1/sandboxes/${id}/exec`, { argv: ['true'] })
     own.push(ms(t))
+    t = now()
+    await v1('POST', `/v1/sandboxes/${id}/exec`, { argv: ['/bin/bash', '-l', '-c', 'true'] })
+    same.push(ms(t))
   }
-  return { e2b: stats(e2b), cordon: stats(own) }
+  return { e2b: stats(e2b), cordon: stats(own), cordon_bash_l: stats(same) }
 }
 
 async function timed(runs, fn) {

@@ -101,7 +101,11 @@ def cordond():
         p.kill()
         p.wait(timeout=5)
     log.close()
+    text = open(os.path.join(d, "cordond.log")).read()
     shutil.rmtree(d, ignore_errors=True)
+    # Under the sanitizers (CORDON_BUILD=build-asan) a report fails the module.
+    if "Sanitizer" in text:
+        pytest.fail("cordond's sanitizers reported:\n" + text[text.index("Sanitizer") - 200:][:4000])
 
 
 def test_conformance(sdk, cordond):
