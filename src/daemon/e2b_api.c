@@ -323,8 +323,14 @@ static bool list_match(const struct list_query *q, const json_t *sb)
 	if (q->tpl[0] && strcmp(q->tpl, v1_str(sb, "templateID")) != 0)
 		return false;
 	for (const struct evkeyval *kv = q->metadata.tqh_first; kv; kv = kv->next.tqe_next) {
-		const char *have = json_string_value(json_object_get(md, kv->key));
-		if (!have || strcmp(have, kv->value) != 0)
+		/* The SDK encodes each key and value before it encodes the pairs (and the query
+		 * the whole): one decoding more than the pairs had, two for a key (libevent's
+		 * query parser decodes values only). */
+		_cleanup_free_ char *k1 = evhttp_uridecode(kv->key, 0, NULL);
+		_cleanup_free_ char *k = k1 ? evhttp_uridecode(k1, 0, NULL) : NULL;
+		_cleanup_free_ char *v = evhttp_uridecode(kv->value, 0, NULL);
+		const char *have = k ? json_string_value(json_object_get(md, k)) : NULL;
+		if (!have || !v || strcmp(have, v) != 0)
 			return false;
 	}
 	return true;

@@ -32,6 +32,7 @@ struct fsop {
 	bool gzip;         /* GET: the client takes gzip */
 	/* POST /files: the files to write, one at a time */
 	bool multipart, single_done;
+	bool retried;      /* the file's parent was made after a first write found none */
 	struct multipart_reader mr;
 	char qpath[API_MAX_PATH + 1]; /* ?path=, "" if none */
 	const uint8_t *data;
@@ -496,7 +497,28 @@ static void upload_json(struct connect_call *cc, int status, json_t *body)
 	upload_next(cc);
 }
 
-static const struct connect_ops upload_ops = {.json = upload_json, .free = fsop_free};
+/* A write into a directory that is not there: make it (mkdir -p), then write again, once. */
+static void upload_error(struct connect_call *cc, const struct svc_err *e)
+{
+	struct fsop *op = cc->arg;
+	struct svc_err err = {};
+	char parent[API_MAX_PATH + 1];
+	snprintf(parent, sizeof(parent), "%s", op->path);
+	*strrchr(parent, '/') = '\0';
+	if (op->stage != ST_PUT || op->retried || e->code != API_ERR_NOT_FOUND || !parent[0]) {
+		connect_answer_svc_err(cc, e);
+		return;
+	}
+	struct sbx *s = again(cc);
+	if (s) {
+		op->retried = true;
+		op->stage = ST_PARENT;
+		go_on(cc, mkdir_p(cc, s, parent, &err), &err);
+	}
+}
+
+static const struct connect_ops upload_ops = {.json = upload_json, .error = upload_error,
+					      .free = fsop_free};
 
 static void upload_next(struct connect_call *cc)
 {
@@ -513,16 +535,11 @@ static void upload_next(struct connect_call *cc)
 		return;
 	}
 	struct sbx *s = again(cc);
-	char parent[API_MAX_PATH + 1];
-	snprintf(parent, sizeof(parent), "%s", op->path);
-	*strrchr(parent, '/') = '\0';
 	if (!s)
 		return;
-	op->stage = parent[0] ? ST_PARENT : ST_PUT;
-	if (parent[0])
-		go_on(cc, mkdir_p(cc, s, parent, &err), &err);
-	else
-		go_on(cc, svc_file_put(s, op->path, op->data, op->len, connect_reply(cc), &err), &err);
+	op->stage = ST_PUT;
+	op->retried = false;
+	go_on(cc, svc_file_put(s, op->path, op->data, op->len, connect_reply(cc), &err), &err);
 }
 
 /* A gzip body decoded into op->inflated, at most --max-upload bytes. */

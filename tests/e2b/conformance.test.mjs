@@ -106,6 +106,9 @@ test('list: newest first, filtered by metadata and state, in pages', async () =>
   assert.equal(paused.length, 0)
   const none = await Sandbox.list({ query: { metadata: { list: `${tag}-none` } } }).nextItems()
   assert.equal(none.length, 0)
+  const odd = await create({ metadata: { 'a key': 'v=1&w 2%' } })
+  const found = await Sandbox.list({ query: { metadata: { 'a key': 'v=1&w 2%', suite: RUN } } }).nextItems()
+  assert.deepEqual(found.map((s) => s.sandboxId), [odd.sandboxId], 'keys and values with & = % and spaces')
 })
 
 // ---- timeout and connect ----
