@@ -293,6 +293,7 @@ int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, enum li
 void front_request(struct evhttp_request *req);
 void front_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		    void *arg);
+int front_listener(struct evhttp_request *req); /* its enum listener; -1 if unknown */
 void front_quiesce(void); /* before evhttp_free() */
 void front_stop(void);     /* after it */
 

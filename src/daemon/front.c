@@ -288,6 +288,12 @@ static struct gate *gate_of(struct evhttp_request *req)
 }
 
 /* ---- what http.c calls ---- */
+int front_listener(struct evhttp_request *req)
+{
+	struct gate *g = gate_of(req);
+	return g ? (int)g->f->kind : -1;
+}
+
 /* dispatch() has @req with its whole body: the gate waits for its reply, then the next head. */
 void front_request(struct evhttp_request *req)
 {

@@ -565,19 +565,26 @@ static const struct route *route_find(enum listener lst, int method, const char 
 	return NULL;
 }
 
-/* The surface whose table has @req's path (its errors are rendered its way); the first one
- * for a path none has, NULL before http_start(). */
+/* The surface of @req's listener whose table has its path (its errors are rendered its
+ * way); for a path none has, the listener's first; NULL before http_start(). */
 static const struct surface *surface_of(struct evhttp_request *req)
 {
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
 	const char *params[2];
 	char path[520];
-	for (size_t k = 0; raw && k < n_surfaces; k++)
-		for (size_t i = 0; i < surfaces[k]->n; i++)
+	int l = front_listener(req);
+	unsigned on = l < 0 ? ~0u : 1u << l;
+	const struct surface *first = NULL;
+	for (size_t k = 0; k < n_surfaces; k++) {
+		if (!(surfaces[k]->listeners & on))
+			continue;
+		first = first ? first : surfaces[k];
+		for (size_t i = 0; raw && i < surfaces[k]->n; i++)
 			if (route_match(&surfaces[k]->routes[i], raw, path, params))
 				return surfaces[k];
-	return n_surfaces ? surfaces[0] : NULL;
+	}
+	return first ? first : n_surfaces ? surfaces[0] : NULL;
 }
 
 int http_route_body_limit(enum listener l, int method, const char *raw, size_t *ret_max,

@@ -134,6 +134,7 @@ def test_v1_listener_has_no_e2b_routes(cordond):
     c = UnixConn("localhost", timeout=10)
     c.request("GET", "/v2/sandboxes")
     r = c.getresponse()
-    r.read()
+    body = json.loads(r.read())
     assert r.status == 404
+    assert body["error"]["code"] == "not_found", "rendered as /v1 renders its errors"
     c.close()
