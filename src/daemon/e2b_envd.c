@@ -214,8 +214,15 @@ static json_t *proc_line(struct connect_call *cc, json_t *ev, bool *ret_end)
 	return NULL; /* lagged: the stream ends next, with an error */
 }
 
+/* Connect to a process that has exited: the service answers its exit event alone; envd
+ * knows no such process any more. */
+static void exited_bytes(struct connect_call *cc, const char *type, struct evbuffer *buf)
+{
+	connect_answer_error(cc, CONNECT_NOT_FOUND, "the process has exited");
+}
+
 static const struct connect_ops start_ops = {.line = proc_line, .free = free};
-static const struct connect_ops connect_ops = {.line = proc_line};
+static const struct connect_ops connect_ops = {.line = proc_line, .bytes = exited_bytes};
 
 /* Cordon's exec request for envd's StartRequest. */
 static json_t *exec_request(json_t *m, const char *user)

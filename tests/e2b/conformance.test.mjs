@@ -197,6 +197,7 @@ test('commands: connect to a running one', async () => {
   const again = await sbx.commands.connect(h.pid)
   const r = await again.wait()
   assert.equal(r.stdout, 'late\n')
+  await assert.rejects(sbx.commands.connect(h.pid), NotFoundError, 'an exited one is gone')
 })
 
 // ---- files ----
