@@ -258,6 +258,24 @@ test('files: list, makeDir, rename, remove', async () => {
   assert.equal(await sbx.files.exists('/tmp/e2b/d'), false)
 })
 
+test('files: malformed uploads are a 400 naming what is wrong', async () => {
+  const sbx = await box()
+  const info = await (await fetch(`${API}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
+  const h = { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': info.envdAccessToken }
+  const post = (q, headers, body) => fetch(`${process.env.E2B_SANDBOX_URL}/files${q}`, { method: 'POST', headers: { ...h, ...headers }, body })
+  let r = await post('', { 'Content-Type': 'multipart/form-data; boundary=XX' }, '--XX\r\nContent-Disposition: form-data; filename="/tmp/x"\r\n\r\nno end')
+  assert.equal(r.status, 400)
+  assert.match((await r.json()).message, /multipart/)
+  r = await post('?path=/tmp/e2b/g', { 'Content-Type': 'application/octet-stream', 'Content-Encoding': 'gzip' }, 'not gzip')
+  assert.equal(r.status, 400)
+  assert.match((await r.json()).message, /gzip/)
+  r = await post('', { 'Content-Type': 'application/octet-stream' }, 'x')
+  assert.equal(r.status, 400)
+  assert.match((await r.json()).message, /path/)
+  r = await fetch(`${process.env.E2B_SANDBOX_URL}/files`, { headers: h })
+  assert.equal(r.status, 400, 'a download needs a path')
+})
+
 // ---- signed URLs ----
 
 // A URL of E2B_SANDBOX_URL sent as E2B's direct URL is: to the host <port>-<id>.<domain>
