@@ -64,9 +64,8 @@ def sdk():
     return HERE
 
 
-@pytest.fixture(scope="module")
-def cordond():
-    d = tempfile.mkdtemp(prefix="cordon-e2b-")
+def start_cordond(d, extra=(), env=None):
+    """A cordond in @d with two keys on an E2B listener; (process, info)."""
     keys = ["e2b_" + secrets.token_hex(20) for _ in range(2)]
     kpath = os.path.join(d, "keys")
     with open(kpath, "w") as f:
@@ -77,30 +76,29 @@ def cordond():
     p = subprocess.Popen(
         [CORDOND, "--socket", f"{d}/cordon.sock", "--state-dir", f"{d}/state", "--runtime-dir", f"{d}/run",
          "--api-keys", kpath, "--e2b-listen", f"127.0.0.1:{port}", "--e2b-domain", DOMAIN,
-         "--e2b-base-template", "host", "--pool", "0", "--max-timeout", "3600"],
-        stdout=log, stderr=subprocess.STDOUT)
+         "--pool", "0", "--max-timeout", "3600", *extra],
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+    log.close()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and p.poll() is None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             break
         except OSError:
-            if p.poll() is not None:
-                break
             time.sleep(0.05)
-    else:
+    if p.poll() is not None or time.monotonic() >= deadline:
         p.kill()
-    if p.poll() is not None:
-        log.close()
         pytest.fail("cordond did not start: " + open(os.path.join(d, "cordond.log")).read()[-2000:])
-    yield {"url": f"http://127.0.0.1:{port}", "keys": keys, "dir": d}
+    return p, {"url": f"http://127.0.0.1:{port}", "keys": keys, "dir": d}
+
+
+def stop_cordond(p, d):
     p.send_signal(signal.SIGTERM)
     try:
         p.wait(timeout=20)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait(timeout=5)
-    log.close()
     text = open(os.path.join(d, "cordond.log")).read()
     shutil.rmtree(d, ignore_errors=True)
     # Under the sanitizers (CORDON_BUILD=build-asan) a report fails the module.
@@ -108,12 +106,22 @@ def cordond():
         pytest.fail("cordond's sanitizers reported:\n" + text[text.index("Sanitizer") - 200:][:4000])
 
 
+def sdk_env(info):
+    return dict(os.environ, E2B_API_URL=info["url"], E2B_SANDBOX_URL=info["url"],
+                E2B_API_KEY=info["keys"][0], CORDON_E2B_KEY2=info["keys"][1], CORDON_E2B_DOMAIN=DOMAIN)
+
+
+@pytest.fixture(scope="module")
+def cordond():
+    d = tempfile.mkdtemp(prefix="cordon-e2b-")
+    p, info = start_cordond(d, ["--e2b-base-template", "host"])
+    yield info
+    stop_cordond(p, d)
+
+
 def test_conformance(sdk, cordond):
-    env = dict(os.environ, E2B_API_URL=cordond["url"], E2B_SANDBOX_URL=cordond["url"],
-               E2B_API_KEY=cordond["keys"][0], CORDON_E2B_KEY2=cordond["keys"][1],
-               CORDON_E2B_DOMAIN=DOMAIN)
     r = subprocess.run(["node", "--test", "--test-reporter=spec", "conformance.test.mjs"], cwd=sdk,
-                       env=env, capture_output=True, text=True, timeout=600)
+                       env=sdk_env(cordond), capture_output=True, text=True, timeout=600)
     print(r.stdout[-20000:])
     print(r.stderr[-5000:])
     if r.returncode != 0:
@@ -138,3 +146,41 @@ def test_v1_listener_has_no_e2b_routes(cordond):
     assert r.status == 404
     assert body["error"]["code"] == "not_found", "rendered as /v1 renders its errors"
     c.close()
+
+
+BASE_CHECK = """
+import { Sandbox } from 'e2b'
+import assert from 'node:assert/strict'
+const sbx = await Sandbox.create()
+try {
+  assert.equal((await sbx.getInfo()).templateId, 'base')
+  const r = await sbx.commands.run('python3 -c "print(6*7)"; git --version >/dev/null && bash --version >/dev/null && id -un; pwd')
+  assert.equal(r.stdout, '42\\nuser\\n/home/user\\n')
+  assert.equal((await sbx.commands.run('id -u && touch /etc/e2b-root', { user: 'root' })).stdout, '0\\n')
+  await sbx.files.write('in-home.txt', 'x')
+  assert.equal((await sbx.commands.run('stat -c %U ~/in-home.txt')).stdout, 'user\\n')
+} finally {
+  await sbx.kill()
+}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("debootstrap"), reason="needs debootstrap (make deps installs it)")
+def test_base_recipe(sdk):
+    """recipes/e2b-base builds, and is what E2B's SDK expects of `base`: python3, git, bash,
+    the user `user` in /home/user, root per command."""
+    d = tempfile.mkdtemp(prefix="cordon-e2b-base-")
+    env = dict(os.environ, CORDON_TEMPLATES=os.path.join(d, "templates"))
+    b = subprocess.run([os.path.join(BUILD, "cordon-template"), "build", "base", "-f",
+                        os.path.join(REPO, "recipes", "e2b-base", "Cordonfile")],
+                       env=env, capture_output=True, text=True, timeout=1200)
+    if b.returncode != 0:
+        shutil.rmtree(d, ignore_errors=True)
+        pytest.fail("the e2b-base recipe did not build: " + (b.stdout + b.stderr)[-3000:])
+    p, info = start_cordond(d, env=env)
+    try:
+        r = subprocess.run(["node", "--input-type=module", "-e", BASE_CHECK], cwd=sdk, env=sdk_env(info),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        stop_cordond(p, d)
