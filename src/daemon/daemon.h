@@ -233,6 +233,9 @@ struct surface {
 	size_t n;
 	char *(*render_error)(enum api_error e, const char *message); /* malloc'd; NULL: no body */
 	unsigned listeners; /* 1u << enum listener, for each listener that serves it */
+	/* On LISTEN_E2B, its routes need a valid X-API-KEY: the front refuses a request without
+	 * one before its body (the envd routes check a sandbox's token themselves). */
+	bool keyed;
 };
 extern const struct surface v1_surface, e2b_surface, e2b_envd_surface;
 
@@ -280,8 +283,10 @@ void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connectio
 		  void *arg);
 /* For front.c: {"error": {...}} (the caller frees it); whether an Authorization header value
  * names a key; the body limit of a route (-ENOENT: no such path; -EOPNOTSUPP: not with
- * @method, which may be -1, and @allow lists the methods that are). */
+ * @method, which may be -1, and @allow lists the methods that are; 1: its surface is
+ * keyed, else 0). */
 char *http_error_json(const char *code, const char *message);
+char *e2b_render_status(int status, const char *message); /* E2B's {"code": @status, ...} */
 bool http_key_ok(const char *authorization, size_t len);
 struct api_key *http_api_key(const char *key, size_t len); /* the key @key names, or NULL */
 int http_route_body_limit(enum listener l, int method, const char *path, size_t *ret_max,

@@ -421,11 +421,15 @@ static void e2b_list_v2(struct ctx *c)
 /* ---- the table ---- */
 
 /* E2B's error body: {"code": <the HTTP status>, "message": ...}. */
+char *e2b_render_status(int status, const char *message)
+{
+	_cleanup_(json_decrefp) json_t *j = json_pack("{s:i, s:s}", "code", status, "message", message);
+	return j ? json_dumps(j, JSON_COMPACT) : NULL;
+}
+
 char *e2b_render_error(enum api_error e, const char *message)
 {
-	_cleanup_(json_decrefp) json_t *j =
-		json_pack("{s:i, s:s}", "code", api_error_status(e), "message", message);
-	return j ? json_dumps(j, JSON_COMPACT) : NULL;
+	return e2b_render_status(api_error_status(e), message);
 }
 
 #define GET EVHTTP_REQ_GET
@@ -448,4 +452,5 @@ static const struct route e2b_api_routes[] = {
 
 const struct surface e2b_surface = {
 	"e2b", e2b_api_routes, ELEMENTSOF(e2b_api_routes), e2b_render_error, 1u << LISTEN_E2B,
+	.keyed = true,
 };

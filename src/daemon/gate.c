@@ -146,7 +146,8 @@ void gate_refuse(struct gate *g, int status, const char *code, const char *extra
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	_cleanup_free_ char *body = http_error_json(code, msg);
+	_cleanup_free_ char *body = g->f->kind == LISTEN_E2B ? e2b_render_status(status, msg)
+							    : http_error_json(code, msg);
 	size_t blen = body ? strlen(body) : 0;
 	int n = snprintf(head, sizeof(head),
 			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
@@ -194,7 +195,8 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 	struct front *f = g->f;
 	char allow[96] = "";
 	size_t max_body = 0;
-	g->trusted = !f->tcp || http_key_ok(h->auth, h->auth_len);
+	g->trusted = !f->tcp || (f->kind == LISTEN_E2B ? h->api_key && http_api_key(h->api_key, h->api_key_len)
+						      : http_key_ok(h->auth, h->auth_len));
 	g->announced = h->chunked || h->cl > LINGER_TRUSTED_MAX ? LINGER_TRUSTED_MAX : h->cl;
 	if (h->bad) {
 		gate_refuse(g, 400, "bad_request", NULL, "%s", h->bad);
@@ -214,6 +216,10 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 	}
 	if (r == -ENOENT || h->method < 0) {
 		gate_refuse(g, 404, "not_found", NULL, "no such route: %.300s", h->path);
+		return false;
+	}
+	if (r > 0 && !g->trusted) { /* a keyed surface of the E2B listener */
+		gate_refuse(g, 401, "unauthorized", NULL, "a valid API key is needed (X-API-KEY)");
 		return false;
 	}
 	if (!may_have_body(h->method) && (h->chunked || h->cl > 0)) {

@@ -595,9 +595,13 @@ int http_route_body_limit(enum listener l, int method, const char *raw, size_t *
 	int r = 0;
 	if (strlen(raw) > 512)
 		raw = "/"; /* dispatch refuses it; the smallest limit meanwhile */
+	const struct surface *sf = NULL;
 	const struct route *rt = route_find(l, method, raw, path, params, allow, allow_size, &r);
+	for (size_t k = 0; rt && k < n_surfaces; k++)
+		if (rt >= surfaces[k]->routes && rt < surfaces[k]->routes + surfaces[k]->n)
+			sf = surfaces[k];
 	*ret_max = rt ? body_max(rt->body) : API_MAX_BODY;
-	return rt ? 0 : r;
+	return rt ? (sf && sf->keyed) : r;
 }
 
 static void dispatch(struct evhttp_request *req, void *arg)

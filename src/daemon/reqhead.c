@@ -103,6 +103,9 @@ static const char *header(const char *l, size_t len, struct reqhead *h)
 	} else if (header_is(l, len, "Authorization", &v, &vl)) {
 		h->auth = v;
 		h->auth_len = vl;
+	} else if (header_is(l, len, "X-API-KEY", &v, &vl)) {
+		h->api_key = v;
+		h->api_key_len = vl;
 	}
 	return NULL;
 }

@@ -184,3 +184,33 @@ def test_base_recipe(sdk):
         assert r.returncode == 0, r.stdout + r.stderr
     finally:
         stop_cordond(p, d)
+
+
+def raw_head(info, head, timeout=5):
+    """@head sent as it is (no body follows); the status line of the answer."""
+    port = int(info["url"].rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(head.encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data.split(b"\r\n", 1)[0].decode(), data
+
+
+def test_control_plane_key_checked_before_the_body(cordond):
+    """A control-plane request without a valid X-API-KEY is refused as soon as its head is
+    in, in E2B's error shape, never waiting for the megabyte it announced."""
+    for key in ("", "X-API-KEY: e2b_" + "0" * 40 + "\r\n"):
+        t0 = time.monotonic()
+        status, data = raw_head(cordond, "POST /sandboxes HTTP/1.1\r\nHost: x\r\n" + key +
+                                "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n")
+        assert status.startswith("HTTP/1.1 401"), status
+        assert time.monotonic() - t0 < 3
+        assert b'"code":401' in data
+    # with a valid key, the front waits for the body (here: a short one, then the answer)
+    status, _ = raw_head(cordond, "GET /v2/sandboxes HTTP/1.1\r\nHost: x\r\nX-API-KEY: " +
+                         cordond["keys"][0] + "\r\n\r\n")
+    assert status.startswith("HTTP/1.1 200"), status

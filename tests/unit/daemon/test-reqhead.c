@@ -51,6 +51,14 @@ static void test_simple(void **state)
 	assert_int_equal(h.auth_len, 11);
 	assert_memory_equal(h.auth, "Bearer k123", 11);
 
+	assert_null(h.api_key);
+
+	h = parse("POST /sandboxes HTTP/1.1\r\nx-api-key: e2b_00ff \r\ncontent-length: 2\r\n\r\n");
+	assert_null(h.bad);
+	assert_null(h.auth);
+	assert_int_equal(h.api_key_len, 8);
+	assert_memory_equal(h.api_key, "e2b_00ff", 8);
+
 	h = parse("POST /v1/sandboxes HTTP/1.0\nTransfer-Encoding: Chunked\n\n");
 	assert_null(h.bad);
 	assert_int_equal(h.method, EVHTTP_REQ_POST);
