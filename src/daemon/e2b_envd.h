@@ -45,8 +45,10 @@ struct fsop {
 	const uint8_t *data;
 	size_t len;
 	uint8_t *inflated; /* a gzip body, decoded */
-	json_t *written;
+	json_t *written;   /* what an upload wrote; a listing's entries */
+	unsigned depth;    /* ListDir */
 };
+#define E2B_MAX_LIST 100000 /* entries of one ListDir, all pages */
 void fsop_free(void *arg);
 /* The sandbox again, between two service calls; NULL with the call answered. */
 struct sbx *fsop_again(struct connect_call *cc);

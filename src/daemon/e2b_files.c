@@ -150,14 +150,31 @@ void fs_stat(struct ctx *c)
 	on_path(c, &stat_ops, svc_file_stat);
 }
 
+/* Each page of the service's listing into op->written, then the whole (envd has no pages),
+ * up to E2B_MAX_LIST entries. */
 static void list_json(struct connect_call *cc, int status, json_t *body)
 {
+	struct fsop *op = cc->arg;
+	struct svc_err err = {};
 	_cleanup_(json_decrefp) json_t *b = body;
-	json_t *out = json_array(), *e;
+	json_t *e;
 	size_t i;
 	json_array_foreach(json_object_get(b, "entries"), i, e)
-		json_array_append_new(out, entry_info(e));
-	connect_answer(cc, 200, json_pack("{s:o}", "entries", out));
+		json_array_append_new(op->written, entry_info(e));
+	const char *next = json_string_value(json_object_get(b, "next_cursor"));
+	if (!next) {
+		connect_answer(cc, 200, json_pack("{s:O}", "entries", op->written));
+		return;
+	}
+	if (json_array_size(op->written) >= E2B_MAX_LIST) {
+		connect_answer_error(cc, CONNECT_RESOURCE_EXHAUSTED, "%s: more than %d entries",
+				     op->path, E2B_MAX_LIST);
+		return;
+	}
+	struct sbx *s = fsop_again(cc);
+	if (s)
+		fsop_go_on(cc, svc_file_list(s, op->path, op->depth, strtoull(next, NULL, 10),
+					     connect_reply(cc), &err), &err);
 }
 
 static const struct connect_ops list_ops = {.json = list_json, .free = fsop_free};
@@ -178,8 +195,14 @@ void fs_list(struct ctx *c)
 				     API_MAX_LIST_DEPTH);
 		return;
 	}
-	fsop_go_on(cc, svc_file_list(s, ((struct fsop *)cc->arg)->path, (unsigned)depth, 0,
-				connect_reply(cc), &err), &err);
+	struct fsop *op = cc->arg;
+	op->depth = (unsigned)depth;
+	op->written = json_array();
+	if (!op->written) {
+		connect_answer_error(cc, CONNECT_INTERNAL, "out of memory");
+		return;
+	}
+	fsop_go_on(cc, svc_file_list(s, op->path, op->depth, 0, connect_reply(cc), &err), &err);
 }
 
 /* MakeDir: a stat first, for envd's already_exists; then mkdir -p. */

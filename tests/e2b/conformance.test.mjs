@@ -258,6 +258,15 @@ test('files: list, makeDir, rename, remove', async () => {
   assert.equal(await sbx.files.exists('/tmp/e2b/d'), false)
 })
 
+test('files: a listing of more than one page of the agent\'s walk is whole', async () => {
+  const sbx = await box()
+  await sbx.commands.run(`python3 -c "import os; os.makedirs('/tmp/e2b/many'); [open(f'/tmp/e2b/many/{i}', 'w').close() for i in range(10050)]"`)
+  const l = await sbx.files.list('/tmp/e2b/many')
+  assert.equal(l.length, 10050)
+  assert.equal(new Set(l.map((e) => e.name)).size, 10050)
+  await sbx.files.remove('/tmp/e2b/many')
+})
+
 test('files: malformed uploads are a 400 naming what is wrong', async () => {
   const sbx = await box()
   const info = await (await fetch(`${API}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
