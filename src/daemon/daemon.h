@@ -204,6 +204,7 @@ struct sbx;
 struct stream_sink;
 struct svc_err;
 struct ctx;
+struct reqhead;
 typedef void (*handler_fn)(struct ctx *c);
 /* The body a route takes at most: the front refuses a longer one before it is read. */
 enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
@@ -236,6 +237,9 @@ struct surface {
 	/* On LISTEN_E2B, its routes need a valid X-API-KEY: the front refuses a request without
 	 * one before its body (the envd routes check a sandbox's token themselves). */
 	bool keyed;
+	/* Optional: whether the front may read the body of an upload (a route whose body may be
+	 * over API_MAX_BODY) with head @h: 0, or the HTTP status to refuse it with and why. */
+	int (*admit)(const struct reqhead *h, const char **ret_why);
 };
 extern const struct surface v1_surface, e2b_surface, e2b_envd_surface;
 
@@ -282,15 +286,14 @@ void stream_end(struct evhttp_request *req);
 void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		  void *arg);
 /* For front.c: {"error": {...}} (the caller frees it); whether an Authorization header value
- * names a key; the body limit of a route (-ENOENT: no such path; -EOPNOTSUPP: not with
- * @method, which may be -1, and @allow lists the methods that are; 1: its surface is
- * keyed, else 0). */
+ * names a key; the body limit of a route and its surface (-ENOENT: no such path;
+ * -EOPNOTSUPP: not with @method, which may be -1, and @allow lists the methods that are). */
 char *http_error_json(const char *code, const char *message);
 char *e2b_render_status(int status, const char *message); /* E2B's {"code": @status, ...} */
 bool http_key_ok(const char *authorization, size_t len);
 struct api_key *http_api_key(const char *key, size_t len); /* the key @key names, or NULL */
 int http_route_body_limit(enum listener l, int method, const char *path, size_t *ret_max,
-			  char *allow, size_t allow_size);
+			  char *allow, size_t allow_size, const struct surface **ret_sf);
 
 /* front.c: admission of connections and the check of each request head before its body */
 struct evhttp_bound_socket;

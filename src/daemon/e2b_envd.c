@@ -21,6 +21,7 @@
 #include "daemon/daemon.h"
 #include "daemon/e2b.h"
 #include "daemon/e2b_envd.h"
+#include "daemon/reqhead.h"
 #include "daemon/service.h"
 
 #define MAX_STDIN (API_MAX_BODY / 2) /* decoded bytes of one SendInput */
@@ -32,31 +33,75 @@ static const char *header(const struct ctx *c, const char *name)
 	return evhttp_find_header(evhttp_request_get_input_headers(c->req), name);
 }
 
-/* The E2B id the request names, into @id; the port the Host names in *@port (the envd's
- * when by header). */
-static bool named_id(const struct ctx *c, char id[E2B_ID_LEN + 4], unsigned *port)
+/* The sandbox a request names, by its E2b-Sandbox-Id value @hdr (@hlen bytes) or else its
+ * Host @host under --e2b-domain, into @id; the port the Host names in *@port (envd's when by
+ * header). Values need not be NUL-terminated. */
+static bool name_sandbox(const char *hdr, size_t hlen, const char *host, size_t host_len,
+			 char id[E2B_ID_LEN + 4], unsigned *port)
 {
-	const char *h = header(c, "E2b-Sandbox-Id");
+	const char *dom = D.cfg.e2b_domain;
 	*port = E2B_ENVD_PORT;
-	if (h)
-		return e2b_sbx_id(h, strlen(h), id);
-	const char *host = header(c, "Host"), *dom = D.cfg.e2b_domain;
-	const char *dash = host ? strchr(host, '-') : NULL;
-	const char *dot = dash ? strchr(dash, '.') : NULL;
-	if (!dom || !dot || strncasecmp(dot + 1, dom, strlen(dom)) != 0 ||
-	    (dot[1 + strlen(dom)] && dot[1 + strlen(dom)] != ':'))
+	if (hdr)
+		return e2b_sbx_id(hdr, hlen, id);
+	const char *hend = host ? host + host_len : NULL;
+	const char *dash = host ? memchr(host, '-', host_len) : NULL;
+	const char *dot = dash ? memchr(dash, '.', (size_t)(hend - dash)) : NULL;
+	size_t dl = dom ? strlen(dom) : 0;
+	if (!dom || !dot || (size_t)(hend - dot - 1) < dl || strncasecmp(dot + 1, dom, dl) != 0 ||
+	    (dot + 1 + dl < hend && dot[1 + dl] != ':'))
 		return false;
-	*port = (unsigned)strtoul(host, NULL, 10);
+	unsigned long p = 0;
+	for (const char *c = host; c < dash && *c >= '0' && *c <= '9' && p < 65536; c++)
+		p = p * 10 + (unsigned long)(*c - '0');
+	*port = (unsigned)p;
 	return e2b_sbx_id(dash + 1, (size_t)(dot - dash - 1), id);
 }
 
-/* X-Access-Token is the sandbox's token. */
-static bool token_ok(const struct ctx *c, const struct sbx *s)
+static bool named_id(const struct ctx *c, char id[E2B_ID_LEN + 4], unsigned *port)
+{
+	const char *h = header(c, "E2b-Sandbox-Id"), *host = header(c, "Host");
+	return name_sandbox(h, h ? strlen(h) : 0, host, host ? strlen(host) : 0, id, port);
+}
+
+/* @t (@len bytes) is the sandbox's token. */
+static bool token_matches(const struct sbx *s, const char *t, size_t len)
 {
 	char tok[E2B_TOKEN_LEN + 1];
-	const char *t = header(c, "X-Access-Token");
-	return t && strlen(t) == E2B_TOKEN_LEN && e2b_access_token(s->id, tok) &&
+	return t && len == E2B_TOKEN_LEN && e2b_access_token(s->id, tok) &&
 	       CRYPTO_memcmp(t, tok, E2B_TOKEN_LEN) == 0;
+}
+
+static bool token_ok(const struct ctx *c, const struct sbx *s)
+{
+	const char *t = header(c, "X-Access-Token");
+	return token_matches(s, t, t ? strlen(t) : 0);
+}
+
+static bool live(const struct sbx *s)
+{
+	return s && s->owner && s->state == SBX_RUNNING && !s->paused;
+}
+
+#define NOT_FOUND_MSG "The sandbox was not found: it does not exist, is not running, or has been killed"
+
+int envd_admit(const struct reqhead *h, const char **ret_why)
+{
+	char id[E2B_ID_LEN + 4], query[API_MAX_PATH * 3 + 512];
+	unsigned port;
+	bool named = name_sandbox(h->sandbox_id, h->sandbox_id_len, h->host, h->host_len, id, &port);
+	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
+	if (named && port != E2B_ENVD_PORT)
+		return 0; /* the route answers 501 */
+	*ret_why = !live(s) ? NOT_FOUND_MSG : "this sandbox needs its access token (X-Access-Token) or a signed URL";
+	if (!live(s))
+		return 502;
+	if (!e2b_secure(s) || token_matches(s, h->access_token, h->access_token_len))
+		return 0;
+	if (!h->query || h->query_len >= sizeof(query))
+		return 401;
+	memcpy(query, h->query, h->query_len);
+	query[h->query_len] = '\0';
+	return e2b_signature_ok(s, query, h->method == EVHTTP_REQ_GET ? "read" : "write") ? 0 : 401;
 }
 
 struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode, bool (*signed_ok)(struct ctx *c, const struct sbx *s))
@@ -70,9 +115,8 @@ struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode, bool (*signed_ok)(st
 			       "ports of a sandbox other than envd's are not served yet (coming: docs/e2b.md)");
 		return NULL;
 	}
-	if (!s || !s->owner || s->state != SBX_RUNNING || s->paused) {
-		connect_refuse(c->req, CONNECT_MODE_REST, CONNECT_UNAVAILABLE, 502,
-			       "The sandbox was not found: it does not exist, is not running, or has been killed");
+	if (!live(s)) {
+		connect_refuse(c->req, CONNECT_MODE_REST, CONNECT_UNAVAILABLE, 502, NOT_FOUND_MSG);
 		return NULL;
 	}
 	if (e2b_secure(s) && !token_ok(c, s) && !(signed_ok && signed_ok(c, s))) {
@@ -478,4 +522,5 @@ static const struct route envd_routes[] = {
 
 const struct surface e2b_envd_surface = {
 	"e2b-envd", envd_routes, ELEMENTSOF(envd_routes), e2b_render_error, 1u << LISTEN_E2B,
+	.admit = envd_admit,
 };

@@ -66,6 +66,13 @@ void fs_remove(struct ctx *c);
 void fs_watch(struct ctx *c);
 void fs_watch_poll(struct ctx *c);
 
+/* Before the body of an upload is read (struct surface.admit): the sandbox its head names,
+ * live, and its token or a valid signature; else 502 or 401 and why. */
+int envd_admit(const struct reqhead *h, const char **ret_why);
+
 /* e2b_transfer.c */
+/* E2B's v1 signature of @operation ("read", "write") in @query (?signature=, ?path=,
+ * ?username=, ?signature_expiration=) for sandbox @s. */
+bool e2b_signature_ok(const struct sbx *s, const char *query, const char *operation);
 void files_get(struct ctx *c);
 void files_post(struct ctx *c);

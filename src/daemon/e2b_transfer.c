@@ -25,13 +25,14 @@
 /* E2B's signature of @operation on ?path= as ?username= with the sandbox's token: "v1_" and
  * base64 (unpadded) of sha256("path:operation:user:token[:expiration]"); an expiration (unix
  * seconds) that has passed fails. */
-static bool signature_ok(struct ctx *c, const struct sbx *s, const char *operation)
+bool e2b_signature_ok(const struct sbx *s, const char *query, const char *operation)
 {
 	char sig[128], exp[24], path[API_MAX_PATH + 1], user[16], tok[E2B_TOKEN_LEN + 1];
-	const char *sv = query_get(c, "signature", sig, sizeof(sig));
-	const char *ev = query_get(c, "signature_expiration", exp, sizeof(exp));
-	const char *pv = query_get(c, "path", path, sizeof(path));
-	const char *uv = query_get(c, "username", user, sizeof(user));
+	const struct ctx q = {.query = query};
+	const char *sv = query_get(&q, "signature", sig, sizeof(sig));
+	const char *ev = query_get(&q, "signature_expiration", exp, sizeof(exp));
+	const char *pv = query_get(&q, "path", path, sizeof(path));
+	const char *uv = query_get(&q, "username", user, sizeof(user));
 	uint64_t expiry = 0;
 	if (!sv || (ev && connect_timeout_parse(ev, &expiry) < 0) || (ev && expiry * 1000 <= now_ms()) ||
 	    !e2b_access_token(s->id, tok))
@@ -55,12 +56,12 @@ static bool signature_ok(struct ctx *c, const struct sbx *s, const char *operati
 
 static bool signed_read(struct ctx *c, const struct sbx *s)
 {
-	return signature_ok(c, s, "read");
+	return e2b_signature_ok(s, c->query, "read");
 }
 
 static bool signed_write(struct ctx *c, const struct sbx *s)
 {
-	return signature_ok(c, s, "write");
+	return e2b_signature_ok(s, c->query, "write");
 }
 
 /* The op of a /files request: its sandbox and user; NULL with the error answered. */

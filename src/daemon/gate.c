@@ -132,6 +132,8 @@ static const char *status_text(int status)
 	case 411: return "Length Required";
 	case 413: return "Payload Too Large";
 	case 429: return "Too Many Requests";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
 	default: return "Service Unavailable";
 	}
 }
@@ -207,7 +209,10 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 		gate_refuse(g, 401, "unauthorized", NULL, "a valid API key is needed (Authorization: Bearer KEY)");
 		return false;
 	}
-	int r = http_route_body_limit(f->kind, h->method, h->path, &max_body, allow, sizeof(allow));
+	const struct surface *sf = NULL;
+	const char *why = NULL;
+	int r = http_route_body_limit(f->kind, h->method, h->path, &max_body, allow, sizeof(allow),
+				      &sf);
 	if (r == -EOPNOTSUPP) {
 		char hdr[128];
 		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
@@ -218,8 +223,13 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 		gate_refuse(g, 404, "not_found", NULL, "no such route: %.300s", h->path);
 		return false;
 	}
-	if (r > 0 && !g->trusted) { /* a keyed surface of the E2B listener */
+	if (sf && sf->keyed && !g->trusted) { /* a keyed surface of the E2B listener */
 		gate_refuse(g, 401, "unauthorized", NULL, "a valid API key is needed (X-API-KEY)");
+		return false;
+	}
+	int st = sf && sf->admit && max_body > API_MAX_BODY ? sf->admit(h, &why) : 0;
+	if (st) { /* an upload its surface will not take from this head */
+		gate_refuse(g, st, st == 401 ? "unauthorized" : "unavailable", NULL, "%s", why);
 		return false;
 	}
 	if (!may_have_body(h->method) && (h->chunked || h->cl > 0)) {

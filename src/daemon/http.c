@@ -588,7 +588,7 @@ static const struct surface *surface_of(struct evhttp_request *req)
 }
 
 int http_route_body_limit(enum listener l, int method, const char *raw, size_t *ret_max,
-			  char *allow, size_t allow_size)
+			  char *allow, size_t allow_size, const struct surface **ret_sf)
 {
 	char path[520];
 	const char *params[2];
@@ -601,7 +601,8 @@ int http_route_body_limit(enum listener l, int method, const char *raw, size_t *
 		if (rt >= surfaces[k]->routes && rt < surfaces[k]->routes + surfaces[k]->n)
 			sf = surfaces[k];
 	*ret_max = rt ? body_max(rt->body) : API_MAX_BODY;
-	return rt ? (sf && sf->keyed) : r;
+	*ret_sf = sf;
+	return rt ? 0 : r;
 }
 
 static void dispatch(struct evhttp_request *req, void *arg)

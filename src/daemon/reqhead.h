@@ -25,6 +25,11 @@ struct reqhead {
 	size_t auth_len;
 	const char *api_key;		/* the X-API-KEY value (E2B's), trimmed, inside the buffer */
 	size_t api_key_len;
+	/* For the E2B surface's admission of an upload (e2b_envd.c), inside the buffer too: */
+	const char *query;		/* the target after '?', up to '#' */
+	size_t query_len;
+	const char *host, *sandbox_id, *access_token; /* Host, E2b-Sandbox-Id, X-Access-Token */
+	size_t host_len, sandbox_id_len, access_token_len;
 	bool has_cl, chunked;
 	uint64_t cl;
 	const char *bad;		/* NULL, or why the head is refused */

@@ -214,3 +214,33 @@ def test_control_plane_key_checked_before_the_body(cordond):
     status, _ = raw_head(cordond, "GET /v2/sandboxes HTTP/1.1\r\nHost: x\r\nX-API-KEY: " +
                          cordond["keys"][0] + "\r\n\r\n")
     assert status.startswith("HTTP/1.1 200"), status
+
+
+def test_upload_admitted_before_the_body(cordond):
+    """An upload (a body that may be over 1 MiB) is refused as soon as its head is in when it
+    names no live sandbox (502) or lacks the sandbox's token or signature (401), so that a
+    stranger cannot make cordond hold megabytes; with the token, the body is read."""
+    import urllib.request
+    req = urllib.request.Request(cordond["url"] + "/sandboxes", method="POST", data=b'{"timeout": 60}',
+                                 headers={"X-API-KEY": cordond["keys"][0], "Content-Type": "application/json"})
+    sb = json.loads(urllib.request.urlopen(req, timeout=30).read())
+    big = "Content-Type: application/octet-stream\r\nContent-Length: 50000000\r\n\r\n"
+    cases = [("E2b-Sandbox-Id: " + "a" * 20, "502"),
+             ("E2b-Sandbox-Id: " + sb["sandboxID"], "401"),
+             ("E2b-Sandbox-Id: " + sb["sandboxID"] + "\r\nX-Access-Token: " + "0" * 64, "401"),
+             ("Host: 49983-" + sb["sandboxID"] + "." + DOMAIN, "401")]
+    for hdr, want in cases:
+        t0 = time.monotonic()
+        status, data = raw_head(cordond, "POST /files?path=/tmp/big&signature=v1_x HTTP/1.1\r\n" + hdr + "\r\n" + big)
+        assert status.split()[1] == want, (hdr, status)
+        assert time.monotonic() - t0 < 3
+        assert f'"code":{want}'.encode() in data
+    # the token admits it: the front then waits for the body rather than answer
+    port = int(cordond["url"].rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(("POST /files?path=/tmp/small HTTP/1.1\r\nE2b-Sandbox-Id: " + sb["sandboxID"] +
+                   "\r\nX-Access-Token: " + sb["envdAccessToken"] +
+                   "\r\nContent-Type: application/octet-stream\r\nContent-Length: 5\r\n\r\n").encode())
+        time.sleep(0.3)
+        s.sendall(b"hello")
+        assert s.recv(4096).split(b"\r\n", 1)[0] == b"HTTP/1.1 200 OK"
