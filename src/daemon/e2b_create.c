@@ -2,6 +2,7 @@
  * the E2B fields are read here, written as Cordon's request and checked by
  * api_create_parse(), so that one parser decides what a sandbox may be. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "basic/cleanup.h"
@@ -53,6 +54,25 @@ static json_t *translate(json_t *body, const char *base_template, bool have_netw
 	return req;
 }
 
+/* A message of Cordon's parser names Cordon's field: say E2B's. */
+static void e2b_field_names(struct cordon_err *err)
+{
+	static const struct {
+		const char *cordon, *e2b;
+	} names[] = {{"timeout_s", "timeout"}, {"template", "templateID"}, {"env", "envVars"},
+		     {"network", "allow_internet_access"}};
+	char msg[sizeof(err->msg)];
+	for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+		size_t n = strlen(names[i].cordon);
+		if (strncmp(err->msg, names[i].cordon, n) != 0 || strchr(".:[", err->msg[n]) == NULL ||
+		    !err->msg[n])
+			continue;
+		snprintf(msg, sizeof(msg), "%s%s", names[i].e2b, err->msg + n);
+		snprintf(err->msg, sizeof(err->msg), "%s", msg);
+		return;
+	}
+}
+
 int e2b_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 		     const char *base_template, bool have_network, struct e2b_create *ret,
 		     struct cordon_err *err)
@@ -78,8 +98,11 @@ int e2b_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 	struct api_create *c = NULL;
 	int r = api_create_parse(s, strlen(s), max_timeout_s, &c, err);
 	explicit_bzero(s, strlen(s)); /* envVars may hold secrets */
-	if (r < 0)
+	if (r < 0) {
+		if (err)
+			e2b_field_names(err);
 		return r;
+	}
 	*ret = (struct e2b_create){.req = c, .secure = secure};
 	return 0;
 }

@@ -79,6 +79,13 @@ test('create takes E2B fields it does not implement, and refuses bad types', asy
   const e = await bad.json()
   assert.equal(e.code, 400)
   assert.match(e.message, /timeout/)
+  const long = await fetch(`${API}/sandboxes`, {
+    method: 'POST',
+    headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ templateID: 'base', timeout: 10 ** 7, envVars: { 'BAD-NAME': 'x' } }),
+  })
+  assert.equal(long.status, 400)
+  assert.match((await long.json()).message, /^(timeout|envVars)\b/, "E2B's field names")
   const noKey = await fetch(`${API}/sandboxes`, { method: 'POST', body: '{}', headers: { 'Content-Type': 'application/json' } })
   assert.equal(noKey.status, 401)
   assert.equal((await noKey.json()).code, 401)
