@@ -57,6 +57,8 @@ stage "integration" pytests build pytest-integration tests/integration
 stage "security" pytests build pytest-security tests/security
 stage "daemon" pytests build pytest-daemon tests/daemon
 stage "net" pytests build pytest-net tests/net
+# E2B's own SDK (npm, pinned) against cordond's E2B surface: skips, saying why, without npm.
+stage "e2b" pytests build pytest-e2b tests/e2b
 # gVisor (runsc): its own tests, and the egress suite again with every sandbox on gvisor.
 # Both skip with a reason where runsc is not installed.
 stage "gvisor" pytests build pytest-gvisor tests/gvisor

@@ -3,7 +3,8 @@
  *
  * Checks beyond "no crash": the head's end lies inside the input and after a newline; the path
  * is NUL-terminated, begins the target and holds no '?'; a head that is accepted has at most
- * one framing, and its Authorization value lies inside the head. */
+ * one framing, and the values it keeps (Authorization, X-API-KEY, the query, Host,
+ * E2b-Sandbox-Id, X-Access-Token) lie inside the head. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (!h.bad && h.has_cl && h.chunked)
 		abort();
-	if (h.auth && (h.auth < p || h.auth + h.auth_len > p + (n ? n : size)))
-		abort();
+	const char *end = p + (n ? n : size);
+	const struct {
+		const char *v;
+		size_t len;
+	} kept[] = {{h.auth, h.auth_len},	      {h.api_key, h.api_key_len},
+		    {h.query, h.query_len},	      {h.host, h.host_len},
+		    {h.sandbox_id, h.sandbox_id_len}, {h.access_token, h.access_token_len}};
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+		if (kept[i].v && (kept[i].v < p || kept[i].v + kept[i].len > end))
+			abort();
 	return 0;
 }

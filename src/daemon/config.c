@@ -24,6 +24,9 @@ static const struct option_def {
 	{"state-dir", OPT_STR, offsetof(struct config, state_dir), "/var/lib/cordon", "state.db and audit/"},
 	{"runtime-dir", OPT_STR, offsetof(struct config, runtime_dir), "/run/cordon", "runtime files (uid slot locks are host-wide in /run/cordon/slots)"},
 	{"listen", OPT_STR, offsetof(struct config, listen), NULL, "also serve HOST:PORT over TCP (needs --api-keys)"},
+	{"e2b-listen", OPT_STR, offsetof(struct config, e2b_listen), NULL, "also serve the E2B-compatible API (control plane and envd) on HOST:PORT (needs --api-keys; docs/e2b.md)"},
+	{"e2b-domain", OPT_STR, offsetof(struct config, e2b_domain), NULL, "route envd requests by Host <port>-<id>.DOMAIN as well as by the E2b-Sandbox-Id header"},
+	{"e2b-base-template", OPT_STR, offsetof(struct config, e2b_base_template), "base", "the template E2B's templateID \"base\" (the SDK's default) names"},
 	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES' lines"},
 	{"config", OPT_STR, offsetof(struct config, config_file), NULL, "read settings from FILE (key = value)"},
 	{"default-runtime", OPT_STR, offsetof(struct config, default_runtime), "jail", "jail, gvisor, microvm or auto (the strongest this host can run): the runtime of a create that names none"},
@@ -168,8 +171,8 @@ int config_parse(struct config *cfg, int argc, char **argv)
 				return r;
 		}
 	}
-	if (cfg->listen && !cfg->api_keys) {
-		log_error("--listen needs --api-keys: TCP clients are always authenticated");
+	if ((cfg->listen || cfg->e2b_listen) && !cfg->api_keys) {
+		log_error("--listen and --e2b-listen need --api-keys: TCP clients are always authenticated");
 		return -EINVAL;
 	}
 	if (cfg->max_sandboxes == 0 || cfg->max_timeout_s == 0 || cfg->max_connections == 0 ||

@@ -42,6 +42,8 @@ struct config {
 	char *state_dir;
 	char *runtime_dir;
 	char *listen;
+	char *e2b_listen, *e2b_domain; /* the E2B-compatible surface (e2b_api.c): HOST:PORT, DOMAIN */
+	char *e2b_base_template;       /* the Cordon template E2B's templateID "base" names */
 	char *api_keys;
 	char *config_file;
 	char *egress_limits;
@@ -158,7 +160,7 @@ struct sbx {
 struct daemon {
 	struct config cfg;
 	struct event_base *base;
-	struct evhttp *http_unix, *http_tcp;
+	struct evhttp *http_unix, *http_tcp, *http_e2b;
 	struct api_key *keys;
 	size_t n_keys;
 	struct sbx *sandboxes; /* every sandbox but destroyed ones, newest last */
@@ -206,6 +208,7 @@ struct sbx;
 struct stream_sink;
 struct svc_err;
 struct ctx;
+struct reqhead;
 typedef void (*handler_fn)(struct ctx *c);
 /* The body a route takes at most: the front refuses a longer one before it is read. */
 enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
@@ -221,16 +224,28 @@ struct route {
 	enum body_kind body;
 	enum route_state state;
 };
+/* The listeners: the unix socket, --listen and --e2b-listen. A surface says which of them
+ * serve it (a bit each). On LISTEN_E2B dispatch() authenticates nobody: the E2B surface
+ * reads its own credentials (X-API-KEY, a sandbox's access token) and sets ctx.principal. */
+enum listener { LISTEN_UNIX, LISTEN_TCP, LISTEN_E2B, _LISTEN_MAX };
 /* One API surface: its route table and how it renders an error (the body of a 4xx/5xx its
  * routes answer; v1: {"error": {"code", "message"}}, api_error_render()). http_start() takes
- * a list of them; a request goes to the first route of the first surface that matches. */
+ * a list of them; a request goes to the first route of the first surface that matches and is
+ * served on the request's listener. */
 struct surface {
 	const char *name;
 	const struct route *routes;
 	size_t n;
 	char *(*render_error)(enum api_error e, const char *message); /* malloc'd; NULL: no body */
+	unsigned listeners; /* 1u << enum listener, for each listener that serves it */
+	/* On LISTEN_E2B, its routes need a valid X-API-KEY: the front refuses a request without
+	 * one before its body (the envd routes check a sandbox's token themselves). */
+	bool keyed;
+	/* Optional: whether the front may read the body of an upload (a route whose body may be
+	 * over API_MAX_BODY) with head @h: 0, or the HTTP status to refuse it with and why. */
+	int (*admit)(const struct reqhead *h, const char **ret_why);
 };
-extern const struct surface v1_surface;
+extern const struct surface v1_surface, e2b_surface, e2b_envd_surface;
 
 struct ctx {
 	struct evhttp_request *req;
@@ -275,19 +290,22 @@ void stream_end(struct evhttp_request *req);
 void req_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		  void *arg);
 /* For front.c: {"error": {...}} (the caller frees it); whether an Authorization header value
- * names a key; the body limit of a route (-ENOENT: no such path; -EOPNOTSUPP: not with
- * @method, which may be -1, and @allow lists the methods that are). */
+ * names a key; the body limit of a route and its surface (-ENOENT: no such path;
+ * -EOPNOTSUPP: not with @method, which may be -1, and @allow lists the methods that are). */
 char *http_error_json(const char *code, const char *message);
+char *e2b_render_status(int status, const char *message); /* E2B's {"code": @status, ...} */
 bool http_key_ok(const char *authorization, size_t len);
-int http_route_body_limit(int method, const char *path, size_t *ret_max, char *allow,
-			  size_t allow_size);
+struct api_key *http_api_key(const char *key, size_t len); /* the key @key names, or NULL */
+int http_route_body_limit(enum listener l, int method, const char *path, size_t *ret_max,
+			  char *allow, size_t allow_size, const struct surface **ret_sf);
 
 /* front.c: admission of connections and the check of each request head before its body */
 struct evhttp_bound_socket;
-int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tcp);
+int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, enum listener l);
 void front_request(struct evhttp_request *req);
 void front_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		    void *arg);
+int front_listener(struct evhttp_request *req); /* its enum listener; -1 if unknown */
 void front_quiesce(void); /* before evhttp_free() */
 void front_stop(void);     /* after it */
 
@@ -450,6 +468,9 @@ int token_start(void);
 char *token_issue(const struct sbx *s); /* malloc'd; NULL without a key or memory */
 int token_env(struct sbx *s);           /* sets (or replaces) CORDON_TASK_TOKEN in s->env */
 json_t *token_key_json(void);           /* {"alg":"HS256","format":"JWT","key":base64url} */
+/* HMAC-SHA256(key, @label ":" @msg) in hex: a secret of one purpose (@label) derived from the
+ * same key (the E2B surface's access tokens); false without a key. */
+bool token_derive(const char *label, const char *msg, char ret[65]);
 
 /* state.c */
 /* Takes <state-dir>/cordond.lock for the life of the process; -EBUSY (logged, naming the

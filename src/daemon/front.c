@@ -25,6 +25,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -39,7 +41,7 @@
 #include "daemon/daemon.h"
 #include "daemon/front.h"
 
-static struct front *fronts[2];
+static struct front *fronts[_LISTEN_MAX];
 static bool stopping; /* the listeners are gone (front_quiesce) */
 struct ev_token_bucket_cfg *front_hold_cfg; /* read: no refill to speak of; write: unlimited */
 static struct event *sweep_ev;
@@ -110,8 +112,11 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 static void on_accept_error(struct evconnlistener *lev, void *arg)
 {
 	int e = EVUTIL_SOCKET_ERROR();
-	struct front *f = fronts[0] && fronts[0]->lev == lev ? fronts[0] : fronts[1];
-	if (!f || f->lev != lev)
+	struct front *f = NULL;
+	for (int i = 0; i < _LISTEN_MAX; i++)
+		if (fronts[i] && fronts[i]->lev == lev)
+			f = fronts[i];
+	if (!f)
 		return;
 	char what[160];
 	snprintf(what, sizeof(what), "accept: %s", strerror(e));
@@ -170,6 +175,10 @@ static void attach(struct gate *g)
 	g->peer_len = sizeof(g->peer);
 	if (g->f->tcp && getpeername(g->fd, (struct sockaddr *)&g->peer, &g->peer_len) < 0)
 		g->peer_len = 0;
+	/* A stream's events are small writes one after another: without this, Nagle holds each
+	 * one back until the client's delayed ACK of the one before (40 ms apiece). */
+	if (g->f->tcp)
+		(void)setsockopt(g->fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 	if (g->f->tcp && fds_short(g->fd) && !stopping) {
 		g->no_linger = true;
 		warn_limited(g->f, "too few file descriptors left for TCP clients");
@@ -254,7 +263,7 @@ void gate_free(struct gate *g)
  * before evhttp_connection_free) is found by its socket: gone, or another socket. */
 static void front_sweep(evutil_socket_t fd, short what, void *arg)
 {
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < _LISTEN_MAX; i++)
 		for (struct gate *g = fronts[i] ? fronts[i]->gates : NULL, *next; g; g = next) {
 			struct stat st;
 			next = g->next;
@@ -271,7 +280,7 @@ static struct gate *gate_of(struct evhttp_request *req)
 	struct evhttp_connection *evcon = req ? evhttp_request_get_connection(req) : NULL;
 	if (!evcon)
 		return NULL;
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < _LISTEN_MAX; i++)
 		for (struct gate *g = fronts[i] ? fronts[i]->gates : NULL; g; g = g->next)
 			if (g->evcon == evcon)
 				return g;
@@ -279,6 +288,12 @@ static struct gate *gate_of(struct evhttp_request *req)
 }
 
 /* ---- what http.c calls ---- */
+int front_listener(struct evhttp_request *req)
+{
+	struct gate *g = gate_of(req);
+	return g ? (int)g->f->kind : -1;
+}
+
 /* dispatch() has @req with its whole body: the gate waits for its reply, then the next head. */
 void front_request(struct evhttp_request *req)
 {
@@ -321,7 +336,7 @@ static void set_caps(struct front *f)
 	f->max_peer = D.cfg.max_peer_connections ? D.cfg.max_peer_connections : f->max_conns;
 }
 
-int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tcp)
+int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, enum listener l)
 {
 	if (!front_hold_cfg) {
 		struct timeval tick = {30 * 86400, 0}; /* one byte of refill a month: none */
@@ -334,7 +349,7 @@ int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tc
 	struct front *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	*f = (struct front){.tcp = tcp, .http = http, .lev = evhttp_bound_socket_get_listener(bound),
+	*f = (struct front){.tcp = l != LISTEN_UNIX, .kind = l, .http = http, .lev = evhttp_bound_socket_get_listener(bound),
 			    .max_inflight = D.cfg.max_inflight};
 	f->resume_ev = event_new(D.base, -1, 0, on_resume, f);
 	if (!f->resume_ev) {
@@ -342,7 +357,7 @@ int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tc
 		return -ENOMEM;
 	}
 	set_caps(f);
-	fronts[tcp] = f;
+	fronts[l] = f;
 	evhttp_set_bevcb(http, on_new_connection, f);
 	evconnlistener_set_error_cb(f->lev, on_accept_error);
 	return 0;
@@ -353,7 +368,7 @@ int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, bool tc
 void front_quiesce(void)
 {
 	stopping = true;
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < _LISTEN_MAX; i++)
 		if (fronts[i])
 			event_del(fronts[i]->resume_ev);
 }
@@ -362,7 +377,7 @@ void front_quiesce(void)
 void front_stop(void)
 {
 	lingerers_end();
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < _LISTEN_MAX; i++) {
 		struct front *f = fronts[i];
 		if (!f)
 			continue;

@@ -57,7 +57,8 @@ struct gate {
 };
 
 struct front {
-	bool tcp;
+	bool tcp;             /* TCP: --listen or --e2b-listen */
+	enum listener kind;
 	struct evhttp *http;
 	struct evconnlistener *lev;
 	size_t conns, max_conns, max_peer; /* conns counts lingering refusals too */

@@ -132,6 +132,8 @@ static const char *status_text(int status)
 	case 411: return "Length Required";
 	case 413: return "Payload Too Large";
 	case 429: return "Too Many Requests";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
 	default: return "Service Unavailable";
 	}
 }
@@ -146,7 +148,8 @@ void gate_refuse(struct gate *g, int status, const char *code, const char *extra
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	_cleanup_free_ char *body = http_error_json(code, msg);
+	_cleanup_free_ char *body = g->f->kind == LISTEN_E2B ? e2b_render_status(status, msg)
+							    : http_error_json(code, msg);
 	size_t blen = body ? strlen(body) : 0;
 	int n = snprintf(head, sizeof(head),
 			 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
@@ -194,17 +197,22 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 	struct front *f = g->f;
 	char allow[96] = "";
 	size_t max_body = 0;
-	g->trusted = !f->tcp || http_key_ok(h->auth, h->auth_len);
+	g->trusted = !f->tcp || (f->kind == LISTEN_E2B ? h->api_key && http_api_key(h->api_key, h->api_key_len)
+						      : http_key_ok(h->auth, h->auth_len));
 	g->announced = h->chunked || h->cl > LINGER_TRUSTED_MAX ? LINGER_TRUSTED_MAX : h->cl;
 	if (h->bad) {
 		gate_refuse(g, 400, "bad_request", NULL, "%s", h->bad);
 		return false;
 	}
-	if (!g->trusted && strcmp(h->path, "/healthz") != 0) {
+	/* The E2B listener's clients authenticate in their surface (X-API-KEY, access tokens). */
+	if (!g->trusted && f->kind != LISTEN_E2B && strcmp(h->path, "/healthz") != 0) {
 		gate_refuse(g, 401, "unauthorized", NULL, "a valid API key is needed (Authorization: Bearer KEY)");
 		return false;
 	}
-	int r = http_route_body_limit(h->method, h->path, &max_body, allow, sizeof(allow));
+	const struct surface *sf = NULL;
+	const char *why = NULL;
+	int r = http_route_body_limit(f->kind, h->method, h->path, &max_body, allow, sizeof(allow),
+				      &sf);
 	if (r == -EOPNOTSUPP) {
 		char hdr[128];
 		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
@@ -213,6 +221,15 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 	}
 	if (r == -ENOENT || h->method < 0) {
 		gate_refuse(g, 404, "not_found", NULL, "no such route: %.300s", h->path);
+		return false;
+	}
+	if (sf && sf->keyed && !g->trusted) { /* a keyed surface of the E2B listener */
+		gate_refuse(g, 401, "unauthorized", NULL, "a valid API key is needed (X-API-KEY)");
+		return false;
+	}
+	int st = sf && sf->admit && max_body > API_MAX_BODY ? sf->admit(h, &why) : 0;
+	if (st) { /* an upload its surface will not take from this head */
+		gate_refuse(g, st, st == 401 ? "unauthorized" : "unavailable", NULL, "%s", why);
 		return false;
 	}
 	if (!may_have_body(h->method) && (h->chunked || h->cl > 0)) {

@@ -472,16 +472,19 @@ static bool match(const char *pattern, char *path, const char *params[2])
 	return true;
 }
 
+struct api_key *http_api_key(const char *key, size_t len)
+{
+	for (size_t i = 0; key && i < D.n_keys; i++)
+		if (strlen(D.keys[i].key) == len && CRYPTO_memcmp(D.keys[i].key, key, len) == 0)
+			return &D.keys[i];
+	return NULL;
+}
+
 static struct api_key *key_find(const char *h, size_t hlen)
 {
 	if (!h || hlen < 7 || strncasecmp(h, "Bearer ", 7) != 0)
 		return NULL;
-	const char *key = h + 7;
-	size_t len = hlen - 7;
-	for (size_t i = 0; i < D.n_keys; i++)
-		if (strlen(D.keys[i].key) == len && CRYPTO_memcmp(D.keys[i].key, key, len) == 0)
-			return &D.keys[i];
-	return NULL;
+	return http_api_key(h + 7, hlen - 7);
 }
 
 bool http_key_ok(const char *authorization, size_t len)
@@ -537,14 +540,15 @@ static bool route_match(const struct route *rt, const char *raw, char path[520],
 /* The route of @method and @raw (a path, a trailing slash allowed) in the first surface that
  * has one, its parameters cut out of @path; NULL with -ENOENT (no such path) or -EOPNOTSUPP
  * (not with @method; @allow lists the methods that are) in @ret_r. */
-static const struct route *route_find(int method, const char *raw, char path[520],
-				      const char *params[2], char *allow, size_t allow_size, int *ret_r)
+static const struct route *route_find(enum listener lst, int method, const char *raw,
+				      char path[520], const char *params[2], char *allow,
+				      size_t allow_size, int *ret_r)
 {
 	bool path_known = false;
 	if (allow_size)
 		allow[0] = '\0';
 	for (size_t k = 0; k < n_surfaces; k++)
-		for (size_t i = 0; i < surfaces[k]->n; i++) {
+		for (size_t i = 0; (surfaces[k]->listeners & (1u << lst)) && i < surfaces[k]->n; i++) {
 			const struct route *rt = &surfaces[k]->routes[i];
 			if (!route_match(rt, raw, path, params))
 				continue;
@@ -561,37 +565,50 @@ static const struct route *route_find(int method, const char *raw, char path[520
 	return NULL;
 }
 
-/* The surface whose table has @req's path (its errors are rendered its way); the first one
- * for a path none has, NULL before http_start(). */
+/* The surface of @req's listener whose table has its path (its errors are rendered its
+ * way); for a path none has, the listener's first; NULL before http_start(). */
 static const struct surface *surface_of(struct evhttp_request *req)
 {
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
 	const char *params[2];
 	char path[520];
-	for (size_t k = 0; raw && k < n_surfaces; k++)
-		for (size_t i = 0; i < surfaces[k]->n; i++)
+	int l = front_listener(req);
+	unsigned on = l < 0 ? ~0u : 1u << l;
+	const struct surface *first = NULL;
+	for (size_t k = 0; k < n_surfaces; k++) {
+		if (!(surfaces[k]->listeners & on))
+			continue;
+		first = first ? first : surfaces[k];
+		for (size_t i = 0; raw && i < surfaces[k]->n; i++)
 			if (route_match(&surfaces[k]->routes[i], raw, path, params))
 				return surfaces[k];
-	return n_surfaces ? surfaces[0] : NULL;
+	}
+	return first ? first : n_surfaces ? surfaces[0] : NULL;
 }
 
-int http_route_body_limit(int method, const char *raw, size_t *ret_max, char *allow,
-			  size_t allow_size)
+int http_route_body_limit(enum listener l, int method, const char *raw, size_t *ret_max,
+			  char *allow, size_t allow_size, const struct surface **ret_sf)
 {
 	char path[520];
 	const char *params[2];
 	int r = 0;
 	if (strlen(raw) > 512)
 		raw = "/"; /* dispatch refuses it; the smallest limit meanwhile */
-	const struct route *rt = route_find(method, raw, path, params, allow, allow_size, &r);
+	const struct surface *sf = NULL;
+	const struct route *rt = route_find(l, method, raw, path, params, allow, allow_size, &r);
+	for (size_t k = 0; rt && k < n_surfaces; k++)
+		if (rt >= surfaces[k]->routes && rt < surfaces[k]->routes + surfaces[k]->n)
+			sf = surfaces[k];
 	*ret_max = rt ? body_max(rt->body) : API_MAX_BODY;
+	*ret_sf = sf;
 	return rt ? 0 : r;
 }
 
 static void dispatch(struct evhttp_request *req, void *arg)
 {
-	bool tcp = arg != NULL;
+	enum listener l = (enum listener)(uintptr_t)arg;
+	bool tcp = l != LISTEN_UNIX;
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
 	struct ctx c = {.req = req, .query = uri ? evhttp_uri_get_query(uri) : NULL};
@@ -604,14 +621,14 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		return;
 	}
 	/* /healthz answers anyone (load balancers); everything else over TCP needs a key. */
-	if (tcp && strcmp(raw, "/healthz") != 0 && !(c.principal = authenticate(req))) {
+	if (l == LISTEN_TCP && strcmp(raw, "/healthz") != 0 && !(c.principal = authenticate(req))) {
 		reply_error(req, API_ERR_UNAUTHORIZED, "a valid API key is needed (Authorization: Bearer KEY)");
 		return;
 	}
 	char path[520], allow[96];
 	const char *params[2];
 	int r = 0;
-	const struct route *rt = route_find(evhttp_request_get_command(req), raw, path, params,
+	const struct route *rt = route_find(l, evhttp_request_get_command(req), raw, path, params,
 					    allow, sizeof(allow), &r);
 	if (!rt && r == -EOPNOTSUPP) {
 		char msg[600];
@@ -639,7 +656,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	rt->fn(&c);
 }
 
-static struct evhttp *new_http(bool tcp)
+static struct evhttp *new_http(enum listener l)
 {
 	struct evhttp *http = evhttp_new(D.base);
 	if (!http)
@@ -656,7 +673,7 @@ static struct evhttp *new_http(bool tcp)
 						 EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
 						 EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
 						 EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
-	evhttp_set_gencb(http, dispatch, tcp ? (void *)1 : NULL);
+	evhttp_set_gencb(http, dispatch, (void *)(uintptr_t)l);
 	return http;
 }
 
@@ -703,6 +720,26 @@ static int socket_gid(gid_t *ret)
 	return 0;
 }
 
+/* Listener @l on @addr (HOST:PORT, from option @opt) into *@ret. */
+static int tcp_start(struct evhttp **ret, const char *opt, const char *addr, enum listener l)
+{
+	char host[256];
+	const char *colon = strrchr(addr, ':');
+	if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof(host)) {
+		log_error("%s '%s': expected HOST:PORT", opt, addr);
+		return -EINVAL;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
+	*ret = new_http(l);
+	struct evhttp_bound_socket *b =
+		*ret ? evhttp_bind_socket_with_handle(*ret, host, atoi(colon + 1)) : NULL;
+	if (!b) {
+		log_error("listen on %s: %m", addr);
+		return -EADDRINUSE;
+	}
+	return front_attach(*ret, b, l);
+}
+
 int http_start(const struct surface *const *list, size_t n)
 {
 	surfaces = list;
@@ -711,7 +748,7 @@ int http_start(const struct surface *const *list, size_t n)
 	int r = socket_gid(&gid);
 	if (r < 0)
 		return r;
-	D.http_unix = new_http(false);
+	D.http_unix = new_http(LISTEN_UNIX);
 	if (!D.http_unix)
 		return -ENOMEM;
 	int fd = unix_listen(D.cfg.socket_path, gid);
@@ -725,24 +762,13 @@ int http_start(const struct surface *const *list, size_t n)
 		close(fd);
 		return -EIO;
 	}
-	if ((r = front_attach(D.http_unix, b, false)) < 0)
+	if ((r = front_attach(D.http_unix, b, LISTEN_UNIX)) < 0)
 		return r;
-	if (!D.cfg.listen)
-		return 0;
-	char host[256];
-	const char *colon = strrchr(D.cfg.listen, ':');
-	if (!colon || colon == D.cfg.listen || (size_t)(colon - D.cfg.listen) >= sizeof(host)) {
-		log_error("--listen '%s': expected HOST:PORT", D.cfg.listen);
-		return -EINVAL;
-	}
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - D.cfg.listen), D.cfg.listen);
-	D.http_tcp = new_http(true);
-	b = D.http_tcp ? evhttp_bind_socket_with_handle(D.http_tcp, host, atoi(colon + 1)) : NULL;
-	if (!b) {
-		log_error("listen on %s: %m", D.cfg.listen);
-		return -EADDRINUSE;
-	}
-	return front_attach(D.http_tcp, b, true);
+	if (D.cfg.listen && (r = tcp_start(&D.http_tcp, "--listen", D.cfg.listen, LISTEN_TCP)) < 0)
+		return r;
+	if (D.cfg.e2b_listen)
+		r = tcp_start(&D.http_e2b, "--e2b-listen", D.cfg.e2b_listen, LISTEN_E2B);
+	return r;
 }
 
 void http_stop(void)
@@ -752,7 +778,9 @@ void http_stop(void)
 		evhttp_free(D.http_unix);
 	if (D.http_tcp)
 		evhttp_free(D.http_tcp);
-	D.http_unix = D.http_tcp = NULL;
+	if (D.http_e2b)
+		evhttp_free(D.http_e2b);
+	D.http_unix = D.http_tcp = D.http_e2b = NULL;
 	front_stop();
 	unlink(D.cfg.socket_path);
 }

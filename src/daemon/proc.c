@@ -432,8 +432,10 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 static int proc_frame(struct chan *ch, const struct frame *f)
 {
 	struct proc *p = OWNER_OF(ch, struct proc, ch);
+	/* Nothing may follow EXIT but the ERROR of a STDIN or SIGNAL that crossed it on the way
+	 * (the agent answers those ESRCH once the process is reaped). */
 	if (p->exited)
-		return -EPROTO; /* nothing may follow EXIT */
+		return f->type == FRAME_ERROR ? 0 : -EPROTO;
 	switch (f->type) {
 	case FRAME_SPAWNED: {
 		struct frame_spawned sp;

@@ -2,6 +2,7 @@
  * single spaces; a header line is NAME ":" value, the name exact (case aside), the value
  * trimmed of blanks; Content-Length is digits only; Transfer-Encoding is "chunked" or the
  * request is refused. */
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
@@ -45,6 +46,12 @@ static bool request_line(const char *l, size_t len, struct reqhead *h)
 		plen = sizeof(h->path) - 1; /* a path this long is refused by the router */
 	memcpy(h->path, sp1 + 1, plen);
 	h->path[plen] = '\0';
+	const char *q = memchr(sp1 + 1, '?', sp2 - sp1 - 1);
+	if (q) {
+		const char *qe = memchr(q + 1, '#', sp2 - q - 1);
+		h->query = q + 1;
+		h->query_len = (qe ? qe : sp2) - q - 1;
+	}
 	return true;
 }
 
@@ -86,6 +93,31 @@ static const char *content_length(const char *v, size_t vl, struct reqhead *h)
 	return NULL;
 }
 
+/* The headers whose value the head keeps (the last of each), where. */
+static const struct {
+	const char *name;
+	size_t v, n;
+} kept_headers[] = {
+	{"Authorization", offsetof(struct reqhead, auth), offsetof(struct reqhead, auth_len)},
+	{"X-API-KEY", offsetof(struct reqhead, api_key), offsetof(struct reqhead, api_key_len)},
+	{"Host", offsetof(struct reqhead, host), offsetof(struct reqhead, host_len)},
+	{"E2b-Sandbox-Id", offsetof(struct reqhead, sandbox_id), offsetof(struct reqhead, sandbox_id_len)},
+	{"X-Access-Token", offsetof(struct reqhead, access_token),
+	 offsetof(struct reqhead, access_token_len)},
+};
+
+static void kept(const char *l, size_t len, struct reqhead *h)
+{
+	const char *v;
+	size_t vl;
+	for (size_t i = 0; i < ELEMENTSOF(kept_headers); i++)
+		if (header_is(l, len, kept_headers[i].name, &v, &vl)) {
+			*(const char **)((char *)h + kept_headers[i].v) = v;
+			*(size_t *)((char *)h + kept_headers[i].n) = vl;
+			return;
+		}
+}
+
 static const char *header(const char *l, size_t len, struct reqhead *h)
 {
 	const char *v;
@@ -100,9 +132,8 @@ static const char *header(const char *l, size_t len, struct reqhead *h)
 		if (h->chunked || vl != 7 || strncasecmp(v, "chunked", 7) != 0)
 			return "Transfer-Encoding other than one 'chunked'";
 		h->chunked = true;
-	} else if (header_is(l, len, "Authorization", &v, &vl)) {
-		h->auth = v;
-		h->auth_len = vl;
+	} else {
+		kept(l, len, h);
 	}
 	return NULL;
 }

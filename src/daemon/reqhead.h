@@ -6,7 +6,7 @@
  *
  * Pure: no allocation, no state; @buf need not be NUL-terminated. It reads what decides whether
  * and how a body follows (method, Content-Length, Transfer-Encoding) and who asks
- * (Authorization), as evhttp 2.1 will read them, and refuses what evhttp could read otherwise
+ * (Authorization; X-API-KEY for the E2B surface), as evhttp 2.1 will read them, and refuses what evhttp could read otherwise
  * than we do: folded lines, repeated or malformed framing headers, both framings at once, a
  * request line that is not METHOD SP TARGET SP HTTP/1.x, a header line without a colon.
  */
@@ -23,6 +23,13 @@ struct reqhead {
 	char path[REQHEAD_PATH_MAX];	/* the target up to '?' or '#', cut (not refused) if longer */
 	const char *auth;		/* the Authorization value, trimmed, inside the buffer */
 	size_t auth_len;
+	const char *api_key;		/* the X-API-KEY value (E2B's), trimmed, inside the buffer */
+	size_t api_key_len;
+	/* For the E2B surface's admission of an upload (e2b_envd.c), inside the buffer too: */
+	const char *query;		/* the target after '?', up to '#' */
+	size_t query_len;
+	const char *host, *sandbox_id, *access_token; /* Host, E2b-Sandbox-Id, X-Access-Token */
+	size_t host_len, sandbox_id_len, access_token_len;
 	bool has_cl, chunked;
 	uint64_t cl;
 	const char *bad;		/* NULL, or why the head is refused */

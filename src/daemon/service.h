@@ -119,6 +119,9 @@ int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret
  * sandbox was not created with. */
 int svc_secret_put(struct sbx *s, const struct api_secret_put *p, json_t **ret, struct svc_err *err);
 int svc_secret_delete(struct sbx *s, const char *name, struct svc_err *err);
+/* What the kernel counts for @s now, for a surface's metrics: {timestamp, uptime_ms, cpu_ms,
+ * cpus, memory_bytes (the peak so far), memory_limit_bytes, disk_used_bytes, disk_bytes}. */
+int svc_sandbox_metrics(struct sbx *s, json_t **ret, struct svc_err *err);
 json_t *svc_runtimes(void);
 json_t *svc_health(void);
 

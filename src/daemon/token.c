@@ -62,6 +62,23 @@ static char *sign(const char *a, const char *b)
 	return asprintf(&out, "%s.%s", input, sig) < 0 ? NULL : out;
 }
 
+bool token_derive(const char *label, const char *msg, char ret[65])
+{
+	uint8_t mac[EVP_MAX_MD_SIZE];
+	unsigned mlen = 0;
+	_cleanup_free_ char *input = NULL;
+	if (!key || asprintf(&input, "%s:%s", label, msg) < 0) {
+		input = NULL;
+		return false;
+	}
+	if (!HMAC(EVP_sha256(), key, KEY_LEN, (const uint8_t *)input, strlen(input), mac, &mlen) ||
+	    mlen != 32)
+		return false;
+	for (unsigned i = 0; i < mlen; i++)
+		snprintf(ret + 2 * i, 3, "%02x", mac[i]);
+	return true;
+}
+
 char *token_issue(const struct sbx *s)
 {
 	if (!key)

@@ -822,4 +822,5 @@ static const struct route v1_routes[] = {
 
 const struct surface v1_surface = {
 	"v1", v1_routes, ELEMENTSOF(v1_routes), api_error_render,
+	(1u << LISTEN_UNIX) | (1u << LISTEN_TCP),
 };

@@ -116,5 +116,5 @@ def test_service_functions_are_short(name):
 def test_the_surfaces_are_a_list():
     """http.c knows no surface by name: main.c hands it the list, a second surface is a row."""
     assert "v1_surface" not in source("http.c")
-    assert re.search(r"surfaces\[\] = \{&v1_surface\}", source("main.c"))
+    assert re.search(r"surfaces\[\] = \{&v1_surface[,}]", source("main.c"))
     assert "render_error" in source("http.c")

@@ -51,6 +51,25 @@ static void test_simple(void **state)
 	assert_int_equal(h.auth_len, 11);
 	assert_memory_equal(h.auth, "Bearer k123", 11);
 
+	assert_null(h.api_key);
+
+	h = parse("POST /sandboxes HTTP/1.1\r\nx-api-key: e2b_00ff \r\ncontent-length: 2\r\n\r\n");
+	assert_null(h.bad);
+	assert_null(h.auth);
+	assert_int_equal(h.api_key_len, 8);
+	assert_memory_equal(h.api_key, "e2b_00ff", 8);
+
+	h = parse("POST /files?path=/a&signature=v1_x#f HTTP/1.1\r\nHost: 49983-abc.e2b.test\r\n"
+		  "E2b-Sandbox-Id: abc\r\nX-Access-Token:  t0k \r\n\r\n");
+	assert_null(h.bad);
+	assert_string_equal(h.path, "/files");
+	assert_int_equal(h.query_len, 22);
+	assert_memory_equal(h.query, "path=/a&signature=v1_x", 22);
+	assert_memory_equal(h.host, "49983-abc.e2b.test", h.host_len);
+	assert_memory_equal(h.sandbox_id, "abc", h.sandbox_id_len);
+	assert_int_equal(h.access_token_len, 3);
+	assert_memory_equal(h.access_token, "t0k", 3);
+
 	h = parse("POST /v1/sandboxes HTTP/1.0\nTransfer-Encoding: Chunked\n\n");
 	assert_null(h.bad);
 	assert_int_equal(h.method, EVHTTP_REQ_POST);

@@ -1,0 +1,107 @@
+// bench_e2b.mjs: E2B's SDK against cordond's E2B surface, and Cordon's own API from the same
+// node process in the same run (bench_e2b.py starts cordond and runs this). Prints one JSON
+// line. Environment: E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY (the E2B listener),
+// CORDON_URL (--listen), BENCH_N (iterations), BENCH_BIG (bytes of the big file, 0: none).
+// tests/e2b's copy of the SDK, as its package-lock.json pins it (npm ci there)
+const { Sandbox } = await import(new URL('../tests/e2b/node_modules/e2b/dist/index.mjs', import.meta.url))
+
+const N = Number(process.env.BENCH_N ?? 50)
+const BIG = Number(process.env.BENCH_BIG ?? 100 << 20)
+const V1 = process.env.CORDON_URL
+const auth = { Authorization: `Bearer ${process.env.E2B_API_KEY}`, 'Content-Type': 'application/json' }
+
+const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6
+const now = () => process.hrtime.bigint()
+function stats(xs) {
+  const s = [...xs].sort((a, b) => a - b)
+  const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))]
+  return { p50_ms: +q(0.5).toFixed(3), p99_ms: +q(0.99).toFixed(3), n: s.length }
+}
+
+async function v1(method, path, body) {
+  const r = await fetch(`${V1}${path}`, { method, headers: auth, body: body && JSON.stringify(body) })
+  if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`)
+  return r.status === 204 ? null : r.json()
+}
+
+// Sandbox.create() to the end of its first commands.run('true'), against POST /v1/sandboxes
+// then POST .../exec ["true"], with the same network (@internet: E2B's default, Cordon's
+// "public"; else none); interleaved, each sandbox killed after (not timed).
+async function createToFirstCommand(internet) {
+  const e2b = [], own = []
+  for (let i = 0; i < N; i++) {
+    let t = now()
+    const sbx = await Sandbox.create({ timeoutMs: 60_000, allowInternetAccess: internet })
+    await sbx.commands.run('true')
+    e2b.push(ms(t))
+    await sbx.kill()
+    t = now()
+    const s = await v1('POST', '/v1/sandboxes', { timeout_s: 60, network: { policy: internet ? 'public' : 'deny' } })
+    await v1('POST', `/v1/sandboxes/${s.id}/exec`, { argv: ['true'] })
+    own.push(ms(t))
+    await v1('DELETE', `/v1/sandboxes/${s.id}`)
+  }
+  return { e2b: stats(e2b), cordon: stats(own) }
+}
+
+// commands.run('true') (which runs `/bin/bash -l -c true`) against exec ["true"] and, to
+// tell the surface's cost from the login shell's, exec of the same argv.
+async function commandRoundTrip(sbx, id) {
+  const e2b = [], own = [], same = []
+  for (let i = 0; i < N; i++) {
+    let t = now()
+    await sbx.commands.run('true')
+    e2b.push(ms(t))
+    t = now()
+    await v1('POST', `/v1/sandboxes/${id}/exec`, { argv: ['true'] })
+    own.push(ms(t))
+    t = now()
+    await v1('POST', `/v1/sandboxes/${id}/exec`, { argv: ['/bin/bash', '-l', '-c', 'true'] })
+    same.push(ms(t))
+  }
+  return { e2b: stats(e2b), cordon: stats(own), cordon_bash_l: stats(same) }
+}
+
+async function timed(runs, fn) {
+  const xs = []
+  for (let i = 0; i < runs; i++) {
+    const t = now()
+    await fn()
+    xs.push(ms(t))
+  }
+  return stats(xs)
+}
+
+// files.write then files.read of @bytes, each measured on its own (a failure is reported).
+async function fileRoundTrip(sbx, bytes, runs) {
+  const data = new Uint8Array(bytes).map((_, i) => (i * 31) & 255)
+  const out = {}
+  for (const [name, fn] of [
+    ['write', () => sbx.files.write('/tmp/bench.bin', data.buffer)],
+    ['read', async () => {
+      const back = await sbx.files.read('/tmp/bench.bin', { format: 'bytes' })
+      if (back.length !== bytes) throw new Error(`read ${back.length} of ${bytes} bytes`)
+    }],
+  ]) {
+    try {
+      out[name] = await timed(runs, fn)
+    } catch (e) {
+      out[name] = { error: String(e.message ?? e).slice(0, 160) }
+    }
+  }
+  return out
+}
+
+const out = { bench: 'e2b', n: N }
+out.create_to_first_command = await createToFirstCommand(true)
+out.create_to_first_command_no_network = await createToFirstCommand(false)
+const sbx = await Sandbox.create({ timeoutMs: 600_000 })
+const own = await v1('POST', '/v1/sandboxes', { timeout_s: 600 })
+out.command = await commandRoundTrip(sbx, own.id)
+out.file_1mib = await fileRoundTrip(sbx, 1 << 20, Math.min(N, 20))
+if (BIG) {
+  out.file_big = { bytes: BIG, ...(await fileRoundTrip(sbx, BIG, 3)) }
+}
+await sbx.kill()
+await v1('DELETE', `/v1/sandboxes/${own.id}`)
+console.log(JSON.stringify(out))
