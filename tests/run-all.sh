@@ -120,6 +120,10 @@ bench_gvisor() { $PY bench/bench_gvisor.py --quick; local r=$?; [ $r = 2 ] && { 
 stage "bench gvisor (quick)" bench_gvisor
 bench_sdk() { $PY bench/bench_sdk.py --quick; local r=$?; [ $r = 2 ] && return 0; return $r; }
 stage "bench sdk (quick)" bench_sdk
+stage "bench egress (quick)" $PY bench/bench_egress.py --quick
+stage "bench snapshots (quick)" $PY bench/bench_snapshot.py --quick
+stage "bench storage (quick)" $PY bench/bench_storage.py --quick
+stage "bench e2b (quick)" $PY bench/bench_e2b.py --quick
 
 $PY - "$results" "$stage_fail" <<'PYEOF'
 import sys, glob, xml.etree.ElementTree as ET
