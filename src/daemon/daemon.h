@@ -131,6 +131,7 @@ struct sbx {
 	struct chan *chans;        /* every open agent channel but 0 */
 	struct audit_listener *listeners;
 	struct sbx_secrets *secrets; /* NULL: none. secrets.c; memory only, wiped at destroy */
+	struct code *code;         /* the code interpreter (svc_code.c); NULL until first used */
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
 	char *workdir;
@@ -367,6 +368,22 @@ bool daemon_settled(void);
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
  * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
 int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
+/* A long-lived process of the daemon's own in @s (svc_code.c's interpreter server): started
+ * like any (audited, as the template's USER, with the sandbox's environment), but not listed
+ * and not reachable by pid through the API. Its stdout and stderr go to @h->output, whether
+ * it started to @h->spawned (0, or the agent's errno), its end (or the sandbox's) to
+ * @h->exited, after which the process is freed. @h is borrowed until then or proc_own_kill(). */
+struct proc_hooks {
+	void (*output)(void *arg, int which, const void *data, size_t len);
+	void (*spawned)(void *arg, int errnum);
+	void (*exited)(void *arg);
+	void *arg;
+};
+struct proc *proc_spawn_own(struct sbx *s, const char *const *argv, const char *tag,
+			    const struct proc_hooks *h, struct svc_err *err);
+int proc_own_write(struct proc *p, const void *data, size_t len); /* to its stdin */
+/* SIGKILL; its hooks are not called again (the process is freed at its exit). */
+void proc_own_kill(struct proc *p);
 
 /* volumes.c */
 void volumes_start(void); /* its hooks, the sweep */

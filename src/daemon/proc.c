@@ -62,6 +62,9 @@ struct proc {
 	void (*ready_exit)(struct sbx *s, bool ok);
 	struct sub *subs;
 	struct event *watchdog;
+	/* The daemon's own (proc_spawn_own): hidden from the API; @hooks NULL once killed. */
+	bool own;
+	const struct proc_hooks *hooks;
 	struct proc *next;
 };
 
@@ -74,7 +77,7 @@ static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
 	if (!pid_s || *end || pid == 0 || pid > UINT32_MAX)
 		return NULL;
 	for (struct proc *p = s->procs; p; p = p->next)
-		if (p->spawned && p->pid == pid)
+		if (p->spawned && p->pid == pid && !p->own)
 			return p;
 	return NULL;
 }
@@ -177,6 +180,8 @@ static void proc_free(struct proc *p)
 static void proc_close(struct chan *ch)
 {
 	struct proc *p = OWNER_OF(ch, struct proc, ch);
+	if (p->hooks)
+		p->hooks->exited(p->hooks->arg);
 	rep_fail(&p->exec_rep, API_ERR_CONFLICT, "the sandbox was destroyed");
 	proc_free(p);
 }
@@ -357,7 +362,9 @@ static void proc_exited(struct proc *p)
 		sub_end(p, p->subs, NULL, 0);
 	void (*ready_exit)(struct sbx *, bool) = p->ready_exit;
 	bool ok = !p->ex.signal && p->ex.code == 0;
-	if (p->exec)
+	if (p->hooks)
+		p->hooks->exited(p->hooks->arg);
+	if (p->exec || p->own)
 		proc_free(p);
 	else
 		forget_old_exited(s);
@@ -380,6 +387,11 @@ static void output(struct proc *p, int which, const struct frame *f)
 	if (frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
 		return;
 	p->bytes_out += d.len;
+	if (p->own) {
+		if (p->hooks)
+			p->hooks->output(p->hooks->arg, which, d.data, d.len);
+		return;
+	}
 	if (p->exec) {
 		size_t have = evbuffer_get_length(p->out[which]);
 		size_t room = have < D.cfg.max_output ? D.cfg.max_output - have : 0;
@@ -410,6 +422,8 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
 		e = (struct frame_error){.errnum = EIO};
 	const char *msg = e.message ? e.message : strerror(e.errnum);
+	if (p->hooks)
+		p->hooks->spawned(p->hooks->arg, e.errnum ? (int)e.errnum : EIO);
 	if (spawn_quota(e.errnum))
 		rep_fail(p->exec ? &p->exec_rep : &p->start_rep, API_ERR_QUOTA_EXCEEDED,
 			 "no room for another process in sandbox %s (%s): at most %u run at once, "
@@ -441,6 +455,8 @@ static int proc_frame(struct chan *ch, const struct frame *f)
 			return -EPROTO;
 		p->pid = sp.pid;
 		p->spawned = true;
+		if (p->hooks)
+			p->hooks->spawned(p->hooks->arg, 0);
 		start_answer(p); /* only now is the answer 200 */
 		broadcast(p, start_event(p));
 		return 0;
@@ -624,6 +640,39 @@ int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct s
 	return 0;
 }
 
+struct proc *proc_spawn_own(struct sbx *s, const char *const *argv, const char *tag,
+			    const struct proc_hooks *h, struct svc_err *err)
+{
+	size_t n = 0;
+	while (argv[n] && n < FRAME_MAX_ARGV)
+		n++;
+	struct api_exec e = {.argv = (const char **)argv, .argc = n, .user = s->user_default,
+			     .tag = tag};
+	if (running(s) >= MAX_PROCS) {
+		svc_fail(err, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once", MAX_PROCS);
+		return NULL;
+	}
+	struct proc *p = proc_start(s, &e, false, err);
+	if (p) {
+		p->own = true;
+		p->hooks = h;
+	}
+	return p;
+}
+
+int proc_own_write(struct proc *p, const void *data, size_t len)
+{
+	return p->exited ? -EPIPE : send_stdin(p->s, p->ch.id, data, len, false);
+}
+
+void proc_own_kill(struct proc *p)
+{
+	struct frame_signal sig = {.signo = SIGKILL};
+	p->hooks = NULL;
+	if (!p->exited)
+		sbx_send(p->s, FRAME_SIGNAL, p->ch.id, &sig);
+}
+
 int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_reply *rp,
 		   struct svc_err *err)
 {
@@ -662,7 +711,7 @@ json_t *svc_proc_list(struct sbx *s)
 {
 	json_t *a = json_array();
 	for (struct proc *p = s->procs; p; p = p->next)
-		if (p->spawned && !p->exited && !p->exec)
+		if (p->spawned && !p->exited && !p->exec && !p->own)
 			json_array_append_new(a, proc_json(p));
 	return json_pack("{s:o}", "processes", a);
 }

@@ -229,6 +229,41 @@ bool api_volume_name_ok(const char *s, size_t len);
 int api_timeout_parse(const char *body, size_t len, uint32_t max_timeout_s, uint32_t *ret_timeout_s,
 		      struct cordon_err *err);
 
+/* ---- the code interpreter: POST /v1/sandboxes/{id}/code, .../code/contexts (code.c) ---- */
+
+#define API_MAX_CODE	     (1000 * 1000) /* bytes of a cell's code */
+#define API_MAX_CONTEXT_ID   64	   /* bytes of a context's id: [A-Za-z0-9_-] */
+#define API_MAX_CODE_TIMEOUT 3600  /* seconds a cell may be given */
+
+enum api_language { API_LANG_PYTHON };
+const char *api_language_name(enum api_language l);
+
+/* {code (required), language ("python"), context (NULL: the language's default), timeout_s
+ * (0: the default)} */
+struct api_code {
+	const char *code;
+	size_t code_len;
+	enum api_language language;
+	const char *context;
+	uint32_t timeout_s;
+
+	struct json_t *root_;
+};
+int api_code_parse(const char *body, size_t len, struct api_code **ret, struct cordon_err *err);
+struct api_code *api_code_free(struct api_code *c);
+
+/* {language ("python"), cwd (NULL: the sandbox's default)}; an empty body is {}. */
+struct api_code_context {
+	enum api_language language;
+	const char *cwd;
+
+	struct json_t *root_;
+};
+int api_code_context_parse(const char *body, size_t len, struct api_code_context **ret,
+			   struct cordon_err *err);
+struct api_code_context *api_code_context_free(struct api_code_context *c);
+bool api_context_id_ok(const char *s, size_t len);
+
 /* ---- POST /v1/sandboxes/{id}/fork ------------------------------------------------------- */
 
 #define API_MAX_FORK 100 /* children of one fork */
@@ -430,6 +465,7 @@ enum api_error {
 	API_ERR_VOLUME_EXISTS,	   /* 409: POST /v1/volumes of a name that is taken */
 	API_ERR_INSUFFICIENT_STORAGE, /* 507: more than the host's disk can hold */
 	API_ERR_UNSAFE_ARCHIVE,	   /* 400: a tar with '..', absolute names, links out, devices */
+	API_ERR_NO_INTERPRETER,	   /* 409: the sandbox's template has no code interpreter */
 	_API_ERR_MAX,
 };
 
