@@ -372,11 +372,12 @@ int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct s
  * like any (audited, as the template's USER, with the sandbox's environment), but not listed
  * and not reachable by pid through the API. Its stdout and stderr go to @h->output, whether
  * it started to @h->spawned (0, or the agent's errno), its end (or the sandbox's) to
- * @h->exited, after which the process is freed. @h is borrowed until then or proc_own_kill(). */
+ * @h->exited, after which the process is freed; stdin the agent refused to @h->refused. @h is borrowed until then or proc_own_kill(). */
 struct proc_hooks {
 	void (*output)(void *arg, int which, const void *data, size_t len);
 	void (*spawned)(void *arg, int errnum);
 	void (*exited)(void *arg);
+	void (*refused)(void *arg); /* the agent refused its stdin (its queue was full) */
 	void *arg;
 };
 struct proc *proc_spawn_own(struct sbx *s, const char *const *argv, const char *tag,
@@ -385,6 +386,8 @@ int proc_own_write(struct proc *p, const void *data, size_t len); /* to its stdi
 /* SIGKILL; its hooks are not called again (the process is freed at its exit). */
 void proc_own_kill(struct proc *p);
 
+/* svc_code.c: its hook (a sandbox's interpreter goes with it) */
+void code_start(void);
 /* volumes.c */
 void volumes_start(void); /* its hooks, the sweep */
 

@@ -457,6 +457,8 @@ static int proc_frame(struct chan *ch, const struct frame *f)
 		p->spawned = true;
 		if (p->hooks)
 			p->hooks->spawned(p->hooks->arg, 0);
+		else if (p->own) /* killed before it started */
+			proc_own_kill(p);
 		start_answer(p); /* only now is the answer 200 */
 		broadcast(p, start_event(p));
 		return 0;
@@ -476,6 +478,8 @@ static int proc_frame(struct chan *ch, const struct frame *f)
 	case FRAME_ERROR:
 		if (!p->spawned)
 			spawn_failed(p, f);
+		else if (p->hooks)
+			p->hooks->refused(p->hooks->arg); /* its stdin was: what it missed is lost */
 		return 0; /* a refused STDIN or SIGNAL: the process goes on */
 	default:
 		return -EPROTO;
@@ -669,7 +673,7 @@ void proc_own_kill(struct proc *p)
 {
 	struct frame_signal sig = {.signo = SIGKILL};
 	p->hooks = NULL;
-	if (!p->exited)
+	if (p->spawned && !p->exited) /* else SPAWNED sends it, or nothing runs */
 		sbx_send(p->s, FRAME_SIGNAL, p->ch.id, &sig);
 }
 
