@@ -615,7 +615,7 @@ int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp
 	json_t *m = op ? json_pack("{s:I, s:s, s:s, s:s%, s:I, s:I}", "id", (json_int_t)op->id,
 				   "op", "exec", "ctx", id, "code", req->code, req->code_len,
 				   "timeout_ms", (json_int_t)t * 1000, "max_bytes",
-				   (json_int_t)CODE_MAX_OUTPUT) : NULL;
+				   (json_int_t)(CODE_MAX_OUTPUT - CODE_MAX_OUTPUT / 16)) : NULL;
 	if (!op || send_line(c, m) < 0) {
 		if (op) {
 			op->rep = NULL; /* the caller answers */
@@ -675,9 +675,10 @@ int svc_code_context_delete(struct sbx *s, const char *id, struct svc_err *err)
 	if (!x)
 		return -1;
 	struct code *c = s->code;
-	if (c->p) /* the kernel goes after the cells queued before it */
-		send_line(c, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)++c->next_id, "op",
-				       "delete", "ctx", x->id));
+	struct code_op *op = c->p ? op_new(c, OP_QUIET, x->id, NULL, CODE_CTL_MS) : NULL;
+	if (op) /* the kernel goes after the cells queued before it; its "ok" is awaited */
+		send_line(c, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)op->id, "op", "delete",
+				       "ctx", x->id));
 	ctx_free(c, x);
 	return 0;
 }

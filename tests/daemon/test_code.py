@@ -1,0 +1,414 @@
+"""The code interpreter (POST /v1/sandboxes/{id}/code and its contexts) against a real cordond
+and a real `code-interpreter` template: Jupyter kernels in the sandbox, driven by the server the
+recipe installs, its output checked by cordond line by line.
+
+The module builds the template once (Debian's mirror, a few minutes; skipped with the reason
+when the host's apt sources name no Debian mirror or it cannot be reached). To reuse a store
+built before, set CORDON_TEST_CODE_STORE=DIR (it is built there when it has no template yet).
+Sandboxes are module-scoped: one for most tests, one for the hostile server.
+"""
+
+import base64
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import CORDON, REPO, assert_error, requires_daemon, start_daemon, wait_until
+
+pytestmark = requires_daemon
+RECIPE = os.path.join(REPO, "recipes", "code-interpreter")
+SERVER = "/usr/lib/cordon/code-interpreter"
+
+
+def debian_mirror():
+    """The first .../debian URI of the host's apt sources (as src/build reads them), or None."""
+    paths = ["/etc/apt/sources.list"]
+    d = "/etc/apt/sources.list.d"
+    if os.path.isdir(d):
+        paths += [os.path.join(d, f) for f in sorted(os.listdir(d))]
+    for p in paths:
+        try:
+            text = open(p).read()
+        except OSError:
+            continue
+        for uri in re.findall(r"(?:^deb\s+(?:\[[^\]]*\]\s+)?|^URIs:\s*)(\S+)", text, re.M):
+            if uri.rstrip("/").endswith("/debian"):
+                return uri
+    return None
+
+
+def mirror_unreachable():
+    if shutil.which("debootstrap") is None:
+        return "needs debootstrap (make deps installs it)"
+    uri = debian_mirror()
+    if not uri:
+        return "the host's apt sources name no Debian mirror"
+    u = urllib.parse.urlparse(uri)
+    try:
+        socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), 10).close()
+    except OSError as e:
+        return f"Debian's mirror {u.hostname} is unreachable ({e})"
+    return None
+
+
+@pytest.fixture(scope="module")
+def store():
+    why = mirror_unreachable()
+    keep = os.environ.get("CORDON_TEST_CODE_STORE")
+    d = keep or tempfile.mkdtemp(prefix="cordon-code-store-")
+    env = dict(os.environ, CORDON_TEMPLATES=d)
+    have = subprocess.run([CORDON, "template", "inspect", "code-interpreter"], env=env,
+                          capture_output=True, timeout=60).returncode == 0
+    if not have:
+        if why:
+            pytest.skip(why)
+        p = subprocess.run([CORDON, "template", "build", "code-interpreter", "-f",
+                            os.path.join(RECIPE, "Cordonfile"), "--context", RECIPE],
+                           env=env, capture_output=True, text=True, timeout=1800)
+        assert p.returncode == 0, f"the build failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    yield d
+    if not keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def daemon(store):
+    old = os.environ.get("CORDON_TEMPLATES")
+    os.environ["CORDON_TEMPLATES"] = store  # cordond inherits it
+    try:
+        d = start_daemon(pool=0, max_sandboxes=8, max_timeout=900)
+    finally:
+        if old is None:
+            os.environ.pop("CORDON_TEMPLATES")
+        else:
+            os.environ["CORDON_TEMPLATES"] = old
+    yield d
+    alive = d.alive()
+    d.cleanup()
+    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+
+
+@pytest.fixture(scope="module")
+def client(daemon):
+    return daemon.client(timeout=120)
+
+
+@pytest.fixture(scope="module")
+def sbx(client):
+    sb = client.create({"template": "code-interpreter", "timeout_s": 900,
+                        "limits": {"memory_mb": 2048}})
+    yield sb["id"]
+    client.destroy(sb["id"], missing_ok=True)
+
+
+def run(client, sid, code, **kw):
+    """One cell: (events, timings of each event's arrival in seconds from the request)."""
+    t0 = time.monotonic()
+    s = client.stream("POST", f"/v1/sandboxes/{sid}/code", dict(code=code, **kw), timeout=300)
+    assert not hasattr(s, "json"), f"the cell was refused: {s.describe()}"
+    assert s.headers.get("content-type", "").startswith("application/x-ndjson"), s.headers
+    evs, times = [], []
+    while (ev := s.next()) is not None:
+        evs.append(ev)
+        times.append(time.monotonic() - t0)
+    s.close()
+    assert evs and evs[-1]["type"] == "end", evs[-3:]
+    assert [e["type"] for e in evs].count("end") == 1, evs
+    return evs, times
+
+
+def cell(client, sid, code, **kw):
+    return run(client, sid, code, **kw)[0]
+
+
+def of(evs, t):
+    return [e for e in evs if e["type"] == t]
+
+
+def main_text(evs):
+    r = [e for e in of(evs, "result") if e["is_main"]]
+    return r[0]["data"]["text/plain"] if r else None
+
+
+def stdout(evs):
+    return "".join(e["text"] for e in of(evs, "stdout"))
+
+
+def ctx_path(sid, ctx=""):
+    return f"/v1/sandboxes/{sid}/code/contexts" + (f"/{ctx}" if ctx else "")
+
+
+# ---- cells and contexts ----
+
+def test_state_is_kept_between_cells(client, sbx):
+    evs = cell(client, sbx, "x = 41\nprint('hello')\nx + 1")
+    assert stdout(evs) == "hello\n" and main_text(evs) == "42", evs
+    assert set(evs[-1]) == {"type", "execution_count", "truncated", "timed_out"}, evs[-1]
+    assert evs[-1]["truncated"] is False and evs[-1]["timed_out"] is False
+    n = evs[-1]["execution_count"]
+    evs = cell(client, sbx, "x * 2")
+    assert main_text(evs) == "82" and evs[-1]["execution_count"] == n + 1, evs
+    evs = cell(client, sbx, "y = 3")  # no value: no main result
+    assert of(evs, "result") == [] and of(evs, "error") == [], evs
+
+
+def test_contexts_are_separate_kernels(client, sbx):
+    ctx = client.ok("POST", ctx_path(sbx), {"language": "python", "cwd": "/tmp"}, status=201)
+    assert set(ctx) == {"id", "language", "cwd"} and ctx["cwd"] == "/tmp", ctx
+    cell(client, sbx, "x = 'mine'", context=ctx["id"])
+    assert main_text(cell(client, sbx, "x", context=ctx["id"])) == "'mine'"
+    assert main_text(cell(client, sbx, "import os; os.getcwd()", context=ctx["id"])) == "'/tmp'"
+    assert main_text(cell(client, sbx, "x")) == "41"  # the default context's
+    pids = [main_text(cell(client, sbx, "import os; os.getpid()", **kw)) for kw in ({}, {"context": ctx["id"]})]
+    assert pids[0] != pids[1], pids
+    listed = client.ok("GET", ctx_path(sbx))["contexts"]
+    ids = {c["id"] for c in listed}
+    assert {ctx["id"], "default"} <= ids, listed
+    client.ok("DELETE", ctx_path(sbx, ctx["id"]), status=204)
+
+
+def test_stdout_and_stderr_stream_in_order(client, sbx):
+    code = ("import sys, time\nprint('a', flush=True)\nsys.stderr.write('b\\n'); sys.stderr.flush()\n"
+            "print('c', flush=True)\ntime.sleep(1.5)\nprint('d')")
+    evs, times = run(client, sbx, code)
+    streams = [(e["type"], e["text"]) for e in evs if e["type"] in ("stdout", "stderr")]
+    assert streams == [("stdout", "a\n"), ("stderr", "b\n"), ("stdout", "c\n"), ("stdout", "d\n")], evs
+    assert times[0] < times[-1] - 1.0, f"the first output came only with the end: {times}"
+
+
+def test_an_exception_gives_name_value_and_traceback(client, sbx):
+    evs = cell(client, sbx, "def f():\n    return 1 / 0\nf()")
+    errs = of(evs, "error")
+    assert len(errs) == 1, evs
+    e = errs[0]
+    assert set(e) == {"type", "name", "value", "traceback"}, e
+    assert e["name"] == "ZeroDivisionError" and e["value"] == "division by zero", e
+    assert "return 1 / 0" in e["traceback"] and "ZeroDivisionError" in e["traceback"], e
+    assert "\x1b[" not in e["traceback"], "the traceback has terminal colours"
+    assert main_text(cell(client, sbx, "x")) == "41"  # the kernel goes on
+
+
+def png_size(data):
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:16]
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_a_matplotlib_figure_comes_back_as_png(client, sbx):
+    evs = cell(client, sbx, "import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.title('t')")
+    pngs = [e for e in of(evs, "result") if "image/png" in e["data"]]
+    assert len(pngs) == 1, evs
+    data = base64.b64decode(pngs[0]["data"]["image/png"], validate=True)
+    w, h = png_size(data)
+    assert 200 <= w <= 4000 and 200 <= h <= 4000 and len(data) > 2000, (w, h, len(data))
+    assert pngs[0]["is_main"] is False  # a display, beside the cell's value (the title)
+
+
+def test_a_dataframe_is_html_and_json_records(client, sbx):
+    evs = cell(client, sbx, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', 'y']})")
+    data = [e for e in of(evs, "result") if e["is_main"]][0]["data"]
+    assert "<table" in data["text/html"] and "text/plain" in data, data
+    assert json.loads(data["application/json"]) == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}], data
+    big = cell(client, sbx, "pd.DataFrame({'n': range(5000)})")
+    rows = json.loads([e for e in of(big, "result") if e["is_main"]][0]["data"]["application/json"])
+    assert len(rows) == 1000, "the records are bounded"
+
+
+def test_the_output_of_a_cell_is_bounded(client, sbx):
+    evs, _ = run(client, sbx, "for i in range(120):\n    print('z' * 65536)")
+    assert evs[-1]["truncated"] is True, evs[-1]
+    total = sum(len(json.dumps(e)) for e in evs)
+    assert 1 << 20 < total <= (4 << 20) + (256 << 10), total
+    assert main_text(cell(client, sbx, "x")) == "41"
+
+
+def test_a_cell_past_its_timeout_is_interrupted(client, sbx):
+    t0 = time.monotonic()
+    evs = cell(client, sbx, "import time\ntime.sleep(60)", timeout_s=2)
+    took = time.monotonic() - t0
+    assert evs[-1]["timed_out"] is True and took < 15, (took, evs)
+    assert [e["name"] for e in of(evs, "error")] == ["KeyboardInterrupt"], evs
+    assert main_text(cell(client, sbx, "x")) == "41", "the interrupt kept the kernel's state"
+
+
+def test_a_cell_that_ignores_the_interrupt_gets_a_new_kernel(client, sbx):
+    ctx = client.ok("POST", ctx_path(sbx), {}, status=201)["id"]
+    cell(client, sbx, "keep = 1", context=ctx)
+    t0 = time.monotonic()
+    evs = cell(client, sbx, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                            "time.sleep(120)", context=ctx, timeout_s=2)
+    assert evs[-1]["timed_out"] is True and time.monotonic() - t0 < 40, evs
+    evs = cell(client, sbx, "keep", context=ctx)
+    assert [e["name"] for e in of(evs, "error")] == ["NameError"], evs
+    client.ok("DELETE", ctx_path(sbx, ctx), status=204)
+
+
+def test_restart_gives_a_fresh_kernel(client, sbx):
+    ctx = client.ok("POST", ctx_path(sbx), {"cwd": "/tmp"}, status=201)
+    cell(client, sbx, "z = 1", context=ctx["id"])
+    again = client.ok("POST", ctx_path(sbx, ctx["id"]) + "/restart", status=200)
+    assert again == ctx, again
+    evs = cell(client, sbx, "z", context=ctx["id"])
+    assert of(evs, "error")[0]["name"] == "NameError", evs
+    client.ok("DELETE", ctx_path(sbx, ctx["id"]), status=204)
+
+
+def test_a_deleted_context_is_gone(client, sbx):
+    ctx = client.ok("POST", ctx_path(sbx), {}, status=201)["id"]
+    client.ok("DELETE", ctx_path(sbx, ctx), status=204)
+    assert ctx not in {c["id"] for c in client.ok("GET", ctx_path(sbx))["contexts"]}
+    assert_error(client.post(f"/v1/sandboxes/{sbx}/code", {"code": "1", "context": ctx}), 404, "not_found")
+    assert_error(client.delete(ctx_path(sbx, ctx)), 404, "not_found")
+    assert_error(client.post(ctx_path(sbx, ctx) + "/restart"), 404, "not_found")
+
+
+@pytest.mark.parametrize("body, status, code", [
+    ({"code": "1", "context": "nope"}, 404, "not_found"),
+    ({"code": "1", "language": "cobol"}, 400, "invalid_field"),
+    ({"code": "1", "context": "../x"}, 400, "invalid_field"),
+    ({"code": "1", "timeout_s": 0}, 400, "invalid_field"),
+    ({"code": 5}, 400, "invalid_field"),
+    ({"language": "python"}, 400, "invalid_field"),
+    ({"code": "1", "colour": "red"}, 400, "unknown_field"),
+])
+def test_bad_requests_are_refused_by_name(client, sbx, body, status, code):
+    assert_error(client.post(f"/v1/sandboxes/{sbx}/code", body), status, code)
+
+
+def test_bad_context_requests_are_refused(client, sbx):
+    assert_error(client.post(ctx_path(sbx), {"language": "ruby"}), 400, "invalid_field")
+    assert_error(client.post(ctx_path(sbx), {"cwd": "relative"}), 400, "invalid_field")
+    assert_error(client.post(ctx_path(sbx), {"cwd": "/nonexistent-dir"}), 503, "unavailable")
+    assert "/nonexistent-dir" not in {c["cwd"] for c in client.ok("GET", ctx_path(sbx))["contexts"]}
+
+
+def test_contexts_are_bounded(client, sbx):
+    made = []
+    try:
+        while len(made) < 16:
+            r = client.post(ctx_path(sbx), {})
+            if r.status != 201:
+                assert_error(r, 429, "quota_exceeded")
+                break
+            made.append(r.json()["id"])
+        assert len(client.ok("GET", ctx_path(sbx))["contexts"]) == 8, made
+    finally:
+        for c in made:
+            client.delete(ctx_path(sbx, c))
+
+
+def test_a_sandbox_without_the_interpreter_is_409(client):
+    sb = client.create({})
+    try:
+        for _ in range(2):
+            assert_error(client.post(f"/v1/sandboxes/{sb['id']}/code", {"code": "1"}), 409, "no_interpreter")
+        assert_error(client.post(ctx_path(sb["id"]), {}), 409, "no_interpreter")
+        assert_error(client.get(ctx_path(sb["id"])), 409, "no_interpreter")
+        assert client.exec(sb["id"], cmd="echo alive")["stdout"] == "alive\n"
+    finally:
+        client.destroy(sb["id"])
+
+
+def test_the_interpreter_is_not_a_listed_process(client, sbx):
+    procs = client.ok("GET", f"/v1/sandboxes/{sbx}/processes")["processes"]
+    assert not [p for p in procs if p.get("tag") == "code-interpreter"], procs
+
+
+# ---- a hostile interpreter ----
+
+HOSTILE = r'''#!/usr/bin/python3
+import json, sys
+out = sys.stdout.buffer
+for line in sys.stdin:
+    req = json.loads(line)
+    rid = req["id"]
+    if req["op"] != "exec":
+        out.write(json.dumps({"id": rid, "type": "ok"}).encode() + b"\n")
+        out.flush()
+        continue
+    mode = req["code"]
+    end = json.dumps({"id": rid, "type": "end", "execution_count": 7, "truncated": False,
+                      "timed_out": False, "extra": "dropped"}).encode() + b"\n"
+    if mode == "echo":
+        out.write(json.dumps({"id": rid, "type": "stdout", "text": "fake", "x": 1}).encode() + b"\n")
+        out.write(json.dumps({"id": rid, "type": "result", "is_main": True,
+                              "data": {"text/plain": "1", "x-evil/type": "no"}}).encode() + b"\n" + end)
+    elif mode == "garbage":
+        out.write(b"\x00\xff{not json\n")
+    elif mode == "huge":
+        for _ in range(12):
+            out.write(b"A" * (1 << 20))
+        out.write(b"\n")
+    elif mode == "types":
+        out.write(json.dumps({"id": rid, "type": "stdout", "text": 5}).encode() + b"\n")
+    elif mode == "other_id":
+        out.write(json.dumps({"id": rid + 1000, "type": "stdout", "text": "x"}).encode() + b"\n")
+    elif mode == "deep":
+        out.write(b"[" * 100000 + b"]" * 100000 + b"\n")
+    elif mode == "result_types":
+        out.write(json.dumps({"id": rid, "type": "result", "is_main": "yes",
+                              "data": {"text/plain": ["a"]}}).encode() + b"\n")
+    elif mode == "exit":
+        sys.exit(3)
+    out.flush()
+'''
+
+
+@pytest.fixture(scope="module")
+def hostile(client):
+    sb = client.create({"template": "code-interpreter", "timeout_s": 900})
+    sid = sb["id"]
+    assert main_text(cell(client, sid, "1 + 1")) == "2"  # the real one, running
+    r = client.put(f"/v1/sandboxes/{sid}/files?path=/tmp/hostile", HOSTILE.encode())
+    assert r.status in (200, 201, 204), r.describe()
+    res = client.exec(sid, cmd=f"cp /tmp/hostile {SERVER} && chmod 0755 {SERVER}", user="root")
+    assert res["exit_code"] == 0, res
+    evs = cell(client, sid, "import os; os.kill(os.getppid(), 9)")  # the real server goes
+    assert of(evs, "error")[0]["name"] == "InterpreterError", evs
+    yield sid
+    client.destroy(sid, missing_ok=True)
+
+
+def violations(client, sid):
+    r = client.ok("GET", f"/v1/events?kind=agent.violation&sandbox={sid}")
+    return [json.loads(line) for line in r.text.splitlines() if line.strip()]
+
+
+def test_a_hostile_servers_events_are_rebuilt(client, hostile):
+    evs = cell(client, hostile, "echo")
+    assert evs == [{"type": "stdout", "text": "fake"},
+                   {"type": "result", "is_main": True, "data": {"text/plain": "1"}},
+                   {"type": "end", "execution_count": 7, "truncated": False, "timed_out": False}], evs
+
+
+@pytest.mark.parametrize("mode", ["garbage", "huge", "types", "other_id", "deep", "result_types"])
+def test_a_bad_line_ends_the_cell_and_is_reported(client, daemon, hostile, mode):
+    before = len(violations(client, hostile))
+    evs = cell(client, hostile, mode, timeout_s=30)
+    assert [e["type"] for e in evs] == ["error", "end"], evs
+    assert evs[0]["name"] == "InterpreterError", evs
+    assert len(violations(client, hostile)) > before
+    assert daemon.alive() and client.get("/healthz").status == 200
+    # The server may have been killed for too many violations; the next cell starts one again.
+    assert cell(client, hostile, "echo")[0] == {"type": "stdout", "text": "fake"}
+
+
+def test_a_server_that_exits_ends_its_cell_and_is_started_again(client, hostile):
+    evs = cell(client, hostile, "exit")
+    assert of(evs, "error")[0]["name"] == "InterpreterError", evs
+    assert cell(client, hostile, "echo")[0] == {"type": "stdout", "text": "fake"}
+
+
+def test_other_sandboxes_do_not_notice(client, hostile, sbx):
+    for mode in ("huge", "garbage", "huge"):
+        cell(client, hostile, mode)
+        assert main_text(cell(client, sbx, "x")) == "41"
