@@ -412,3 +412,53 @@ def test_other_sandboxes_do_not_notice(client, hostile, sbx):
     for mode in ("huge", "garbage", "huge"):
         cell(client, hostile, mode)
         assert main_text(cell(client, sbx, "x")) == "41"
+
+
+# ---- the Python SDK (here, to share the module's one template build) ----
+
+@pytest.fixture(scope="module")
+def sdk_sbx(daemon, sbx):
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "sdk", "python"))
+    import cordon
+    return cordon.Sandbox.connect(sbx, socket=daemon.sock)
+
+
+def test_sdk_run_code_streams_and_returns_an_execution(sdk_sbx):
+    seen = []
+    ex = sdk_sbx.run_code("import sys\nprint('out')\nprint('err', file=sys.stderr)\n6 * 7",
+                          on_stdout=lambda t: seen.append(("out", t)),
+                          on_stderr=lambda t: seen.append(("err", t)),
+                          on_result=lambda r: seen.append(("result", r.text)))
+    assert ex.text == "42" and ex.logs.stdout == ["out\n"] and ex.logs.stderr == ["err\n"], ex
+    assert seen == [("out", "out\n"), ("err", "err\n"), ("result", "42")], seen
+    assert ex.error is None and not ex.truncated and not ex.timed_out
+    ex = sdk_sbx.run_code("raise ValueError('no')")
+    assert (ex.error.name, ex.error.value) == ("ValueError", "no") and "raise" in ex.error.traceback
+    ex = sdk_sbx.run_code("import matplotlib.pyplot as plt; plt.plot([1])")
+    png = [r for r in ex.results if "png" in r.formats()][0].image_bytes("png")
+    assert png.startswith(b"\x89PNG")
+
+
+def test_sdk_contexts(sdk_sbx):
+    import cordon
+    ctx = sdk_sbx.create_code_context(cwd="/tmp")
+    assert ctx.cwd == "/tmp" and ctx.language == "python"
+    sdk_sbx.run_code("v = 'ctx'", context=ctx)
+    assert sdk_sbx.run_code("v", context=ctx.id).text == "'ctx'"
+    assert ctx.id in [c.id for c in sdk_sbx.list_code_contexts()]
+    assert sdk_sbx.restart_code_context(ctx) == ctx
+    assert sdk_sbx.run_code("v", context=ctx).error.name == "NameError"
+    sdk_sbx.remove_code_context(ctx)
+    with pytest.raises(cordon.NotFound):
+        sdk_sbx.run_code("1", context=ctx)
+
+
+def test_sdk_no_interpreter(daemon, client):
+    import cordon
+    sb = client.create({})
+    try:
+        with pytest.raises(cordon.NoInterpreter):
+            cordon.Sandbox.connect(sb["id"], socket=daemon.sock).run_code("1")
+    finally:
+        client.destroy(sb["id"])
