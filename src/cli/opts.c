@@ -175,7 +175,8 @@ static int cli_bind(const struct cli_option *o, const char *arg, void *field)
 #define LIMITS	(CLI_RUN | CLI_CREATE | CLI_TEMPLATE_BUILD)
 #define JSON_CMDS                                                                                  \
 	(CLI_CREATE | CLI_LS | CLI_INFO | CLI_TIMEOUT | CLI_NETWORK | CLI_LOGS |                    \
-	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS | CLI_VOLUME)
+	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS | CLI_VOLUME | \
+	 CLI_CODE)
 
 const struct cli_option cli_options[] = {
 	{"template", 0, "NAME", cli_string, F(template), SANDBOX, "template to start from [host]"},
@@ -197,6 +198,12 @@ const struct cli_option cli_options[] = {
 	 "kill the process after this long; 0: as long as the sandbox [60s]"},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_FORK,
 	 "the children's TTL, whole seconds [the parent's]"},
+	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_CODE,
+	 "interrupt the cell after this long, whole seconds [300s]"},
+	{"context", 0, "ID", cli_string, F(code_context), CLI_CODE,
+	 "the code context to run in [the language's default]"},
+	{"save-images", 0, "DIR", cli_string, F(save_images), CLI_CODE,
+	 "write images and PDFs into DIR as result-N.png (else noted by type and size)"},
 	{"count", 'n', "N", cli_count, F(count), CLI_FORK, "children to start, 1 to 100 [1]"},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_TEMPLATE_BUILD,
 	 "wall-clock limit of each RUN step"},
@@ -253,7 +260,7 @@ static const char *const cmd_names[] = {
 	"run", "create", "exec", "ls", "info", "kill", "timeout", "network", "logs", "cp",
 	"template build", "template import", "template ls", "template inspect", "template rm",
 	"template gc", "pause", "resume", "snapshot", "snapshot ls", "snapshot rm", "fork",
-	"volume",
+	"volume", "code",
 };
 
 const char *cli_cmd_name(enum cli_cmd cmd)

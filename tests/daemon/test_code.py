@@ -462,3 +462,30 @@ def test_sdk_no_interpreter(daemon, client):
             cordon.Sandbox.connect(sb["id"], socket=daemon.sock).run_code("1")
     finally:
         client.destroy(sb["id"])
+
+
+# ---- the CLI ----
+
+def cordon_code(daemon, *args, stdin=""):
+    return subprocess.run([CORDON, "code", "--socket", daemon.sock, *args], input=stdin.encode(),
+                          capture_output=True, timeout=120)
+
+
+def test_cli_code_reads_a_cell_from_stdin(daemon, sbx, tmp_path):
+    p = cordon_code(daemon, sbx, "-", stdin="print('from cli')\nx + 1")
+    assert p.returncode == 0 and p.stdout.decode() == "from cli\n42\n", p
+    p = cordon_code(daemon, sbx, "-", stdin="import matplotlib.pyplot as plt\nplt.plot([1, 2])\nNone")
+    assert p.returncode == 0 and re.fullmatch(rb"\[image/png: \d+ bytes\]\n", p.stdout), p
+    p = cordon_code(daemon, "--save-images", str(tmp_path), sbx, "-", stdin="plt.plot([3, 1]); None")
+    assert p.returncode == 0, p
+    png = (tmp_path / "result-1.png").read_bytes()
+    assert png_size(png)[0] > 100 and str(tmp_path).encode() in p.stdout, p
+    p = cordon_code(daemon, sbx, "-", stdin="1/0")
+    assert p.returncode == 1 and b"ZeroDivisionError" in p.stderr, p
+    p = cordon_code(daemon, "--json", sbx, "-", stdin="print(1)")
+    evs = [json.loads(line) for line in p.stdout.splitlines()]
+    assert p.returncode == 0 and evs[0] == {"type": "stdout", "text": "1\n"} and evs[-1]["type"] == "end", p
+    p = cordon_code(daemon, "--context", "nope", sbx, "-", stdin="1")
+    assert p.returncode == 1 and b"not_found" in p.stderr, p
+    p = cordon_code(daemon, "--timeout", "1", sbx, "-", stdin="import time; time.sleep(30)")
+    assert p.returncode not in (0, 1, 2, 3) and b"timed out" in p.stderr, p
