@@ -298,6 +298,7 @@ struct sbx_hooks {
 	void (*after)(void);         /* after a destroy, unless the daemon stops */
 	void (*ending)(struct sbx *s); /* destroyed, before its last audit record */
 	void (*final)(struct sbx *s);  /* reaped (its mounts gone), before it is freed */
+	void (*pooled)(struct sbx *s); /* HELLO_OK of a pooled sandbox: it waits to be claimed */
 };
 void sbx_hooks_add(const struct sbx_hooks *h); /* at start, before any sandbox exists */
 struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
@@ -380,14 +381,22 @@ struct proc_hooks {
 	void (*refused)(void *arg); /* the agent refused its stdin (its queue was full) */
 	void *arg;
 };
-struct proc *proc_spawn_own(struct sbx *s, const char *const *argv, const char *tag,
-			    const struct proc_hooks *h, struct svc_err *err);
+struct api_exec;
+struct proc *proc_spawn_own(struct sbx *s, const struct api_exec *e, const struct proc_hooks *h,
+			    struct svc_err *err);
+/* In a pooled sandbox (nobody's yet, its log not begun) the process.start record waits for
+ * this, which the claim calls after sandbox.create; -errno if it could not be written. */
+int proc_own_record(struct proc *p);
 int proc_own_write(struct proc *p, const void *data, size_t len); /* to its stdin */
 /* SIGKILL; its hooks are not called again (the process is freed at its exit). */
 void proc_own_kill(struct proc *p);
 
-/* svc_code.c: its hook (a sandbox's interpreter goes with it) */
+/* svc_code.c: its hooks (a pooled sandbox of a template with the interpreter starts it and
+ * its default kernel; a sandbox's interpreter goes with it) */
 void code_start(void);
+/* A warm pooled sandbox was claimed (after its sandbox.create record): the interpreter's
+ * deferred record, and the sandbox's environment as the request made it, to its kernels. */
+void code_claimed(struct sbx *s);
 /* volumes.c */
 void volumes_start(void); /* its hooks, the sweep */
 

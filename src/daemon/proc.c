@@ -65,6 +65,7 @@ struct proc {
 	/* The daemon's own (proc_spawn_own): hidden from the API; @hooks NULL once killed. */
 	bool own;
 	const struct proc_hooks *hooks;
+	json_t *record; /* a pooled sandbox's: its process.start, written at the claim */
 	struct proc *next;
 };
 
@@ -171,6 +172,7 @@ static void proc_free(struct proc *p)
 		if (p->out[i])
 			evbuffer_free(p->out[i]);
 	json_decref(p->argv);
+	json_decref(p->record);
 	free(p->cwd);
 	free(p->tag);
 	free(p);
@@ -550,7 +552,7 @@ static int send_stdin(struct sbx *s, uint32_t chan, const uint8_t *data, size_t 
 
 /* Starts @e in @s: the record, then SPAWN; NULL with @err set if it could not be. */
 static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exec,
-			       struct svc_err *err)
+			       bool defer_record, struct svc_err *err)
 {
 	const char *home = e->user == CORDON_USER_ROOT ? "/root" : "/home/user";
 	if (!e->cwd && s->workdir)
@@ -598,7 +600,12 @@ static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exe
 				   env_names(sp->envp, sp->envc));
 	if (fields && p->tag)
 		json_object_set_new(fields, "tag", json_string(p->tag));
-	int r = sbx_audit_rc(s, AUDIT_PROCESS_START, fields);
+	if (defer_record && !(p->record = fields)) {
+		proc_free(p);
+		svc_fail(err, API_ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	int r = defer_record ? 0 : sbx_audit_rc(s, AUDIT_PROCESS_START, fields);
 	if (r < 0) { /* nothing runs unrecorded */
 		proc_free(p);
 		svc_fail_audit(err, r);
@@ -637,31 +644,35 @@ int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct s
 	struct api_exec e = {.argv = args, .argc = n, .user = s->user_default,
 			     .timeout_s = ready_check ? 10 : 0, .tag = ready_check ? "ready" : "start"};
 	struct svc_err err; /* the daemon's own: nobody to tell but the caller */
-	struct proc *p = proc_start(s, &e, ready_check, &err);
+	struct proc *p = proc_start(s, &e, ready_check, false, &err);
 	if (!p)
 		return -EIO;
 	p->ready_exit = ready_exit;
 	return 0;
 }
 
-struct proc *proc_spawn_own(struct sbx *s, const char *const *argv, const char *tag,
-			    const struct proc_hooks *h, struct svc_err *err)
+struct proc *proc_spawn_own(struct sbx *s, const struct api_exec *e, const struct proc_hooks *h,
+			    struct svc_err *err)
 {
-	size_t n = 0;
-	while (argv[n] && n < FRAME_MAX_ARGV)
-		n++;
-	struct api_exec e = {.argv = (const char **)argv, .argc = n, .user = s->user_default,
-			     .tag = tag};
 	if (running(s) >= MAX_PROCS) {
 		svc_fail(err, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once", MAX_PROCS);
 		return NULL;
 	}
-	struct proc *p = proc_start(s, &e, false, err);
+	struct proc *p = proc_start(s, e, false, s->pooled, err);
 	if (p) {
 		p->own = true;
 		p->hooks = h;
 	}
 	return p;
+}
+
+int proc_own_record(struct proc *p)
+{
+	json_t *f = p->record;
+	p->record = NULL;
+	if (f)
+		json_object_set_new(f, "pooled", json_true());
+	return f ? sbx_audit_rc(p->s, AUDIT_PROCESS_START, f) : 0;
 }
 
 int proc_own_write(struct proc *p, const void *data, size_t len)
@@ -685,7 +696,7 @@ int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_repl
 				MAX_PROCS);
 	if (!e->user_given && s->user_default_set)
 		e->user = s->user_default; /* the template's USER */
-	struct proc *p = proc_start(s, e, exec, err);
+	struct proc *p = proc_start(s, e, exec, false, err);
 	if (!p)
 		return -1;
 	if (exec) {

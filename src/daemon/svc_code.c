@@ -20,6 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+
 #include <event2/buffer.h>
 
 #include "basic/log.h"
@@ -519,16 +523,26 @@ static struct code *code_of(struct sbx *s, struct svc_err *err)
 	return s->code = c;
 }
 
+/* Starts the server as @user with @env (beside the sandbox's) in @cwd (NULL: the user's home). */
+static int server_spawn(struct code *c, enum cordon_user user, const char **env, size_t n_env,
+			const char *cwd, struct svc_err *err)
+{
+	static const char *argv[] = {CODE_SERVER, NULL};
+	struct api_exec e = {.argv = argv, .argc = 1, .user = user, .cwd = cwd,
+			     .env = {.n = n_env}, .env_strv = env, .tag = "code-interpreter"};
+	c->p = proc_spawn_own(c->s, &e, &c->hooks, err);
+	return c->p ? 0 : -1;
+}
+
 /* The server running (started now if it was not, with every context made again in it). */
 static int server_ensure(struct code *c, struct svc_err *err)
 {
-	static const char *const argv[] = {CODE_SERVER, NULL};
 	if (c->none)
 		return svc_fail(err, API_ERR_NO_INTERPRETER, "sandbox %s: its template has no code "
 				"interpreter (" CODE_SERVER "); use the code-interpreter template", c->s->id);
 	if (c->p)
 		return 0;
-	if (!(c->p = proc_spawn_own(c->s, argv, "code-interpreter", &c->hooks, err)))
+	if (server_spawn(c, c->s->user_default, NULL, 0, NULL, err) < 0)
 		return -1;
 	for (struct code_ctx *x = c->ctxs; x; x = x->next) {
 		struct code_op *op = op_new(c, OP_QUIET, x->id, NULL, CODE_CTL_MS);
@@ -712,7 +726,64 @@ static void code_down(struct sbx *s)
 	s->code = NULL;
 }
 
-static const struct sbx_hooks code_hooks = {.down = code_down};
+/* ---- the warm pool ---- */
+
+/* Whether @s's template has the server (a file, not a link the host would follow). */
+static bool template_has_server(const struct sbx *s)
+{
+	char path[PATH_MAX + sizeof(CODE_SERVER)];
+	struct stat st;
+	if (!s->version)
+		return false;
+	snprintf(path, sizeof(path), "%s%s", s->version->rootfs, CODE_SERVER);
+	return fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+/* A pooled sandbox is up: with the interpreter, its server and the default context's kernel
+ * start now, as the template's USER with its ENV and WORKDIR (the claim applies them to the
+ * sandbox later), so that the first cell after the claim finds a warm kernel. */
+static void code_pooled(struct sbx *s)
+{
+	struct store_config cfg;
+	struct svc_err err = {};
+	struct code_ctx *x;
+	struct code *c;
+	if (!template_has_server(s) || store_config_read(s->version, &cfg, NULL) < 0)
+		return;
+	if ((c = code_of(s, &err)) &&
+	    server_spawn(c, cfg.user, cfg.env, cfg.n_env, cfg.workdir, &err) == 0 &&
+	    ctx_add(c, CODE_DEFAULT_CONTEXT, API_LANG_PYTHON, cfg.workdir, &x, &err) == 0)
+		ctx_start(c, x, OP_QUIET, NULL, &err);
+	store_config_done(&cfg);
+}
+
+void code_claimed(struct sbx *s)
+{
+	struct code *c = s->code;
+	if (!c->p)
+		return;
+	if (proc_own_record(c->p) < 0) { /* nothing runs unrecorded */
+		server_kill(c, "the code interpreter's audit record could not be written");
+		return;
+	}
+	json_t *env = json_object();
+	for (size_t i = 0; env && i < s->n_env; i++) {
+		const char *eq = strchr(s->env[i], '=');
+		if (eq && (size_t)(eq - s->env[i]) < 256) {
+			char k[256];
+			snprintf(k, sizeof(k), "%.*s", (int)(eq - s->env[i]), s->env[i]);
+			json_object_set_new(env, k, json_string(eq + 1));
+		}
+	}
+	struct code_op *op = env ? op_new(c, OP_QUIET, CODE_DEFAULT_CONTEXT, NULL, CODE_CTL_MS) : NULL;
+	if (!op)
+		json_decref(env);
+	if (!op || send_line(c, json_pack("{s:I, s:s, s:s, s:o}", "id", (json_int_t)op->id, "op",
+					  "env", "ctx", "*", "env", env)) < 0)
+		server_kill(c, "could not give the code interpreter its environment");
+}
+
+static const struct sbx_hooks code_hooks = {.down = code_down, .pooled = code_pooled};
 
 void code_start(void)
 {
