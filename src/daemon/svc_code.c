@@ -503,10 +503,33 @@ static void on_op_timeout(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the per-sandbox state ---- */
 
+/* Whether @s's template has the server (a file, not a link the host would follow). */
+static bool template_has_server(const struct sbx *s)
+{
+	char path[PATH_MAX + sizeof(CODE_SERVER)];
+	struct stat st;
+	if (!s->version)
+		return false;
+	snprintf(path, sizeof(path), "%s%s", s->version->rootfs, CODE_SERVER);
+	return fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+
+static int no_interpreter(const struct sbx *s, struct svc_err *err)
+{
+	return svc_fail(err, API_ERR_NO_INTERPRETER, "sandbox %s: its template has no code interpreter "
+			"(" CODE_SERVER "); use the code-interpreter template", s->id);
+}
+
+/* @s's state, made on first use: 409 for a sandbox whose template has no interpreter. */
 static struct code *code_of(struct sbx *s, struct svc_err *err)
 {
 	if (s->code)
 		return s->code;
+	if (!template_has_server(s)) {
+		no_interpreter(s, err);
+		return NULL;
+	}
 	struct code *c = calloc(1, sizeof(*c));
 	if (c && (!(c->line = evbuffer_new()) || !(c->pending = evbuffer_new()))) {
 		if (c->line)
@@ -538,8 +561,7 @@ static int server_spawn(struct code *c, enum cordon_user user, const char **env,
 static int server_ensure(struct code *c, struct svc_err *err)
 {
 	if (c->none)
-		return svc_fail(err, API_ERR_NO_INTERPRETER, "sandbox %s: its template has no code "
-				"interpreter (" CODE_SERVER "); use the code-interpreter template", c->s->id);
+		return no_interpreter(c->s, err);
 	if (c->p)
 		return 0;
 	if (server_spawn(c, c->s->user_default, NULL, 0, NULL, err) < 0)
@@ -677,8 +699,11 @@ int svc_code_context_list(struct sbx *s, json_t **ret, struct svc_err *err)
 
 static struct code_ctx *ctx_named(struct sbx *s, const char *id, struct svc_err *err)
 {
-	struct code_ctx *x = s->code ? ctx_find(s->code, id) : NULL;
-	if (!x)
+	struct code *c = code_of(s, err);
+	struct code_ctx *x = c && !c->none ? ctx_find(c, id) : NULL;
+	if (c && c->none)
+		no_interpreter(s, err);
+	else if (c && !x)
 		svc_fail(err, API_ERR_NOT_FOUND, "no code context %.64s in sandbox %s", id, s->id);
 	return x;
 }
@@ -728,17 +753,6 @@ static void code_down(struct sbx *s)
 
 /* ---- the warm pool ---- */
 
-/* Whether @s's template has the server (a file, not a link the host would follow). */
-static bool template_has_server(const struct sbx *s)
-{
-	char path[PATH_MAX + sizeof(CODE_SERVER)];
-	struct stat st;
-	if (!s->version)
-		return false;
-	snprintf(path, sizeof(path), "%s%s", s->version->rootfs, CODE_SERVER);
-	return fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
-}
-
 /* A pooled sandbox is up: with the interpreter, its server and the default context's kernel
  * start now, as the template's USER with its ENV and WORKDIR (the claim applies them to the
  * sandbox later), so that the first cell after the claim finds a warm kernel. */
@@ -749,7 +763,7 @@ static void code_pooled(struct sbx *s)
 	struct code_ctx *x;
 	struct code *c;
 	if (!template_has_server(s) || store_config_read(s->version, &cfg, NULL) < 0)
-		return;
+		return; /* no interpreter, or none to start yet */
 	if ((c = code_of(s, &err)) &&
 	    server_spawn(c, cfg.user, cfg.env, cfg.n_env, cfg.workdir, &err) == 0 &&
 	    ctx_add(c, CODE_DEFAULT_CONTEXT, API_LANG_PYTHON, cfg.workdir, &x, &err) == 0)

@@ -489,3 +489,40 @@ def test_cli_code_reads_a_cell_from_stdin(daemon, sbx, tmp_path):
     assert p.returncode == 1 and b"not_found" in p.stderr, p
     p = cordon_code(daemon, "--timeout", "1", sbx, "-", stdin="import time; time.sleep(30)")
     assert p.returncode not in (0, 1, 2, 3) and b"timed out" in p.stderr, p
+
+
+# ---- the warm pool ----
+
+def test_a_pooled_sandbox_has_its_kernel_warm(store):
+    old = os.environ.get("CORDON_TEMPLATES")
+    os.environ["CORDON_TEMPLATES"] = store
+    try:
+        d = start_daemon(pool=1, max_sandboxes=4, max_timeout=600)
+    finally:
+        if old is None:
+            os.environ.pop("CORDON_TEMPLATES")
+        else:
+            os.environ["CORDON_TEMPLATES"] = old
+    try:
+        c = d.client(timeout=120)
+        c.destroy(c.create({"template": "code-interpreter"})["id"])  # the template is warm now
+
+        def pool_ready():  # the host's pooled sandbox and the template's
+            m = re.search(r"^cordon_pool_ready (\d+)$", c.get("/metrics").text, re.M)
+            return m and int(m.group(1)) >= 2
+        assert wait_until(pool_ready, 60), "no pooled sandbox"
+        time.sleep(8)  # its kernel starts after the sandbox is up (no signal of it is public)
+        sid = c.create({"template": "code-interpreter", "env": {"FOO": "bar"}})["id"]
+        t0 = time.monotonic()
+        evs = cell(c, sid, "import os; (os.environ.get('FOO'), 'CORDON_TASK_TOKEN' in os.environ, os.getuid())")
+        took = time.monotonic() - t0
+        assert main_text(evs) == "('bar', True, 1000)", evs
+        assert took < 2.0, f"the first cell took {took:.2f} s: its kernel was not warm"
+        audit = [json.loads(line) for line in c.get(f"/v1/sandboxes/{sid}/audit").text.splitlines()]
+        assert audit[0]["event"] == "sandbox.create", audit[:2]
+        starts = [a for a in audit if a["event"] == "process.start" and a["fields"].get("tag") == "code-interpreter"]
+        assert len(starts) == 1 and starts[0]["fields"]["pooled"] is True, starts
+        c.destroy(sid)
+        assert d.alive()
+    finally:
+        d.cleanup()
