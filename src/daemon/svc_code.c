@@ -34,9 +34,8 @@
 #define CODE_DEFAULT_CONTEXT	"default"
 #define CODE_MAX_CONTEXTS	8	     /* per sandbox, the default one included */
 #define CODE_MAX_INFLIGHT	64	     /* requests waiting for the server, per sandbox */
-#define CODE_MAX_OUTPUT		(4u << 20)  /* bytes of events one cell streams, then truncated */
-#define CODE_MAX_LINE		(CODE_MAX_OUTPUT + (64u << 10)) /* one line of the server */
-#define CODE_MAX_MESSAGE	1024	     /* bytes of a server's "fail" message we repeat */
+#define CODE_MAX_OUTPUT		API_MAX_CODE_OUTPUT /* bytes of events one cell streams */
+#define CODE_MAX_LINE		API_MAX_CODE_LINE   /* one line of the server */
 #define CODE_MAX_VIOLATIONS	3
 #define CODE_DEFAULT_TIMEOUT_S	300
 #define CODE_GRACE_MS		20000 /* past a cell's timeout: the interrupt, then a restart */
@@ -317,70 +316,7 @@ static void on_exited(void *arg)
 				       : "the code interpreter could not be started");
 }
 
-/* ---- lines from the server: checked, then rebuilt ---- */
-
-static const char *const mimes[] = {
-	"text/plain", "text/html", "text/markdown", "image/svg+xml", "image/png", "image/jpeg",
-	"application/pdf", "text/latex", "application/json", "application/javascript",
-};
-
-static bool is_mime(const char *key)
-{
-	for (size_t i = 0; i < ELEMENTSOF(mimes); i++)
-		if (strcmp(key, mimes[i]) == 0)
-			return true;
-	return false;
-}
-
-static const char *str_of(json_t *m, const char *key)
-{
-	return json_string_value(json_object_get(m, key)); /* NULL: absent or not a string */
-}
-
-static json_t *ev_stream(json_t *m, const char *type)
-{
-	const char *t = str_of(m, "text");
-	return t ? json_pack("{s:s, s:s%}", "type", type, "text", t,
-			     json_string_length(json_object_get(m, "text"))) : NULL;
-}
-
-static json_t *ev_result(json_t *m, const char *type)
-{
-	json_t *data = json_object_get(m, "data"), *v, *out;
-	json_t *main = json_object_get(m, "is_main");
-	const char *key;
-	if (!json_is_object(data) || !json_is_boolean(main) || !(out = json_object()))
-		return NULL;
-	json_object_foreach(data, key, v) {
-		if (!json_is_string(v)) {
-			json_decref(out);
-			return NULL;
-		}
-		if (is_mime(key))
-			json_object_set(out, key, v);
-	}
-	return json_pack("{s:s, s:b, s:o}", "type", type, "is_main", json_is_true(main), "data", out);
-}
-
-static json_t *ev_error(json_t *m, const char *type)
-{
-	const char *name = str_of(m, "name"), *value = str_of(m, "value"), *tb = str_of(m, "traceback");
-	if (!name || !value || !tb)
-		return NULL;
-	return json_pack("{s:s, s:O, s:O, s:O}", "type", type, "name", json_object_get(m, "name"),
-			 "value", json_object_get(m, "value"), "traceback", json_object_get(m, "traceback"));
-}
-
-/* What a line of each type becomes, and which requests may get it. */
-static const struct {
-	const char *type;
-	json_t *(*event)(json_t *m, const char *type); /* NULL: ends the request */
-	bool exec; /* for an exec (else for a context's create or restart) */
-} line_types[] = {
-	{"stdout", ev_stream, true}, {"stderr", ev_stream, true}, {"result", ev_result, true},
-	{"error", ev_error, true},   {"end", NULL, true},	  {"ok", NULL, false},
-	{"fail", NULL, false},
-};
+/* ---- lines from the server: checked (api_code_line_parse), then rebuilt ---- */
 
 static void violation(struct code *c, const char *why)
 {
@@ -401,68 +337,47 @@ static void violation(struct code *c, const char *why)
 	}
 }
 
-static void op_end(struct code_op *op, json_t *m)
+static void op_answer(struct code_op *op, const struct api_code_line *l)
 {
-	json_t *n = json_object_get(m, "execution_count");
-	json_t *tr = json_object_get(m, "truncated"), *to = json_object_get(m, "timed_out");
-	if (!json_is_integer(n) || json_integer_value(n) < 0 || !json_is_boolean(tr) ||
-	    !json_is_boolean(to)) {
-		violation(op->c, "an end without a count, truncated and timed_out");
-		return;
-	}
-	op_emit(op, end_event(op, json_integer_value(n), json_is_true(tr), json_is_true(to)), true);
-	op_free(op);
-}
-
-static void op_answer(struct code_op *op, bool ok, json_t *m)
-{
-	struct code *c = op->c;
-	struct code_ctx *x = ctx_find(c, op->ctx);
-	const char *msg = str_of(m, "message");
+	struct code_ctx *x = ctx_find(op->c, op->ctx);
+	bool ok = l->kind == API_LINE_OK;
 	if (op->rep && ok && x) {
 		op->rep->json(op->rep, op->kind == OP_CREATE ? 201 : 200, ctx_json(x));
 		op->rep = NULL;
 	}
-	if (ok && !op->rep) {
+	if (ok && !op->rep)
 		op_free(op);
-		return;
-	}
-	if (ok)
+	else if (ok)
 		op_fail(op, API_ERR_NOT_FOUND, false, "context %s was removed", op->ctx);
 	else
-		op_fail(op, API_ERR_UNAVAILABLE, false, "the kernel did not start: %.*s",
-			CODE_MAX_MESSAGE, msg ? msg : "");
+		op_fail(op, API_ERR_UNAVAILABLE, false, "the kernel did not start: %s", l->message);
 }
 
 /* One whole line of the server's stdout (without its newline). */
 static void line_done(struct code *c, const char *data, size_t len)
 {
-	json_error_t jerr;
-	_cleanup_(json_decrefp) json_t *m = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
-	const char *type = m ? str_of(m, "type") : NULL;
-	json_t *id = m ? json_object_get(m, "id") : NULL;
-	if (!type || !json_is_object(m))
-		return violation(c, "a line that is not a JSON object with a type");
-	if (!id && strcmp(type, "ready") == 0)
+	struct cordon_err err = {};
+	struct api_code_line l;
+	if (api_code_line_parse(data, len, &l, &err) < 0)
+		return violation(c, err.msg);
+	_cleanup_(json_decrefp) json_t *ev = l.event;
+	struct code_op *op = l.kind == API_LINE_READY ? NULL : op_find(c, l.id);
+	if (l.kind == API_LINE_READY)
 		return;
-	struct code_op *op = json_is_integer(id) ? op_find(c, (uint64_t)json_integer_value(id)) : NULL;
-	size_t i = 0;
-	while (i < ELEMENTSOF(line_types) && strcmp(line_types[i].type, type) != 0)
-		i++;
-	if (!op || i == ELEMENTSOF(line_types) || line_types[i].exec != (op->kind == OP_EXEC))
-		return violation(c, "a line of an unknown type or for no request in flight");
-	if (!line_types[i].event)
-		return line_types[i].exec ? op_end(op, m) : op_answer(op, strcmp(type, "ok") == 0, m);
-	json_t *ev = line_types[i].event(m, type);
-	if (!ev)
-		return violation(c, "an event whose fields are missing or of the wrong type");
+	if (!op || api_code_line_for_cell(l.kind) != (op->kind == OP_EXEC))
+		return violation(c, "a line for no request in flight, or not of its kind");
+	if (l.kind == API_LINE_END) {
+		op_emit(op, end_event(op, l.execution_count, l.truncated, l.timed_out), true);
+		return op_free(op);
+	}
+	if (l.kind != API_LINE_EVENT)
+		return op_answer(op, &l);
 	if (op->bytes + len > CODE_MAX_OUTPUT) {
 		op->truncated = true;
-		json_decref(ev);
 		return;
 	}
 	op->bytes += len;
-	op_emit(op, ev, false);
+	op_emit(op, TAKE_PTR(ev), false);
 }
 
 /* The server's stdout, cut into lines; its stderr (a kernel's last words) is nobody's. */

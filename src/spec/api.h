@@ -264,6 +264,30 @@ int api_code_context_parse(const char *body, size_t len, struct api_code_context
 struct api_code_context *api_code_context_free(struct api_code_context *c);
 bool api_context_id_ok(const char *s, size_t len);
 
+/* One line of the interpreter server's stdout (without its newline): hostile bytes, since the
+ * sandbox can write them. A JSON object of a known "type" with fields of the right types:
+ * {"type":"ready"}; {"id", "type": stdout|stderr, "text"}; {"id", "type":"result", "is_main",
+ * "data": {MIME: string}}; {"id", "type":"error", "name", "value", "traceback"}; {"id",
+ * "type":"end", "execution_count", "truncated", "timed_out"}; {"id", "type":"ok"}; {"id",
+ * "type":"fail", "message"}. -EPROTO with @err saying why for anything else. */
+#define API_MAX_CODE_OUTPUT  (4u << 20) /* bytes of events one cell streams */
+#define API_MAX_CODE_LINE    (API_MAX_CODE_OUTPUT + (64u << 10))
+#define API_MAX_CODE_MESSAGE 1024	/* bytes of a "fail" message kept */
+enum api_code_line_kind { API_LINE_READY, API_LINE_EVENT, API_LINE_END, API_LINE_OK, API_LINE_FAIL };
+struct api_code_line {
+	enum api_code_line_kind kind;
+	uint64_t id;	  /* all but READY */
+	struct json_t *event; /* EVENT: made anew from the known fields (MIME types outside
+			       * the list dropped); the caller's to json_decref() */
+	int64_t execution_count; /* END */
+	bool truncated, timed_out;
+	char message[API_MAX_CODE_MESSAGE + 1]; /* FAIL, cut */
+};
+int api_code_line_parse(const char *line, size_t len, struct api_code_line *ret,
+			struct cordon_err *err);
+/* Whether a line of @kind answers a cell (else a context's create, restart or delete). */
+bool api_code_line_for_cell(enum api_code_line_kind kind);
+
 /* ---- POST /v1/sandboxes/{id}/fork ------------------------------------------------------- */
 
 #define API_MAX_FORK 100 /* children of one fork */

@@ -1,7 +1,9 @@
 /* The code interpreter's request bodies (api.h, "the code interpreter"): a cell and a
  * context. Small enough for a table of their own: each field is a name and a parser over the
- * struct, and a field not in the table is unknown_field, as everywhere in the API. */
+ * struct, and a field not in the table is unknown_field, as everywhere in the API. And the
+ * lines of the interpreter server inside the sandbox, checked here as hostile bytes are. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,5 +184,134 @@ int api_code_context_parse(const char *body, size_t len, struct api_code_context
 		if ((r = context_field(c, key, v, err)) < 0)
 			return r;
 	*ret = TAKE_PTR(c);
+	return 0;
+}
+
+/* ---- a line of the interpreter server ---- */
+
+static const char *const mimes[] = {
+	"text/plain", "text/html", "text/markdown", "image/svg+xml", "image/png", "image/jpeg",
+	"application/pdf", "text/latex", "application/json", "application/javascript",
+};
+
+static bool is_mime(const char *key)
+{
+	for (size_t i = 0; i < ELEMENTSOF(mimes); i++)
+		if (strcmp(key, mimes[i]) == 0)
+			return true;
+	return false;
+}
+
+static json_t *ev_stream(json_t *m, const char *type)
+{
+	json_t *t = json_object_get(m, "text");
+	return json_is_string(t) ? json_pack("{s:s, s:O}", "type", type, "text", t) : NULL;
+}
+
+static json_t *ev_result(json_t *m, const char *type)
+{
+	json_t *data = json_object_get(m, "data"), *main = json_object_get(m, "is_main"), *v;
+	const char *key;
+	if (!json_is_object(data) || !json_is_boolean(main))
+		return NULL;
+	_cleanup_(json_decrefp) json_t *out = json_object();
+	json_object_foreach(data, key, v) {
+		if (!json_is_string(v) || !out)
+			return NULL;
+		if (is_mime(key) && json_object_set(out, key, v) < 0)
+			return NULL;
+	}
+	return json_pack("{s:s, s:b, s:O}", "type", type, "is_main", json_is_true(main), "data", out);
+}
+
+static json_t *ev_error(json_t *m, const char *type)
+{
+	json_t *name = json_object_get(m, "name"), *value = json_object_get(m, "value");
+	json_t *tb = json_object_get(m, "traceback");
+	if (!json_is_string(name) || !json_is_string(value) || !json_is_string(tb))
+		return NULL;
+	return json_pack("{s:s, s:O, s:O, s:O}", "type", type, "name", name, "value", value,
+			 "traceback", tb);
+}
+
+static int line_end(json_t *m, struct api_code_line *l)
+{
+	json_t *n = json_object_get(m, "execution_count");
+	json_t *tr = json_object_get(m, "truncated"), *to = json_object_get(m, "timed_out");
+	if (!json_is_integer(n) || json_integer_value(n) < 0 || !json_is_boolean(tr) ||
+	    !json_is_boolean(to))
+		return -EPROTO;
+	l->execution_count = json_integer_value(n);
+	l->truncated = json_is_true(tr);
+	l->timed_out = json_is_true(to);
+	return 0;
+}
+
+static int line_fail(json_t *m, struct api_code_line *l)
+{
+	json_t *msg = json_object_get(m, "message");
+	if (!json_is_string(msg))
+		return -EPROTO;
+	size_t n = json_string_length(msg);
+	n = n < API_MAX_CODE_MESSAGE ? n : API_MAX_CODE_MESSAGE;
+	memcpy(l->message, json_string_value(msg), n); /* jansson's strings hold no NUL */
+	l->message[n] = 0;
+	return 0;
+}
+
+static const struct {
+	const char *type;
+	enum api_code_line_kind kind;
+	json_t *(*event)(json_t *m, const char *type); /* EVENT: the event made anew */
+	int (*fields)(json_t *m, struct api_code_line *l); /* the others': NULL, none */
+} line_types[] = {
+	{"stdout", API_LINE_EVENT, ev_stream, NULL}, {"stderr", API_LINE_EVENT, ev_stream, NULL},
+	{"result", API_LINE_EVENT, ev_result, NULL}, {"error", API_LINE_EVENT, ev_error, NULL},
+	{"end", API_LINE_END, NULL, line_end},	      {"ok", API_LINE_OK, NULL, NULL},
+	{"fail", API_LINE_FAIL, NULL, line_fail},
+};
+
+bool api_code_line_for_cell(enum api_code_line_kind kind)
+{
+	return kind == API_LINE_EVENT || kind == API_LINE_END;
+}
+
+static int line_typed(json_t *m, const char *type, struct api_code_line *l, struct cordon_err *err)
+{
+	for (size_t i = 0; i < ELEMENTSOF(line_types); i++) {
+		if (strcmp(type, line_types[i].type) != 0)
+			continue;
+		l->kind = line_types[i].kind;
+		if (line_types[i].event && !(l->event = line_types[i].event(m, type)))
+			return cordon_err_setf(err, -EPROTO, "a %s line without its fields", type);
+		if (line_types[i].fields && line_types[i].fields(m, l) < 0)
+			return cordon_err_setf(err, -EPROTO, "a %s line without its fields", type);
+		return 0;
+	}
+	return cordon_err_setf(err, -EPROTO, "a line of an unknown type");
+}
+
+int api_code_line_parse(const char *line, size_t len, struct api_code_line *ret,
+			struct cordon_err *err)
+{
+	json_error_t jerr;
+	struct api_code_line l = {.kind = API_LINE_READY};
+	if (len > API_MAX_CODE_LINE)
+		return cordon_err_setf(err, -EPROTO, "a line longer than %u bytes", API_MAX_CODE_LINE);
+	_cleanup_(json_decrefp) json_t *m = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *type = json_object_get(m, "type"), *id = json_object_get(m, "id");
+	if (!json_is_object(m) || !json_is_string(type))
+		return cordon_err_setf(err, -EPROTO, "a line that is not a JSON object with a type");
+	if (!id && strcmp(json_string_value(type), "ready") == 0) {
+		*ret = l;
+		return 0;
+	}
+	if (!json_is_integer(id) || json_integer_value(id) < 1)
+		return cordon_err_setf(err, -EPROTO, "a line without the id of a request");
+	l.id = (uint64_t)json_integer_value(id);
+	int r = line_typed(m, json_string_value(type), &l, err);
+	if (r < 0)
+		return r;
+	*ret = l;
 	return 0;
 }
