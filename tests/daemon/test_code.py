@@ -106,6 +106,7 @@ def client(daemon):
 def sbx(client):
     sb = client.create({"template": "code-interpreter", "timeout_s": 900,
                         "limits": {"memory_mb": 2048}})
+    cell(client, sb["id"], "x = 41")  # what later tests find in the default context
     yield sb["id"]
     client.destroy(sb["id"], missing_ok=True)
 
@@ -409,6 +410,7 @@ def test_a_server_that_exits_ends_its_cell_and_is_started_again(client, hostile)
 
 
 def test_other_sandboxes_do_not_notice(client, hostile, sbx):
+    cell(client, sbx, "x = 41")
     for mode in ("huge", "garbage", "huge"):
         cell(client, hostile, mode)
         assert main_text(cell(client, sbx, "x")) == "41"
