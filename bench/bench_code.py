@@ -32,12 +32,10 @@ Exit status: 0 when every run completed, 1 on errors, 2 on setup.
 """
 
 import argparse
-import http.client
 import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -47,50 +45,15 @@ import time
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("CORDON_BUILD", os.path.join(REPO, "build"))
 RECIPE = os.path.join(REPO, "recipes", "code-interpreter")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_daemon  # noqa: E402  (its keep-alive client)
 
 
-class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout=120):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(self.unix_path)
-        self.sock = s
-
-
-class Client:
-    """One keep-alive connection; reconnects when the server closes it."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.conn = None
-
-    def request(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else b""
-        for attempt in (0, 1):
-            if self.conn is None:
-                self.conn = UnixHTTPConnection(self.sock)
-            try:
-                self.conn.request(method, path, body=data,
-                                  headers={"Content-Type": "application/json"})
-                r = self.conn.getresponse()
-                out = r.read()
-                if r.will_close:
-                    self.conn.close()
-                    self.conn = None
-                return r.status, out
-            except (ConnectionError, http.client.HTTPException):
-                self.conn.close()
-                self.conn = None
-                if attempt:
-                    raise
-        raise RuntimeError("unreachable")
+class Client(bench_daemon.Client):
+    """bench_daemon's keep-alive client, answers as bytes (a cell's is NDJSON)."""
 
     def ok(self, method, path, body=None, status=200):
-        st, out = self.request(method, path, body)
+        st, out = self.call(method, path, body)
         if st != status:
             raise RuntimeError(f"{method} {path}: {st} {out[:300]!r}")
         return out
@@ -130,7 +93,7 @@ def start_daemon(root, store):
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
-            if Client(sock).request("GET", "/healthz")[0] == 200:
+            if Client(sock).call("GET", "/healthz")[0] == 200:
                 return p, sock
         except OSError:
             pass

@@ -80,17 +80,22 @@ def store():
         shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def daemon(store):
+def daemon_on(store, **kw):
+    """A cordond of its own whose templates are @store's (it inherits CORDON_TEMPLATES)."""
     old = os.environ.get("CORDON_TEMPLATES")
-    os.environ["CORDON_TEMPLATES"] = store  # cordond inherits it
+    os.environ["CORDON_TEMPLATES"] = store
     try:
-        d = start_daemon(pool=0, max_sandboxes=8, max_timeout=900)
+        return start_daemon(**kw)
     finally:
         if old is None:
             os.environ.pop("CORDON_TEMPLATES")
         else:
             os.environ["CORDON_TEMPLATES"] = old
+
+
+@pytest.fixture(scope="module")
+def daemon(store):
+    d = daemon_on(store, pool=0, max_sandboxes=8, max_timeout=900)
     yield d
     alive = d.alive()
     d.cleanup()
@@ -496,15 +501,7 @@ def test_cli_code_reads_a_cell_from_stdin(daemon, sbx, tmp_path):
 # ---- the warm pool ----
 
 def test_a_pooled_sandbox_has_its_kernel_warm(store):
-    old = os.environ.get("CORDON_TEMPLATES")
-    os.environ["CORDON_TEMPLATES"] = store
-    try:
-        d = start_daemon(pool=1, max_sandboxes=4, max_timeout=600)
-    finally:
-        if old is None:
-            os.environ.pop("CORDON_TEMPLATES")
-        else:
-            os.environ["CORDON_TEMPLATES"] = old
+    d = daemon_on(store, pool=1, max_sandboxes=4, max_timeout=600)
     try:
         c = d.client(timeout=120)
         c.destroy(c.create({"template": "code-interpreter"})["id"])  # the template is warm now
