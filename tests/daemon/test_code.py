@@ -258,6 +258,33 @@ def test_a_cell_that_ignores_the_interrupt_gets_a_new_kernel(client, sbx):
     client.ok("DELETE", ctx_path(sbx, ctx), status=204)
 
 
+def test_a_long_cell_holds_no_other_context(client, sbx):
+    ctx = client.ok("POST", ctx_path(sbx), {}, status=201)["id"]
+    s = client.stream("POST", f"/v1/sandboxes/{sbx}/code", {"code": "import time; time.sleep(4); 'slow'"},
+                      timeout=60)
+    try:
+        t0 = time.monotonic()
+        assert main_text(cell(client, sbx, "'quick'", context=ctx)) == "'quick'"
+        assert time.monotonic() - t0 < 3, "the other context waited for the long cell"
+        evs = []
+        while (ev := s.next()) is not None:
+            evs.append(ev)
+        assert main_text(evs) == "'slow'", evs
+    finally:
+        s.close()
+        client.delete(ctx_path(sbx, ctx))
+
+
+def test_a_client_that_leaves_mid_cell_harms_nothing(client, daemon, sbx):
+    s = client.stream("POST", f"/v1/sandboxes/{sbx}/code",
+                      {"code": "import time\nfor i in range(20):\n    print(i, flush=True); time.sleep(0.05)\ngone = 1"},
+                      timeout=60)
+    s.next()
+    s.close()  # the cell runs on to its end; its output goes nowhere
+    assert main_text(cell(client, sbx, "gone")) == "1"
+    assert daemon.alive()
+
+
 def test_restart_gives_a_fresh_kernel(client, sbx):
     ctx = client.ok("POST", ctx_path(sbx), {"cwd": "/tmp"}, status=201)
     cell(client, sbx, "z = 1", context=ctx["id"])
