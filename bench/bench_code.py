@@ -28,7 +28,8 @@ d. **First result without the pool.** The same for a sandbox the pool cannot ser
 The last line is one JSON object with every figure:
     {"bench": "code", "exec": {...}, "code": {...}, "over_exec_ms": .., "pooled_first": {...},
      "cold_first": {...}, "targets_met": true|false}
-Exit status: 0 when every run completed, 1 on errors, 2 on setup.
+Exit status: 0 when every run completed, 1 on errors, 2 on setup (not root, or no template
+to be had: the mirror unreachable).
 """
 
 import argparse
@@ -169,6 +170,11 @@ def main():
     proc = None
     try:
         ensure_store(store)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"bench_code: no code-interpreter template ({e})", file=sys.stderr)
+        shutil.rmtree(root, ignore_errors=True)
+        return 2
+    try:
         proc, sock = start_daemon(os.path.join(root, "d"), store)
         c = Client(sock)
         ci = {"template": "code-interpreter", "timeout_s": 3600}

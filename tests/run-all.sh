@@ -8,6 +8,13 @@ PY=/usr/bin/python3
 results=results.d
 rm -rf "$results"; mkdir -p "$results"
 stage_fail=0
+# One code-interpreter template for the run (tests/daemon/test_code.py under both builds,
+# bench_code.py): built by the first that needs it (Debian's mirror), removed at the end.
+if [ -z "${CORDON_TEST_CODE_STORE:-}" ]; then
+	CORDON_TEST_CODE_STORE=$(mktemp -d /var/tmp/cordon-code-store.XXXXXX)
+	trap 'rm -rf "$CORDON_TEST_CODE_STORE"' EXIT
+fi
+export CORDON_TEST_CODE_STORE
 
 stage() { # name, command...
 	local name=$1; shift
@@ -80,6 +87,8 @@ stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
 stage "bench templates (quick)" $PY bench/bench_template.py --quick
 bench_gvisor() { $PY bench/bench_gvisor.py --quick; local r=$?; [ $r = 2 ] && { echo "skipped: no runsc or not root"; return 0; }; return $r; }
 stage "bench gvisor (quick)" bench_gvisor
+bench_code() { $PY bench/bench_code.py --quick --store "$CORDON_TEST_CODE_STORE"; local r=$?; [ $r = 2 ] && { echo "skipped: not root, or no code-interpreter template to be had"; return 0; }; return $r; }
+stage "bench code (quick)" bench_code
 
 $PY - "$results" "$stage_fail" <<'PYEOF'
 import sys, glob, xml.etree.ElementTree as ET
