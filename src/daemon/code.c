@@ -225,6 +225,7 @@ void code_server_kill(struct code *c, const char *why)
 	c->p = NULL;
 	c->up = false;
 	c->skipping = false;
+	c->waste = 0;
 	evbuffer_drain(c->line, evbuffer_get_length(c->line));
 	evbuffer_drain(c->pending, evbuffer_get_length(c->pending));
 	code_fail_all(c, c->none ? API_ERR_NO_INTERPRETER : API_ERR_UNAVAILABLE, why);
@@ -323,6 +324,7 @@ static void line_done(struct code *c, const char *data, size_t len)
 		return op_answer(op, &l);
 	if (op->bytes + len > CODE_MAX_OUTPUT) {
 		op->truncated = true;
+		c->waste += len; /* parsed for nothing: bounded below */
 		return;
 	}
 	op->bytes += len;
@@ -343,6 +345,12 @@ static void on_output(void *arg, int which, const void *data, size_t len)
 			violation(c, "a line longer than its limit (CODE_MAX_LINE)");
 		} else if (!c->skipping) {
 			evbuffer_add(c->line, p, n);
+		} else {
+			c->waste += n;
+		}
+		if (c->waste > CODE_MAX_WASTE && c->p) {
+			code_server_kill(c, "the code interpreter wrote more than its cells could use");
+			break;
 		}
 		if (!nl)
 			break;

@@ -28,6 +28,7 @@
 #define CODE_MAX_OUTPUT		API_MAX_CODE_OUTPUT /* bytes of events one cell streams */
 #define CODE_MAX_LINE		API_MAX_CODE_LINE   /* one line of the server */
 #define CODE_MAX_VIOLATIONS	3
+#define CODE_MAX_WASTE		(16u << 20) /* dropped bytes past which the server is killed */
 #define CODE_DEFAULT_TIMEOUT_S	300
 #define CODE_GRACE_MS		20000 /* past a cell's timeout: the interrupt, then a restart */
 #define CODE_CTL_MS		90000 /* a kernel's start or restart */
@@ -65,6 +66,7 @@ struct code {
 	struct evbuffer *line;
 	struct evbuffer *pending; /* requests written before the agent started the server */
 	bool skipping;	/* the rest of a line past CODE_MAX_LINE */
+	uint64_t waste; /* bytes of lines dropped (too long, past a cell's bound) since it started */
 	unsigned violations;
 	uint64_t next_id;
 	size_t n_ctx, n_ops;

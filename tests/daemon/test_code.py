@@ -392,6 +392,13 @@ for line in sys.stdin:
                               "data": {"text/plain": ["a"]}}).encode() + b"\n")
     elif mode == "exit":
         sys.exit(3)
+    elif mode == "flood":  # well-formed, but far past the cell's bound
+        line = json.dumps({"id": rid, "type": "stdout", "text": "f" * (1 << 20)}).encode() + b"\n"
+        for _ in range(40):
+            out.write(line)
+    elif mode == "endless":  # one line that never ends
+        for _ in range(40):
+            out.write(b"B" * (1 << 20))
     out.flush()
 '''
 
@@ -433,6 +440,19 @@ def test_a_bad_line_ends_the_cell_and_is_reported(client, daemon, hostile, mode)
     assert daemon.alive() and client.get("/healthz").status == 200
     # The server may have been killed for too many violations; the next cell starts one again.
     assert cell(client, hostile, "echo")[0] == {"type": "stdout", "text": "fake"}
+
+
+@pytest.mark.parametrize("mode", ["flood", "endless"])
+def test_a_server_that_floods_is_killed(client, daemon, hostile, mode):
+    t0 = time.monotonic()
+    evs = cell(client, hostile, mode, timeout_s=30)
+    assert time.monotonic() - t0 < 20, "the flood was read to its end, or waited for"
+    assert evs[-1]["type"] == "end" and of(evs, "error")[-1]["name"] == "InterpreterError", evs[-3:]
+    assert sum(len(json.dumps(e)) for e in evs) <= (4 << 20) + (64 << 10)
+    # An endless line ends its cell at once (too long) while the server goes on writing it:
+    # the next cell may still meet it, until its waste gets the server killed.
+    firsts = [cell(client, hostile, "echo")[0] for _ in range(2)]
+    assert daemon.alive() and firsts[-1] == {"type": "stdout", "text": "fake"}, firsts
 
 
 def test_a_server_that_exits_ends_its_cell_and_is_started_again(client, hostile):
