@@ -67,13 +67,36 @@ int code_send(struct code *c, json_t *msg)
 	if (!line)
 		return -ENOMEM;
 	size_t n = strlen(line);
-	line[n] = '\n'; /* over the NUL: json_dumps leaves no room after it */
+	line[n++] = '\n'; /* over the NUL: json_dumps leaves no room after it */
 	if (!c->p)
 		return -EPIPE;
-	/* Until SPAWNED the agent has no process to give stdin to (it would answer ERROR). */
-	if (!c->up)
-		return evbuffer_add(c->pending, line, n + 1);
-	return proc_own_write(c->p, line, n + 1);
+	if (n > CODE_MAX_REQUEST)
+		return -E2BIG;
+	if (evbuffer_get_length(c->pending) + n > CODE_MAX_PENDING)
+		return -ENOBUFS;
+	if (evbuffer_add(c->pending, line, n) < 0)
+		return -ENOMEM;
+	code_flush(c);
+	return 0;
+}
+
+/* Whole lines, while the window has room (or nothing is unread: one line alone always
+ * fits the agent's queue). Until SPAWNED nothing: the agent has no process to give stdin to
+ * (it would answer ERROR). */
+void code_flush(struct code *c)
+{
+	while (c->p && c->up && evbuffer_get_length(c->pending)) {
+		struct evbuffer_ptr eol = evbuffer_search_eol(c->pending, NULL, NULL, EVBUFFER_EOL_LF);
+		size_t n = (size_t)eol.pos + 1; /* every line ends with its \n */
+		if (eol.pos < 0 || (c->unacked && c->unacked + n > CODE_WINDOW))
+			return;
+		if (proc_own_write(c->p, evbuffer_pullup(c->pending, (ssize_t)n), n) < 0) {
+			code_server_kill(c, "could not write to the code interpreter");
+			return;
+		}
+		c->unacked += n;
+		evbuffer_drain(c->pending, n);
+	}
 }
 
 static int send_create(struct code *c, uint64_t id, const struct code_ctx *x)
@@ -226,6 +249,7 @@ void code_server_kill(struct code *c, const char *why)
 	c->up = false;
 	c->skipping = false;
 	c->waste = 0;
+	c->unacked = 0;
 	evbuffer_drain(c->line, evbuffer_get_length(c->line));
 	evbuffer_drain(c->pending, evbuffer_get_length(c->pending));
 	code_fail_all(c, c->none ? API_ERR_NO_INTERPRETER : API_ERR_UNAVAILABLE, why);
@@ -240,14 +264,9 @@ static void on_spawned(void *arg, int errnum)
 		return;
 	}
 	c->up = true;
-	size_t n = evbuffer_get_length(c->pending);
-	if (n && proc_own_write(c->p, evbuffer_pullup(c->pending, -1), n) < 0) {
-		code_server_kill(c, "could not write to the code interpreter");
-		return;
-	}
-	evbuffer_drain(c->pending, n);
 	for (struct code_op *op = c->ops; op; op = op->next)
 		code_op_open(op);
+	code_flush(c);
 }
 
 static void on_refused(void *arg)
@@ -311,9 +330,15 @@ static void line_done(struct code *c, const char *data, size_t len)
 	if (api_code_line_parse(data, len, &l, &err) < 0)
 		return violation(c, err.msg);
 	_cleanup_(json_decrefp) json_t *ev = l.event;
-	struct code_op *op = l.kind == API_LINE_READY ? NULL : op_find(c, l.id);
+	struct code_op *op = l.kind == API_LINE_READY || l.kind == API_LINE_ACK ? NULL : op_find(c, l.id);
 	if (l.kind == API_LINE_READY)
 		return;
+	if (l.kind == API_LINE_ACK) {
+		if (l.bytes > c->unacked)
+			return violation(c, "an ack of more than was written");
+		c->unacked -= l.bytes;
+		return code_flush(c);
+	}
 	if (!op || api_code_line_for_cell(l.kind) != (op->kind == OP_EXEC))
 		return violation(c, "a line for no request in flight, or not of its kind");
 	if (l.kind == API_LINE_END) {

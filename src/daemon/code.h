@@ -29,6 +29,12 @@
 #define CODE_MAX_LINE		API_MAX_CODE_LINE   /* one line of the server */
 #define CODE_MAX_VIOLATIONS	3
 #define CODE_MAX_WASTE		(16u << 20) /* dropped bytes past which the server is killed */
+/* Its stdin is paced by its acks: at most CODE_WINDOW bytes unread (the agent queues 2 MiB per
+ * process and refuses more), one request line at most CODE_MAX_REQUEST, CODE_MAX_PENDING
+ * waiting here. */
+#define CODE_WINDOW		(1u << 20)
+#define CODE_MAX_REQUEST	(1536u << 10)
+#define CODE_MAX_PENDING	(8u << 20)
 #define CODE_DEFAULT_TIMEOUT_S	300
 #define CODE_GRACE_MS		20000 /* past a cell's timeout: the interrupt, then a restart */
 #define CODE_CTL_MS		90000 /* a kernel's start or restart */
@@ -64,7 +70,8 @@ struct code {
 	bool up;	/* the agent started it */
 	bool none;	/* the template has no interpreter */
 	struct evbuffer *line;
-	struct evbuffer *pending; /* requests written before the agent started the server */
+	struct evbuffer *pending; /* request lines not yet written: before SPAWNED, past the window */
+	size_t unacked;		  /* bytes written to its stdin that it has not said it read */
 	bool skipping;	/* the rest of a line past CODE_MAX_LINE */
 	uint64_t waste; /* bytes of lines dropped (too long, past a cell's bound) since it started */
 	unsigned violations;
@@ -92,7 +99,10 @@ struct code_op *code_op_new(struct code *c, enum op_kind kind, const char *ctx,
 			    struct svc_reply *rp, uint64_t ms);
 void code_op_free(struct code_op *op);
 void code_op_open(struct code_op *op); /* a cell's client gets its stream */
-int code_send(struct code *c, json_t *msg); /* steals @msg: one line to the server */
+/* Steals @msg: one line to the server, written as its acks allow. -E2BIG past
+ * CODE_MAX_REQUEST, -ENOBUFS past CODE_MAX_PENDING, -EPIPE when it does not run. */
+int code_send(struct code *c, json_t *msg);
+void code_flush(struct code *c); /* what the window has room for, written */
 void code_fail_all(struct code *c, enum api_error code, const char *msg);
 
 /* ---- the state and the server ---- */

@@ -10,6 +10,17 @@
 
 /* ---- the service ---- */
 
+static int send_failed(int r, struct svc_err *err)
+{
+	if (r == -E2BIG)
+		return svc_fail(err, API_ERR_PAYLOAD_TOO_LARGE, "code: over %u KiB as the interpreter's "
+				"JSON (a control character counts six bytes)", CODE_MAX_REQUEST >> 10);
+	if (r == -ENOBUFS)
+		return svc_fail(err, API_ERR_QUOTA_EXCEEDED, "too many cells wait for the code interpreter");
+	return svc_fail(err, API_ERR_INTERNAL, "could not reach the code interpreter");
+}
+
+/* The server is asked to stop a cell's output at 15/16 of our bound: its lines carry ids. */
 int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp,
 		 struct svc_err *err)
 {
@@ -32,12 +43,13 @@ int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp
 				   "op", "exec", "ctx", id, "code", req->code, req->code_len,
 				   "timeout_ms", (json_int_t)t * 1000, "max_bytes",
 				   (json_int_t)(CODE_MAX_OUTPUT - CODE_MAX_OUTPUT / 16)) : NULL;
-	if (!op || code_send(c, m) < 0) {
+	int r = op ? code_send(c, m) : -ENOMEM;
+	if (r < 0) {
 		if (op) {
 			op->rep = NULL; /* the caller answers */
 			code_op_free(op);
 		}
-		return svc_fail(err, API_ERR_INTERNAL, "could not reach the code interpreter");
+		return send_failed(r, err);
 	}
 	if (c->up)
 		code_op_open(op);

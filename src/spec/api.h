@@ -269,14 +269,18 @@ bool api_context_id_ok(const char *s, size_t len);
  * {"type":"ready"}; {"id", "type": stdout|stderr, "text"}; {"id", "type":"result", "is_main",
  * "data": {MIME: string}}; {"id", "type":"error", "name", "value", "traceback"}; {"id",
  * "type":"end", "execution_count", "truncated", "timed_out"}; {"id", "type":"ok"}; {"id",
- * "type":"fail", "message"}. -EPROTO with @err saying why for anything else. */
+ * "type":"fail", "message"}; {"type":"ack", "bytes"}: it read that many bytes of its stdin
+ * (what paces our writes). -EPROTO with @err saying why for anything else. */
 #define API_MAX_CODE_OUTPUT  (4u << 20) /* bytes of events one cell streams */
 #define API_MAX_CODE_LINE    (API_MAX_CODE_OUTPUT + (64u << 10))
 #define API_MAX_CODE_MESSAGE 1024	/* bytes of a "fail" message kept */
-enum api_code_line_kind { API_LINE_READY, API_LINE_EVENT, API_LINE_END, API_LINE_OK, API_LINE_FAIL };
+enum api_code_line_kind {
+	API_LINE_READY, API_LINE_ACK, API_LINE_EVENT, API_LINE_END, API_LINE_OK, API_LINE_FAIL
+};
 struct api_code_line {
 	enum api_code_line_kind kind;
-	uint64_t id;	  /* all but READY */
+	uint64_t id;	  /* all but READY and ACK */
+	uint64_t bytes;	  /* ACK: >= 1 */
 	struct json_t *event; /* EVENT: made anew from the known fields (MIME types outside
 			       * the list dropped); the caller's to json_decref() */
 	int64_t execution_count; /* END */

@@ -306,6 +306,15 @@ int api_code_line_parse(const char *line, size_t len, struct api_code_line *ret,
 		*ret = l;
 		return 0;
 	}
+	if (!id && strcmp(json_string_value(type), "ack") == 0) {
+		json_t *n = json_object_get(m, "bytes");
+		if (!json_is_integer(n) || json_integer_value(n) < 1)
+			return cordon_err_setf(err, -EPROTO, "an ack without its bytes");
+		l.kind = API_LINE_ACK;
+		l.bytes = (uint64_t)json_integer_value(n);
+		*ret = l;
+		return 0;
+	}
 	if (!json_is_integer(id) || json_integer_value(id) < 1)
 		return cordon_err_setf(err, -EPROTO, "a line without the id of a request");
 	l.id = (uint64_t)json_integer_value(id);

@@ -258,6 +258,24 @@ def test_a_cell_that_ignores_the_interrupt_gets_a_new_kernel(client, sbx):
     client.ok("DELETE", ctx_path(sbx, ctx), status=204)
 
 
+def test_big_cells_are_paced_and_bounded(client, sbx):
+    import threading
+    big = "s = '" + "a" * 900_000 + "'\nlen(s)"
+    ctx = client.ok("POST", ctx_path(sbx), {}, status=201)["id"]
+    got = []
+    ts = [threading.Thread(target=lambda kw=kw: got.append(main_text(cell(client, sbx, big, **kw))))
+          for kw in ({}, {"context": ctx}, {}, {"context": ctx})]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert got == ["900000"] * 4, got  # four at once: past the window, written as it is read
+    client.delete(ctx_path(sbx, ctx))
+    r = client.post(f"/v1/sandboxes/{sbx}/code", {"code": "\x01" * 300_000})
+    assert_error(r, 413, "payload_too_large")
+    assert main_text(cell(client, sbx, "x")) == "41"
+
+
 def test_a_long_cell_holds_no_other_context(client, sbx):
     ctx = client.ok("POST", ctx_path(sbx), {}, status=201)["id"]
     s = client.stream("POST", f"/v1/sandboxes/{sbx}/code", {"code": "import time; time.sleep(4); 'slow'"},

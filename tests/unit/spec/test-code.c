@@ -91,6 +91,10 @@ static void test_lines_made_anew(void **state)
 	struct api_code_line l;
 	assert_int_equal(line("{\"type\":\"ready\"}", &l, &err), 0);
 	assert_int_equal(l.kind, API_LINE_READY);
+	assert_int_equal(line("{\"type\":\"ack\",\"bytes\":120}", &l, &err), 0);
+	assert_true(l.kind == API_LINE_ACK && l.bytes == 120);
+	assert_int_equal(line("{\"type\":\"ack\",\"bytes\":0}", &l, &err), -EPROTO);
+	assert_int_equal(line("{\"type\":\"ack\"}", &l, &err), -EPROTO);
 	/* Unknown fields and MIME types are dropped: the event is ours, not the server's. */
 	assert_int_equal(line("{\"id\":7,\"type\":\"result\",\"is_main\":true,\"evil\":1,"
 			      "\"data\":{\"text/plain\":\"42\",\"x/evil\":\"y\"}}", &l, &err), 0);
