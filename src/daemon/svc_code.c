@@ -81,7 +81,7 @@ int svc_code_context_list(struct sbx *s, json_t **ret, struct svc_err *err)
 	if (!c)
 		return -1;
 	if (c->none)
-		return code_server_ensure(c, err); /* its 409 */
+		return code_no_interpreter(s, err);
 	json_t *a = json_array();
 	for (struct code_ctx *x = c->ctxs; x && a; x = x->next)
 		json_array_append_new(a, code_ctx_json(x));
@@ -107,9 +107,10 @@ int svc_code_context_delete(struct sbx *s, const char *id, struct svc_err *err)
 		return -1;
 	struct code *c = s->code;
 	struct code_op *op = c->p ? code_op_new(c, OP_QUIET, x->id, NULL, CODE_CTL_MS) : NULL;
-	if (op) /* the kernel goes after the cells queued before it; its "ok" is awaited */
-		code_send(c, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)op->id, "op", "delete",
-				       "ctx", x->id));
+	/* The kernel goes after the cells queued before it; its "ok" is awaited. */
+	if (op && code_send(c, json_pack("{s:I, s:s, s:s}", "id", (json_int_t)op->id, "op",
+					 "delete", "ctx", x->id)) < 0)
+		code_op_free(op); /* not sent: the server, if it runs on, keeps an idle kernel */
 	code_ctx_free(c, x);
 	return 0;
 }
