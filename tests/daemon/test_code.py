@@ -229,6 +229,19 @@ def test_a_dataframe_is_html_and_json_records(client, sbx):
     assert len(rows) == 1000, "the records are bounded"
 
 
+def test_results_are_mime_bundles(client, sbx):
+    evs = cell(client, sbx, "from IPython.display import display, Markdown, SVG, Latex, JSON, Javascript, HTML\n"
+                            "display(Markdown('**b**'), HTML('<i>i</i>'), Latex(r'$x^2$'), JSON({'k': [1]}),\n"
+                            "        Javascript('1;'), SVG('<svg xmlns=\"http://www.w3.org/2000/svg\"/>'))")
+    got = {}
+    for e in of(evs, "result"):
+        assert e["is_main"] is False and all(isinstance(v, str) for v in e["data"].values()), e
+        got.update(e["data"])
+    assert got["text/markdown"] == "**b**" and got["text/html"] == "<i>i</i>", got
+    assert got["text/latex"] == "$x^2$" and json.loads(got["application/json"]) == {"k": [1]}, got
+    assert got["application/javascript"] == "1;" and got["image/svg+xml"].startswith("<svg"), got
+
+
 def test_the_output_of_a_cell_is_bounded(client, sbx):
     evs, _ = run(client, sbx, "for i in range(120):\n    print('z' * 65536)")
     assert evs[-1]["truncated"] is True, evs[-1]
