@@ -29,7 +29,8 @@ int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp
 	if (!c)
 		return -1;
 	const char *id = req->context ? req->context : CODE_DEFAULT_CONTEXT;
-	if (!(x = code_ctx_find(c, id)) && req->context)
+	bool named = req->context && strcmp(id, CODE_DEFAULT_CONTEXT) != 0; /* not made on use */
+	if (!(x = code_ctx_find(c, id)) && named)
 		return svc_fail(err, API_ERR_NOT_FOUND, "no code context %s in sandbox %s", id, s->id);
 	if (!x && (code_ctx_add(c, id, req->language, NULL, &x, err) < 0 ||
 		   code_ctx_start(c, x, OP_QUIET, NULL, err) < 0))

@@ -326,6 +326,12 @@ def test_restart_gives_a_fresh_kernel(client, sbx):
     client.ok("DELETE", ctx_path(sbx, ctx["id"]), status=204)
 
 
+def test_the_default_context_is_made_when_named_too(client, sbx):
+    client.ok("DELETE", ctx_path(sbx, "default"), status=204)
+    assert main_text(cell(client, sbx, "'again'", context="default")) == "'again'"
+    cell(client, sbx, "x = 41")
+
+
 def test_a_deleted_context_is_gone(client, sbx):
     ctx = client.ok("POST", ctx_path(sbx), {}, status=201)["id"]
     client.ok("DELETE", ctx_path(sbx, ctx), status=204)
