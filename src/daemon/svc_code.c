@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/audit.h"
 #include "daemon/code.h"
 
 /* ---- the service ---- */
@@ -18,6 +19,18 @@ static int send_failed(int r, struct svc_err *err)
 	if (r == -ENOBUFS)
 		return svc_fail(err, API_ERR_QUOTA_EXCEEDED, "too many cells wait for the code interpreter");
 	return svc_fail(err, API_ERR_INTERNAL, "could not reach the code interpreter");
+}
+
+/* The cell's record, before it is sent: its context, size, hash and code (cut if long). */
+static int audit_cell(struct sbx *s, const char *ctx, const struct api_code *req)
+{
+	char sha[AUDIT_SHA256_HEX];
+	audit_sha256_hex(req->code, req->code_len, sha);
+	return sbx_audit_rc(s, AUDIT_CODE_RUN,
+			    json_pack("{s:s, s:s, s:I, s:s, s:s%}", "context", ctx, "language",
+				      api_language_name(req->language), "bytes",
+				      (json_int_t)req->code_len, "sha256", sha, "code", req->code,
+				      req->code_len));
 }
 
 /* The server is asked to stop a cell's output at 15/16 of our bound: its lines carry ids. */
@@ -44,7 +57,16 @@ int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp
 				   "op", "exec", "ctx", id, "code", req->code, req->code_len,
 				   "timeout_ms", (json_int_t)t * 1000, "max_bytes",
 				   (json_int_t)(CODE_MAX_OUTPUT - CODE_MAX_OUTPUT / 16)) : NULL;
-	int r = op ? code_send(c, m) : -ENOMEM;
+	int r = op ? audit_cell(s, id, req) : -ENOMEM;
+	if (r < 0) { /* nothing runs unrecorded */
+		json_decref(m);
+		if (op) {
+			op->rep = NULL;
+			code_op_free(op);
+		}
+		return svc_fail_audit(err, r);
+	}
+	r = code_send(c, m);
 	if (r < 0) {
 		if (op) {
 			op->rep = NULL; /* the caller answers */

@@ -165,6 +165,11 @@ def test_state_is_kept_between_cells(client, sbx):
     assert main_text(evs) == "82" and evs[-1]["execution_count"] == n + 1, evs
     evs = cell(client, sbx, "y = 3")  # no value: no main result
     assert of(evs, "result") == [] and of(evs, "error") == [], evs
+    import hashlib
+    recs = [json.loads(line) for line in client.get(f"/v1/sandboxes/{sbx}/audit").text.splitlines()]
+    runs = [r["fields"] for r in recs if r["event"] == "code.run"]
+    assert runs[-1] == {"context": "default", "language": "python", "bytes": 5, "code": "y = 3",
+                        "sha256": hashlib.sha256(b"y = 3").hexdigest()}, runs[-1]
 
 
 def test_contexts_are_separate_kernels(client, sbx):
