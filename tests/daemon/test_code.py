@@ -321,6 +321,17 @@ def test_a_client_that_leaves_mid_cell_harms_nothing(client, daemon, sbx):
     assert daemon.alive()
 
 
+def test_a_kernel_that_dies_ends_its_cell_and_is_restarted(client, sbx):
+    ctx = client.ok("POST", ctx_path(sbx), {}, status=201)["id"]
+    cell(client, sbx, "kept = 1", context=ctx)
+    t0 = time.monotonic()
+    evs = cell(client, sbx, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", context=ctx)
+    assert [e["name"] for e in of(evs, "error")] == ["KernelDied"] and time.monotonic() - t0 < 30, evs
+    evs = cell(client, sbx, "kept", context=ctx)
+    assert [e["name"] for e in of(evs, "error")] == ["NameError"], evs
+    client.delete(ctx_path(sbx, ctx))
+
+
 def test_restart_gives_a_fresh_kernel(client, sbx):
     ctx = client.ok("POST", ctx_path(sbx), {"cwd": "/tmp"}, status=201)
     cell(client, sbx, "z = 1", context=ctx["id"])
