@@ -203,7 +203,7 @@ const struct cli_option cli_options[] = {
 	{"context", 0, "ID", cli_string, F(code_context), CLI_CODE,
 	 "the code context to run in [the language's default]"},
 	{"save-images", 0, "DIR", cli_string, F(save_images), CLI_CODE,
-	 "write images and PDFs into DIR as result-N.png (else noted by type and size)"},
+	 "write images and PDFs into DIR as result-N.png, .jpg, .pdf (else noted by type and size)"},
 	{"count", 'n', "N", cli_count, F(count), CLI_FORK, "children to start, 1 to 100 [1]"},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_TEMPLATE_BUILD,
 	 "wall-clock limit of each RUN step"},
