@@ -221,7 +221,9 @@ static int p_code_line(const char *b, size_t n, struct cordon_err *err)
 	if (r < 0)
 		return r;
 	assert((l.kind == API_LINE_EVENT) == (l.event != NULL));
-	assert(l.kind == API_LINE_READY || l.id >= 1);
+	bool no_id = l.kind == API_LINE_READY || l.kind == API_LINE_ACK;
+	assert(no_id ? l.id == 0 : l.id >= 1);
+	assert(l.kind != API_LINE_ACK || l.bytes >= 1);
 	assert(strlen(l.message) <= API_MAX_CODE_MESSAGE);
 	if (l.event) {
 		const char *t = json_string_value(json_object_get(l.event, "type"));
