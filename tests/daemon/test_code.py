@@ -404,6 +404,20 @@ def test_a_sandbox_without_the_interpreter_is_409(client):
         client.destroy(sb["id"])
 
 
+def test_a_destroy_mid_cell_ends_its_stream(client, daemon):
+    sid = client.create({"template": "code-interpreter"})["id"]
+    s = client.stream("POST", f"/v1/sandboxes/{sid}/code",
+                      {"code": "import time\nprint('started', flush=True)\ntime.sleep(60)"}, timeout=60)
+    assert s.next() == {"type": "stdout", "text": "started\n"}
+    client.destroy(sid)
+    rest = []
+    while (ev := s.next()) is not None:
+        rest.append(ev)
+    s.close()
+    assert rest and rest[-1]["type"] == "end" and rest[0]["name"] == "InterpreterError", rest
+    assert "destroyed" in rest[0]["value"] and daemon.alive()
+
+
 def test_the_interpreter_is_not_a_listed_process(client, sbx):
     procs = client.ok("GET", f"/v1/sandboxes/{sbx}/processes")["processes"]
     assert not [p for p in procs if p.get("tag") == "code-interpreter"], procs
