@@ -41,10 +41,12 @@ bench: build
 	/usr/bin/python3 bench/bench_daemon.py
 	/usr/bin/python3 bench/bench_template.py
 
-# The shipped recipes (recipes/): base, then python (Debian's packages, a minute or two).
+# The shipped recipes (recipes/): base, then python and code-interpreter (Debian's packages,
+# a minute or two each).
 templates: build
 	$(BUILD)/cordon template build base -f recipes/base/Cordonfile
 	$(BUILD)/cordon template build python -f recipes/python/Cordonfile
+	$(BUILD)/cordon template build code-interpreter -f recipes/code-interpreter/Cordonfile
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

@@ -7,12 +7,15 @@ cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
 results=results.d
 rm -rf "$results"; mkdir -p "$results"
-# One template store for the suites that need the code-interpreter template: the first that
-# needs it builds it there (tests/daemon/test_code.py), the later ones (the TypeScript SDK's,
-# the MCP tests, the sanitizer stage) find it. Fresh each run, with results.d.
-export CORDON_TEST_CODE_STORE="${CORDON_TEST_CODE_STORE:-$PWD/$results/code-store}"
-mkdir -p "$CORDON_TEST_CODE_STORE"
 stage_fail=0
+# One code-interpreter template for the run: the first suite that needs it builds it there
+# from Debian's mirror (tests/daemon/test_code.py), the later ones find it (the sanitizer
+# stage, the TypeScript SDK's and the MCP tests, bench_code.py); removed at the end.
+if [ -z "${CORDON_TEST_CODE_STORE:-}" ]; then
+	CORDON_TEST_CODE_STORE=$(mktemp -d /var/tmp/cordon-code-store.XXXXXX)
+	trap 'rm -rf "$CORDON_TEST_CODE_STORE"' EXIT
+fi
+export CORDON_TEST_CODE_STORE
 
 stage() { # name, command...
 	local name=$1; shift
@@ -124,6 +127,8 @@ stage "bench egress (quick)" $PY bench/bench_egress.py --quick
 stage "bench snapshots (quick)" $PY bench/bench_snapshot.py --quick
 stage "bench storage (quick)" $PY bench/bench_storage.py --quick
 stage "bench e2b (quick)" $PY bench/bench_e2b.py --quick
+bench_code() { $PY bench/bench_code.py --quick --store "$CORDON_TEST_CODE_STORE"; local r=$?; [ $r = 2 ] && { echo "skipped: not root, or no code-interpreter template to be had"; return 0; }; return $r; }
+stage "bench code (quick)" bench_code
 
 $PY - "$results" "$stage_fail" <<'PYEOF'
 import sys, glob, xml.etree.ElementTree as ET

@@ -189,6 +189,52 @@ static int p_secret(const char *b, size_t n, struct cordon_err *err)
 	return r;
 }
 
+/* A cell (POST .../code): bounded code with no NUL, a context id the API takes. */
+static int p_code(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_code *c = NULL;
+	int r = api_code_parse(b, n, &c, err);
+	if (r >= 0) {
+		assert(c->code && c->code_len <= API_MAX_CODE && !memchr(c->code, 0, c->code_len));
+		assert(!c->context || api_context_id_ok(c->context, strlen(c->context)));
+		assert(c->timeout_s <= API_MAX_CODE_TIMEOUT);
+	}
+	api_code_free(c);
+	return r;
+}
+
+static int p_context(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_code_context *c = NULL;
+	int r = api_code_context_parse(b, n, &c, err);
+	if (r >= 0)
+		assert(!c->cwd || c->cwd[0] == '/');
+	api_code_context_free(c);
+	return r;
+}
+
+/* A line of the interpreter server: what it makes is an event of a known type and shape. */
+static int p_code_line(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_code_line l;
+	int r = api_code_line_parse(b, n, &l, err);
+	if (r < 0)
+		return r;
+	assert((l.kind == API_LINE_EVENT) == (l.event != NULL));
+	bool no_id = l.kind == API_LINE_READY || l.kind == API_LINE_ACK;
+	assert(no_id ? l.id == 0 : l.id >= 1);
+	assert(l.kind != API_LINE_ACK || l.bytes >= 1);
+	assert(strlen(l.message) <= API_MAX_CODE_MESSAGE);
+	if (l.event) {
+		const char *t = json_string_value(json_object_get(l.event, "type"));
+		assert(t && json_object_size(l.event) >= 2);
+		_cleanup_free_ char *out = json_dumps(l.event, JSON_COMPACT);
+		assert(out);
+		json_decref(l.event);
+	}
+	return 0;
+}
+
 static const struct {
 	char selector;
 	int (*parse)(const char *b, size_t n, struct cordon_err *err);
@@ -196,6 +242,7 @@ static const struct {
     {'c', p_create}, {'e', p_run},    {'p', p_start},	{'t', p_timeout},
     {'i', p_stdin},  {'s', p_signal}, {'n', p_network}, {'m', p_move},
     {'d', p_mkdir},  {'f', p_filter}, {'q', p_query},  {'k', p_secret},
+    {'x', p_code},   {'y', p_context}, {'l', p_code_line},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -31,6 +31,7 @@ const struct audit_event_info audit_events[] = {
     {AUDIT_SANDBOX_SNAPSHOT, {"snapshot", NULL}},
     {AUDIT_SANDBOX_FORK, {"snapshot", "count", NULL}},
     {AUDIT_PROCESS_START, {"argv", "cwd", "user", "env_names", NULL}},
+    {AUDIT_CODE_RUN, {"context", "language", "bytes", "sha256", "code", NULL}},
     {AUDIT_PROCESS_EXIT, {"code", "signal", "oom", "timed_out", "duration_ms", "bytes_out", NULL}},
     {AUDIT_FILE_WRITE, {"path", "bytes", NULL}},
     {AUDIT_FILE_REMOVE, {"path", NULL}},
@@ -76,7 +77,7 @@ const struct audit_event_info *audit_event_lookup(const char *name)
 	return NULL;
 }
 
-static void sha256_hex(const void *data, size_t len, char ret[AUDIT_SHA256_HEX])
+void audit_sha256_hex(const void *data, size_t len, char ret[AUDIT_SHA256_HEX])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
@@ -253,7 +254,7 @@ static int write_record(struct audit_log *log, size_t len, bool over)
 		done += (size_t)n;
 	}
 	log->seq++;
-	sha256_hex(log->buf, len, log->prev);
+	audit_sha256_hex(log->buf, len, log->prev);
 	log->size += (off_t)len;
 	return 0;
 }
@@ -266,7 +267,7 @@ static int repair_tail(struct audit_log *log, const char *torn, size_t len)
 {
 	off_t off = log->size, end = log->size + (off_t)len;
 	char sha[AUDIT_SHA256_HEX];
-	sha256_hex(torn, len, sha);
+	audit_sha256_hex(torn, len, sha);
 
 	_cleanup_json_ json_t *f =
 	    json_pack("{s:s, s:I, s:I, s:s}", "reason", "torn_tail", "offset", (json_int_t)off,
@@ -303,7 +304,7 @@ static int adopt_record(struct audit_log *log, const char *line, size_t len)
 	    v != AUDIT_SCHEMA_VERSION)
 		return -EBADMSG;
 	log->seq = (uint64_t)seq;
-	sha256_hex(line, len, log->prev);
+	audit_sha256_hex(line, len, log->prev);
 	return 0;
 }
 
@@ -697,7 +698,7 @@ static int verify_line(struct verify *vf, const char *l, size_t len)
 	int r = verify_chain(vf, (uint64_t)seq, prev);
 	if (r < 0)
 		return r;
-	sha256_hex(l, len, vf->prev);
+	audit_sha256_hex(l, len, vf->prev);
 	vf->res->records++;
 	vf->res->head_seq = (uint64_t)seq;
 	vf->res->recoveries += strcmp(event, AUDIT_LOG_RECOVERED) == 0;

@@ -50,6 +50,7 @@
 #define AUDIT_SANDBOX_FORK    "sandbox.fork"
 #define AUDIT_PROCESS_START   "process.start"
 #define AUDIT_PROCESS_EXIT    "process.exit"
+#define AUDIT_CODE_RUN	      "code.run" /* a cell sent to the sandbox's code interpreter */
 #define AUDIT_FILE_WRITE      "file.write"
 #define AUDIT_FILE_REMOVE     "file.remove"
 #define AUDIT_FILE_MKDIR      "file.mkdir"
@@ -70,6 +71,9 @@ struct audit_event_info {
 
 extern const struct audit_event_info audit_events[];
 extern const size_t audit_events_count;
+
+/* The SHA-256 of @data as 64 lowercase hex digits (what "prev" and "sha256" fields hold). */
+void audit_sha256_hex(const void *data, size_t len, char ret[AUDIT_SHA256_HEX]);
 
 /* Looks @name up in audit_events[]; NULL if unknown. */
 const struct audit_event_info *audit_event_lookup(const char *name);

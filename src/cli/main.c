@@ -26,6 +26,7 @@ static const struct subcommand subcommands[] = {
 	{"ls", cmd_ls, "list sandboxes"},
 	{"info", cmd_info, "show a sandbox"},
 	{"exec", cmd_exec, "run a command in a sandbox, streaming its output"},
+	{"code", cmd_code, "run a cell of code in a sandbox's interpreter (a Jupyter kernel)"},
 	{"cp", cmd_cp, "copy a file into or out of a sandbox"},
 	{"logs", cmd_logs, "show a sandbox's audit records"},
 	{"timeout", cmd_timeout, "set a sandbox's deadline to now + SECONDS"},

@@ -160,7 +160,7 @@ static int cli_bind(const struct cli_option *o, const char *arg, void *field)
 #define JSON_CMDS                                                                                  \
 	(CLI_CREATE | CLI_LS | CLI_INFO | CLI_TIMEOUT | CLI_NETWORK | CLI_LOGS |                    \
 	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS | CLI_VOLUME | \
-	 CLI_RUNTIMES)
+	 CLI_RUNTIMES | CLI_CODE)
 
 const struct cli_option cli_options[] = {
 	{"template", 0, "NAME", cli_string, F(template), SANDBOX, "template to start from [host]"},
@@ -182,6 +182,12 @@ const struct cli_option cli_options[] = {
 	 "kill the process after this long; 0: as long as the sandbox [60s]"},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_FORK,
 	 "the children's TTL, whole seconds [the parent's]"},
+	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_CODE,
+	 "interrupt the cell after this long, whole seconds [300s]"},
+	{"context", 0, "ID", cli_string, F(code_context), CLI_CODE,
+	 "the code context to run in [the language's default]"},
+	{"save-images", 0, "DIR", cli_string, F(save_images), CLI_CODE,
+	 "write images and PDFs into DIR as result-N.png, .jpg, .pdf (else noted by type and size)"},
 	{"count", 'n', "N", cli_uint, F(count), CLI_FORK, "children to start, 1 to 100 [1]", 1, 100},
 	{"timeout", 0, "DURATION", cli_duration, F(timeout_ms), CLI_TEMPLATE_BUILD,
 	 "wall-clock limit of each RUN step"},
@@ -240,7 +246,7 @@ static const char *const cmd_names[] = {
 	"run", "create", "exec", "ls", "info", "kill", "timeout", "network", "logs", "cp",
 	"template build", "template import", "template ls", "template inspect", "template rm",
 	"template gc", "pause", "resume", "snapshot", "snapshot ls", "snapshot rm", "fork",
-	"volume", "runtimes",
+	"volume", "runtimes", "code",
 };
 
 const char *cli_cmd_name(enum cli_cmd cmd)

@@ -744,6 +744,8 @@ int svc_sandbox_create_at(const struct svc_caller *who, const struct api_create 
 		return create_failed(s, r, false, e);
 	if ((r = create_records(s, req, ready)) < 0)
 		return create_failed(s, r, true, e);
+	if (s->code) /* a warm pooled one: its interpreter runs already */
+		code_claimed(s);
 	if (ready) {
 		metric_inc(M_CREATES);
 		metric_observe(H_CREATE, (now_ms() - t0) / 1000.0);

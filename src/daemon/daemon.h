@@ -137,6 +137,7 @@ struct sbx {
 	struct chan *chans;        /* every open agent channel but 0 */
 	struct audit_listener *listeners;
 	struct sbx_secrets *secrets; /* NULL: none. secrets.c; memory only, wiped at destroy */
+	struct code *code;         /* the code interpreter (svc_code.c); NULL until first used */
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
 	char *workdir;
@@ -319,6 +320,7 @@ struct sbx_hooks {
 	void (*after)(void);         /* after a destroy, unless the daemon stops */
 	void (*ending)(struct sbx *s); /* destroyed, before its last audit record */
 	void (*final)(struct sbx *s);  /* reaped (its mounts gone), before it is freed */
+	void (*pooled)(struct sbx *s); /* HELLO_OK of a pooled sandbox: it waits to be claimed */
 };
 void sbx_hooks_add(const struct sbx_hooks *h); /* at start, before any sandbox exists */
 struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
@@ -389,7 +391,34 @@ bool daemon_settled(void);
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
  * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
 int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
+/* A long-lived process of the daemon's own in @s (svc_code.c's interpreter server): started
+ * like any (audited, as the template's USER, with the sandbox's environment), but not listed
+ * and not reachable by pid through the API. Its stdout and stderr go to @h->output, whether
+ * it started to @h->spawned (0, or the agent's errno), its end (or the sandbox's) to
+ * @h->exited, after which the process is freed; stdin the agent refused to @h->refused. @h is borrowed until then or proc_own_kill(). */
+struct proc_hooks {
+	void (*output)(void *arg, int which, const void *data, size_t len);
+	void (*spawned)(void *arg, int errnum);
+	void (*exited)(void *arg);
+	void (*refused)(void *arg); /* the agent refused its stdin (its queue was full) */
+	void *arg;
+};
+struct api_exec;
+struct proc *proc_spawn_own(struct sbx *s, const struct api_exec *e, const struct proc_hooks *h,
+			    struct svc_err *err);
+/* In a pooled sandbox (nobody's yet, its log not begun) the process.start record waits for
+ * this, which the claim calls after sandbox.create; -errno if it could not be written. */
+int proc_own_record(struct proc *p);
+int proc_own_write(struct proc *p, const void *data, size_t len); /* to its stdin */
+/* SIGKILL; its hooks are not called again (the process is freed at its exit). */
+void proc_own_kill(struct proc *p);
 
+/* svc_code.c: its hooks (a pooled sandbox of a template with the interpreter starts it and
+ * its default kernel; a sandbox's interpreter goes with it) */
+void code_start(void);
+/* A warm pooled sandbox was claimed (after its sandbox.create record): the interpreter's
+ * deferred record, and the sandbox's environment as the request made it, to its kernels. */
+void code_claimed(struct sbx *s);
 /* volumes.c */
 void volumes_start(void); /* its hooks, the sweep */
 

@@ -118,6 +118,7 @@ static int setup(int argc, char **argv)
 		event_add(D.sig_ev[i], NULL);
 	}
 	volumes_start();
+	code_start();
 	if ((r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
 		return r;
 	pool_fill();

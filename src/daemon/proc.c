@@ -62,6 +62,10 @@ struct proc {
 	void (*ready_exit)(struct sbx *s, bool ok);
 	struct sub *subs;
 	struct event *watchdog;
+	/* The daemon's own (proc_spawn_own): hidden from the API; @hooks NULL once killed. */
+	bool own;
+	const struct proc_hooks *hooks;
+	json_t *record; /* a pooled sandbox's: its process.start, written at the claim */
 	struct proc *next;
 };
 
@@ -74,7 +78,7 @@ static struct proc *proc_by_pid(struct sbx *s, const char *pid_s)
 	if (!pid_s || *end || pid == 0 || pid > UINT32_MAX)
 		return NULL;
 	for (struct proc *p = s->procs; p; p = p->next)
-		if (p->spawned && p->pid == pid)
+		if (p->spawned && p->pid == pid && !p->own)
 			return p;
 	return NULL;
 }
@@ -168,6 +172,7 @@ static void proc_free(struct proc *p)
 		if (p->out[i])
 			evbuffer_free(p->out[i]);
 	json_decref(p->argv);
+	json_decref(p->record);
 	free(p->cwd);
 	free(p->tag);
 	free(p);
@@ -177,6 +182,8 @@ static void proc_free(struct proc *p)
 static void proc_close(struct chan *ch)
 {
 	struct proc *p = OWNER_OF(ch, struct proc, ch);
+	if (p->hooks)
+		p->hooks->exited(p->hooks->arg);
 	rep_fail(&p->exec_rep, API_ERR_CONFLICT, "the sandbox was destroyed");
 	proc_free(p);
 }
@@ -357,7 +364,9 @@ static void proc_exited(struct proc *p)
 		sub_end(p, p->subs, NULL, 0);
 	void (*ready_exit)(struct sbx *, bool) = p->ready_exit;
 	bool ok = !p->ex.signal && p->ex.code == 0;
-	if (p->exec)
+	if (p->hooks)
+		p->hooks->exited(p->hooks->arg);
+	if (p->exec || p->own)
 		proc_free(p);
 	else
 		forget_old_exited(s);
@@ -380,6 +389,11 @@ static void output(struct proc *p, int which, const struct frame *f)
 	if (frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
 		return;
 	p->bytes_out += d.len;
+	if (p->own) {
+		if (p->hooks)
+			p->hooks->output(p->hooks->arg, which, d.data, d.len);
+		return;
+	}
 	if (p->exec) {
 		size_t have = evbuffer_get_length(p->out[which]);
 		size_t room = have < D.cfg.max_output ? D.cfg.max_output - have : 0;
@@ -410,6 +424,8 @@ static void spawn_failed(struct proc *p, const struct frame *f)
 	if (frame_msg_parse(f->type, f->payload, f->len, &e) < 0)
 		e = (struct frame_error){.errnum = EIO};
 	const char *msg = e.message ? e.message : strerror(e.errnum);
+	if (p->hooks)
+		p->hooks->spawned(p->hooks->arg, e.errnum ? (int)e.errnum : EIO);
 	if (spawn_quota(e.errnum))
 		rep_fail(p->exec ? &p->exec_rep : &p->start_rep, API_ERR_QUOTA_EXCEEDED,
 			 "no room for another process in sandbox %s (%s): at most %u run at once, "
@@ -443,6 +459,10 @@ static int proc_frame(struct chan *ch, const struct frame *f)
 			return -EPROTO;
 		p->pid = sp.pid;
 		p->spawned = true;
+		if (p->hooks)
+			p->hooks->spawned(p->hooks->arg, 0);
+		else if (p->own) /* killed before it started */
+			proc_own_kill(p);
 		start_answer(p); /* only now is the answer 200 */
 		broadcast(p, start_event(p));
 		return 0;
@@ -462,6 +482,8 @@ static int proc_frame(struct chan *ch, const struct frame *f)
 	case FRAME_ERROR:
 		if (!p->spawned)
 			spawn_failed(p, f);
+		else if (p->hooks)
+			p->hooks->refused(p->hooks->arg); /* its stdin was: what it missed is lost */
 		return 0; /* a refused STDIN or SIGNAL: the process goes on */
 	default:
 		return -EPROTO;
@@ -532,7 +554,7 @@ static int send_stdin(struct sbx *s, uint32_t chan, const uint8_t *data, size_t 
 
 /* Starts @e in @s: the record, then SPAWN; NULL with @err set if it could not be. */
 static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exec,
-			       struct svc_err *err)
+			       bool defer_record, struct svc_err *err)
 {
 	const char *home = e->user == CORDON_USER_ROOT ? "/root" : "/home/user";
 	if (!e->cwd && s->workdir)
@@ -580,7 +602,12 @@ static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exe
 				   env_names(sp->envp, sp->envc));
 	if (fields && p->tag)
 		json_object_set_new(fields, "tag", json_string(p->tag));
-	int r = sbx_audit_rc(s, AUDIT_PROCESS_START, fields);
+	if (defer_record && !(p->record = fields)) {
+		proc_free(p);
+		svc_fail(err, API_ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	int r = defer_record ? 0 : sbx_audit_rc(s, AUDIT_PROCESS_START, fields);
 	if (r < 0) { /* nothing runs unrecorded */
 		proc_free(p);
 		svc_fail_audit(err, r);
@@ -619,11 +646,48 @@ int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct s
 	struct api_exec e = {.argv = args, .argc = n, .user = s->user_default,
 			     .timeout_s = ready_check ? 10 : 0, .tag = ready_check ? "ready" : "start"};
 	struct svc_err err; /* the daemon's own: nobody to tell but the caller */
-	struct proc *p = proc_start(s, &e, ready_check, &err);
+	struct proc *p = proc_start(s, &e, ready_check, false, &err);
 	if (!p)
 		return -EIO;
 	p->ready_exit = ready_exit;
 	return 0;
+}
+
+struct proc *proc_spawn_own(struct sbx *s, const struct api_exec *e, const struct proc_hooks *h,
+			    struct svc_err *err)
+{
+	if (running(s) >= MAX_PROCS) {
+		svc_fail(err, API_ERR_QUOTA_EXCEEDED, "at most %d processes run at once", MAX_PROCS);
+		return NULL;
+	}
+	struct proc *p = proc_start(s, e, false, s->pooled, err);
+	if (p) {
+		p->own = true;
+		p->hooks = h;
+	}
+	return p;
+}
+
+int proc_own_record(struct proc *p)
+{
+	json_t *f = p->record;
+	p->record = NULL;
+	if (f)
+		json_object_set_new(f, "pooled", json_true());
+	return f ? sbx_audit_rc(p->s, AUDIT_PROCESS_START, f) : 0;
+}
+
+int proc_own_write(struct proc *p, const void *data, size_t len)
+{
+	return p->exited ? -EPIPE : send_stdin(p->s, p->ch.id, data, len, false);
+}
+
+void proc_own_kill(struct proc *p)
+{
+	struct frame_signal sig = {.signo = SIGKILL};
+	p->hooks = NULL;
+	if (p->spawned && !p->exited) /* else SPAWNED sends it, or nothing runs */
+		sbx_send(p->s, FRAME_SIGNAL, p->ch.id, &sig);
 }
 
 int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_reply *rp,
@@ -634,7 +698,7 @@ int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_repl
 				MAX_PROCS);
 	if (!e->user_given && s->user_default_set)
 		e->user = s->user_default; /* the template's USER */
-	struct proc *p = proc_start(s, e, exec, err);
+	struct proc *p = proc_start(s, e, exec, false, err);
 	if (!p)
 		return -1;
 	if (exec) {
@@ -664,7 +728,7 @@ json_t *svc_proc_list(struct sbx *s)
 {
 	json_t *a = json_array();
 	for (struct proc *p = s->procs; p; p = p->next)
-		if (p->spawned && !p->exited && !p->exec)
+		if (p->spawned && !p->exited && !p->exec && !p->own)
 			json_array_append_new(a, proc_json(p));
 	return json_pack("{s:o}", "processes", a);
 }

@@ -237,7 +237,7 @@ void sbx_arm_ttl(struct sbx *s)
 
 /* ---- hooks: who makes sandboxes (create.c) and who gives them a network (network.c) ---- */
 
-static const struct sbx_hooks *hooks[4];
+static const struct sbx_hooks *hooks[8];
 static size_t n_hooks;
 
 void sbx_hooks_add(const struct sbx_hooks *h)
@@ -434,6 +434,9 @@ static int on_frame(struct sbx *s, const struct frame *f)
 			D.n_pool_ready++;
 			s->state = SBX_READY;
 			audit_prepare(s); /* creating the file (and syncing its directory) costs */
+			for (size_t i = 0; i < n_hooks; i++)
+				if (hooks[i]->pooled)
+					hooks[i]->pooled(s);
 		} else {
 			s->state = SBX_RUNNING;
 			s->deadline_ms = now_ms() + s->timeout_s * 1000;

@@ -215,6 +215,22 @@ int svc_template_delete(const struct svc_caller *who, const char *name, struct s
 int svc_template_build(const struct svc_caller *who, const struct api_build *b,
 		       struct svc_reply *r, struct svc_err *err);
 
+/* ---- the code interpreter (svc_code.c): cells in Jupyter kernels, through a server inside
+ * the sandbox that cordond starts on first use ---- */
+
+/* Runs @req's cell; @r becomes its NDJSON events (stdout, stderr, result, error, one end
+ * last) once the interpreter runs. 409 no_interpreter, 404 for an unknown context. */
+int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *r,
+		 struct svc_err *err);
+/* A new context (its own kernel): 201 and {id, language, cwd} to @r once its kernel is up. */
+int svc_code_context_create(struct sbx *s, const struct api_code_context *req,
+			    struct svc_reply *r, struct svc_err *err);
+int svc_code_context_list(struct sbx *s, json_t **ret, struct svc_err *err); /* {"contexts"} */
+int svc_code_context_delete(struct sbx *s, const char *id, struct svc_err *err);
+/* A fresh kernel for context @id (its variables gone): 200 and the context to @r. */
+int svc_code_context_restart(struct sbx *s, const char *id, struct svc_reply *r,
+			     struct svc_err *err);
+
 /* ---- security events (events.c) ---- */
 
 struct events_filter;

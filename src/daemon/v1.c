@@ -506,6 +506,74 @@ static void v1_file_move(struct ctx *c)
 	api_move_free(m);
 }
 
+/* ---- the code interpreter (svc_code.c) ---- */
+
+static void v1_code_run(struct ctx *c)
+{
+	struct api_code *req = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = api_code_parse(c->body, c->body_len, &req, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	struct svc_reply *rp = deferred(c); /* the cell's events, streamed */
+	if (rp && svc_code_run(s, req, rp, &err) < 0)
+		rp->error(rp, &err);
+	api_code_free(req);
+}
+
+static void v1_code_ctx_create(struct ctx *c)
+{
+	struct api_code_context *req = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = api_code_context_parse(c->body, c->body_len, &req, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	struct svc_reply *rp = deferred(c); /* 201 once its kernel is up */
+	if (rp && svc_code_context_create(s, req, rp, &err) < 0)
+		rp->error(rp, &err);
+	api_code_context_free(req);
+}
+
+static void v1_code_ctx_list(struct ctx *c)
+{
+	struct svc_err err = {};
+	json_t *out = NULL;
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = svc_code_context_list(s, &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
+static void v1_code_ctx_delete(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct sbx *s = ctx_sbx(c);
+	if (s)
+		reply_svc(c->req, svc_code_context_delete(s, c->params[1], &err), 204, NULL, &err);
+}
+
+static void v1_code_ctx_restart(struct ctx *c)
+{
+	struct svc_err err = {};
+	struct sbx *s = ctx_sbx(c);
+	struct svc_reply *rp = s ? deferred(c) : NULL; /* 200 once its new kernel is up */
+	if (rp && svc_code_context_restart(s, c->params[1], rp, &err) < 0)
+		rp->error(rp, &err);
+}
+
 /* ---- volumes ---- */
 
 /* Volumes are the host's, not yet any API key's own: only the unix socket may touch them. */
@@ -810,6 +878,11 @@ static const struct route v1_routes[] = {
 	{POST, SB "/files/mkdir", v1_file_mkdir, BODY_API, ST_RUNNING},
 	{POST, SB "/files/move", v1_file_move, BODY_API, ST_RUNNING},
 	{GET, SB "/audit", v1_audit, BODY_API, ST_ANY},
+	{POST, SB "/code", v1_code_run, BODY_API, ST_RUNNING},
+	{POST, SB "/code/contexts", v1_code_ctx_create, BODY_API, ST_RUNNING},
+	{GET, SB "/code/contexts", v1_code_ctx_list, BODY_API, ST_RUNNING},
+	{DELETE, SB "/code/contexts/{ctx}", v1_code_ctx_delete, BODY_API, ST_RUNNING},
+	{POST, SB "/code/contexts/{ctx}/restart", v1_code_ctx_restart, BODY_API, ST_RUNNING},
 	{POST, "/v1/volumes", v1_volume_create},
 	{GET, "/v1/volumes", v1_volume_list},
 	{GET, "/v1/volumes/{name}", v1_volume_get},

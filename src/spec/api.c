@@ -1604,6 +1604,7 @@ static const struct {
     [API_ERR_VOLUME_EXISTS] = {"volume_exists", 409},
     [API_ERR_INSUFFICIENT_STORAGE] = {"insufficient_storage", 507},
     [API_ERR_UNSAFE_ARCHIVE] = {"unsafe_archive", 400},
+    [API_ERR_NO_INTERPRETER] = {"no_interpreter", 409},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */

@@ -229,6 +229,69 @@ bool api_volume_name_ok(const char *s, size_t len);
 int api_timeout_parse(const char *body, size_t len, uint32_t max_timeout_s, uint32_t *ret_timeout_s,
 		      struct cordon_err *err);
 
+/* ---- the code interpreter: POST /v1/sandboxes/{id}/code, .../code/contexts (code.c) ---- */
+
+#define API_MAX_CODE	     (1000 * 1000) /* bytes of a cell's code */
+#define API_MAX_CONTEXT_ID   64	   /* bytes of a context's id: [A-Za-z0-9_-] */
+#define API_MAX_CODE_TIMEOUT 3600  /* seconds a cell may be given */
+
+enum api_language { API_LANG_PYTHON };
+const char *api_language_name(enum api_language l);
+
+/* {code (required), language ("python"), context (NULL: the language's default), timeout_s
+ * (0: the default)} */
+struct api_code {
+	const char *code;
+	size_t code_len;
+	enum api_language language;
+	const char *context;
+	uint32_t timeout_s;
+
+	struct json_t *root_;
+};
+int api_code_parse(const char *body, size_t len, struct api_code **ret, struct cordon_err *err);
+struct api_code *api_code_free(struct api_code *c);
+
+/* {language ("python"), cwd (NULL: the sandbox's default)}; an empty body is {}. */
+struct api_code_context {
+	enum api_language language;
+	const char *cwd;
+
+	struct json_t *root_;
+};
+int api_code_context_parse(const char *body, size_t len, struct api_code_context **ret,
+			   struct cordon_err *err);
+struct api_code_context *api_code_context_free(struct api_code_context *c);
+bool api_context_id_ok(const char *s, size_t len);
+
+/* One line of the interpreter server's stdout (without its newline): hostile bytes, since the
+ * sandbox can write them. A JSON object of a known "type" with fields of the right types:
+ * {"type":"ready"}; {"id", "type": stdout|stderr, "text"}; {"id", "type":"result", "is_main",
+ * "data": {MIME: string}}; {"id", "type":"error", "name", "value", "traceback"}; {"id",
+ * "type":"end", "execution_count", "truncated", "timed_out"}; {"id", "type":"ok"}; {"id",
+ * "type":"fail", "message"}; {"type":"ack", "bytes"}: it read that many bytes of its stdin
+ * (what paces our writes). -EPROTO with @err saying why for anything else. */
+#define API_MAX_CODE_OUTPUT  (4u << 20) /* bytes of events one cell streams */
+#define API_MAX_CODE_LINE    (API_MAX_CODE_OUTPUT + (64u << 10))
+#define API_MAX_CODE_MESSAGE 1024	/* bytes of a "fail" message kept */
+enum api_code_line_kind {
+	API_LINE_READY, API_LINE_ACK, API_LINE_EVENT, API_LINE_END, API_LINE_OK, API_LINE_FAIL
+};
+struct api_code_line {
+	enum api_code_line_kind kind;
+	uint64_t id;	  /* all but READY and ACK */
+	uint64_t bytes;	  /* ACK: >= 1 */
+	struct json_t *event; /* EVENT: made anew from the known fields (MIME types outside
+			       * the list dropped); the caller's to json_decref() */
+	int64_t execution_count; /* END */
+	bool truncated, timed_out;
+	char message[API_MAX_CODE_MESSAGE + 1]; /* FAIL, cut */
+};
+int api_code_line_parse(const char *line, size_t len, struct api_code_line *ret,
+			struct cordon_err *err);
+/* Whether a line of @kind answers a cell (else a context's create, restart or delete). */
+bool api_code_line_for_cell(enum api_code_line_kind kind);
+
 /* ---- POST /v1/sandboxes/{id}/fork ------------------------------------------------------- */
 
 #define API_MAX_FORK 100 /* children of one fork */
@@ -430,6 +493,7 @@ enum api_error {
 	API_ERR_VOLUME_EXISTS,	   /* 409: POST /v1/volumes of a name that is taken */
 	API_ERR_INSUFFICIENT_STORAGE, /* 507: more than the host's disk can hold */
 	API_ERR_UNSAFE_ARCHIVE,	   /* 400: a tar with '..', absolute names, links out, devices */
+	API_ERR_NO_INTERPRETER,	   /* 409: the sandbox's template has no code interpreter */
 	_API_ERR_MAX,
 };
 

@@ -15,7 +15,8 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      NotADirectory, NotFound, PayloadTooLarge, QuotaExceeded, ReadOnly,
                      SandboxPaused, SnapshotLimit, StreamLagged, Timeout, Unauthorized,
                      Unavailable, UnknownField, UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage,
-                     UnsafeArchive)
+                     UnsafeArchive, NoInterpreter)
+from .code import CodeContext, Execution, ExecutionError, Logs, Result
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
@@ -43,5 +44,6 @@ __all__ = [
     "Unavailable", "CordonUnavailable", "Timeout", "MethodNotAllowed", "LengthRequired",
     "AuditUnavailable", "InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
     "CrossDevice", "StreamLagged", "Volumes", "VolumeInUse", "VolumeExists", "InsufficientStorage",
-    "UnsafeArchive", "__version__",
+    "UnsafeArchive", "NoInterpreter", "Execution", "ExecutionError", "Logs", "Result",
+    "CodeContext", "__version__",
 ]

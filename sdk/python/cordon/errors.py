@@ -261,6 +261,12 @@ class SnapshotLimit(CordonError):
     default_status = 507
 
 
+class NoInterpreter(Conflict):
+    """409 ``no_interpreter``: the sandbox's template has no code interpreter; create it
+    from the ``code-interpreter`` template to use :meth:`Sandbox.run_code`."""
+    code = "no_interpreter"
+
+
 _BY_CODE: Dict[str, Type[CordonError]] = {
     cls.code: cls
     for cls in (BadRequest, InvalidField, UnknownField, UnsupportedRuntime, PayloadTooLarge, NotFound, Conflict,
@@ -268,7 +274,7 @@ _BY_CODE: Dict[str, Type[CordonError]] = {
                 Unavailable, Timeout, MethodNotAllowed, LengthRequired, AuditUnavailable,
                 InvalidPath, ReadOnly, NoSpace, NotADirectory, IsADirectory, CrossDevice,
                 StreamLagged, SandboxPaused, SnapshotLimit, VolumeInUse, VolumeExists,
-                InsufficientStorage, UnsafeArchive)
+                InsufficientStorage, UnsafeArchive, NoInterpreter)
 }
 
 _BY_STATUS: Dict[int, Type[CordonError]] = {
@@ -280,7 +286,7 @@ _BY_STATUS: Dict[int, Type[CordonError]] = {
 __all__ += ["InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
             "CrossDevice", "StreamLagged", "MethodNotAllowed", "LengthRequired", "AuditUnavailable",
             "SandboxPaused", "SnapshotLimit",
-            "VolumeInUse", "VolumeExists", "InsufficientStorage", "UnsafeArchive"]
+            "VolumeInUse", "VolumeExists", "InsufficientStorage", "UnsafeArchive", "NoInterpreter"]
 
 
 def error_from_response(status: int, body: bytes,

@@ -6,6 +6,7 @@ import json
 import logging
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
+from . import code as _code
 from . import errors
 from ._http import DEFAULT_REQUEST_TIMEOUT, Client, quote_segment
 from .files import Files
@@ -292,6 +293,50 @@ class Sandbox:
         return ExecResult.from_json(r.json())
 
     run = exec
+
+    # -- the code interpreter (template "code-interpreter") ---------------------------------
+
+    def run_code(self, code: str, language: str = "python", context: Any = None,
+                 on_stdout: Any = None, on_stderr: Any = None, on_result: Any = None,
+                 timeout: Optional[int] = None, on_error: Any = None) -> "_code.Execution":
+        """Run a cell in a Jupyter kernel; its state stays for the next cell of ``context``
+        (a :class:`CodeContext` or its id; None: the language's default one, made on first
+        use). The callbacks get each stdout/stderr text and :class:`Result` as it comes.
+        ``timeout``: seconds (server default 300) before the cell is interrupted.
+
+        Raises :class:`NoInterpreter` for a sandbox whose template has no interpreter,
+        :class:`NotFound` for an unknown context. An exception in the cell does not raise: it
+        is the returned :class:`Execution`'s ``error``."""
+        return _code.run_code(self, code, language, context, on_stdout, on_stderr, on_result,
+                              timeout, on_error)
+
+    def create_code_context(self, language: str = "python",
+                            cwd: Optional[str] = None) -> "_code.CodeContext":
+        """A new context (a kernel of its own), started before this returns; at most 8 a
+        sandbox (:class:`QuotaExceeded`)."""
+        body: Dict[str, Any] = {"language": language}
+        if cwd is not None:
+            body["cwd"] = cwd
+        r = self._client.request("POST", self._path("code", "contexts"), json_body=body,
+                                 timeout=self._code_wait())
+        return _code.CodeContext.from_json(r.json())
+
+    def list_code_contexts(self) -> List["_code.CodeContext"]:
+        r = self._client.request("GET", self._path("code", "contexts"))
+        return [_code.CodeContext.from_json(c) for c in r.json().get("contexts", [])]
+
+    def remove_code_context(self, context: Any) -> None:
+        self._client.request("DELETE", self._path("code", "contexts", _code._context_id(context)))
+
+    def restart_code_context(self, context: Any) -> "_code.CodeContext":
+        """A fresh kernel for the context: its variables are gone."""
+        r = self._client.request("POST", self._path("code", "contexts", _code._context_id(context),
+                                                    "restart"), timeout=self._code_wait())
+        return _code.CodeContext.from_json(r.json())
+
+    def _code_wait(self) -> Optional[float]:
+        t = self._client.request_timeout
+        return None if t is None else max(t, 120.0)  # a kernel's start, under load
 
     # -- audit -------------------------------------------------------------------------------
 
