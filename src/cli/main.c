@@ -37,6 +37,9 @@ static const struct subcommand subcommands[] = {
 	{"fork", cmd_fork, "snapshot a sandbox and start N children from it"},
 	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
 	{"volume", cmd_volume, "create, list and remove persistent volumes"},
+	{"approvals", cmd_approvals, "list the requests waiting for a decision (--follow: as they come)"},
+	{"approve", cmd_approve, "let a held request go on"},
+	{"deny", cmd_deny, "refuse a held request (the sandbox gets a 403)"},
 	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},
 };
 

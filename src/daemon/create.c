@@ -440,6 +440,10 @@ static int apply_network(struct sbx *s, const struct api_create *req)
 	const char *policy = policies[req->network.policy];
 	const char *const *allow = req->network.allow;
 	size_t n = req->network.n_allow;
+	/* Approve rules read HTTPS requests through the same interception: the CA is trusted. */
+	if (!req->secrets.n && req->network.n_approve &&
+	    secrets_env(NULL, secretenv_bundle_dst(s->version ? s->version->rootfs : NULL), &s->env, &s->n_env) < 0)
+		return -ENOMEM;
 	if (req->secrets.n) {
 		if (secrets_new(&req->secrets, &s->secrets, &e) < 0 ||
 		    secrets_env(s->secrets, secretenv_bundle_dst(s->version ? s->version->rootfs : NULL),
@@ -453,7 +457,10 @@ static int apply_network(struct sbx *s, const struct api_create *req)
 			allow = ptrs;
 		}
 	}
-	return network_set(s, policy, allow, n, NULL);
+	json_t *approve = api_approve_json(req->network.approve, req->network.n_approve);
+	int r = network_set(s, policy, allow, n, approve, NULL);
+	json_decref(approve);
+	return r;
 }
 
 static int apply_request(struct sbx *s, const struct svc_caller *who,
@@ -615,6 +622,13 @@ static int make_room(struct svc_err *e)
 			(unsigned long long)D.cfg.max_sandboxes);
 }
 
+/* Secrets and approve rules are read through TLS interception: their sandbox trusts the
+ * Cordon CA, bound in at start. */
+static bool trusts_ca(const struct api_create *req)
+{
+	return req->secrets.n || req->network.n_approve;
+}
+
 /* A sandbox made now for @req, of @version (NULL: the host's), which it takes; its disk
  * filled from @from's snapshot when there is one. */
 static struct sbx *sandbox_make(const struct api_create *req, const char *runtime,
@@ -629,7 +643,7 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 	struct cordon_bind trust = {(char *)secrets_bundle(), (char *)secretenv_bundle_dst(rootfs)};
 	struct sbx_start st = {.disk_bytes = (uint64_t)req->limits.disk_mb << 20, .rootfs = rootfs,
 			       .runtime = runtime, .from = from->fd,
-			       .bind = req->secrets.n ? &trust : NULL, .vols = vols,
+			       .bind = trusts_ca(req) ? &trust : NULL, .vols = vols,
 			       .n_vols = req->n_volumes, .spec_hook = network_spec};
 	if (make_room(e) < 0 || (req->n_volumes && svc_volumes_claim(req, vols, &claim, &vjson, e) < 0)) {
 		version_free(version);
@@ -668,9 +682,9 @@ static struct sbx *create_obtain(const struct api_create *req, const char *runti
 {
 	const char *warm_name = host ? "" : req->template_name;
 	/* The pool holds sandboxes with the default disk and nothing of their own: no
-	 * snapshot, no secrets (their sandbox trusts the Cordon CA, bound in at start), no volume. */
+	 * snapshot, no secrets or approve rules (trusts_ca()), no volume. */
 	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && from->fd < 0 &&
-			 req->secrets.n == 0 && req->n_volumes == 0;
+			 !trusts_ca(req) && req->n_volumes == 0;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 

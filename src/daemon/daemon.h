@@ -195,6 +195,9 @@ struct event *loop_event_new(int fd, short what, event_callback_fn cb, void *arg
 struct event *loop_event_free(struct event *ev);
 struct bufferevent *loop_bev_new(int fd, int options);
 struct bufferevent *loop_bev_free(struct bufferevent *bev);
+/* One line (malloc'd, taken; NULL is ignored) to cordon-egress's control socket. */
+void egress_send_line(char *line);
+
 
 /* http.c: the HTTP machinery every surface shares (matching, authentication, bodies,
  * replies); a surface (v1.c) is a table of routes. */
@@ -376,7 +379,7 @@ int network_start(void);
 /* Validates @policy ("deny", "allow", "public") and @allow, then hands them to the proxy for
  * @s's address; -EINVAL with @err naming the rule. */
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
-		struct cordon_err *err);
+		json_t *approve, struct cordon_err *err);
 void network_forget(struct sbx *s);
 /* The sandbox's secrets as they are now (rotated, revoked) to the proxy, with its policy
  * unchanged; they apply from the next request. -ENOTCONN: it has no link yet. */
@@ -386,6 +389,13 @@ int network_secrets_push(struct sbx *s);
 void network_spec(struct cordon_spec *spec, const char *runtime);
 /* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
+
+/* approvals.c: requests the proxy holds for a person's decision */
+void approvals_start(void); /* its hooks */
+/* A report of the proxy's about a held request ("approval.pending", ".refused", ".timeout",
+ * ".gone") for sandbox @s (NULL: unknown). */
+void approvals_report(struct sbx *s, const char *kind, json_t *m);
+size_t approvals_pending(void);
 
 /* recover.c: audit records that must not be lost (a destroy on a full disk, a dead daemon's
  * logs) */
@@ -409,7 +419,8 @@ struct sbx_secrets *secrets_free(struct sbx_secrets *ss); /* wipes; NULL is fine
 /* Rotation: a new value (and hosts, in, if given) under the same placeholder. */
 int secrets_update(struct sbx_secrets *ss, const struct api_secret_put *p, struct svc_err *err);
 int secrets_revoke(struct sbx_secrets *ss, const char *name, struct svc_err *err);
-/* Appends NAME=<placeholder> and the CA variables (= @bundle_dst) to the "K=V" array. */
+/* Appends NAME=<placeholder> and the CA variables (= @bundle_dst) to the "K=V" array; @ss
+ * NULL: the CA variables only (a sandbox whose requests the proxy reads for approve rules). */
 int secrets_env(const struct sbx_secrets *ss, const char *bundle_dst, char ***env, size_t *n_env);
 /* HOST:443 rules for every host of every secret into @rules; how many. */
 size_t secrets_rules(const struct sbx_secrets *ss, char (*rules)[270], size_t max);
@@ -420,7 +431,7 @@ json_t *secrets_one_json(const struct sbx_secrets *ss, const char *name);
 /* events.c: security events (GET /v1/events, /metrics, the webhook) */
 enum event_kind {
 	EVK_EGRESS_BLOCKED, EVK_SECRET_MISUSE, EVK_OOM, EVK_TIMEOUT, EVK_AGENT_VIOLATION,
-	EVK_SANDBOX_DESTROYED, _EVK_MAX
+	EVK_SANDBOX_DESTROYED, EVK_APPROVAL_PENDING, EVK_APPROVAL_DECIDED, _EVK_MAX
 };
 /* Which events a reader gets: @principal's sandboxes' (NULL: all), one sandbox's ("": all),
  * the kinds whose bit is set (0: all). */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,6 +94,10 @@ static int setup(int argc, char **argv)
 	/* A request body or a control line may carry a secret's value: every JSON value is
 	 * wiped when freed. */
 	json_set_alloc_funcs(malloc, secmem_free_wiped);
+	/* Secrets' values live in this process: no core dump of it, and no ptrace or /proc/PID/mem
+	 * by its own uid (the values' pages are MADV_DONTDUMP too; stray heap copies are not). */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		return -errno;
 	int r = config_parse(&D.cfg, argc, argv);
 	if (r != 0) {
 		config_usage(r > 0 ? stdout : stderr); /* --help is an answer, not an error */
@@ -117,6 +122,7 @@ static int setup(int argc, char **argv)
 		event_add(D.sig_ev[i], NULL);
 	}
 	volumes_start();
+	approvals_start();
 	if ((r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
 		return r;
 	pool_fill();

@@ -237,7 +237,7 @@ void sbx_arm_ttl(struct sbx *s)
 
 /* ---- hooks: who makes sandboxes (create.c) and who gives them a network (network.c) ---- */
 
-static const struct sbx_hooks *hooks[4];
+static const struct sbx_hooks *hooks[8];
 static size_t n_hooks;
 
 void sbx_hooks_add(const struct sbx_hooks *h)

@@ -217,6 +217,16 @@ int svc_template_build(const struct svc_caller *who, const struct api_build *b,
 struct events_filter;
 /* The recent events that pass @f, oldest first, as NDJSON into @out. */
 int svc_events(const struct events_filter *f, struct evbuffer *out);
+/* ---- approvals (approvals.c) ---- */
+/* {"approvals": [...]}: the pending approvals @who may see (of @sandbox only, if not NULL or
+ * ""), oldest first, each with its age_s. */
+json_t *svc_approval_list(const struct svc_caller *who, const char *sandbox);
+/* @d on approval @id, recorded first (decider: the API key's name, or "local"), then sent to
+ * the proxy; {id, sandbox, decision, decider, reason} in @ret. 404 for one that is not
+ * pending (decided, timed out, gone) or not @who's. */
+struct api_decision;
+int svc_approval_decide(const struct svc_caller *who, const char *id, const struct api_decision *d,
+			json_t **ret, struct svc_err *err);
 /* Every event from now on that passes @f goes to @k (a slow reader: {"kind":"lagged"}). */
 int svc_events_follow(const struct events_filter *f, struct stream_sink *k, struct svc_err *err);
 

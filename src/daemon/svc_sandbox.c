@@ -44,9 +44,22 @@ static int network_check(const struct api_network *n, const char *prefix, struct
 		return svc_fail(err, API_ERR_INVALID_FIELD,
 				"%spolicy: this server cannot give sandboxes a network (it does not run as root)",
 				prefix);
+	if (n->n_approve && (!D.egress || !secrets_bundle()))
+		return svc_fail(err, API_ERR_INVALID_FIELD,
+				"%sapprove: this server cannot hold requests (no network, or no egress CA)", prefix);
 	if (egress_policy_parse((enum egress_mode)n->policy, n->allow, n->n_allow, &p, &e) < 0)
 		return svc_fail(err, API_ERR_INVALID_FIELD, "%sallow: %s", prefix, e.msg);
-	egress_policy_free(p);
+	p = egress_policy_free(p);
+	for (size_t i = 0; i < n->n_approve; i++) {
+		/* A host or wildcard the proxy can match a name against, never an address. */
+		if (egress_policy_parse(EGRESS_ALLOW, &n->approve[i].host, 1, &p, &e) < 0 ||
+		    p->rules[0].kind == RULE_CIDR) {
+			egress_policy_free(p);
+			return svc_fail(err, API_ERR_INVALID_FIELD, "%sapprove[%zu].approve: %s", prefix, i,
+					e.msg[0] ? e.msg : "a host or \"*.\"-wildcard, not an address");
+		}
+		p = egress_policy_free(p);
+	}
 	return 0;
 }
 
@@ -202,7 +215,10 @@ int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret
 				       "allow", rules, "old", s->network));
 	if (r < 0)
 		return svc_fail_audit(err, r);
-	if (network_set(s, policy, n->allow, n->n_allow, &e) < 0)
+	json_t *approve = api_approve_json(n->approve, n->n_approve);
+	r = network_set(s, policy, n->allow, n->n_allow, approve, &e);
+	json_decref(approve);
+	if (r < 0)
 		return svc_fail(err, API_ERR_INVALID_FIELD, "%s", e.msg);
 	*ret = json_incref(s->network);
 	return 0;

@@ -767,6 +767,30 @@ static void v1_runtimes(struct ctx *c)
 
 /* ---- the table ---- */
 
+static void v1_approvals(struct ctx *c)
+{
+	struct svc_caller who = {c->principal};
+	char sbx[SBX_ID_LEN + 2];
+	reply_json(c->req, 200, svc_approval_list(&who, query_get(c, "sandbox", sbx, sizeof(sbx))));
+}
+
+static void v1_approval_decide(struct ctx *c)
+{
+	struct svc_caller who = {c->principal};
+	struct api_decision *d = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	json_t *out = NULL;
+	int r = api_decision_parse(c->body, c->body_len, &d, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_approval_decide(&who, c->params[0], d, &out, &err);
+	api_decision_free(d);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
 #define GET EVHTTP_REQ_GET
 #define POST EVHTTP_REQ_POST
 #define PUT EVHTTP_REQ_PUT
@@ -779,6 +803,8 @@ static const struct route v1_routes[] = {
 	{GET, "/v1/runtimes", v1_runtimes},
 	{GET, "/v1/task-token-key", v1_token_key},
 	{GET, "/v1/events", v1_events},
+	{GET, "/v1/approvals", v1_approvals},
+	{POST, "/v1/approvals/{id}", v1_approval_decide},
 	{POST, "/v1/sandboxes", v1_create},
 	{GET, "/v1/sandboxes", v1_list},
 	{GET, SB, v1_info, BODY_API, ST_ANY},

@@ -57,8 +57,17 @@ void decide_sniffed(struct conn *c, int r)
 		return;
 	}
 	c->rule = egress_match_name(c->s->policy, c->name, ntohs(c->orig.sin_port));
+	/* An approve rule's host is reachable: its matching requests wait for a decision. */
+	if (!c->rule)
+		c->rule = approve_host_rule(c->s, c->name, ntohs(c->orig.sin_port));
 	if (!c->rule) {
 		conn_block(c, "name not allowed");
+		return;
+	}
+	/* An approve rule reads HTTPS through interception: without the CA it would not see the
+	 * request it must hold, so the connection is refused (fail closed). */
+	if (!c->s->e->tls && strcmp(c->proto, "tls") == 0 && approve_host_rule(c->s, c->name, ntohs(c->orig.sin_port))) {
+		conn_block(c, "an approve rule needs the proxy's CA to read this request");
 		return;
 	}
 	dial_name(c);

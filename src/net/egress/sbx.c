@@ -105,6 +105,11 @@ void sbx_del(struct sbx *s)
 		s->policy = deny;
 	}
 	s->ip.s_addr = 0;
+	/* Its held requests are closed, and its approve rules go. */
+	approve_drop_sbx(s->e, s);
+	approve_rules_free(s->approve, s->n_approve);
+	s->approve = NULL;
+	s->n_approve = 0;
 	/* Secrets die with the sandbox, even while its connections linger. */
 	secrets_free(s->secrets, s->n_secrets);
 	s->secrets = NULL;
