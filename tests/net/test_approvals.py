@@ -222,3 +222,36 @@ def test_bad_bodies_and_rules(ad):
             print(bad, ad.tail())
             raise
         assert st == 400, (bad, out)
+
+
+def test_the_sdk(ad, net):
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "sdk", "python"))
+    from cordon import Approvals, Sandbox
+    seen = []
+
+    def review(ap):
+        seen.append(ap)
+        if ap.path.startswith("/v1/other/"):
+            return None  # left to someone else
+        return "/ok/" in ap.path  # allow those, deny the rest
+    sbx = Sandbox.create(network={"policy": "allow", "allow": [], "approve": [dict(RULE, paths=["/v1/charges", "/v1/other"])]},
+                         on_approval=review, socket=ad.sock)
+    try:
+        put_client(ad, sbx.id)
+        mark = secrets.token_hex(4)
+        res, _ = run(ad, sbx.id, [charge(f"ok/{mark}"), charge(f"no/{mark}")])
+        assert res[0]["reached"], res
+        assert res[1]["status_line"].startswith("HTTP/1.1 403"), res
+        assert [(a.method, a.path, a.sandbox) for a in seen] == [
+            ("POST", f"/v1/charges/ok/{mark}", sbx.id), ("POST", f"/v1/charges/no/{mark}", sbx.id)]
+        # By hand, through Approvals.
+        bg = Bg(ad, sbx.id, [charge(f"x/{mark}", path=f"/v1/other/{mark}")])
+        aps = Approvals(socket=ad.sock)
+        got = wait_until(lambda: [a for a in aps.list(sandbox=sbx.id) if a.path == f"/v1/other/{mark}"], 20)
+        assert got, seen
+        assert got[0].allow(reason="by hand")["decider"] == "local"
+        assert bg.join()[0]["reached"]
+    finally:
+        sbx.kill()
+    assert not sbx._watcher.is_alive() or sbx._watcher.join(10) is None

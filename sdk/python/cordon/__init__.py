@@ -16,6 +16,7 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      SandboxPaused, SnapshotLimit, StreamLagged, Timeout, Unauthorized,
                      Unavailable, UnknownField, UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage,
                      UnsafeArchive)
+from .approvals import Approval, Approvals
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
@@ -43,5 +44,5 @@ __all__ = [
     "Unavailable", "CordonUnavailable", "Timeout", "MethodNotAllowed", "LengthRequired",
     "AuditUnavailable", "InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
     "CrossDevice", "StreamLagged", "Volumes", "VolumeInUse", "VolumeExists", "InsufficientStorage",
-    "UnsafeArchive", "__version__",
+    "UnsafeArchive", "Approval", "Approvals", "__version__",
 ]
