@@ -22,7 +22,7 @@ static const struct option_def {
 	{"state-dir", OPT_STR, offsetof(struct config, state_dir), "/var/lib/cordon", "state.db and audit/"},
 	{"runtime-dir", OPT_STR, offsetof(struct config, runtime_dir), "/run/cordon", "runtime files (uid slot locks are host-wide in /run/cordon/slots)"},
 	{"listen", OPT_STR, offsetof(struct config, listen), NULL, "also serve HOST:PORT over TCP (needs --api-keys)"},
-	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES' lines"},
+	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES [widen-network]' lines"},
 	{"config", OPT_STR, offsetof(struct config, config_file), NULL, "read settings from FILE (key = value)"},
 	{"pool", OPT_UINT, offsetof(struct config, pool), "2", "ready sandboxes kept warm per template"},
 	{"max-sandboxes", OPT_UINT, offsetof(struct config, max_sandboxes), "1000", "live sandboxes at most, pool included"},
@@ -39,6 +39,7 @@ static const struct option_def {
 	{"egress-limits", OPT_STR, offsetof(struct config, egress_limits), "256,200,16777216", "per sandbox: connections, new connections/s, bytes/s"},
 	{"events-webhook", OPT_STR, offsetof(struct config, events_webhook), NULL, "POST each security event to http://HOST[:PORT]/PATH, signed"},
 	{"events-webhook-key", OPT_STR, offsetof(struct config, events_webhook_key), NULL, "the webhook's HMAC key, 32 bytes [STATE-DIR/events-webhook.key, made at first start]"},
+	{"network-profiles", OPT_STR, offsetof(struct config, network_profiles), NULL, "egress profiles a create may name: a JSON file of name -> {description, policy, allow, approve, secret_hosts}"},
 	{"verbose", OPT_FLAG, offsetof(struct config, verbose), "0", "log every request"},
 };
 

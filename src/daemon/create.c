@@ -431,17 +431,20 @@ static struct sbx *pool_claim(const char *name, const char *runtime)
 /* The secrets into locked memory and their placeholders (and the CA variables) into the
  * sandbox's environment; then the policy, which with secrets and no network given is allow
  * with HOST:443 for each of their hosts (as cordon run --secret has it). */
-static int apply_network(struct sbx *s, const struct api_create *req)
+static int apply_network(struct sbx *s, const struct svc_caller *who, const struct api_create *req)
 {
 	static const char *const policies[] = {"deny", "allow", "public"};
 	char rules[API_MAX_SECRETS * API_MAX_SECRET_HOSTS][270];
 	const char *ptrs[ELEMENTSOF(rules)];
 	struct svc_err e = {};
-	const char *policy = policies[req->network.policy];
-	const char *const *allow = req->network.allow;
-	size_t n = req->network.n_allow;
+	_cleanup_(net_eff_done) struct net_eff eff = {};
+	if (net_resolve(&req->network, who->principal, &eff, "network.", &e) < 0)
+		return -EINVAL; /* checked before (svc_sandbox_check): the profiles do not change */
+	const char *policy = policies[eff.policy];
+	const char *const *allow = eff.allow;
+	size_t n = eff.n_allow;
 	/* Approve rules read HTTPS requests through the same interception: the CA is trusted. */
-	if (!req->secrets.n && req->network.n_approve &&
+	if (!req->secrets.n && json_array_size(eff.approve) &&
 	    secrets_env(NULL, secretenv_bundle_dst(s->version ? s->version->rootfs : NULL), &s->env, &s->n_env) < 0)
 		return -ENOMEM;
 	if (req->secrets.n) {
@@ -449,7 +452,7 @@ static int apply_network(struct sbx *s, const struct api_create *req)
 		    secrets_env(s->secrets, secretenv_bundle_dst(s->version ? s->version->rootfs : NULL),
 				&s->env, &s->n_env) < 0)
 			return -EINVAL;
-		if (req->network.policy == API_NET_DENY) {
+		if (eff.policy == API_NET_DENY) {
 			n = secrets_rules(s->secrets, rules, ELEMENTSOF(rules));
 			for (size_t i = 0; i < n; i++)
 				ptrs[i] = rules[i];
@@ -457,9 +460,9 @@ static int apply_network(struct sbx *s, const struct api_create *req)
 			allow = ptrs;
 		}
 	}
-	json_t *approve = api_approve_json(req->network.approve, req->network.n_approve);
-	int r = network_set(s, policy, allow, n, approve, NULL);
-	json_decref(approve);
+	int r = network_set(s, policy, allow, n, eff.approve, NULL);
+	if (r >= 0 && eff.profile)
+		json_object_set_new(s->network, "profile", json_string(eff.profile));
 	return r;
 }
 
@@ -491,7 +494,7 @@ static int apply_request(struct sbx *s, const struct svc_caller *who,
 				    json_string(req->metadata.items[i].value));
 	if (token_env(s) < 0) /* CORDON_TASK_TOKEN: id, template, metadata, deadline */
 		return -ENOMEM;
-	if (apply_network(s, req) < 0)
+	if (apply_network(s, who, req) < 0)
 		return -EINVAL;
 	/* A pooled sandbox already has the default limits; writing cgroup files costs. */
 	if (spec.memory_bytes != s->spec.memory_bytes || spec.cpus_milli != s->spec.cpus_milli ||
@@ -626,7 +629,7 @@ static int make_room(struct svc_err *e)
  * Cordon CA, bound in at start. */
 static bool trusts_ca(const struct api_create *req)
 {
-	return req->secrets.n || req->network.n_approve;
+	return req->secrets.n || req->network.n_approve || profile_has_approve(req->network.profile);
 }
 
 /* A sandbox made now for @req, of @version (NULL: the host's), which it takes; its disk

@@ -45,6 +45,7 @@ struct config {
 	char *config_file;
 	char *egress_limits;
 	char *events_webhook, *events_webhook_key;
+	char *network_profiles;
 	char *socket_group;
 	uint64_t pool;
 	uint64_t max_sandboxes;
@@ -69,6 +70,7 @@ struct api_key {
 	char name[64];
 	uint64_t max_sandboxes;
 	uint64_t live;
+	bool widen_network; /* may give a network wider than the profile it names */
 };
 
 enum sbx_state { SBX_CREATING, SBX_READY, SBX_RUNNING, SBX_DESTROYED };
@@ -396,6 +398,25 @@ void approvals_start(void); /* its hooks */
  * ".gone") for sandbox @s (NULL: unknown). */
 void approvals_report(struct sbx *s, const char *kind, json_t *m);
 size_t approvals_pending(void);
+
+/* profiles.c: egress profiles (--network-profiles) */
+int profiles_load(const char *path); /* at start; NULL: none */
+bool profile_has_approve(const char *name);
+/* The network @n asks for, its profile applied (@who may narrow it, or widen it with the
+ * widen-network permission): 403 for a widening, 400 for an unknown profile. */
+struct net_eff {
+	enum api_net_policy policy;
+	const char *const *allow; /* the request's or the profile's */
+	size_t n_allow;
+	json_t *approve; /* the proxy's form, owned */
+	const char *profile; /* its name, or NULL */
+};
+struct svc_err;
+int net_resolve(const struct api_network *n, const struct api_key *who, struct net_eff *ret, const char *prefix,
+		struct svc_err *err);
+void net_eff_done(struct net_eff *e);
+/* A create's secrets only for its profile's secret_hosts (unless @who may widen). */
+int profile_check_secrets(const struct api_create *req, const struct api_key *who, struct svc_err *err);
 
 /* recover.c: audit records that must not be lost (a destroy on a full disk, a dead daemon's
  * logs) */

@@ -107,7 +107,8 @@ static void v1_network(struct ctx *c)
 		reply_errno(c->req, r, perr.msg);
 		return;
 	}
-	r = svc_sandbox_network(s, &n->network, &out, &err);
+	struct svc_caller who = {c->principal};
+	r = svc_sandbox_network(&who, s, &n->network, &out, &err);
 	reply_svc(c->req, r, 200, out, &err);
 	api_network_free(n);
 }
@@ -767,6 +768,11 @@ static void v1_runtimes(struct ctx *c)
 
 /* ---- the table ---- */
 
+static void v1_network_profiles(struct ctx *c)
+{
+	reply_json(c->req, 200, svc_network_profiles());
+}
+
 static void v1_approvals(struct ctx *c)
 {
 	struct svc_caller who = {c->principal};
@@ -804,6 +810,7 @@ static const struct route v1_routes[] = {
 	{GET, "/v1/task-token-key", v1_token_key},
 	{GET, "/v1/events", v1_events},
 	{GET, "/v1/approvals", v1_approvals},
+	{GET, "/v1/network-profiles", v1_network_profiles},
 	{POST, "/v1/approvals/{id}", v1_approval_decide},
 	{POST, "/v1/sandboxes", v1_create},
 	{GET, "/v1/sandboxes", v1_list},

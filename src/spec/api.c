@@ -735,8 +735,7 @@ int api_network_parse(const char *body, size_t len, struct api_network_req **ret
 	r = parse_object(n->root_, &network_def, &n->network, "", err);
 	if (r < 0)
 		return r;
-	if (!json_object_get(n->root_, "policy") ||
-	    json_is_null(json_object_get(n->root_, "policy")))
+	if (!n->network.policy_given && !n->network.profile)
 		return missing(err, "policy");
 	r = network_check(&n->network, "", err);
 	if (r < 0)

@@ -127,7 +127,7 @@ void conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *
 	if (!c || !conn_admit(c))
 		return;
 	c->rule = decide_addr(c);
-	if (c->rule)
+	if (c->rule && !decide_needs_name(c))
 		dial_addr(c);
 	else
 		conn_sniff(c);

@@ -44,16 +44,23 @@ const struct egress_rule *decide_addr(struct conn *c)
 	return rule && dial_addr_ok(c->s->e, (struct sockaddr *)&c->orig) ? rule : NULL;
 }
 
+bool decide_needs_name(const struct conn *c)
+{
+	uint16_t port = ntohs(c->orig.sin_port);
+	return c->s->n_approve && c->s->policy->mode == EGRESS_PUBLIC && (port == 80 || port == 443);
+}
+
 void decide_sniffed(struct conn *c, int r)
 {
 	if (r < 0) {
 		c->name[0] = '\0';
 		/* No name: only a rule on the address itself (or public mode) can allow it. */
 		c->rule = decide_addr(c);
-		if (c->rule)
+		if (c->rule && !decide_needs_name(c))
 			dial_addr(c);
 		else
-			conn_block(c, r == -ENOENT ? "no SNI or Host to check" : "not TLS or HTTP with a name");
+			conn_block(c, c->rule ? "no name to check against the approve rules"
+				   : r == -ENOENT ? "no SNI or Host to check" : "not TLS or HTTP with a name");
 		return;
 	}
 	c->rule = egress_match_name(c->s->policy, c->name, ntohs(c->orig.sin_port));

@@ -244,6 +244,9 @@ bool dial_addr_ok(const struct egress *e, const struct sockaddr *sa);
 /* At accept: the address rule that relays @c at once (the server may speak first), or
  * NULL: wait for the first bytes. */
 const struct egress_rule *decide_addr(struct conn *c);
+/* Whether @c must name its host before it is let through, though its address alone would
+ * do: public mode with approve rules, on 80 and 443 (the rules match names). */
+bool decide_needs_name(const struct conn *c);
 /* After the first bytes: @r is the sniffer's result. Dials, or blocks @c. */
 void decide_sniffed(struct conn *c, int r);
 /* The decision for @c, to the controller; @rule NULL means blocked for @reason. */
