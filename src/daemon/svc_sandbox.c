@@ -19,22 +19,6 @@
 
 static const char *const policy_names[] = {"deny", "allow", "public"};
 
-int svc_fail(struct svc_err *err, enum api_error code, const char *fmt, ...)
-{
-	va_list ap;
-	err->code = code;
-	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-int svc_fail_audit(struct svc_err *err, int r)
-{
-	return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE,
-			"the audit log cannot be written (%s): nothing was done", strerror(-r));
-}
-
 /* The policy is checked before anything is made, so that a bad rule is a 400 naming it. */
 static int network_check(const struct net_eff *n, const char *prefix, struct svc_err *err)
 {
