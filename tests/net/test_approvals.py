@@ -184,11 +184,25 @@ def test_a_sandbox_destroyed_while_a_request_is_held(ad, net):
     assert bg.join()[0]["reached"]
 
 
+def test_a_client_that_gives_up_ends_its_approval(ad, net):
+    sid = sandbox(ad)
+    r = run(ad, sid, [charge("-quit", timeout=2)])[0][0]  # reads for 2 s, then closes
+    assert not r["reached"], r
+    assert wait_until(lambda: ad.json("GET", "/v1/approvals")["approvals"] == [], 10)
+    dec = records(ad, sid, "approval.decision")
+    assert [(x["decision"], x["decider"]) for x in dec] == [("closed", "sandbox")], dec
+    assert not api_seen(net, None, "/v1/charges/-quit")
+
+
 def test_the_cli(ad, net):
     sid = sandbox(ad)
+    env = dict(os.environ, CORDON_SOCKET=ad.sock)
+    fol = subprocess.Popen([CORDON, "approvals", "--follow", "--socket", ad.sock], stdout=subprocess.PIPE,
+                           text=True, env=env, start_new_session=True)
     bg = Bg(ad, sid, [charge("-cli")])
     ap = pending(ad)[0]
-    env = dict(os.environ, CORDON_SOCKET=ad.sock)
+    line = fol.stdout.readline()
+    assert ap["id"] in line and "pending" in line, line
 
     def cli(*args):
         return subprocess.run([CORDON, *args, "--socket", ad.sock], capture_output=True, text=True, timeout=30, env=env)
@@ -198,6 +212,10 @@ def test_the_cli(ad, net):
     assert r.returncode == 0, r
     out = bg.join()[0]
     assert "by the cli" in out["raw"], out
+    line = fol.stdout.readline()
+    assert ap["id"] in line and "deny by local" in line, line
+    fol.kill()
+    fol.wait()
     r = cli("approve", ap["id"])
     assert r.returncode != 0 and "not_found" in (r.stderr + r.stdout), r
 

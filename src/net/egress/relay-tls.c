@@ -267,7 +267,7 @@ static int send_whole(struct conn *c, const struct httpreq *req)
 }
 
 /* A request an approve rule holds waits, its body (up to BODY_MAX) read first so that the
- * preview shows it, for the decision: the sandbox is not read meanwhile. 0: not held, go on;
+ * preview shows it, for the decision: nothing more of the sandbox's is handled meanwhile. 0: not held, go on;
  * -EAGAIN: held, or its body still coming; -EPIPE: refused at once (a bound). */
 static int maybe_hold(struct conn *c, const struct httpreq *req)
 {
@@ -293,8 +293,9 @@ static int maybe_hold(struct conn *c, const struct httpreq *req)
 		refuse(c, 403, "Forbidden", msg);
 		return -EPIPE;
 	}
+	/* Reading goes on, so that a client that gives up is seen (its EOF ends the approval);
+	 * nothing read is handled while held (from_sandbox), and the read watermark bounds it. */
 	t->st = ST_HELD;
-	bufferevent_disable(c->in, EV_READ);
 	return -EAGAIN;
 }
 
