@@ -16,22 +16,11 @@ import time
 import pytest
 
 from conftest import REPO, wait_until
-from test_daemon_egress import CORDOND, Daemon
-from test_daemon_secrets import CLIENT, answering, api_seen, audit, put_client, run
+from test_daemon_secrets import api_seen, audit, put_client, run, sd  # noqa: F401 (sd: the fixture)
 from test_events import Follow
 
 CORDON = os.path.join(os.environ.get("CORDON_BUILD", os.path.join(REPO, "build")), "cordon")
 RULE = {"approve": "api.example.test", "methods": ["POST"], "paths": ["/v1/charges"], "timeout_s": 60}
-
-
-@pytest.fixture
-def ad(net, monkeypatch):
-    if not os.path.exists(CORDOND):
-        pytest.skip(f"{CORDOND} not built")
-    monkeypatch.setenv("CORDON_EGRESS_UPSTREAM_CA", net.ca)  # inherited by cordond's proxy
-    d = answering(Daemon(net))
-    yield d
-    d.stop()
 
 
 def sandbox(d, rules=(RULE,), **extra):
@@ -84,12 +73,12 @@ def records(d, sid, event):
 
 
 @pytest.mark.parametrize("tls", [True, False], ids=["https", "http"])
-def test_held_then_allowed_reaches_the_api(ad, net, tls):
-    sid = sandbox(ad, secrets={"API_KEY": {"value": "sk-ap-" + secrets.token_hex(8), "hosts": ["api.example.test"]}}) \
-        if tls else sandbox(ad)
+def test_held_then_allowed_reaches_the_api(sd, net, tls):
+    sid = sandbox(sd, secrets={"API_KEY": {"value": "sk-ap-" + secrets.token_hex(8), "hosts": ["api.example.test"]}}) \
+        if tls else sandbox(sd)
     mark = f"-{secrets.token_hex(4)}"
-    bg = Bg(ad, sid, [charge(mark, tls=tls, headers={"Authorization": "Bearer {PH}"} if tls else {})])
-    ap = pending(ad)[0]
+    bg = Bg(sd, sid, [charge(mark, tls=tls, headers={"Authorization": "Bearer {PH}"} if tls else {})])
+    ap = pending(sd)[0]
     assert ap["sandbox"] == sid and ap["method"] == "POST" and ap["host"] == "api.example.test"
     assert ap["path"] == f"/v1/charges/{mark}" and ap["timeout_s"] == 60 and ap["age_s"] >= 0
     assert ap["preview"]["body"] == "amount=100", ap
@@ -98,114 +87,114 @@ def test_held_then_allowed_reaches_the_api(ad, net, tls):
         assert auth == "Bearer [secret API_KEY]", ap["preview"]
     time.sleep(1.5)
     assert not api_seen(net, None, f"/v1/charges/{mark}"), "the held request went out"
-    st, out = ad.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "allow", "reason": "ok by ops"})
+    st, out = sd.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "allow", "reason": "ok by ops"})
     assert st == 200 and json.loads(out)["decider"] == "local", out
     r = bg.join()[0]
     assert r["reached"] and r["status_line"].endswith("200 OK"), r
     assert r["elapsed"] >= 1.5, r  # a slow answer, not an error
     assert api_seen(net, None, f"/v1/charges/{mark}")
-    assert ad.json("GET", "/v1/approvals")["approvals"] == []
-    req, dec = records(ad, sid, "approval.request"), records(ad, sid, "approval.decision")
+    assert sd.json("GET", "/v1/approvals")["approvals"] == []
+    req, dec = records(sd, sid, "approval.request"), records(sd, sid, "approval.decision")
     assert [(x["id"], x["method"], x["host"], x["path"]) for x in req] == [(ap["id"], "POST", "api.example.test", f"/v1/charges/{mark}")]
     assert [(x["decision"], x["decider"], x["reason"]) for x in dec] == [("allow", "local", "ok by ops")]
-    st, out = ad.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "deny"})  # decided already
+    st, out = sd.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "deny"})  # decided already
     assert st == 404 and b"not_found" in out, out
 
 
-def test_requests_the_rule_does_not_name_are_not_held(ad, net):
-    sid = sandbox(ad)
+def test_requests_the_rule_does_not_name_are_not_held(sd, net):
+    sid = sandbox(sd)
     mark = secrets.token_hex(4)
-    res, _ = run(ad, sid, [{"op": "req", "path": f"/v1/charges-{mark}", "timeout": 20},  # GET
+    res, _ = run(sd, sid, [{"op": "req", "path": f"/v1/charges-{mark}", "timeout": 20},  # GET
                            charge(f"x-{mark}", path=f"/v1/chargesx-{mark}"),  # /v1/chargesx: not under the prefix
                            {"op": "req", "method": "POST", "path": f"/v1/refunds-{mark}", "body": "a=1"}])
     assert all(r["reached"] for r in res), res
     assert all(r["elapsed"] < 10 for r in res), res
-    assert records(ad, sid, "approval.request") == []
+    assert records(sd, sid, "approval.request") == []
 
 
-def test_denied_and_timed_out_get_403_from_the_proxy(ad, net):
-    sid = sandbox(ad, rules=[RULE, dict(RULE, paths=["/v1/slow"], timeout_s=2)])
+def test_denied_and_timed_out_get_403_from_the_proxy(sd, net):
+    sid = sandbox(sd, rules=[RULE, dict(RULE, paths=["/v1/slow"], timeout_s=2)])
     mark = secrets.token_hex(4)
-    fol = Follow(ad, f"&sandbox={sid}")
-    bg = Bg(ad, sid, [charge(f"-{mark}")])
-    ap = pending(ad)[0]
-    st, out = ad.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "deny", "reason": "not today"})
+    fol = Follow(sd, f"&sandbox={sid}")
+    bg = Bg(sd, sid, [charge(f"-{mark}")])
+    ap = pending(sd)[0]
+    st, out = sd.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "deny", "reason": "not today"})
     assert st == 200, out
     r = bg.join()[0]
     assert r["status_line"].startswith("HTTP/1.1 403") and not r["reached"], r
     assert "denied by policy" in r["raw"] and "not today" in r["raw"], r["raw"]
     t0 = time.monotonic()
-    r = run(ad, sid, [charge(f"-{mark}", path=f"/v1/slow/{mark}")])[0][0]
+    r = run(sd, sid, [charge(f"-{mark}", path=f"/v1/slow/{mark}")])[0][0]
     assert r["status_line"].startswith("HTTP/1.1 403") and "denied by policy" in r["raw"], r
     assert 1.5 < time.monotonic() - t0 < 20
     assert not api_seen(net, None, f"/v1/charges/-{mark}") and not api_seen(net, None, f"/v1/slow/{mark}")
-    dec = records(ad, sid, "approval.decision")
+    dec = records(sd, sid, "approval.decision")
     assert [(x["decision"], x["decider"]) for x in dec] == [("deny", "local"), ("deny", "timeout")], dec
     kinds = []
     fol.read_until(lambda e: kinds.append(e["kind"]) or (kinds.count("approval.decided") == 2), 20)
     fol.close()
     assert kinds == ["approval.pending", "approval.decided"] * 2, kinds
-    metrics = ad.call("GET", "/metrics")[1].decode()
+    metrics = sd.call("GET", "/metrics")[1].decode()
     assert 'cordon_events_total{kind="approval.pending"} 2' in metrics
     assert 'cordon_events_total{kind="approval.decided"} 2' in metrics
 
 
-def test_pending_approvals_are_bounded_per_sandbox(ad, net):
-    sid = sandbox(ad)
+def test_pending_approvals_are_bounded_per_sandbox(sd, net):
+    sid = sandbox(sd)
     mark = secrets.token_hex(4)
-    bg = Bg(ad, sid, [{"op": "par", "ops": [charge(f"-{mark}-{i}") for i in range(9)]}])
-    aps = pending(ad, 8)
+    bg = Bg(sd, sid, [{"op": "par", "ops": [charge(f"-{mark}-{i}") for i in range(9)]}])
+    aps = pending(sd, 8)
     time.sleep(1)
-    assert len(ad.json("GET", "/v1/approvals")["approvals"]) == 8
-    refused = [x for x in records(ad, sid, "approval.decision") if x["decider"] == "limit"]
+    assert len(sd.json("GET", "/v1/approvals")["approvals"]) == 8
+    refused = [x for x in records(sd, sid, "approval.decision") if x["decider"] == "limit"]
     assert len(refused) == 1 and "too many" in refused[0]["reason"], refused
     for ap in aps:
-        assert ad.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "deny"})[0] == 200
+        assert sd.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "deny"})[0] == 200
     res = bg.join()[0]["results"]
     assert all(r["status_line"].startswith("HTTP/1.1 403") for r in res), res
     assert sum("too many" in r["raw"] for r in res) == 1, [r["raw"] for r in res]
 
 
-def test_a_sandbox_destroyed_while_a_request_is_held(ad, net):
-    sid = sandbox(ad)
-    bg = Bg(ad, sid, [charge("-gone")])
-    pending(ad)
-    assert ad.call("DELETE", f"/v1/sandboxes/{sid}")[0] == 204
-    assert wait_until(lambda: ad.json("GET", "/v1/approvals")["approvals"] == [], 10)
+def test_a_sandbox_destroyed_while_a_request_is_held(sd, net):
+    sid = sandbox(sd)
+    bg = Bg(sd, sid, [charge("-gone")])
+    pending(sd)
+    assert sd.call("DELETE", f"/v1/sandboxes/{sid}")[0] == 204
+    assert wait_until(lambda: sd.json("GET", "/v1/approvals")["approvals"] == [], 10)
     bg.t.join(30)  # its exec ends with the sandbox
     assert not bg.t.is_alive()
     assert not api_seen(net, None, "/v1/charges/-gone")
     # cordond and its proxy go on: a new sandbox's request is held and answered.
-    sid2 = sandbox(ad)
-    bg = Bg(ad, sid2, [charge("-after")])
-    ap = pending(ad)[0]
+    sid2 = sandbox(sd)
+    bg = Bg(sd, sid2, [charge("-after")])
+    ap = pending(sd)[0]
     assert ap["sandbox"] == sid2
-    assert ad.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "allow"})[0] == 200
+    assert sd.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "allow"})[0] == 200
     assert bg.join()[0]["reached"]
 
 
-def test_a_client_that_gives_up_ends_its_approval(ad, net):
-    sid = sandbox(ad)
-    r = run(ad, sid, [charge("-quit", timeout=2)])[0][0]  # reads for 2 s, then closes
+def test_a_client_that_gives_up_ends_its_approval(sd, net):
+    sid = sandbox(sd)
+    r = run(sd, sid, [charge("-quit", timeout=2)])[0][0]  # reads for 2 s, then closes
     assert not r["reached"], r
-    assert wait_until(lambda: ad.json("GET", "/v1/approvals")["approvals"] == [], 10)
-    dec = records(ad, sid, "approval.decision")
+    assert wait_until(lambda: sd.json("GET", "/v1/approvals")["approvals"] == [], 10)
+    dec = records(sd, sid, "approval.decision")
     assert [(x["decision"], x["decider"]) for x in dec] == [("closed", "sandbox")], dec
     assert not api_seen(net, None, "/v1/charges/-quit")
 
 
-def test_the_cli(ad, net):
-    sid = sandbox(ad)
-    env = dict(os.environ, CORDON_SOCKET=ad.sock)
-    fol = subprocess.Popen([CORDON, "approvals", "--follow", "--socket", ad.sock], stdout=subprocess.PIPE,
+def test_the_cli(sd, net):
+    sid = sandbox(sd)
+    env = dict(os.environ, CORDON_SOCKET=sd.sock)
+    fol = subprocess.Popen([CORDON, "approvals", "--follow", "--socket", sd.sock], stdout=subprocess.PIPE,
                            text=True, env=env, start_new_session=True)
-    bg = Bg(ad, sid, [charge("-cli")])
-    ap = pending(ad)[0]
+    bg = Bg(sd, sid, [charge("-cli")])
+    ap = pending(sd)[0]
     line = fol.stdout.readline()
     assert ap["id"] in line and "pending" in line, line
 
     def cli(*args):
-        return subprocess.run([CORDON, *args, "--socket", ad.sock], capture_output=True, text=True, timeout=30, env=env)
+        return subprocess.run([CORDON, *args, "--socket", sd.sock], capture_output=True, text=True, timeout=30, env=env)
     r = cli("approvals")
     assert r.returncode == 0 and ap["id"] in r.stdout and "POST" in r.stdout and "/v1/charges/-cli" in r.stdout, r
     r = cli("deny", ap["id"], "--reason", "by the cli")
@@ -220,29 +209,29 @@ def test_the_cli(ad, net):
     assert r.returncode != 0 and "not_found" in (r.stderr + r.stdout), r
 
 
-def test_bad_bodies_and_rules(ad):
-    st, out = ad.call("POST", "/v1/approvals/ap-1", {"decision": "maybe"})
+def test_bad_bodies_and_rules(sd):
+    st, out = sd.call("POST", "/v1/approvals/ap-1", {"decision": "maybe"})
     assert st == 400 and b"invalid_field" in out, out
-    st, out = ad.call("POST", "/v1/approvals/ap-1", {"reason": "x"})
+    st, out = sd.call("POST", "/v1/approvals/ap-1", {"reason": "x"})
     assert st == 400, out
-    st, out = ad.call("POST", "/v1/approvals/ap-1", {"decision": "allow", "extra": 1})
+    st, out = sd.call("POST", "/v1/approvals/ap-1", {"decision": "allow", "extra": 1})
     assert st == 400 and b"unknown_field" in out, out
-    st, out = ad.call("POST", "/v1/approvals/ap-1", {"decision": "allow", "reason": "a\nb"})
+    st, out = sd.call("POST", "/v1/approvals/ap-1", {"decision": "allow", "reason": "a\nb"})
     assert st == 400, out
-    st, out = ad.call("POST", "/v1/approvals/ap-1", {"decision": "allow"})
+    st, out = sd.call("POST", "/v1/approvals/ap-1", {"decision": "allow"})
     assert st == 404 and b"not_found" in out, out
     for bad in ({"approve": "10.0.0.0/8"}, {"approve": "api.example.test", "methods": ["post"]},
                 {"approve": "api.example.test", "paths": ["v1"]}, {"methods": ["POST"]},
                 {"approve": "api.example.test", "timeout_s": 0}, {"approve": "*"}):
         try:
-            st, out = ad.call("POST", "/v1/sandboxes", {"network": {"policy": "allow", "approve": [bad]}})
+            st, out = sd.call("POST", "/v1/sandboxes", {"network": {"policy": "allow", "approve": [bad]}})
         except OSError:
-            print(bad, ad.tail())
+            print(bad, sd.tail())
             raise
         assert st == 400, (bad, out)
 
 
-def test_the_sdk(ad, net):
+def test_the_sdk(sd, net):
     import sys
     sys.path.insert(0, os.path.join(REPO, "sdk", "python"))
     from cordon import Approvals, Sandbox
@@ -254,18 +243,18 @@ def test_the_sdk(ad, net):
             return None  # left to someone else
         return "/ok/" in ap.path  # allow those, deny the rest
     sbx = Sandbox.create(network={"policy": "allow", "allow": [], "approve": [dict(RULE, paths=["/v1/charges", "/v1/other"])]},
-                         on_approval=review, socket=ad.sock)
+                         on_approval=review, socket=sd.sock)
     try:
-        put_client(ad, sbx.id)
+        put_client(sd, sbx.id)
         mark = secrets.token_hex(4)
-        res, _ = run(ad, sbx.id, [charge(f"ok/{mark}"), charge(f"no/{mark}")])
+        res, _ = run(sd, sbx.id, [charge(f"ok/{mark}"), charge(f"no/{mark}")])
         assert res[0]["reached"], res
         assert res[1]["status_line"].startswith("HTTP/1.1 403"), res
         assert [(a.method, a.path, a.sandbox) for a in seen] == [
             ("POST", f"/v1/charges/ok/{mark}", sbx.id), ("POST", f"/v1/charges/no/{mark}", sbx.id)]
         # By hand, through Approvals.
-        bg = Bg(ad, sbx.id, [charge(f"x/{mark}", path=f"/v1/other/{mark}")])
-        aps = Approvals(socket=ad.sock)
+        bg = Bg(sd, sbx.id, [charge(f"x/{mark}", path=f"/v1/other/{mark}")])
+        aps = Approvals(socket=sd.sock)
         got = wait_until(lambda: [a for a in aps.list(sandbox=sbx.id) if a.path == f"/v1/other/{mark}"], 20)
         assert got, seen
         assert got[0].allow(reason="by hand")["decider"] == "local"
