@@ -5,7 +5,9 @@
  * to the profile's (on hosts the profile reaches), secrets only for the profile's
  * secret_hosts. It may widen it only from the unix socket or with an API key that has the
  * "widen-network" permission (the keys file's fourth column); then what it gives replaces the
- * profile's. GET /v1/network-profiles lists them. A leaf: it reads the request and the
+ * profile's. GET /v1/network-profiles lists them. Built in, unless the file defines it: "build",
+ * the template builder's registry-only network (the host's apt mirrors, net/aptsources.c, as
+ * the builder allows them to its RUN steps). A leaf: it reads the request and the
  * profiles, and resolves them into the network that is set (struct net_eff). */
 #include <errno.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "basic/log.h"
 #include "daemon/daemon.h"
 #include "daemon/service.h"
+#include "net/aptsources.h"
 #include "policy/egress.h"
 
 #define PROFILES_MAX 64
@@ -64,7 +67,38 @@ static int load_one(const char *name, json_t *v, struct profile *p)
 	return 0;
 }
 
-int profiles_load(const char *path)
+static void add_mirror(const char *uri, void *arg)
+{
+	char rule[300];
+	json_t *allow = arg;
+	size_t i;
+	json_t *v;
+	if (aptsources_rule(uri, rule, sizeof(rule)) < 0)
+		return;
+	json_array_foreach(allow, i, v)
+		if (strcmp(json_string_value(v), rule) == 0)
+			return;
+	json_array_append_new(allow, json_string(rule));
+}
+
+/* "build": what the builder's RUN steps may reach. */
+static int load_builtin(void)
+{
+	if (find("build") || n_profiles >= PROFILES_MAX)
+		return 0;
+	_cleanup_(json_decrefp) json_t *p = json_pack("{s:s, s:s, s:[]}", "description",
+						     "the template builder's network: the host's apt mirrors only",
+						     "policy", "allow", "allow");
+	if (!p)
+		return -ENOMEM;
+	aptsources_scan(add_mirror, json_object_get(p, "allow"));
+	int r = load_one("build", p, &profiles[n_profiles]);
+	if (r >= 0)
+		n_profiles++;
+	return r;
+}
+
+static int load_file(const char *path)
 {
 	json_error_t jerr;
 	_cleanup_(json_decrefp) json_t *all = path ? json_load_file(path, 0, &jerr) : NULL;
@@ -86,6 +120,12 @@ int profiles_load(const char *path)
 		n_profiles++;
 	}
 	return 0;
+}
+
+int profiles_load(const char *path)
+{
+	int r = load_file(path);
+	return r < 0 ? r : load_builtin();
 }
 
 json_t *svc_network_profiles(void)

@@ -38,7 +38,11 @@ def pd(net, tmp_path, monkeypatch):
     if not os.path.exists(CORDOND):
         pytest.skip(f"{CORDOND} not built")
     monkeypatch.setenv("CORDON_EGRESS_UPSTREAM_CA", net.ca)
-    prof, keys = tmp_path / "profiles.json", tmp_path / "keys"
+    prof, keys, apt = tmp_path / "profiles.json", tmp_path / "keys", tmp_path / "sources.list"
+    apt.write_text("deb [arch=amd64] http://api.example.test/debian bookworm main\n"
+                   "deb https://evil.test/debian-security bookworm-security main\n"
+                   "# deb http://commented.test/debian bookworm main\n")
+    monkeypatch.setenv("CORDON_APT_SOURCES", str(apt))  # the builder's mirrors, as cordond reads them
     prof.write_text(json.dumps(PROFILES))
     keys.write_text(f"{KEY} tenant 10\n{WIDE} admin 10 widen-network\n")
     port = 19000 + secrets.randbelow(20000)
@@ -61,7 +65,7 @@ def tcp(net, d, key, method, path, body=None):
 
 def test_the_list_and_a_create_that_names_one(pd, net):
     got = pd.json("GET", "/v1/network-profiles")["profiles"]
-    assert [p["name"] for p in got] == ["packages", "research"], got
+    assert [p["name"] for p in got] == ["packages", "research", "build"], got
     assert got[0]["allow"] == ["api.example.test", "*.cdn.test"] and got[0]["policy"] == "allow"
     assert got[1]["approve"][0]["methods"] == ["POST"]
     sb = pd.json("POST", "/v1/sandboxes", {"network": {"profile": "packages"}}, status=201)
@@ -70,6 +74,13 @@ def test_the_list_and_a_create_that_names_one(pd, net):
     t = secrets.token_hex(4)
     res, _ = run(pd, sb["id"], [{"op": "req", "tls": False, "port": 80, "path": f"/p-{t}"},
                                 {"op": "req", "tls": False, "port": 80, "sni": "evil.test", "path": f"/e-{t}"}])
+    assert res[0]["reached"] and not res[1]["reached"], res
+    # "build", built in: the builder's registry-only network, the host's apt mirrors
+    assert got[2]["allow"] == ["api.example.test:80", "evil.test:443"] and got[2]["policy"] == "allow", got[2]
+    sb = pd.json("POST", "/v1/sandboxes", {"network": {"profile": "build"}}, status=201)
+    put_client(pd, sb["id"])
+    res, _ = run(pd, sb["id"], [{"op": "req", "tls": False, "port": 80, "path": f"/b-{t}"},
+                                {"op": "req", "path": f"/b443-{t}"}])
     assert res[0]["reached"] and not res[1]["reached"], res
     st, out = pd.call("POST", "/v1/sandboxes", {"network": {"profile": "nope"}})
     assert st == 400 and b"invalid_field" in out and b"nope" in out, out
