@@ -460,9 +460,9 @@ static int apply_network(struct sbx *s, const struct svc_caller *who, const stru
 			allow = ptrs;
 		}
 	}
-	int r = network_set(s, policy, allow, n, eff.approve, NULL);
-	if (r >= 0 && eff.profile)
-		json_object_set_new(s->network, "profile", json_string(eff.profile));
+	json_t *extra = net_eff_extra(&eff);
+	int r = network_set(s, policy, allow, n, extra, NULL);
+	json_decref(extra);
 	return r;
 }
 

@@ -379,9 +379,10 @@ void volumes_start(void); /* its hooks, the sweep */
 /* network.c */
 int network_start(void);
 /* Validates @policy ("deny", "allow", "public") and @allow, then hands them to the proxy for
- * @s's address; -EINVAL with @err naming the rule. */
+ * @s's address, with @extra's "approve" rules and "limits" (NULL: none), whose keys ("profile"
+ * too) s->network shows; -EINVAL with @err naming the rule. */
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
-		json_t *approve, struct cordon_err *err);
+		json_t *extra, struct cordon_err *err);
 void network_forget(struct sbx *s);
 /* The sandbox's secrets as they are now (rotated, revoked) to the proxy, with its policy
  * unchanged; they apply from the next request. -ENOTCONN: it has no link yet. */
@@ -410,11 +411,14 @@ struct net_eff {
 	size_t n_allow;
 	json_t *approve; /* the proxy's form, owned */
 	const char *profile; /* its name, or NULL */
+	json_t *limits; /* the profile's egress limits, borrowed; NULL: the server's */
 };
 struct svc_err;
 int net_resolve(const struct api_network *n, const struct api_key *who, struct net_eff *ret, const char *prefix,
 		struct svc_err *err);
 void net_eff_done(struct net_eff *e);
+/* {"approve", "limits"?, "profile"?} for network_set(); the caller's. */
+json_t *net_eff_extra(const struct net_eff *e);
 /* A create's secrets only for its profile's secret_hosts (unless @who may widen). */
 int profile_check_secrets(const struct api_create *req, const struct api_key *who, struct svc_err *err);
 

@@ -174,8 +174,10 @@ static void send_set(const struct sbx *s, const char *ip, const char *policy,
 	 * "allow" with no rule of its own (their hosts are reachable through them). */
 	if (json_array_size(approve) && strcmp(policy, "deny") == 0)
 		policy = "allow";
-	char *line = egressctl_set_line_approve(ip, s->id, policy, allow, n, NULL, secrets,
-						approve ? approve : json_array());
+	json_t *extra = json_pack("{s:o, s:O*}", "approve", approve ? json_incref(approve) : json_array(), "limits",
+				  json_object_get(s->network, "limits"));
+	char *line = egressctl_set_line_extra(ip, s->id, policy, allow, n, NULL, secrets, extra);
+	json_decref(extra);
 	json_decref(secrets);
 	size_t len = line ? strlen(line) : 0;
 	char *full = line ? realloc(line, len + 2) : NULL;
@@ -191,7 +193,7 @@ static void send_set(const struct sbx *s, const char *ip, const char *policy,
 }
 
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
-		json_t *approve, struct cordon_err *err)
+		json_t *extra, struct cordon_err *err)
 {
 	static const char *const modes[] = {"deny", "allow", "public"};
 	struct egress_policy *p = NULL;
@@ -207,7 +209,7 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 	/* A sandbox gets its link the first time its policy lets anything out: links cost
 	 * (a veth, and a heavier network namespace to tear down), and most sandboxes never
 	 * need one. Without a link a sandbox has loopback only, which is what deny means. */
-	if ((mode != 0 || json_array_size(approve)) && s->rt && (!D.egress || cordon_sandbox_attach_net(s->rt, network_hook, s, err) < 0)) {
+	if ((mode != 0 || json_array_size(json_object_get(extra, "approve"))) && s->rt && (!D.egress || cordon_sandbox_attach_net(s->rt, network_hook, s, err) < 0)) {
 		if (!D.egress)
 			cordon_err_setf(err, -EINVAL, "policy: this server cannot give sandboxes a network (not root)");
 		return -EINVAL;
@@ -218,8 +220,9 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 		json_array_append_new(a, json_string(allow[i]));
 	json_decref(s->network);
 	s->network = json_pack("{s:s, s:o}", "policy", policy, "allow", a);
-	if (json_array_size(approve))
-		json_object_set(s->network, "approve", approve);
+	/* approve rules, limits and the profile's name (a profile's: net_eff_extra()) */
+	if (extra)
+		json_object_update(s->network, extra);
 	if (ip)
 		send_set(s, ip, policy, allow, n, s->secrets ? secrets_proxy_json(s->secrets) : NULL);
 	return 0;

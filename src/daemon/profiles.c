@@ -27,6 +27,7 @@ struct profile {
 	json_t *doc; /* as configured, for the list */
 	struct api_network_req *net;
 	json_t *secret_hosts; /* NULL: any host */
+	json_t *limits;	      /* NULL: the server's egress limits */
 };
 
 static struct profile profiles[PROFILES_MAX];
@@ -41,14 +42,33 @@ static const struct profile *find(const char *name)
 	return NULL;
 }
 
+/* {"connections", "connections_per_s", "bytes_per_s"}: positive integers, each optional (the
+ * proxy keeps the lower of the profile's and its own). */
+static int limits_check(const char *name, json_t *lim)
+{
+	static const char *const keys[] = {"connections", "connections_per_s", "bytes_per_s"};
+	size_t ok = 0;
+	for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+		json_t *v = json_object_get(lim, keys[i]);
+		if (v && (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 0xffffffff))
+			break;
+		ok += v != NULL;
+	}
+	if (json_is_object(lim) && ok == json_object_size(lim))
+		return 0;
+	log_error("network profile '%s': limits: positive integers connections, connections_per_s, bytes_per_s", name);
+	return -EINVAL;
+}
+
 /* One profile of the file: its network part parsed as a request's would be. */
 static int load_one(const char *name, json_t *v, struct profile *p)
 {
 	struct cordon_err err = {};
 	json_t *net = json_deep_copy(v);
-	json_t *sh = json_object_get(v, "secret_hosts");
+	json_t *sh = json_object_get(v, "secret_hosts"), *lim = json_object_get(v, "limits");
 	json_object_del(net, "description");
 	json_object_del(net, "secret_hosts");
+	json_object_del(net, "limits");
 	char *text = json_dumps(net, JSON_COMPACT);
 	json_decref(net);
 	int r = text ? api_network_parse(text, strlen(text), &p->net, &err) : -ENOMEM;
@@ -61,7 +81,10 @@ static int load_one(const char *name, json_t *v, struct profile *p)
 		log_error("network profile '%s': secret_hosts: an array of host names", name);
 		return -EINVAL;
 	}
+	if (lim && limits_check(name, lim) < 0)
+		return -EINVAL;
 	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->limits = lim ? json_incref(lim) : NULL;
 	p->doc = json_incref(v);
 	p->secret_hosts = sh ? json_incref(sh) : NULL;
 	return 0;
@@ -133,10 +156,10 @@ json_t *svc_network_profiles(void)
 	json_t *list = json_array();
 	for (size_t i = 0; list && i < n_profiles; i++) {
 		const struct api_network *n = &profiles[i].net->network;
-		json_t *o = json_pack("{s:s, s:O?, s:s, s:o, s:o, s:O?}", "name", profiles[i].name, "description",
+		json_t *o = json_pack("{s:s, s:O?, s:s, s:o, s:o, s:O?, s:O?}", "name", profiles[i].name, "description",
 				      json_object_get(profiles[i].doc, "description"), "policy", policy_names[n->policy],
 				      "allow", json_array(), "approve", api_approve_json(n->approve, n->n_approve),
-				      "secret_hosts", profiles[i].secret_hosts);
+				      "secret_hosts", profiles[i].secret_hosts, "limits", profiles[i].limits);
 		for (size_t k = 0; k < n->n_allow; k++)
 			json_array_append_new(json_object_get(o, "allow"), json_string(n->allow[k]));
 		json_array_append_new(list, o);
@@ -211,6 +234,12 @@ static bool covered(const struct api_network *pn, const char *const *rules, size
 	return ok;
 }
 
+json_t *net_eff_extra(const struct net_eff *e)
+{
+	return json_pack("{s:O*, s:O*, s:s*}", "approve", json_array_size(e->approve) ? e->approve : NULL,
+			 "limits", e->limits, "profile", e->profile);
+}
+
 void net_eff_done(struct net_eff *e)
 {
 	json_decref(e->approve);
@@ -249,6 +278,7 @@ int net_resolve(const struct api_network *n, const struct api_key *who, struct n
 		return ret->approve ? 0 : svc_fail(err, API_ERR_INTERNAL, "out of memory");
 	const struct api_network *pn = &p->net->network;
 	ret->profile = p->name;
+	ret->limits = p->limits;
 	if (!n->policy_given) /* rules of the client's own narrow a public profile to them */
 		ret->policy = n->allow_given ? API_NET_ALLOW : pn->policy;
 	if (!n->allow_given && ret->policy == API_NET_ALLOW && pn->policy == API_NET_ALLOW) {

@@ -206,10 +206,11 @@ int svc_sandbox_network(const struct svc_caller *who, struct sbx *s, const struc
 				       "allow", rules, "approve", eff.approve, "old", s->network, "profile", eff.profile));
 	if (r < 0)
 		return svc_fail_audit(err, r);
-	if (network_set(s, policy, eff.allow, eff.n_allow, eff.approve, &e) < 0)
+	json_t *extra = net_eff_extra(&eff);
+	r = network_set(s, policy, eff.allow, eff.n_allow, extra, &e);
+	json_decref(extra);
+	if (r < 0)
 		return svc_fail(err, API_ERR_INVALID_FIELD, "%s", e.msg);
-	if (eff.profile)
-		json_object_set_new(s->network, "profile", json_string(eff.profile));
 	*ret = json_incref(s->network);
 	return 0;
 }

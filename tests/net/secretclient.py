@@ -148,12 +148,34 @@ def op_par(o):
     return {"op": "par", "results": out}
 
 
+def op_hold(o):
+    """Opens o["n"] connections at once, each with the start of a request head only (the proxy
+    waits for the rest), and counts those the proxy keeps open and those it closed."""
+    socks = []
+    for _ in range(o["n"]):
+        s = socket.create_connection((o.get("host", "api.example.test"), o.get("port", 80)), timeout=5)
+        s.sendall(b"GET / HTTP/1.1\r\n")
+        socks.append(s)
+    time.sleep(1)
+    open_, refused = 0, 0
+    for s in socks:
+        s.settimeout(0.5)
+        try:
+            refused += s.recv(1) == b""
+        except socket.timeout:
+            open_ += 1
+        except OSError:
+            refused += 1
+        s.close()
+    return {"op": "hold", "open": open_, "refused": refused}
+
+
 def op_sleep(o):
     time.sleep(o["s"])
     return {"op": "sleep"}
 
 
-OPS = {"par": op_par, "sleep": op_sleep, "req": op_req, "resolve": op_resolve, "world": op_world, "bulk": op_bulk}
+OPS = {"hold": op_hold, "par": op_par, "sleep": op_sleep, "req": op_req, "resolve": op_resolve, "world": op_world, "bulk": op_bulk}
 
 if __name__ == "__main__":
     ops = json.loads(sys.argv[1])

@@ -17,7 +17,8 @@ from test_daemon_secrets import answering, put_client, run
 
 PROFILES = {
     "packages": {"description": "the package registries only", "policy": "allow",
-                 "allow": ["api.example.test", "*.cdn.test"], "secret_hosts": ["api.example.test"]},
+                 "allow": ["api.example.test", "*.cdn.test"], "secret_hosts": ["api.example.test"],
+                 "limits": {"connections": 3}},
     "research": {"description": "the public web, approvals on POST", "policy": "public",
                  "approve": [{"approve": "api.example.test", "methods": ["POST"], "timeout_s": 30}]},
 }
@@ -75,6 +76,10 @@ def test_the_list_and_a_create_that_names_one(pd, net):
     res, _ = run(pd, sb["id"], [{"op": "req", "tls": False, "port": 80, "path": f"/p-{t}"},
                                 {"op": "req", "tls": False, "port": 80, "sni": "evil.test", "path": f"/e-{t}"}])
     assert res[0]["reached"] and not res[1]["reached"], res
+    # The profile's egress limits: 3 connections at once, the server's 256 otherwise.
+    assert sb["network"]["limits"] == {"connections": 3}
+    held = run(pd, sb["id"], [{"op": "hold", "n": 6, "port": 80}])[0][0]
+    assert held["open"] == 3 and held["refused"] == 3, held
     # "build", built in: the builder's registry-only network, the host's apt mirrors
     assert got[2]["allow"] == ["api.example.test:80", "evil.test:443"] and got[2]["policy"] == "allow", got[2]
     sb = pd.json("POST", "/v1/sandboxes", {"network": {"profile": "build"}}, status=201)

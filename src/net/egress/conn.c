@@ -57,7 +57,7 @@ static struct conn *conn_new(struct sbx *s, int fd, const struct sockaddr_in *or
 static bool conn_admit(struct conn *c)
 {
 	struct sbx *s = c->s;
-	if (s->conns >= s->e->limits.max_conns) {
+	if (s->conns >= s->limits.max_conns) {
 		conn_block(c, "too many connections");
 		return false;
 	}

@@ -10,6 +10,9 @@
  *       "approve":[{"approve":HOST,"methods":[..],"paths":[..],"timeout_s":N}]
  *                                          (optional, absent keeps them: requests held for a
  *                                          decision; approve.c)
+ *       "limits":{"connections":N,"connections_per_s":N,"bytes_per_s":N}
+ *                                          (optional, each at most the proxy's own; absent: the
+ *                                          proxy's)
  *   -> {"op":"del","ip":..}
  *   -> {"op":"decide","id":..,"decision":"allow"|"deny","reason":..}   (approve.c)
  *   <- {"op":"reply","ok":true|false,"error":..}   one per request, in order
@@ -177,6 +180,13 @@ static int set_req_policy(struct egress *e, const struct set_req *req, struct eg
 	return 0;
 }
 
+/* A positive integer of @lim's, at most UINT_MAX; 0 when absent or bad (the proxy's own). */
+static json_int_t limit_of(json_t *lim, const char *key)
+{
+	json_int_t v = json_integer_value(json_object_get(lim, key));
+	return v > 0 && v <= 0xffffffff ? v : 0;
+}
+
 static void ctl_set(struct egress *e, json_t *msg)
 {
 	struct set_req req;
@@ -215,6 +225,12 @@ static void ctl_set(struct egress *e, json_t *msg)
 		s->approve = appr;
 		s->n_approve = n_appr;
 	}
+	json_t *lim = json_object_get(msg, "limits");
+	sbx_set_limits(s, &(struct egress_limits){
+				  .max_conns = (unsigned)limit_of(lim, "connections"),
+				  .conns_per_sec = (unsigned)limit_of(lim, "connections_per_s"),
+				  .bytes_per_sec = (unsigned)limit_of(lim, "bytes_per_s"),
+			  });
 	if (req.ifname && sbx_own_nft(s, req.ifname, &err) < 0) {
 		reply(e, false, err.msg);
 		return;

@@ -231,7 +231,7 @@ static void on_dns_tcp_event(struct bufferevent *bev, short what, void *arg)
  * the sandbox's connection limits. */
 static bool dns_tcp_admit(struct sbx *s)
 {
-	if (s->conns >= s->e->limits.max_conns) {
+	if (s->conns >= s->limits.max_conns) {
 		decide_report_dns(s, NULL, NULL, "too many connections");
 		return false;
 	}

@@ -136,6 +136,7 @@ struct sbx {
 	struct bufferevent_rate_limit_group *group;
 	struct egress_secret *secrets; /* set by the controller; none: nothing is intercepted */
 	size_t n_secrets;
+	struct egress_limits limits; /* the proxy's, or lower (a profile's: sbx_set_limits) */
 	struct approve_rule *approve; /* set by the controller */
 	size_t n_approve;
 	unsigned n_held; /* its requests waiting for a decision */
@@ -221,6 +222,8 @@ struct sbx *sbx_set(struct egress *e, struct in_addr ip, const char *id, struct 
  * sandbox (sbx_del) or when the controller goes (sbx_del_all_nft). */
 int sbx_own_nft(struct sbx *s, const char *ifname, struct cordon_err *err);
 void sbx_del(struct sbx *s);
+/* @l's non-zero fields, at most the proxy's own limits, become @s's; zero: the proxy's. */
+void sbx_set_limits(struct sbx *s, const struct egress_limits *l);
 /* One token of the sandbox's new-connections-per-second bucket; false when empty. */
 bool sbx_rate_ok(struct sbx *s);
 void sbx_del_all_nft(struct egress *e);
