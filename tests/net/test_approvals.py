@@ -112,6 +112,24 @@ def test_requests_the_rule_does_not_name_are_not_held(sd, net):
     assert records(sd, sid, "approval.request") == []
 
 
+def test_a_path_written_another_way_is_held_too(sd, net):
+    """The prefix is matched against the path as the server reads it; a path the proxy cannot
+    read (a bad escape) is held rather than let through."""
+    sid = sandbox(sd)
+    held = ["/v1/%63harges/x", "//v1/charges/x", "/v1/a/../charges/x", "/v1/./charges", "/v1%2Fcharges/x",
+            "/x%zz"]
+    bg = Bg(sd, sid, [{"op": "par", "ops": [charge("", path=p) for p in held + ["/V1/charges/x"]]}])
+    pending(sd, len(held))
+    time.sleep(1)
+    aps = sd.json("GET", "/v1/approvals")["approvals"]
+    assert sorted(a["path"] for a in aps) == sorted(held), aps
+    for a in aps:
+        assert sd.call("POST", f"/v1/approvals/{a['id']}", {"decision": "deny"})[0] == 200
+    res = bg.join()[0]["results"]
+    assert all(r["status_line"].startswith("HTTP/1.1 403") for r in res[:-1]), res
+    assert res[-1]["reached"], res[-1]  # another path (paths are case-sensitive): not held
+
+
 def test_denied_and_timed_out_get_403_from_the_proxy(sd, net):
     sid = sandbox(sd, rules=[RULE, dict(RULE, paths=["/v1/slow"], timeout_s=2)])
     mark = secrets.token_hex(4)

@@ -125,16 +125,20 @@ static bool span_is(const uint8_t *p, struct httpreq_span sp, const char *s)
 	return sp.len == strlen(s) && strncasecmp((const char *)p + sp.off, s, sp.len) == 0;
 }
 
-/* The path without its query, against a prefix: "/v1/charges" takes "/v1/charges" and
- * "/v1/charges/ch_1", not "/v1/chargesX". */
+/* The path without its query, as the server reads it, against a prefix: "/v1/charges" takes
+ * "/v1/charges" and "/v1/charges/ch_1", not "/v1/chargesX". */
 static bool path_under(const uint8_t *p, struct httpreq_span target, const char *prefix)
 {
+	char norm[HTTPREQ_HEAD_MAX + 1];
 	const uint8_t *t = p + target.off;
 	const uint8_t *q = memchr(t, '?', target.len);
-	size_t len = q ? (size_t)(q - t) : target.len, n = strlen(prefix);
-	if (len < n || memcmp(t, prefix, n) != 0)
+	int len = httpreq_path_normalize(t, q ? (size_t)(q - t) : target.len, norm);
+	size_t n = strlen(prefix);
+	if (len < 0)
+		return true;
+	if ((size_t)len < n || memcmp(norm, prefix, n) != 0)
 		return false;
-	return len == n || prefix[n - 1] == '/' || t[n] == '/';
+	return (size_t)len == n || prefix[n - 1] == '/' || norm[n] == '/';
 }
 
 const struct approve_rule *approve_match(const struct conn *c, const uint8_t *p, const struct httpreq *req)
