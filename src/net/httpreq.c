@@ -245,11 +245,13 @@ long httpreq_chunked_feed(struct httpreq_chunked *st, const uint8_t *buf, size_t
 
 /* The path as the server will read it, into @out (at least @len + 1 bytes): percent-escapes
  * decoded, empty, "." and ".." segments resolved (RFC 3986 5.2.4), so that "/v1/%63harges",
- * "//v1/charges" and "/v1/x/../charges" are all "/v1/charges". -1 for an escape that is not
+ * "//v1/charges", "/v1;x/charges" and "/v1/x/../charges" are all "/v1/charges" (a ";"
+ * parameter is left out of its segment, as servlet containers read it). -1 for an escape that is not
  * one, or that is a control byte: the caller then holds the request (a rule must not be dodged by a path it cannot read). */
 int httpreq_path_normalize(const uint8_t *t, size_t len, char *out)
 {
 	size_t o = 0;
+	bool param = false; /* after a ";" in this segment: left out, as Java servers do */
 	for (size_t i = 0; i < len; i++) {
 		uint8_t c = t[i];
 		if (c == '%') {
@@ -261,6 +263,11 @@ int httpreq_path_normalize(const uint8_t *t, size_t len, char *out)
 			if (c < 0x20 || c == 0x7f)
 				return -1; /* a NUL would end the string the segments are read in */
 		}
+		if (c == ';')
+			param = true;
+		if (param && c != '/' && c != '\\')
+			continue;
+		param = false;
 		if (c == '/' || c == '\\') {
 			out[o] = '\0';
 			/* The segment just ended: "", "." or ".." (back to the slash before). */

@@ -57,7 +57,7 @@ struct httpreq_chunked {
 long httpreq_chunked_feed(struct httpreq_chunked *st, const uint8_t *buf, size_t len, bool *done);
 
 /* @t[0..len), a request's path (no query), as a server reads it: percent-escapes decoded,
- * empty, "." and ".." segments resolved ("/v1/%63harges", "//v1/./charges", "/v1/x/../charges":
+ * ";" parameters left out of their segments, empty, "." and ".." segments resolved ("/v1/%63harges", "//v1/./charges", "/v1/x/../charges":
  * "/v1/charges"), into @out of at least @len + 1 bytes, NUL-terminated. Its length, or -1 for
  * an escape that is not one or that decodes to a control byte. */
 int httpreq_path_normalize(const uint8_t *t, size_t len, char *out);

@@ -36,6 +36,8 @@ static void test_path_normalize(void **state)
 	    {"/../../v1/charges", "/v1/charges"},
 	    {"/v1%2fcharges", "/v1/charges"},
 	    {"/v1\\charges", "/v1/charges"},
+	    {"/v1;jsessionid=1/charges;x", "/v1/charges"},
+	    {"/v1/..;x/v1/charges", "/v1/charges"},
 	    {"/v1/charges/..", "/v1/"},
 	    {"/v1/charges/.", "/v1/charges/"},
 	    {"/", "/"},
