@@ -97,6 +97,9 @@ def test_held_then_allowed_reaches_the_api(sd, net, tls):
     req, dec = records(sd, sid, "approval.request"), records(sd, sid, "approval.decision")
     assert [(x["id"], x["method"], x["host"], x["path"]) for x in req] == [(ap["id"], "POST", "api.example.test", f"/v1/charges/{mark}")]
     assert [(x["decision"], x["decider"], x["reason"]) for x in dec] == [("allow", "local", "ok by ops")]
+    # The connection itself was let through by the approve rule (the allow list is empty).
+    assert {"approve api.example.test"} == {x["rule"] for x in records(sd, sid, "net.decision")
+                                            if x["action"] == "allow" and x["proto"] != "dns"}
     st, out = sd.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "deny"})  # decided already
     assert st == 404 and b"not_found" in out, out
 

@@ -74,8 +74,11 @@ static int rule_parse(struct egress *e, json_t *o, struct approve_rule *r, struc
 	if (k >= 0 && (k = egress_policy_parse(EGRESS_ALLOW, &host, 1, &r->host, err)) >= 0 &&
 	    r->host->rules[0].kind == RULE_CIDR)
 		k = cordon_err_setf(err, -EINVAL, "approve: %s: a host or wildcard, not an address", host);
-	if (r->host)
+	if (r->host) {
 		r->host->extra = &e->blocks;
+		/* What a decision names as the rule that let the connection through. */
+		snprintf(r->host->rules[0].text, sizeof(r->host->rules[0].text), "%s", r->text);
+	}
 	return k;
 }
 
