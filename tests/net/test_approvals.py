@@ -79,6 +79,7 @@ def test_held_then_allowed_reaches_the_api(sd, net, tls):
     mark = f"-{secrets.token_hex(4)}"
     bg = Bg(sd, sid, [charge(mark, tls=tls, headers={"Authorization": "Bearer {PH}"} if tls else {})])
     ap = pending(sd)[0]
+    assert "cordon_approvals_pending 1\n" in sd.call("GET", "/metrics")[1].decode()
     assert ap["sandbox"] == sid and ap["method"] == "POST" and ap["host"] == "api.example.test"
     assert ap["path"] == f"/v1/charges/{mark}" and ap["timeout_s"] == 60 and ap["age_s"] >= 0
     assert ap["preview"]["body"] == "amount=100", ap
@@ -94,6 +95,7 @@ def test_held_then_allowed_reaches_the_api(sd, net, tls):
     assert r["elapsed"] >= 1.5, r  # a slow answer, not an error
     assert api_seen(net, None, f"/v1/charges/{mark}")
     assert sd.json("GET", "/v1/approvals")["approvals"] == []
+    assert "cordon_approvals_pending 0\n" in sd.call("GET", "/metrics")[1].decode()
     req, dec = records(sd, sid, "approval.request"), records(sd, sid, "approval.decision")
     assert [(x["id"], x["method"], x["host"], x["path"]) for x in req] == [(ap["id"], "POST", "api.example.test", f"/v1/charges/{mark}")]
     assert [(x["decision"], x["decider"], x["reason"]) for x in dec] == [("allow", "local", "ok by ops")]
