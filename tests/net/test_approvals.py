@@ -106,6 +106,25 @@ def test_held_then_allowed_reaches_the_api(sd, net, tls):
     assert st == 404 and b"not_found" in out, out
 
 
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+def test_a_server_that_closes_while_the_request_waits(sd, net, decision):
+    """The fake API on 8444 closes a connection idle for 1 s, as real servers do: an approval
+    that takes longer dials it again (and verifies it again) rather than losing the request."""
+    sid = sandbox(sd, rules=[dict(RULE, approve="api.example.test:8444")])
+    mark = secrets.token_hex(4)
+    bg = Bg(sd, sid, [charge(f"/{mark}", port=8444, host="api.example.test:8444")])
+    ap = pending(sd)[0]
+    time.sleep(2.5)  # the server has hung up by now
+    st, out = sd.call("POST", f"/v1/approvals/{ap['id']}", {"decision": decision})
+    assert st == 200, out
+    r = bg.join()[0]
+    if decision == "allow":
+        assert r["reached"] and r["status_line"].endswith("200 OK"), r
+        assert api_seen(net, None, f"/v1/charges//{mark}") or api_seen(net, None, f"/v1/charges/{mark}")
+    else:
+        assert r["status_line"].startswith("HTTP/1.1 403"), r
+
+
 def test_requests_the_rule_does_not_name_are_not_held(sd, net):
     sid = sandbox(sd)
     mark = secrets.token_hex(4)

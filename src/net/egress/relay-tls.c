@@ -49,6 +49,9 @@ struct tls_state {
 	bool plain;	   /* relay_http: no TLS, so no secret is substituted (a placeholder is misuse) */
 	bool approved;	   /* the request at the head of the input was approved: it goes on */
 	struct held *held; /* ST_HELD: waiting for a decision (approve.c) */
+	bool upstream_lost; /* the server hung up while a request was held: dialled again if allowed */
+	struct sockaddr_storage peer; /* the address dialled (by name), to dial again */
+	socklen_t peer_len;
 };
 
 static bool wants(const struct conn *c)
@@ -73,6 +76,8 @@ static bool sec_here(const struct conn *c, const struct egress_secret *sec)
 static void close_when_flushed(struct bufferevent *bev, void *arg);
 static void discard(struct bufferevent *bev, void *arg);
 static void on_event(struct bufferevent *bev, short what, void *arg);
+static void from_server(struct bufferevent *bev, void *arg);
+static void raw_drained(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
 
 /* Ends the connection after telling the sandbox why, in a response of our own. */
 static void refuse(struct conn *c, int code, const char *status, const char *why)
@@ -299,6 +304,83 @@ static int maybe_hold(struct conn *c, const struct httpreq *req)
 	return -EAGAIN;
 }
 
+/* The approved request goes on: read again from the head of the input. */
+static void go_on(struct conn *c)
+{
+	struct tls_state *t = c->relay_state;
+	t->st = ST_HEAD;
+	t->approved = true;
+	bufferevent_enable(c->in, EV_READ);
+	bufferevent_trigger(c->in, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/* A server that closes an idle connection (most do within a minute) must not cost a request
+ * a person approved: its side is dropped while the request waits, and dialled again (the same
+ * address the proxy resolved for the name, verified again over TLS) once it is allowed. */
+static void upstream_drop(struct conn *c)
+{
+	struct tls_state *t = c->relay_state;
+	if (t->cb_out)
+		evbuffer_remove_cb_entry(t->raw_out_buf, t->cb_out);
+	t->cb_out = NULL;
+	t->raw_out_buf = NULL;
+	t->raw_out = NULL;
+	bufferevent_free(c->out); /* and the socket under a filter */
+	c->out = NULL;
+	t->upstream_lost = true;
+}
+
+static void redial_failed(struct conn *c)
+{
+	decide_report(c, NULL, "the server closed while the request waited, and cannot be reached again");
+	refuse(c, 502, "Bad Gateway", "cordon: the server cannot be reached again after the approval");
+}
+
+static void on_redialled(struct bufferevent *b, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct tls_state *t = c->relay_state;
+	if (!(what & BEV_EVENT_CONNECTED)) {
+		redial_failed(c);
+		return;
+	}
+	bufferevent_add_to_rate_limit_group(b, c->s->group);
+	if (!t->plain) {
+		SSL *sout = tls_new_client(c->s->e->tls, c->name);
+		struct bufferevent *f = sout ? bufferevent_openssl_filter_new(c->s->e->base, b, sout,
+									      BUFFEREVENT_SSL_CONNECTING,
+									      BEV_OPT_CLOSE_ON_FREE)
+					     : NULL;
+		if (!f) {
+			SSL_free(sout);
+			redial_failed(c);
+			return;
+		}
+		bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
+		c->out = f;
+	}
+	t->raw_out_buf = bufferevent_get_output(t->raw_out);
+	t->cb_out = evbuffer_add_cb(t->raw_out_buf, raw_drained, c);
+	bufferevent_setcb(c->out, from_server, NULL, on_event, c);
+	bufferevent_enable(c->out, EV_READ | EV_WRITE);
+	t->upstream_lost = false;
+	go_on(c);
+}
+
+static void redial(struct conn *c)
+{
+	struct tls_state *t = c->relay_state;
+	struct bufferevent *b = bufferevent_socket_new(c->s->e->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!b) {
+		redial_failed(c);
+		return;
+	}
+	c->out = t->raw_out = b; /* freed with @c whatever happens next */
+	bufferevent_setcb(b, NULL, NULL, on_redialled, c);
+	if (bufferevent_socket_connect(b, (struct sockaddr *)&t->peer, t->peer_len) < 0)
+		redial_failed(c);
+}
+
 void relay_approved(struct conn *c, bool allow, const char *reason)
 {
 	struct tls_state *t = c->relay_state;
@@ -310,10 +392,10 @@ void relay_approved(struct conn *c, bool allow, const char *reason)
 		refuse(c, 403, "Forbidden", msg);
 		return;
 	}
-	t->st = ST_HEAD;
-	t->approved = true;
-	bufferevent_enable(c->in, EV_READ);
-	bufferevent_trigger(c->in, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+	if (t->upstream_lost)
+		redial(c);
+	else
+		go_on(c);
 }
 
 /* One request head at the start of the input: checked, then sent (or held for its body).
@@ -536,6 +618,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 	}
+	if (bev == c->out && t->st == ST_HELD && t->peer_len) {
+		upstream_drop(c);
+		return;
+	}
 	struct bufferevent *to = bev == c->in ? c->out : c->in;
 	if (bev == c->in)
 		t->raw_in = NULL; /* gone: nothing more can be sent to the sandbox */
@@ -572,8 +658,12 @@ static struct tls_state *state_new(struct conn *c)
 	struct tls_state *t = calloc(1, sizeof(*t));
 	if (t && !(t->flush = evtimer_new(c->s->e->base, flush_check, c))) {
 		free(t);
-		t = NULL;
+		return NULL;
 	}
+	/* Where the server is (c->out is still its socket), should it have to be dialled again. */
+	t->peer_len = sizeof(t->peer);
+	if (getpeername(bufferevent_getfd(c->out), (struct sockaddr *)&t->peer, &t->peer_len) < 0)
+		t->peer_len = 0;
 	return t;
 }
 
