@@ -9,7 +9,10 @@ fake API (latency per request after the first handshake: p50, p90), then one bul
 (throughput). The plain run has no secret (raw relay, the sandbox trusts the fake internet's
 CA); the intercepted run has --secret API_KEY=...@api.example.test (the proxy terminates
 TLS, checks each request, substitutes the key, re-encrypts). The proxy's per-sandbox byte
-rate is lifted (CORDON_EGRESS_LIMITS) so that it does not cap both. Prints medians over the
+rate is lifted (CORDON_EGRESS_LIMITS) so that it does not cap both. A third run, "plain+other",
+is the plain relay to the same host from a sandbox that has a secret for another host only
+(the raw relay, which then scans what the sandbox sends for placeholders): the relay of a host
+without a secret or approve rule must not get slower than "plain". Prints medians over the
 rounds and the differences."""
 
 import argparse
@@ -26,13 +29,20 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "net"))
 import conftest  # noqa: E402  (the fake internet)
 
 
-def one(fn, tmp, intercept, n, bulk):
+PLAIN = ["--net", "allow", "--allow", "api.example.test:8443", "--env", "BENCH_CA=/ca.pem"]
+RUNS = {
+    "plain": PLAIN,
+    "intercepted": ["--secret", "API_KEY=sk-bench-0123456789abcdef@api.example.test",
+                    "--allow", "api.example.test:8443"],
+    "plain+other": PLAIN + ["--secret", "OTHER_KEY=sk-other-0123456789abcdef@other.example.test"],
+}
+
+
+def one(fn, tmp, kind, n, bulk):
     client = os.path.join(tmp, "egress_client.py")
     env = ["CORDON_EGRESS_LIMITS=256,200,2000000000", f"CORDON_EGRESS_CA_DIR={tmp}/ca",
            f"CORDON_EGRESS_UPSTREAM_CA={fn.ca}"]
-    net = (["--secret", "API_KEY=sk-bench-0123456789abcdef@api.example.test",
-            "--allow", "api.example.test:8443"] if intercept else
-           ["--net", "allow", "--allow", "api.example.test:8443", "--env", "BENCH_CA=/ca.pem"])
+    net = RUNS[kind]
     args = ["run"] + net + ["--memory", "512M", "--timeout", os.environ.get("BENCH_TIMEOUT", "120s"), "--ro-bind", f"{client}:/c.py",
                             "--ro-bind", f"{fn.ca}:/ca.pem", "--", conftest.PY, "/c.py", str(n), str(bulk)]
     argv = fn.argv(args)
@@ -40,7 +50,7 @@ def one(fn, tmp, intercept, n, bulk):
     argv[i:i] = ["env"] + env
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     if p.returncode != 0:
-        raise SystemExit(f"cordon run ({'intercepted' if intercept else 'plain'}) failed ({p.returncode}): {p.stderr.decode()[-3000:]}")
+        raise SystemExit(f"cordon run ({kind}) failed ({p.returncode}): {p.stderr.decode()[-3000:]}")
     return json.loads(p.stdout.decode().strip().splitlines()[-1])
 
 
@@ -62,22 +72,25 @@ def main():
         import shutil
         shutil.copy(os.path.join(HERE, "egress_client.py"), os.path.join(tmp, "egress_client.py"))
         os.chmod(os.path.join(tmp, "egress_client.py"), 0o644)
-        res = {"plain": [], "intercepted": []}
+        res = {k: [] for k in RUNS}
         for _ in range(rounds):
-            res["plain"].append(one(fn, tmp, False, n, bulk))
-            res["intercepted"].append(one(fn, tmp, True, n, bulk))
+            for k in RUNS:
+                res[k].append(one(fn, tmp, k, n, bulk))
     finally:
         fn.teardown()
         subprocess.run(["rm", "-rf", tmp])
     med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in res.items()}
     print(f"egress relays, {rounds} rounds, {n} keep-alive requests + {bulk >> 20} MiB each (medians)")
     print(f"{'':14}{'handshake ms':>14}{'p50 ms':>10}{'p90 ms':>10}{'bulk MiB/s':>12}")
-    for k in ("plain", "intercepted"):
+    for k in RUNS:
         m = med[k]
         print(f"{k:14}{m['handshake_ms']:14.2f}{m['p50_ms']:10.3f}{m['p90_ms']:10.3f}{m['bulk_mib_s']:12.1f}")
     p, i = med["plain"], med["intercepted"]
     print(f"added p50 latency: {i['p50_ms'] - p['p50_ms']:.3f} ms; "
           f"bulk throughput: {100 * i['bulk_mib_s'] / p['bulk_mib_s']:.0f}% of the plain relay")
+    o = med["plain+other"]
+    print(f"plain relay, sandbox with a secret for another host: p50 {o['p50_ms'] - p['p50_ms']:+.3f} ms, "
+          f"bulk {100 * o['bulk_mib_s'] / p['bulk_mib_s']:.0f}% of the plain relay")
 
 
 if __name__ == "__main__":

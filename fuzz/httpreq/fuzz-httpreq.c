@@ -38,6 +38,23 @@ static void check_head(const uint8_t *data, size_t size, const struct httpreq *r
 		abort();
 }
 
+/* The target's path as an approve rule reads it: never longer than it was, NUL-terminated,
+ * starting with "/" when it did, with no "//", "/./" or "/../" left. */
+static void check_path(const uint8_t *data, const struct httpreq *r)
+{
+	static char out[HTTPREQ_HEAD_MAX + 1];
+	const uint8_t *t = data + r->target.off;
+	const uint8_t *q = memchr(t, '?', r->target.len);
+	size_t len = q ? (size_t)(q - t) : r->target.len;
+	int n = httpreq_path_normalize(t, len, out);
+	if (n < 0)
+		return;
+	if ((size_t)n > len || strlen(out) != (size_t)n || (t[0] == '/' && out[0] != '/'))
+		abort();
+	if (strstr(out, "//") || strstr(out, "/./") || strstr(out, "/../"))
+		abort();
+}
+
 static void check_chunked(const uint8_t *data, size_t size)
 {
 	struct httpreq_chunked a = {0}, b = {0};
@@ -67,6 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (v == 0) {
 		check_head(data, size, &r);
+		check_path(data, &r);
 		if (r.chunked)
 			check_chunked(data + r.head_len, size - r.head_len);
 	} else {

@@ -43,6 +43,22 @@ static void check_secret(const struct api_secret *s)
 	assert(s->in >= 1 && s->in <= 7);
 }
 
+/* An approve rule holds what the proxy will take: bounded lists, capital methods, paths from /. */
+static void check_network(const struct api_network *n)
+{
+	assert(n->n_allow <= API_MAX_ALLOW && n->n_approve <= API_MAX_APPROVE);
+	for (size_t i = 0; i < n->n_approve; i++) {
+		const struct api_approve_rule *r = &n->approve[i];
+		assert(r->host && r->timeout_s >= 1 && r->timeout_s <= API_MAX_APPROVE_TIMEOUT);
+		assert(r->n_methods <= API_MAX_APPROVE_LIST && r->n_paths <= API_MAX_APPROVE_LIST);
+		for (size_t k = 0; k < r->n_methods; k++)
+			assert(r->methods[k][0] >= 'A' && r->methods[k][0] <= 'Z');
+		for (size_t k = 0; k < r->n_paths; k++)
+			assert(r->paths[k][0] == '/' && !strchr(r->paths[k], ' ') && !strchr(r->paths[k], '?'));
+	}
+	json_decref(api_approve_json(n->approve, n->n_approve));
+}
+
 static int do_create(const char *b, size_t n, struct cordon_err *err)
 {
 	struct api_create *c = NULL;
@@ -51,7 +67,7 @@ static int do_create(const char *b, size_t n, struct cordon_err *err)
 		return r;
 	assert(c->timeout_s >= 1 && c->timeout_s <= 86400);
 	assert(c->limits.cpus_milli >= 100 && c->limits.cpus_milli <= 64000);
-	assert(c->network.n_allow <= API_MAX_ALLOW);
+	check_network(&c->network);
 	check_kvmap(&c->env, c->env_strv);
 	check_kvmap(&c->metadata, NULL);
 	assert(c->secrets.n <= API_MAX_SECRETS);
@@ -126,7 +142,8 @@ static int p_network(const char *b, size_t n, struct cordon_err *err)
 {
 	struct api_network_req *req = NULL;
 	int r = api_network_parse(b, n, &req, err);
-	assert(r < 0 || req->network.n_allow <= API_MAX_ALLOW);
+	if (r >= 0)
+		check_network(&req->network);
 	api_network_free(req);
 	return r;
 }
@@ -235,6 +252,23 @@ static int p_code_line(const char *b, size_t n, struct cordon_err *err)
 	return 0;
 }
 
+/* POST /v1/approvals/{id}: the decision, and the id's check over the same bytes. */
+static int p_decision(const char *b, size_t n, struct cordon_err *err)
+{
+	struct api_decision *d = NULL;
+	_cleanup_free_ char *id = strndup(b, n);
+	if (id && api_approval_id_ok(id))
+		assert(strncmp(id, "ap-", 3) == 0 && strlen(id) <= 23);
+	int r = api_decision_parse(b, n, &d, err);
+	if (r >= 0 && d->reason) {
+		assert(strlen(d->reason) <= API_MAX_REASON);
+		for (const char *c = d->reason; *c; c++)
+			assert((unsigned char)*c >= 0x20 && *c != 0x7f);
+	}
+	api_decision_free(d);
+	return r;
+}
+
 static const struct {
 	char selector;
 	int (*parse)(const char *b, size_t n, struct cordon_err *err);
@@ -242,7 +276,7 @@ static const struct {
     {'c', p_create}, {'e', p_run},    {'p', p_start},	{'t', p_timeout},
     {'i', p_stdin},  {'s', p_signal}, {'n', p_network}, {'m', p_move},
     {'d', p_mkdir},  {'f', p_filter}, {'q', p_query},  {'k', p_secret},
-    {'x', p_code},   {'y', p_context}, {'l', p_code_line},
+    {'x', p_code},   {'y', p_context}, {'l', p_code_line}, {'a', p_decision},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -42,6 +42,8 @@ const struct audit_event_info audit_events[] = {
     {AUDIT_API_CALL, {"principal", "method", "path", NULL}},
     {AUDIT_SECRET_MISUSE, {"secret", "host", NULL}},
     {AUDIT_SECRET_USE, {"secret", "host", NULL}},
+    {AUDIT_APPROVAL_REQUEST, {"id", "method", "host", "path", NULL}},
+    {AUDIT_APPROVAL_DECISION, {"id", "decision", "decider", NULL}},
     {AUDIT_VOLUME_ATTACH, {"name", "path", "read_only", NULL}},
     {AUDIT_VOLUME_DETACH, {"name", "path", "read_only", NULL}},
     {AUDIT_LOG_RECOVERED, {"reason", "offset", "bytes", "sha256", NULL}},

@@ -60,6 +60,8 @@
 #define AUDIT_API_CALL	      "api.call"
 #define AUDIT_SECRET_MISUSE   "secret.misuse" /* a placeholder where its secret does not go */
 #define AUDIT_SECRET_USE      "secret.use"    /* a value put in a request by the proxy */
+#define AUDIT_APPROVAL_REQUEST "approval.request"  /* a request held for a person's decision */
+#define AUDIT_APPROVAL_DECISION "approval.decision" /* its end: allow, deny (by whom), closed */
 #define AUDIT_VOLUME_ATTACH   "volume.attach"
 #define AUDIT_VOLUME_DETACH   "volume.detach"
 #define AUDIT_LOG_RECOVERED   "log.recovered" /* written by audit itself, never by callers */

@@ -18,26 +18,14 @@
 #include "image/store.h"
 #include "image/layer.h"
 #include "image/recipe.h"
+#include "net/aptsources.h"
 #include "net/egressctl.h"
 
 static void add_allow(struct build *b, const char *uri)
 {
-	char host[200];
-	int port;
-	const char *p = strstr(uri, "://");
-	if (!p || b->n_allow >= MAX_ALLOW)
-		return;
-	port = strncmp(uri, "https", 5) == 0 ? 443 : 80;
-	p += 3;
-	size_t n = strcspn(p, "/:");
-	if (n == 0 || n >= sizeof(host))
-		return;
-	memcpy(host, p, n);
-	host[n] = '\0';
-	if (p[n] == ':')
-		port = atoi(p + n + 1);
 	char rule[256];
-	snprintf(rule, sizeof(rule), "%s:%d", host, port);
+	if (b->n_allow >= MAX_ALLOW || aptsources_rule(uri, rule, sizeof(rule)) < 0)
+		return;
 	for (size_t i = 0; i < b->n_allow; i++)
 		if (strcmp(b->allow[i], rule) == 0)
 			return;
@@ -46,8 +34,9 @@ static void add_allow(struct build *b, const char *uri)
 	b->n_allow++;
 }
 
-static void note_uri(struct build *b, const char *uri)
+static void note_uri(const char *uri, void *arg)
 {
+	struct build *b = arg;
 	size_t n = strlen(uri);
 	while (n && uri[n - 1] == '/')
 		n--;
@@ -60,48 +49,10 @@ static void note_uri(struct build *b, const char *uri)
 		snprintf(b->mirror, sizeof(b->mirror), "%.*s", (int)n, uri);
 }
 
-/* One-line ("deb [opts] URI suite ...") and deb822 ("URIs: a b") sources alike. */
-static void scan_sources_file(struct build *b, const char *path)
-{
-	_cleanup_fclose_ FILE *f = fopen(path, "re");
-	char line[1024];
-	while (f && fgets(line, sizeof(line), f)) {
-		char *save = NULL, *w = strtok_r(line, " \t\r\n", &save);
-		if (!w || w[0] == '#')
-			continue;
-		bool deb822 = strcasecmp(w, "URIs:") == 0;
-		if (!deb822 && strcmp(w, "deb") != 0)
-			continue;
-		while ((w = strtok_r(NULL, " \t\r\n", &save))) {
-			if (w[0] == '[') {
-				while (w && !strchr(w, ']'))
-					w = strtok_r(NULL, " \t\r\n", &save);
-				continue;
-			}
-			note_uri(b, w);
-			if (!deb822)
-				break;
-		}
-	}
-}
-
+/* The host's mirrors (net/aptsources.c): what RUN steps may reach, and FROM debian's mirror. */
 void bld_scan_sources(struct build *b)
 {
-	const char *env = getenv("CORDON_APT_SOURCES"); /* tests: another host's sources */
-	if (env) {
-		scan_sources_file(b, env);
-		return;
-	}
-	scan_sources_file(b, "/etc/apt/sources.list");
-	glob_t g = {0};
-	if (glob("/etc/apt/sources.list.d/*.list", 0, NULL, &g) == 0)
-		for (size_t i = 0; i < g.gl_pathc; i++)
-			scan_sources_file(b, g.gl_pathv[i]);
-	globfree(&g);
-	if (glob("/etc/apt/sources.list.d/*.sources", 0, NULL, &g) == 0)
-		for (size_t i = 0; i < g.gl_pathc; i++)
-			scan_sources_file(b, g.gl_pathv[i]);
-	globfree(&g);
+	aptsources_scan(note_uri, b);
 }
 
 static int egress_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err)

@@ -40,6 +40,9 @@ static const struct subcommand subcommands[] = {
 	{"runtimes", cmd_runtimes, "which runtimes can run, why not, their capabilities"},
 	{"volume", cmd_volume, "create, list and remove persistent volumes"},
 	{"mcp", cmd_mcp, "serve the Model Context Protocol (stdio, or HTTP with --listen)"},
+	{"approvals", cmd_approvals, "list the requests waiting for a decision (--follow: as they come)"},
+	{"approve", cmd_approve, "let a held request go on"},
+	{"deny", cmd_deny, "refuse a held request (the sandbox gets a 403)"},
 	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},
 };
 

@@ -160,7 +160,7 @@ static int cli_bind(const struct cli_option *o, const char *arg, void *field)
 #define JSON_CMDS                                                                                  \
 	(CLI_CREATE | CLI_LS | CLI_INFO | CLI_TIMEOUT | CLI_NETWORK | CLI_LOGS |                    \
 	 CLI_TEMPLATE_BUILD | CLI_TEMPLATE_IMPORT | CLI_TEMPLATE_LS | CLI_SNAPSHOT_CMDS | CLI_VOLUME | \
-	 CLI_RUNTIMES | CLI_CODE)
+	 CLI_RUNTIMES | CLI_CODE | CLI_APPROVALS | CLI_DECIDE)
 
 const struct cli_option cli_options[] = {
 	{"template", 0, "NAME", cli_string, F(template), SANDBOX, "template to start from [host]"},
@@ -223,6 +223,10 @@ const struct cli_option cli_options[] = {
 	{"json-result", 0, "FD", cli_uint, F(json_result_fd), CLI_RUN,
 	 "write a JSON record of the run to FD", 0, 1 << 20},
 	{"follow", 0, NULL, cli_flag, F(follow), CLI_LOGS, "keep printing new records as they happen"},
+	{"follow", 0, NULL, cli_flag, F(follow), CLI_APPROVALS,
+	 "then keep printing approvals as they come and go"},
+	{"reason", 0, "TEXT", cli_string, F(reason), CLI_DECIDE,
+	 "why, for the audit log (and, denied, the sandbox's 403)"},
 	{"file", 'f', "FILE", cli_string, F(file), CLI_TEMPLATE_BUILD, "the recipe"},
 	{"context", 0, "DIR", cli_string, F(context), CLI_TEMPLATE_BUILD, "what COPY and ADD read [.]"},
 	{"context-tar", 0, "FILE.tar", cli_string, F(context_tar), CLI_TEMPLATE_BUILD,
@@ -246,7 +250,7 @@ static const char *const cmd_names[] = {
 	"run", "create", "exec", "ls", "info", "kill", "timeout", "network", "logs", "cp",
 	"template build", "template import", "template ls", "template inspect", "template rm",
 	"template gc", "pause", "resume", "snapshot", "snapshot ls", "snapshot rm", "fork",
-	"volume", "runtimes", "code",
+	"volume", "runtimes", "code", "approvals", "approve|deny",
 };
 
 const char *cli_cmd_name(enum cli_cmd cmd)

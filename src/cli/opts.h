@@ -51,12 +51,14 @@ enum cli_cmd {
 	CLI_VOLUME = 1u << 22,
 	CLI_RUNTIMES = 1u << 23,
 	CLI_CODE = 1u << 24,
+	CLI_APPROVALS = 1u << 25,
+	CLI_DECIDE = 1u << 26, /* approve, deny */
 };
 #define CLI_SNAPSHOT_CMDS (CLI_PAUSE | CLI_RESUME | CLI_SNAPSHOT | CLI_SNAPSHOT_LS | \
 			   CLI_SNAPSHOT_RM | CLI_FORK)
 #define CLI_CLIENT_CMDS (CLI_CREATE | CLI_EXEC | CLI_LS | CLI_INFO | CLI_KILL | CLI_TIMEOUT | \
 			 CLI_NETWORK | CLI_LOGS | CLI_CP | CLI_SNAPSHOT_CMDS | CLI_VOLUME | \
-			 CLI_RUNTIMES | CLI_CODE)
+			 CLI_RUNTIMES | CLI_CODE | CLI_APPROVALS | CLI_DECIDE)
 
 #define CLI_UNSET     UINT64_MAX /* a number no option gave */
 #define CLI_LIST_MAX  256	 /* values of one repeatable option */
@@ -85,6 +87,7 @@ struct cli_values {
 	struct cli_list volume;	 /* NAME:PATH[:ro] */
 	const char *file, *context, *context_tar, *source; /* template build */
 	const char *code_context, *save_images;		   /* code */
+	const char *reason;				   /* approve, deny */
 	bool json, follow, net_only, no_cache, confine, replace, recursive, local;
 };
 

@@ -27,7 +27,7 @@ static const struct option_def {
 	{"e2b-listen", OPT_STR, offsetof(struct config, e2b_listen), NULL, "also serve the E2B-compatible API (control plane and envd) on HOST:PORT (needs --api-keys; docs/e2b.md)"},
 	{"e2b-domain", OPT_STR, offsetof(struct config, e2b_domain), NULL, "route envd requests by Host <port>-<id>.DOMAIN as well as by the E2b-Sandbox-Id header"},
 	{"e2b-base-template", OPT_STR, offsetof(struct config, e2b_base_template), "base", "the template E2B's templateID \"base\" (the SDK's default) names"},
-	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES' lines"},
+	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES [widen-network]' lines"},
 	{"config", OPT_STR, offsetof(struct config, config_file), NULL, "read settings from FILE (key = value)"},
 	{"default-runtime", OPT_STR, offsetof(struct config, default_runtime), "jail", "jail, gvisor, microvm or auto (the strongest this host can run): the runtime of a create that names none"},
 	{"pool", OPT_UINT, offsetof(struct config, pool), "2", "ready sandboxes kept warm per template"},
@@ -46,6 +46,7 @@ static const struct option_def {
 	{"egress-limits", OPT_STR, offsetof(struct config, egress_limits), "256,200,16777216", "per sandbox: connections, new connections/s, bytes/s"},
 	{"events-webhook", OPT_STR, offsetof(struct config, events_webhook), NULL, "POST each security event to http://HOST[:PORT]/PATH, signed"},
 	{"events-webhook-key", OPT_STR, offsetof(struct config, events_webhook_key), NULL, "the webhook's HMAC key, 32 bytes [STATE-DIR/events-webhook.key, made at first start]"},
+	{"network-profiles", OPT_STR, offsetof(struct config, network_profiles), NULL, "egress profiles a create may name: a JSON file of name -> {description, policy, allow, approve, secret_hosts}"},
 	{"verbose", OPT_FLAG, offsetof(struct config, verbose), "0", "log every request"},
 };
 

@@ -432,21 +432,28 @@ static struct sbx *pool_claim(const char *name, const char *runtime)
 /* The secrets into locked memory and their placeholders (and the CA variables) into the
  * sandbox's environment; then the policy, which with secrets and no network given is allow
  * with HOST:443 for each of their hosts (as cordon run --secret has it). */
-static int apply_network(struct sbx *s, const struct api_create *req)
+static int apply_network(struct sbx *s, const struct svc_caller *who, const struct api_create *req)
 {
 	static const char *const policies[] = {"deny", "allow", "public"};
 	char rules[API_MAX_SECRETS * API_MAX_SECRET_HOSTS][270];
 	const char *ptrs[ELEMENTSOF(rules)];
 	struct svc_err e = {};
-	const char *policy = policies[req->network.policy];
-	const char *const *allow = req->network.allow;
-	size_t n = req->network.n_allow;
+	_cleanup_(net_eff_done) struct net_eff eff = {};
+	if (net_resolve(&req->network, who->principal, &eff, "network.", &e) < 0)
+		return -EINVAL; /* checked before (svc_sandbox_check): the profiles do not change */
+	const char *policy = policies[eff.policy];
+	const char *const *allow = eff.allow;
+	size_t n = eff.n_allow;
+	/* Approve rules read HTTPS requests through the same interception: the CA is trusted. */
+	if (!req->secrets.n && json_array_size(eff.approve) &&
+	    secrets_env(NULL, secretenv_bundle_dst(s->version ? s->version->rootfs : NULL), &s->env, &s->n_env) < 0)
+		return -ENOMEM;
 	if (req->secrets.n) {
 		if (secrets_new(&req->secrets, &s->secrets, &e) < 0 ||
 		    secrets_env(s->secrets, secretenv_bundle_dst(s->version ? s->version->rootfs : NULL),
 				&s->env, &s->n_env) < 0)
 			return -EINVAL;
-		if (req->network.policy == API_NET_DENY) {
+		if (eff.policy == API_NET_DENY) {
 			n = secrets_rules(s->secrets, rules, ELEMENTSOF(rules));
 			for (size_t i = 0; i < n; i++)
 				ptrs[i] = rules[i];
@@ -454,7 +461,10 @@ static int apply_network(struct sbx *s, const struct api_create *req)
 			allow = ptrs;
 		}
 	}
-	return network_set(s, policy, allow, n, NULL);
+	json_t *extra = net_eff_extra(&eff);
+	int r = network_set(s, policy, allow, n, extra, NULL);
+	json_decref(extra);
+	return r;
 }
 
 static int apply_request(struct sbx *s, const struct svc_caller *who,
@@ -485,7 +495,7 @@ static int apply_request(struct sbx *s, const struct svc_caller *who,
 				    json_string(req->metadata.items[i].value));
 	if (token_env(s) < 0) /* CORDON_TASK_TOKEN: id, template, metadata, deadline */
 		return -ENOMEM;
-	if (apply_network(s, req) < 0)
+	if (apply_network(s, who, req) < 0)
 		return -EINVAL;
 	/* A pooled sandbox already has the default limits; writing cgroup files costs. */
 	if (spec.memory_bytes != s->spec.memory_bytes || spec.cpus_milli != s->spec.cpus_milli ||
@@ -617,6 +627,13 @@ static int make_room(struct svc_err *e)
 			(unsigned long long)D.cfg.max_sandboxes);
 }
 
+/* Secrets and approve rules are read through TLS interception: their sandbox trusts the
+ * Cordon CA, bound in at start. */
+static bool trusts_ca(const struct api_create *req)
+{
+	return req->secrets.n || req->network.n_approve || profile_has_approve(req->network.profile);
+}
+
 /* A sandbox made now for @req, of @version (NULL: the host's), which it takes; its disk
  * filled from @from's snapshot when there is one. */
 static struct sbx *sandbox_make(const struct api_create *req, const char *runtime,
@@ -631,7 +648,7 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 	struct cordon_bind trust = {(char *)secrets_bundle(), (char *)secretenv_bundle_dst(rootfs)};
 	struct sbx_start st = {.disk_bytes = (uint64_t)req->limits.disk_mb << 20, .rootfs = rootfs,
 			       .runtime = runtime, .from = from->fd,
-			       .bind = req->secrets.n ? &trust : NULL, .vols = vols,
+			       .bind = trusts_ca(req) ? &trust : NULL, .vols = vols,
 			       .n_vols = req->n_volumes, .spec_hook = network_spec};
 	if (make_room(e) < 0 || (req->n_volumes && svc_volumes_claim(req, vols, &claim, &vjson, e) < 0)) {
 		version_free(version);
@@ -670,9 +687,9 @@ static struct sbx *create_obtain(const struct api_create *req, const char *runti
 {
 	const char *warm_name = host ? "" : req->template_name;
 	/* The pool holds sandboxes with the default disk and nothing of their own: no
-	 * snapshot, no secrets (their sandbox trusts the Cordon CA, bound in at start), no volume. */
+	 * snapshot, no secrets or approve rules (trusts_ca()), no volume. */
 	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && from->fd < 0 &&
-			 req->secrets.n == 0 && req->n_volumes == 0;
+			 !trusts_ca(req) && req->n_volumes == 0;
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 

@@ -48,6 +48,7 @@ struct config {
 	char *config_file;
 	char *egress_limits;
 	char *events_webhook, *events_webhook_key;
+	char *network_profiles;
 	char *socket_group;
 	char *default_runtime;	       /* as given: jail, gvisor, microvm or auto */
 	const char *runtime;	       /* ...resolved on this host (the registry's name) */
@@ -75,6 +76,7 @@ struct api_key {
 	char name[64];
 	uint64_t max_sandboxes;
 	uint64_t live;
+	bool widen_network; /* may give a network wider than the profile it names */
 };
 
 enum sbx_state { SBX_CREATING, SBX_READY, SBX_RUNNING, SBX_DESTROYED };
@@ -202,6 +204,9 @@ struct event *loop_event_new(int fd, short what, event_callback_fn cb, void *arg
 struct event *loop_event_free(struct event *ev);
 struct bufferevent *loop_bev_new(int fd, int options);
 struct bufferevent *loop_bev_free(struct bufferevent *bev);
+/* One line (malloc'd, taken; NULL is ignored) to cordon-egress's control socket. */
+void egress_send_line(char *line);
+
 
 /* http.c: the HTTP machinery every surface shares (matching, authentication, bodies,
  * replies); a surface (v1.c) is a table of routes. */
@@ -425,9 +430,10 @@ void volumes_start(void); /* its hooks, the sweep */
 /* network.c */
 int network_start(void);
 /* Validates @policy ("deny", "allow", "public") and @allow, then hands them to the proxy for
- * @s's address; -EINVAL with @err naming the rule. */
+ * @s's address, with @extra's "approve" rules and "limits" (NULL: none), whose keys ("profile"
+ * too) s->network shows; -EINVAL with @err naming the rule. */
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
-		struct cordon_err *err);
+		json_t *extra, struct cordon_err *err);
 void network_forget(struct sbx *s);
 /* The sandbox's secrets as they are now (rotated, revoked) to the proxy, with its policy
  * unchanged; they apply from the next request. -ENOTCONN: it has no link yet. */
@@ -437,6 +443,35 @@ int network_secrets_push(struct sbx *s);
 void network_spec(struct cordon_spec *spec, const char *runtime);
 /* The runtime's hook (any thread): points the sandbox's interface at our proxy. */
 int network_hook(void *data, const char *ip, const char *ifname, struct cordon_err *err);
+
+/* approvals.c: requests the proxy holds for a person's decision */
+void approvals_start(void); /* its hooks */
+/* A report of the proxy's about a held request ("approval.pending", ".refused", ".timeout",
+ * ".gone") for sandbox @s (NULL: unknown). */
+void approvals_report(struct sbx *s, const char *kind, json_t *m);
+size_t approvals_pending(void);
+
+/* profiles.c: egress profiles (--network-profiles) */
+int profiles_load(const char *path); /* at start; NULL: none */
+bool profile_has_approve(const char *name);
+/* The network @n asks for, its profile applied (@who may narrow it, or widen it with the
+ * widen-network permission): 403 for a widening, 400 for an unknown profile. */
+struct net_eff {
+	enum api_net_policy policy;
+	const char *const *allow; /* the request's or the profile's */
+	size_t n_allow;
+	json_t *approve; /* the proxy's form, owned */
+	const char *profile; /* its name, or NULL */
+	json_t *limits; /* the profile's egress limits, borrowed; NULL: the server's */
+};
+struct svc_err;
+int net_resolve(const struct api_network *n, const struct api_key *who, struct net_eff *ret, const char *prefix,
+		struct svc_err *err);
+void net_eff_done(struct net_eff *e);
+/* {"approve", "limits"?, "profile"?} for network_set(); the caller's. */
+json_t *net_eff_extra(const struct net_eff *e);
+/* A create's secrets only for its profile's secret_hosts (unless @who may widen). */
+int profile_check_secrets(const struct api_create *req, const struct api_key *who, struct svc_err *err);
 
 /* recover.c: audit records that must not be lost (a destroy on a full disk, a dead daemon's
  * logs) */
@@ -460,7 +495,8 @@ struct sbx_secrets *secrets_free(struct sbx_secrets *ss); /* wipes; NULL is fine
 /* Rotation: a new value (and hosts, in, if given) under the same placeholder. */
 int secrets_update(struct sbx_secrets *ss, const struct api_secret_put *p, struct svc_err *err);
 int secrets_revoke(struct sbx_secrets *ss, const char *name, struct svc_err *err);
-/* Appends NAME=<placeholder> and the CA variables (= @bundle_dst) to the "K=V" array. */
+/* Appends NAME=<placeholder> and the CA variables (= @bundle_dst) to the "K=V" array; @ss
+ * NULL: the CA variables only (a sandbox whose requests the proxy reads for approve rules). */
 int secrets_env(const struct sbx_secrets *ss, const char *bundle_dst, char ***env, size_t *n_env);
 /* HOST:443 rules for every host of every secret into @rules; how many. */
 size_t secrets_rules(const struct sbx_secrets *ss, char (*rules)[270], size_t max);
@@ -471,7 +507,7 @@ json_t *secrets_one_json(const struct sbx_secrets *ss, const char *name);
 /* events.c: security events (GET /v1/events, /metrics, the webhook) */
 enum event_kind {
 	EVK_EGRESS_BLOCKED, EVK_SECRET_MISUSE, EVK_OOM, EVK_TIMEOUT, EVK_AGENT_VIOLATION,
-	EVK_SANDBOX_DESTROYED, _EVK_MAX
+	EVK_SANDBOX_DESTROYED, EVK_APPROVAL_PENDING, EVK_APPROVAL_DECIDED, _EVK_MAX
 };
 /* Which events a reader gets: @principal's sandboxes' (NULL: all), one sandbox's ("": all),
  * the kinds whose bit is set (0: all). */

@@ -3,8 +3,9 @@
  * the optional webhook (webhook.c). Kinds (enum event_kind, daemon.h): egress.blocked
  * (the proxy refused a connection or a DNS name), secret.misuse, oom, timeout (a sandbox's
  * deadline, or a process's), agent.violation (the agent broke the protocol or stopped
- * answering: the sandbox is destroyed) and sandbox.destroyed (any client sandbox, with the
- * reason).
+ * answering: the sandbox is destroyed), sandbox.destroyed (any client sandbox, with the
+ * reason), approval.pending (a request held for a decision: approvals.c) and
+ * approval.decided (its end: allow, deny, timeout, closed; the decider).
  *
  * An event is {"seq", "time", "kind", "sandbox", ...}: no value of a secret (the proxy's
  * reports never carry one). The last EVENTS_RING are kept, for a reader that connects
@@ -29,6 +30,7 @@ static const char *const kinds[_EVK_MAX] = {
 	[EVK_EGRESS_BLOCKED] = "egress.blocked", [EVK_SECRET_MISUSE] = "secret.misuse",
 	[EVK_OOM] = "oom",			 [EVK_TIMEOUT] = "timeout",
 	[EVK_AGENT_VIOLATION] = "agent.violation", [EVK_SANDBOX_DESTROYED] = "sandbox.destroyed",
+	[EVK_APPROVAL_PENDING] = "approval.pending", [EVK_APPROVAL_DECIDED] = "approval.decided",
 };
 
 struct event_rec {

@@ -1,5 +1,8 @@
 /* Events and bufferevents on fds, created and freed through one place so that debug builds
  * can check the rule of basic/fdwatch.h: an fd is unwatched before it is closed. */
+#include <stdlib.h>
+#include <string.h>
+
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
@@ -46,4 +49,13 @@ struct bufferevent *loop_bev_free(struct bufferevent *bev)
 	bufferevent_free(bev);
 	fdwatch_del(fd);
 	return NULL;
+}
+
+void egress_send_line(char *line)
+{
+	if (line && D.egress) {
+		bufferevent_write(D.egress, line, strlen(line));
+		bufferevent_write(D.egress, "\n", 1);
+	}
+	free(line);
 }

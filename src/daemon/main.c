@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,20 +25,21 @@ static int load_keys(const char *path)
 		return -errno;
 	}
 	for (int lineno = 1; fgets(line, sizeof(line), f); lineno++) {
-		char key[128], name[64];
+		char key[128], name[64], perm[64] = "";
 		unsigned long long max = 0;
 		char *p = line + strspn(line, " \t");
 		if (*p == '#' || *p == '\n' || *p == '\0')
 			continue;
-		if (sscanf(p, "%127s %63s %llu", key, name, &max) != 3 || strlen(key) < 16) {
-			log_error("api keys '%s' line %d: expected 'KEY NAME MAX_SANDBOXES' with a key of 16+ characters", path, lineno);
+		int got = sscanf(p, "%127s %63s %llu %63s", key, name, &max, perm);
+		if (got < 3 || strlen(key) < 16 || (got == 4 && strcmp(perm, "widen-network") != 0)) {
+			log_error("api keys '%s' line %d: expected 'KEY NAME MAX_SANDBOXES [widen-network]' with a key of 16+ characters", path, lineno);
 			return -EINVAL;
 		}
 		struct api_key *k = realloc(D.keys, (D.n_keys + 1) * sizeof(*k));
 		if (!k)
 			return -ENOMEM;
 		D.keys = k;
-		k[D.n_keys] = (struct api_key){.max_sandboxes = max};
+		k[D.n_keys] = (struct api_key){.max_sandboxes = max, .widen_network = got == 4};
 		snprintf(k[D.n_keys].key, sizeof(k->key), "%s", key);
 		snprintf(k[D.n_keys].name, sizeof(k->name), "%s", name);
 		D.n_keys++;
@@ -94,6 +96,10 @@ static int setup(int argc, char **argv)
 	/* A request body or a control line may carry a secret's value: every JSON value is
 	 * wiped when freed. */
 	json_set_alloc_funcs(malloc, secmem_free_wiped);
+	/* Secrets' values live in this process: no core dump of it, and no ptrace or /proc/PID/mem
+	 * by its own uid (the values' pages are MADV_DONTDUMP too; stray heap copies are not). */
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		return -errno;
 	int r = config_parse(&D.cfg, argc, argv);
 	if (r != 0) {
 		config_usage(r > 0 ? stdout : stderr); /* --help is an answer, not an error */
@@ -104,7 +110,8 @@ static int setup(int argc, char **argv)
 	if (geteuid() != 0)
 		log_warning("not root: sandboxes get no cgroup limits and share one uid");
 	signal(SIGPIPE, SIG_IGN);
-	if ((r = state_lock()) < 0 || (r = make_dirs()) < 0 || (r = state_open()) < 0 || (D.cfg.api_keys && (r = load_keys(D.cfg.api_keys)) < 0))
+	if ((r = state_lock()) < 0 || (r = make_dirs()) < 0 || (r = state_open()) < 0 || (D.cfg.api_keys && (r = load_keys(D.cfg.api_keys)) < 0) ||
+	    (r = profiles_load(D.cfg.network_profiles)) < 0)
 		return r;
 	daemon_recover();
 	D.base = event_base_new();
@@ -119,6 +126,7 @@ static int setup(int argc, char **argv)
 	}
 	volumes_start();
 	code_start();
+	approvals_start();
 	if ((r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
 		return r;
 	pool_fill();

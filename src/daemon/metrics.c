@@ -72,6 +72,8 @@ char *metrics_render(void)
 		   "# TYPE cordon_sandboxes_live gauge\ncordon_sandboxes_live %zu\n", D.n_live);
 	fprintf(f, "# HELP cordon_pool_ready Ready sandboxes waiting in the warm pool.\n"
 		   "# TYPE cordon_pool_ready gauge\ncordon_pool_ready %zu\n", D.n_pool_ready);
+	fprintf(f, "# HELP cordon_approvals_pending Requests the egress proxy holds for a decision.\n"
+		   "# TYPE cordon_approvals_pending gauge\ncordon_approvals_pending %zu\n", approvals_pending());
 	size_t n_snap;
 	uint64_t snap_bytes;
 	snapstore_usage(&n_snap, &snap_bytes);

@@ -70,6 +70,10 @@ static void on_event(json_t *m)
 		on_use(s, m);
 		return;
 	}
+	if (kind && strncmp(kind, "approval.", 9) == 0) {
+		approvals_report(s, kind, m);
+		return;
+	}
 	const char *verdict = json_string_value(json_object_get(m, "verdict"));
 	bool allowed = verdict && strcmp(verdict, "allow") == 0;
 	metric_inc(allowed ? M_NET_ALLOWED : M_NET_BLOCKED);
@@ -92,7 +96,7 @@ static void on_event(json_t *m)
 	    (!policy || strcmp(policy, "deny") != 0)) {
 		log_error("sandbox %s: a network decision cannot be recorded; its network is cut",
 			  s->id);
-		network_set(s, "deny", NULL, 0, NULL);
+		network_set(s, "deny", NULL, 0, NULL, NULL);
 	}
 }
 
@@ -106,7 +110,7 @@ static void on_read(struct bufferevent *bev, void *arg)
 		if (op && strcmp(op, "event") == 0)
 			on_event(m);
 		else if (op && strcmp(op, "reply") == 0 && !json_is_true(json_object_get(m, "ok")))
-			log_warning("egress proxy refused a policy: %s",
+			log_warning("egress proxy refused a request: %s",
 				    json_string_value(json_object_get(m, "error")));
 		json_decref(m);
 		free(line);
@@ -152,15 +156,6 @@ int network_start(void)
 	return 0;
 }
 
-static void send_line(char *line)
-{
-	if (line && D.egress) {
-		bufferevent_write(D.egress, line, strlen(line));
-		bufferevent_write(D.egress, "\n", 1);
-	}
-	free(line);
-}
-
 static void wipe_line(const void *data, size_t len, void *arg)
 {
 	explicit_bzero(arg, len);
@@ -174,7 +169,15 @@ static void wipe_line(const void *data, size_t len, void *arg)
 static void send_set(const struct sbx *s, const char *ip, const char *policy,
 		     const char *const *allow, size_t n, json_t *secrets)
 {
-	char *line = egressctl_set_line_secrets(ip, s->id, policy, allow, n, NULL, secrets);
+	json_t *approve = json_object_get(s->network, "approve");
+	/* Approve rules alone need a link and the proxy's reading: "deny" with approve rules is
+	 * "allow" with no rule of its own (their hosts are reachable through them). */
+	if (json_array_size(approve) && strcmp(policy, "deny") == 0)
+		policy = "allow";
+	json_t *extra = json_pack("{s:o, s:O*}", "approve", approve ? json_incref(approve) : json_array(), "limits",
+				  json_object_get(s->network, "limits"));
+	char *line = egressctl_set_line_extra(ip, s->id, policy, allow, n, NULL, secrets, extra);
+	json_decref(extra);
 	json_decref(secrets);
 	size_t len = line ? strlen(line) : 0;
 	char *full = line ? realloc(line, len + 2) : NULL;
@@ -190,7 +193,7 @@ static void send_set(const struct sbx *s, const char *ip, const char *policy,
 }
 
 int network_set(struct sbx *s, const char *policy, const char *const *allow, size_t n,
-		struct cordon_err *err)
+		json_t *extra, struct cordon_err *err)
 {
 	static const char *const modes[] = {"deny", "allow", "public"};
 	struct egress_policy *p = NULL;
@@ -206,7 +209,7 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 	/* A sandbox gets its link the first time its policy lets anything out: links cost
 	 * (a veth, and a heavier network namespace to tear down), and most sandboxes never
 	 * need one. Without a link a sandbox has loopback only, which is what deny means. */
-	if (mode != 0 && s->rt && (!D.egress || cordon_sandbox_attach_net(s->rt, network_hook, s, err) < 0)) {
+	if ((mode != 0 || json_array_size(json_object_get(extra, "approve"))) && s->rt && (!D.egress || cordon_sandbox_attach_net(s->rt, network_hook, s, err) < 0)) {
 		if (!D.egress)
 			cordon_err_setf(err, -EINVAL, "policy: this server cannot give sandboxes a network (not root)");
 		return -EINVAL;
@@ -217,6 +220,9 @@ int network_set(struct sbx *s, const char *policy, const char *const *allow, siz
 		json_array_append_new(a, json_string(allow[i]));
 	json_decref(s->network);
 	s->network = json_pack("{s:s, s:o}", "policy", policy, "allow", a);
+	/* approve rules, limits and the profile's name (a profile's: net_eff_extra()) */
+	if (extra)
+		json_object_update(s->network, extra);
 	if (ip)
 		send_set(s, ip, policy, allow, n, s->secrets ? secrets_proxy_json(s->secrets) : NULL);
 	return 0;
@@ -244,7 +250,7 @@ void network_forget(struct sbx *s)
 	const char *ip = s->rt ? cordon_sandbox_ip(s->rt) : NULL;
 	if (!ip)
 		return;
-	send_line(egressctl_del_line(ip));
+	egress_send_line(egressctl_del_line(ip));
 	char ifname[16];
 	struct in_addr a;
 	if (inet_pton(AF_INET, ip, &a) == 1) {

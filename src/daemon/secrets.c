@@ -151,14 +151,14 @@ int secrets_revoke(struct sbx_secrets *ss, const char *name, struct svc_err *err
 /* NAME=placeholder for each secret, and the CA variables pointing at @bundle_dst. */
 int secrets_env(const struct sbx_secrets *ss, const char *bundle_dst, char ***env, size_t *n_env)
 {
-	size_t add = ss->n + SECRETENV_CA_VARS_N;
+	size_t n = ss ? ss->n : 0, add = n + SECRETENV_CA_VARS_N;
 	char **v = realloc(*env, (*n_env + add + 1) * sizeof(char *));
 	if (!v)
 		return -ENOMEM;
 	*env = v;
 	for (size_t i = 0; i < add; i++) {
-		const char *k = i < ss->n ? ss->s[i].name : secretenv_ca_vars[i - ss->n];
-		const char *val = i < ss->n ? ss->s[i].placeholder : bundle_dst;
+		const char *k = i < n ? ss->s[i].name : secretenv_ca_vars[i - n];
+		const char *val = i < n ? ss->s[i].placeholder : bundle_dst;
 		if (asprintf(&v[*n_env], "%s=%s", k, val) < 0)
 			return -ENOMEM;
 		(*n_env)++;

@@ -112,7 +112,7 @@ void svc_sandbox_destroy(struct sbx *s);
 /* A new deadline, @timeout_s from now, recorded first; the sandbox's JSON in @ret. */
 int svc_sandbox_timeout(struct sbx *s, uint32_t timeout_s, json_t **ret, struct svc_err *err);
 /* A new egress policy, checked, recorded, applied to new connections; the policy in @ret. */
-int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret,
+int svc_sandbox_network(const struct svc_caller *who, struct sbx *s, const struct api_network *n, json_t **ret,
 			struct svc_err *err);
 /* A new value (and hosts, in) for secret @p->secret.name under its placeholder, recorded
  * first (names only), sent to the proxy: its public form in @ret. 404 for a name the
@@ -236,6 +236,17 @@ int svc_code_context_restart(struct sbx *s, const char *id, struct svc_reply *r,
 struct events_filter;
 /* The recent events that pass @f, oldest first, as NDJSON into @out. */
 int svc_events(const struct events_filter *f, struct evbuffer *out);
+/* ---- approvals (approvals.c) ---- */
+/* {"approvals": [...]}: the pending approvals @who may see (of @sandbox only, if not NULL or
+ * ""), oldest first, each with its age_s. */
+json_t *svc_network_profiles(void); /* {"profiles": [...]} */
+json_t *svc_approval_list(const struct svc_caller *who, const char *sandbox);
+/* @d on approval @id, recorded first (decider: the API key's name, or "local"), then sent to
+ * the proxy; {id, sandbox, decision, decider, reason} in @ret. 404 for one that is not
+ * pending (decided, timed out, gone) or not @who's. */
+struct api_decision;
+int svc_approval_decide(const struct svc_caller *who, const char *id, const struct api_decision *d,
+			json_t **ret, struct svc_err *err);
 /* Every event from now on that passes @f goes to @k (a slow reader: {"kind":"lagged"}). */
 int svc_events_follow(const struct events_filter *f, struct stream_sink *k, struct svc_err *err);
 

@@ -20,34 +20,32 @@
 
 static const char *const policy_names[] = {"deny", "allow", "public"};
 
-int svc_fail(struct svc_err *err, enum api_error code, const char *fmt, ...)
-{
-	va_list ap;
-	err->code = code;
-	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-int svc_fail_audit(struct svc_err *err, int r)
-{
-	return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE,
-			"the audit log cannot be written (%s): nothing was done", strerror(-r));
-}
-
 /* The policy is checked before anything is made, so that a bad rule is a 400 naming it. */
-static int network_check(const struct api_network *n, const char *prefix, struct svc_err *err)
+static int network_check(const struct net_eff *n, const char *prefix, struct svc_err *err)
 {
 	struct cordon_err e = {};
 	struct egress_policy *p = NULL;
+	size_t n_approve = json_array_size(n->approve);
 	if (n->policy != API_NET_DENY && !D.egress)
 		return svc_fail(err, API_ERR_INVALID_FIELD,
 				"%spolicy: this server cannot give sandboxes a network (it does not run as root)",
 				prefix);
+	if (n_approve && (!D.egress || !secrets_bundle()))
+		return svc_fail(err, API_ERR_INVALID_FIELD,
+				"%sapprove: this server cannot hold requests (no network, or no egress CA)", prefix);
 	if (egress_policy_parse((enum egress_mode)n->policy, n->allow, n->n_allow, &p, &e) < 0)
 		return svc_fail(err, API_ERR_INVALID_FIELD, "%sallow: %s", prefix, e.msg);
-	egress_policy_free(p);
+	p = egress_policy_free(p);
+	for (size_t i = 0; i < n_approve; i++) {
+		const char *host = json_string_value(json_object_get(json_array_get(n->approve, i), "approve"));
+		/* A host or wildcard the proxy can match a name against, never an address. */
+		if (!host || egress_policy_parse(EGRESS_ALLOW, &host, 1, &p, &e) < 0 || p->rules[0].kind == RULE_CIDR) {
+			egress_policy_free(p);
+			return svc_fail(err, API_ERR_INVALID_FIELD, "%sapprove[%zu].approve: %s", prefix, i,
+					e.msg[0] ? e.msg : "a host or \"*.\"-wildcard, not an address");
+		}
+		p = egress_policy_free(p);
+	}
 	return 0;
 }
 
@@ -127,7 +125,12 @@ int svc_sandbox_check(const struct svc_caller *who, const struct api_create *req
 	    store_path(req->template_name, root, sizeof(root)) < 0)
 		return svc_fail(err, API_ERR_NOT_FOUND, "no template '%s' (cordon template ls)",
 				req->template_name);
-	if (network_check(&req->network, "network.", err) < 0 || secrets_check(req, err) < 0)
+	struct net_eff eff = {};
+	int r = net_resolve(&req->network, k, &eff, "network.", err);
+	if (r >= 0)
+		r = network_check(&eff, "network.", err);
+	net_eff_done(&eff);
+	if (r < 0 || secrets_check(req, err) < 0 || profile_check_secrets(req, k, err) < 0)
 		return -1;
 	/* Volumes are the host's, not yet any key's own: a tenant could read another's. */
 	if (k && req->n_volumes)
@@ -204,24 +207,28 @@ int svc_sandbox_timeout(struct sbx *s, uint32_t t, json_t **ret, struct svc_err 
 	return 0;
 }
 
-int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret,
-			struct svc_err *err)
+int svc_sandbox_network(const struct svc_caller *who, struct sbx *s, const struct api_network *n,
+			json_t **ret, struct svc_err *err)
 {
 	struct cordon_err e = {};
-	if (network_check(n, "", err) < 0)
+	_cleanup_(net_eff_done) struct net_eff eff = {};
+	if (net_resolve(n, who->principal, &eff, "", err) < 0 || network_check(&eff, "", err) < 0)
 		return -1;
-	const char *policy = policy_names[n->policy];
+	const char *policy = policy_names[eff.policy];
 	json_t *rules = json_array();
-	for (size_t i = 0; i < n->n_allow; i++)
-		json_array_append_new(rules, json_string(n->allow[i]));
+	for (size_t i = 0; i < eff.n_allow; i++)
+		json_array_append_new(rules, json_string(eff.allow[i]));
 	/* The record first, then the change: it applies to new connections at once. Without
 	 * the record the policy stays as it is. */
 	int r = sbx_audit_rc(s, AUDIT_POLICY_CHANGE,
-			     json_pack("{s:s, s:s, s:o, s:O}", "kind", "network", "policy", policy,
-				       "allow", rules, "old", s->network));
+			     json_pack("{s:s, s:s, s:o, s:O, s:O, s:s?}", "kind", "network", "policy", policy,
+				       "allow", rules, "approve", eff.approve, "old", s->network, "profile", eff.profile));
 	if (r < 0)
 		return svc_fail_audit(err, r);
-	if (network_set(s, policy, n->allow, n->n_allow, &e) < 0)
+	json_t *extra = net_eff_extra(&eff);
+	r = network_set(s, policy, eff.allow, eff.n_allow, extra, &e);
+	json_decref(extra);
+	if (r < 0)
 		return svc_fail(err, API_ERR_INVALID_FIELD, "%s", e.msg);
 	*ret = json_incref(s->network);
 	return 0;

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -7,6 +8,7 @@
 #include "basic/clock.h"
 #include "basic/utf8.h"
 #include "daemon/daemon.h"
+#include "daemon/service.h"
 
 /* "sb-" and 20 characters of base32 (100 random bits): unguessable, URL- and file-safe. */
 void make_id(char out[SBX_ID_LEN + 1])
@@ -44,4 +46,21 @@ json_t *json_from_bytes_utf8(const void *data, size_t len)
 		return NULL;
 	size_t o = utf8_clean(data, len, out, false, NULL);
 	return json_stringn_nocheck(out, o);
+}
+
+/* The services' error, for every domain file (service.h). */
+int svc_fail(struct svc_err *err, enum api_error code, const char *fmt, ...)
+{
+	va_list ap;
+	err->code = code;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int svc_fail_audit(struct svc_err *err, int r)
+{
+	return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE,
+			"the audit log cannot be written (%s): nothing was done", strerror(-r));
 }

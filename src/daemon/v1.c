@@ -107,7 +107,8 @@ static void v1_network(struct ctx *c)
 		reply_errno(c->req, r, perr.msg);
 		return;
 	}
-	r = svc_sandbox_network(s, &n->network, &out, &err);
+	struct svc_caller who = {c->principal};
+	r = svc_sandbox_network(&who, s, &n->network, &out, &err);
 	reply_svc(c->req, r, 200, out, &err);
 	api_network_free(n);
 }
@@ -835,6 +836,35 @@ static void v1_runtimes(struct ctx *c)
 
 /* ---- the table ---- */
 
+static void v1_network_profiles(struct ctx *c)
+{
+	reply_json(c->req, 200, svc_network_profiles());
+}
+
+static void v1_approvals(struct ctx *c)
+{
+	struct svc_caller who = {c->principal};
+	char sbx[SBX_ID_LEN + 2];
+	reply_json(c->req, 200, svc_approval_list(&who, query_get(c, "sandbox", sbx, sizeof(sbx))));
+}
+
+static void v1_approval_decide(struct ctx *c)
+{
+	struct svc_caller who = {c->principal};
+	struct api_decision *d = NULL;
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	json_t *out = NULL;
+	int r = api_decision_parse(c->body, c->body_len, &d, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_approval_decide(&who, c->params[0], d, &out, &err);
+	api_decision_free(d);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
 #define GET EVHTTP_REQ_GET
 #define POST EVHTTP_REQ_POST
 #define PUT EVHTTP_REQ_PUT
@@ -847,6 +877,9 @@ static const struct route v1_routes[] = {
 	{GET, "/v1/runtimes", v1_runtimes},
 	{GET, "/v1/task-token-key", v1_token_key},
 	{GET, "/v1/events", v1_events},
+	{GET, "/v1/approvals", v1_approvals},
+	{GET, "/v1/network-profiles", v1_network_profiles},
+	{POST, "/v1/approvals/{id}", v1_approval_decide},
 	{POST, "/v1/sandboxes", v1_create},
 	{GET, "/v1/sandboxes", v1_list},
 	{GET, SB, v1_info, BODY_API, ST_ANY},

@@ -122,12 +122,21 @@ char *egressctl_set_line(const char *ip, const char *sandbox_id, const char *mod
 char *egressctl_set_line_secrets(const char *ip, const char *sandbox_id, const char *mode,
 				 const char *const *allow, size_t n, const char *ifname, json_t *secrets)
 {
+	return egressctl_set_line_extra(ip, sandbox_id, mode, allow, n, ifname, secrets, NULL);
+}
+
+char *egressctl_set_line_extra(const char *ip, const char *sandbox_id, const char *mode,
+			       const char *const *allow, size_t n, const char *ifname, json_t *secrets,
+			       json_t *extra)
+{
 	_cleanup_(json_decrefp) json_t *a = json_array();
 	for (size_t i = 0; a && i < n; i++)
 		json_array_append_new(a, json_string(allow[i]));
 	_cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s?, s:O*}", "op", "set",
 						       "ip", ip, "sandbox", sandbox_id, "mode", mode,
 						       "allow", a, "ifname", ifname, "secrets", secrets);
+	if (o && extra)
+		json_object_update(o, extra);
 	return o ? json_dumps(o, JSON_COMPACT) : NULL;
 }
 

@@ -35,6 +35,12 @@ char *egressctl_set_line(const char *ip, const char *sandbox_id, const char *mod
  * them); the line holds their values: wipe it (explicit_bzero) before freeing it. */
 char *egressctl_set_line_secrets(const char *ip, const char *sandbox_id, const char *mode,
 				 const char *const *allow, size_t n, const char *ifname, json_t *secrets);
+/* With @extra's keys in the line too (NULL: none): "approve" ([{"approve","methods","paths",
+ * "timeout_s"}]; absent keeps them), "limits" ({"connections","connections_per_s",
+ * "bytes_per_s"}; absent: the proxy's). */
+char *egressctl_set_line_extra(const char *ip, const char *sandbox_id, const char *mode,
+			       const char *const *allow, size_t n, const char *ifname, json_t *secrets,
+			       json_t *extra);
 char *egressctl_del_line(const char *ip);
 
 /* The events the proxy sent and nobody read yet, each to @fn, until none comes for

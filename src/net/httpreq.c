@@ -242,3 +242,60 @@ long httpreq_chunked_feed(struct httpreq_chunked *st, const uint8_t *buf, size_t
 	*done = st->state == CH_DONE;
 	return (long)i;
 }
+
+/* The path as the server will read it, into @out (at least @len + 1 bytes): percent-escapes
+ * decoded, empty, "." and ".." segments resolved (RFC 3986 5.2.4), so that "/v1/%63harges",
+ * "//v1/charges", "/v1;x/charges" and "/v1/x/../charges" are all "/v1/charges" (a ";"
+ * parameter is left out of its segment, as servlet containers read it). -1 for an escape that is not
+ * one, or that is a control byte: the caller then holds the request (a rule must not be dodged by a path it cannot read). */
+int httpreq_path_normalize(const uint8_t *t, size_t len, char *out)
+{
+	size_t o = 0;
+	bool param = false; /* after a ";" in this segment: left out, as Java servers do */
+	for (size_t i = 0; i < len; i++) {
+		uint8_t c = t[i];
+		if (c == '%') {
+			int hi = i + 2 < len ? hexval(t[i + 1]) : -1, lo = i + 2 < len ? hexval(t[i + 2]) : -1;
+			if (hi < 0 || lo < 0)
+				return -1;
+			c = (uint8_t)(hi << 4 | lo);
+			i += 2;
+			if (c < 0x20 || c == 0x7f)
+				return -1; /* a NUL would end the string the segments are read in */
+		}
+		if (c == ';')
+			param = true;
+		if (param && c != '/' && c != '\\')
+			continue;
+		param = false;
+		if (c == '/' || c == '\\') {
+			out[o] = '\0';
+			/* The segment just ended: "", "." or ".." (back to the slash before). */
+			char *seg = o ? strrchr(out, '/') : NULL;
+			if (seg && (strcmp(seg, "/") == 0 || strcmp(seg, "/.") == 0)) {
+				o = (size_t)(seg - out);
+			} else if (seg && strcmp(seg, "/..") == 0) {
+				*seg = '\0';
+				char *up = strrchr(out, '/');
+				o = up ? (size_t)(up - out) : 0;
+			}
+			out[o++] = '/';
+			continue;
+		}
+		out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	/* A last segment of "." or "..". */
+	char *seg = strrchr(out, '/');
+	if (seg && (strcmp(seg, "/.") == 0 || strcmp(seg, "/..") == 0)) {
+		bool up = seg[2] == '.';
+		*seg = '\0';
+		char *prev = up ? strrchr(out, '/') : NULL;
+		if (prev)
+			*prev = '\0';
+		o = strlen(out);
+		out[o++] = '/';
+		out[o] = '\0';
+	}
+	return (int)o;
+}

@@ -55,3 +55,9 @@ struct httpreq_chunked {
  * (@len, or less when it ended inside @buf: then *@done is true), or -EBADMSG (a size that is
  * not hex or has more than 15 digits, a missing CRLF, an over-long extension or trailer line). */
 long httpreq_chunked_feed(struct httpreq_chunked *st, const uint8_t *buf, size_t len, bool *done);
+
+/* @t[0..len), a request's path (no query), as a server reads it: percent-escapes decoded,
+ * ";" parameters left out of their segments, empty, "." and ".." segments resolved ("/v1/%63harges", "//v1/./charges", "/v1/x/../charges":
+ * "/v1/charges"), into @out of at least @len + 1 bytes, NUL-terminated. Its length, or -1 for
+ * an escape that is not one or that decodes to a control byte. */
+int httpreq_path_normalize(const uint8_t *t, size_t len, char *out);

@@ -488,18 +488,118 @@ static int fld_allow(json_t *v, void *dst, const struct field *f, const char *pa
 		     struct cordon_err *err)
 {
 	struct api_network *n = dst;
+	n->allow_given = true;
 	return get_strv(v, 0, API_MAX_ALLOW, &rule_def, path, &n->allow, &n->n_allow, err);
 }
 
+static int fld_net_policy(json_t *v, void *dst, const struct field *f, const char *path,
+			  struct cordon_err *err)
+{
+	struct api_network *n = dst;
+	n->policy_given = true;
+	return fld_enum(v, &n->policy, f, path, err);
+}
+
+/* A method token in capitals: "POST". */
+static bool method_ok(const char *s, size_t len)
+{
+	if (len == 0)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < 'A' || s[i] > 'Z')
+			return false;
+	return true;
+}
+
+/* "/v1/charges": printable, no space, query or fragment. */
+static bool path_prefix_ok(const char *s, size_t len)
+{
+	if (len == 0 || s[0] != '/')
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f || s[i] == '?' || s[i] == '#')
+			return false;
+	return true;
+}
+
+/* [a-z0-9][a-z0-9_-]{0,62} */
+static bool profile_ok(const char *s, size_t len)
+{
+	if (len == 0 || len > API_MAX_PROFILE || !is_lower_alnum(s[0]))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!is_lower_alnum(s[i]) && s[i] != '_' && s[i] != '-')
+			return false;
+	return true;
+}
+
+static const struct strdef method_def = {15, method_ok, "must be an HTTP method in capitals (\"POST\")"};
+static const struct strdef prefix_def = {API_MAX_APPROVE_PATH, path_prefix_ok,
+					 "must be a path starting with \"/\", without spaces, query or fragment"};
+static const struct strdef profile_def = {API_MAX_PROFILE, profile_ok,
+					  "must be a profile name ([a-z0-9][a-z0-9_-]*)"};
+static const struct range approve_timeout_range = {1, API_MAX_APPROVE_TIMEOUT};
+
+static int fld_methods(json_t *v, void *dst, const struct field *f, const char *path,
+		       struct cordon_err *err)
+{
+	struct api_approve_rule *r = dst;
+	return get_strv(v, 1, API_MAX_APPROVE_LIST, &method_def, path, &r->methods, &r->n_methods, err);
+}
+
+static int fld_paths(json_t *v, void *dst, const struct field *f, const char *path,
+		     struct cordon_err *err)
+{
+	struct api_approve_rule *r = dst;
+	return get_strv(v, 1, API_MAX_APPROVE_LIST, &prefix_def, path, &r->paths, &r->n_paths, err);
+}
+
+static const struct field approve_fields[] = {
+    {"approve", fld_string, offsetof(struct api_approve_rule, host), &rule_def},
+    {"methods", fld_methods, 0, NULL},
+    {"paths", fld_paths, 0, NULL},
+    {"timeout_s", fld_u32, offsetof(struct api_approve_rule, timeout_s), &approve_timeout_range},
+};
+static const struct objdef approve_def = {approve_fields, ELEMENTSOF(approve_fields)};
+
+static int fld_approve(json_t *v, void *dst, const struct field *f, const char *path,
+		       struct cordon_err *err)
+{
+	struct api_network *n = dst;
+	size_t size = json_array_size(v);
+	if (!json_is_array(v) || size > API_MAX_APPROVE)
+		return cordon_err_setf(err, -EINVAL, "%s: must be an array of at most %d rules", path,
+				       API_MAX_APPROVE);
+	n->approve = calloc(size + 1, sizeof(*n->approve));
+	if (!n->approve)
+		return cordon_err_setf(err, -ENOMEM, "%s: out of memory", path);
+	for (size_t i = 0; i < size; i++) {
+		char child[PATH_BUF];
+		struct api_approve_rule *r = &n->approve[i];
+		snprintf(child, sizeof(child), "%s[%zu]", path, i);
+		r->timeout_s = API_DEFAULT_APPROVE_TIMEOUT;
+		n->n_approve = i + 1; /* freed by network_done() from here on */
+		int k = parse_object(json_array_get(v, i), &approve_def, r, child, err);
+		if (k < 0)
+			return k;
+		if (!r->host)
+			return cordon_err_setf(err, -EINVAL, "%s.approve: required (the host)", child);
+	}
+	return 0;
+}
+
 static const struct field network_fields[] = {
-    {"policy", fld_enum, offsetof(struct api_network, policy), &net_policy_def},
+    {"policy", fld_net_policy, 0, &net_policy_def},
     {"allow", fld_allow, 0, NULL},
+    {"approve", fld_approve, 0, NULL},
+    {"profile", fld_string, offsetof(struct api_network, profile), &profile_def},
 };
 static const struct objdef network_def = {network_fields, ELEMENTSOF(network_fields)};
 
 static int network_check(const struct api_network *n, const char *prefix, struct cordon_err *err)
 {
-	if (n->n_allow > 0 && n->policy != API_NET_ALLOW)
+	/* With a profile and no policy, the profile's policy applies (the daemon checks). */
+	if (n->n_allow > 0 && n->policy != API_NET_ALLOW && (n->policy_given || !n->profile))
 		return cordon_err_setf(err, -EINVAL, "%sallow: only valid with policy \"allow\"",
 				       prefix);
 	return 0;
@@ -509,6 +609,107 @@ static void network_done(struct api_network *n)
 {
 	free(n->allow);
 	n->allow = NULL;
+	for (size_t i = 0; i < n->n_approve; i++) {
+		free(n->approve[i].methods);
+		free(n->approve[i].paths);
+	}
+	free(n->approve);
+	n->approve = NULL;
+	n->n_approve = 0;
+}
+
+static json_t *strv_json(const char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+json_t *api_approve_json(const struct api_approve_rule *rules, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++) {
+		const struct api_approve_rule *r = &rules[i];
+		json_t *o = json_pack("{s:s, s:i}", "approve", r->host, "timeout_s", (int)r->timeout_s);
+		if (r->n_methods)
+			json_object_set_new(o, "methods", strv_json(r->methods, r->n_methods));
+		if (r->n_paths)
+			json_object_set_new(o, "paths", strv_json(r->paths, r->n_paths));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+/* ---- approval decisions ------------------------------------------------------------------- */
+
+static const struct enumval decisions[] = {{"deny", 0}, {"allow", 1}};
+static const struct enumdef decision_def = {decisions, ELEMENTSOF(decisions),
+					    "must be \"allow\" or \"deny\""};
+
+static bool reason_ok(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return false;
+	return true;
+}
+static const struct strdef reason_def = {API_MAX_REASON, reason_ok, "must not contain control characters"};
+
+struct decision_ctx {
+	struct api_decision d;
+	int decision;
+};
+
+static const struct field decision_fields[] = {
+    {"decision", fld_enum, offsetof(struct decision_ctx, decision), &decision_def},
+    {"reason", fld_string, offsetof(struct decision_ctx, d.reason), &reason_def},
+};
+static const struct objdef decisiondef = {decision_fields, ELEMENTSOF(decision_fields)};
+
+struct api_decision *api_decision_free(struct api_decision *d)
+{
+	if (!d)
+		return NULL;
+	json_decref(d->root_);
+	free(d); /* the first member of its struct decision_ctx */
+	return NULL;
+}
+
+static void decision_ctx_freep(struct decision_ctx **p)
+{
+	if (*p)
+		api_decision_free(&(*p)->d);
+}
+
+int api_decision_parse(const char *body, size_t len, struct api_decision **ret, struct cordon_err *err)
+{
+	_cleanup_(decision_ctx_freep) struct decision_ctx *ctx = calloc(1, sizeof(*ctx));
+	if (!ctx)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	ctx->decision = -1;
+	int r = load_body(body, len, false, &ctx->d.root_, err);
+	if (r < 0)
+		return r;
+	r = parse_object(ctx->d.root_, &decisiondef, ctx, "", err);
+	if (r < 0)
+		return r;
+	if (ctx->decision < 0)
+		return missing(err, "decision");
+	ctx->d.allow = ctx->decision == 1;
+	*ret = &TAKE_PTR(ctx)->d;
+	return 0;
+}
+
+bool api_approval_id_ok(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n < 4 || n > 23 || strncmp(s, "ap-", 3) != 0)
+		return false;
+	for (size_t i = 3; i < n; i++)
+		if (!strchr("0123456789abcdef", s[i]))
+			return false;
+	return true;
 }
 
 struct api_network_req *api_network_free(struct api_network_req *n)
@@ -534,8 +735,7 @@ int api_network_parse(const char *body, size_t len, struct api_network_req **ret
 	r = parse_object(n->root_, &network_def, &n->network, "", err);
 	if (r < 0)
 		return r;
-	if (!json_object_get(n->root_, "policy") ||
-	    json_is_null(json_object_get(n->root_, "policy")))
+	if (!n->network.policy_given && !n->network.profile)
 		return missing(err, "policy");
 	r = network_check(&n->network, "", err);
 	if (r < 0)

@@ -48,6 +48,13 @@
 #define API_MAX_PATH	     4096	   /* bytes of a path inside a sandbox (PATH_MAX) */
 #define API_MAX_ALLOW	     256	   /* network.allow rules */
 #define API_MAX_RULE	     255	   /* bytes of one network rule */
+#define API_MAX_APPROVE	     32		   /* network.approve rules */
+#define API_MAX_APPROVE_LIST 8		   /* methods, paths of one approve rule */
+#define API_MAX_APPROVE_PATH 255	   /* bytes of a path prefix */
+#define API_MAX_APPROVE_TIMEOUT 86400	   /* seconds a request may wait for a decision */
+#define API_DEFAULT_APPROVE_TIMEOUT 300
+#define API_MAX_REASON	     200	   /* bytes of an approval decision's reason */
+#define API_MAX_PROFILE	     63		   /* bytes of an egress profile's name */
 #define API_MAX_TAG	     64		   /* bytes of a process tag */
 #define API_MAX_TEMPLATE     64		   /* bytes of a template name */
 #define API_MAX_EXEC_TIMEOUT 86400	   /* seconds a process may be given */
@@ -94,13 +101,46 @@ enum api_net_policy {
 	API_NET_PUBLIC,	  /* the internet, never private ranges */
 };
 
+/* {"approve": HOST, "methods": [..], "paths": [..], "timeout_s": N}: requests to HOST (a
+ * name or "*."-wildcard, with an optional :port) whose method is one of @methods and whose
+ * path is under one of @paths (none given: any) wait for a person's decision. */
+struct api_approve_rule {
+	const char *host;
+	const char **methods; /* upper-case tokens, n_methods of them */
+	size_t n_methods;
+	const char **paths; /* each starting with "/" */
+	size_t n_paths;
+	uint32_t timeout_s; /* default API_DEFAULT_APPROVE_TIMEOUT */
+};
+
 /* Shape only: rules are checked for length and characters ([A-Za-z0-9.:/_-], "*." only as
  * a prefix, "[...]" for IPv6); src/policy/ compiles them and may still refuse one. */
 struct api_network {
 	enum api_net_policy policy;
+	bool policy_given; /* false: the profile's, or deny */
 	const char **allow; /* n_allow entries, NULL-terminated */
 	size_t n_allow;
+	bool allow_given;
+	struct api_approve_rule *approve;
+	size_t n_approve;
+	const char *profile; /* NULL: none; [a-z0-9][a-z0-9_-]* */
 };
+
+/* The approve rules in the proxy's form (a JSON array, the caller's), and back. */
+struct json_t *api_approve_json(const struct api_approve_rule *rules, size_t n);
+
+/* ---- POST /v1/approvals/{id} ---------------------------------------------------------- */
+
+/* {"decision": "allow"|"deny" (required), "reason": printable, at most API_MAX_REASON}. */
+struct api_decision {
+	bool allow;
+	const char *reason; /* NULL: none; points into root_ */
+	struct json_t *root_;
+};
+int api_decision_parse(const char *body, size_t len, struct api_decision **ret, struct cordon_err *err);
+struct api_decision *api_decision_free(struct api_decision *d);
+/* An approval's id as the proxy makes them: "ap-" and 1 to 20 hex digits. */
+bool api_approval_id_ok(const char *s);
 
 /* ---- secrets (secrets.c) ---------------------------------------------------------------- */
 

@@ -15,12 +15,14 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src", "daemon")
 # No HTTP in these: the sandbox object, and the services, which take parsed arguments and
 # answer through svc_reply / stream_sink.
 SERVICES = ["sandbox.c", "proc.c", "files.c", "svc_sandbox.c", "svc_template.c", "create.c",
-            "service.h", "svc_snapshot.c", "snapstore.c", "svc_code.c", "code.c"]
+            "service.h", "svc_snapshot.c", "snapstore.c", "svc_code.c", "code.c", "approvals.c",
+            "profiles.c"]
 # What sandbox.c must not call: everything that uses a sandbox rather than being it.
 ABOVE_SANDBOX = ["proc.c", "files.c", "v1.c", "create.c", "network.c", "svc_sandbox.c",
                  "svc_template.c", "http.c", "svc_snapshot.c", "svc_code.c", "code.c"]
 DOMAIN = ["sandbox.c", "proc.c", "files.c", "v1.c", "create.c", "network.c", "svc_sandbox.c",
-          "svc_template.c", "http.c", "svc_snapshot.c", "snapstore.c", "svc_code.c", "code.c"]
+          "svc_template.c", "http.c", "svc_snapshot.c", "snapstore.c", "svc_code.c", "code.c",
+          "approvals.c", "profiles.c"]
 # Pairs allowed to call each other: none (the pool hears of template rebuilds through the
 # callback it gives templates_watch()).
 KNOWN_CYCLES = set()

@@ -179,6 +179,7 @@ class FakeNet:
             "http": [[WEB1, 80], [WEB2, 80], [WEB2, 8080], [METADATA, 80], [PRIVATE, 80]],
             "https": [[WEB1, 443], [WEB2, 443], [PRIVATE, 443]],
             "https11": [[WEB2, 8443]],
+            "https_idle": [[WEB2, 8444]],
             "echo": [[WEB1, 22], [WEB2, 22]],
             "udp": [[WEB1, 7]],
             "dns": [[DNS_IP, 53], [ROGUE_DNS, 53]],

@@ -10,6 +10,7 @@ CONFIG is a JSON object:
      "https": [["198.51.100.11", 443], ...],    the same over TLS (records the SNI)
      "https11": [["198.51.100.11", 8443], ...], the same with HTTP/1.1 keep-alive, and /bulk/N
      "static": [["198.51.100.12", 80, "/dir"]],  HTTP serving the files of /dir (a mirror)
+     "https_idle": [["198.51.100.11", 8444]], HTTPS that closes a connection idle for 1 s
      "echo":  [["198.51.100.10", 22], ...],     raw TCP echo (single thread, many connections)
      "udp":   [["198.51.100.10", 7], ...],      UDP sink: logs every datagram, answers nothing
      "dns":   [["198.51.100.53", 53], ...],     UDP+TCP DNS: A records from "zone", else NXDOMAIN
@@ -118,6 +119,12 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
 
 def static_handler(directory):
     return type("StaticDir", (StaticHandler,), {"server_dir": directory})
+
+
+class IdleCloseHandler(Handler):
+    """Closes a connection that sends no request within a second, as real servers do (an
+    approval that takes longer than that finds its upstream connection gone)."""
+    timeout = 1
 
 
 class HTTPServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -315,6 +322,9 @@ def main():
             threads.append(threading.Thread(target=s.serve_forever, daemon=True))
     for addr, port, directory in cfg.get("static", []):
         s = HTTPServer(addr, port, handler=static_handler(directory))
+        threads.append(threading.Thread(target=s.serve_forever, daemon=True))
+    for addr, port in cfg.get("https_idle", []):
+        s = HTTPServer(addr, port, tls_context(cfg["cert"], cfg["key"]), IdleCloseHandler)
         threads.append(threading.Thread(target=s.serve_forever, daemon=True))
     for addr, port in cfg.get("https11", []):
         s = HTTPServer(addr, port, tls_context(cfg["cert"], cfg["key"]), KeepAliveHandler)

@@ -54,7 +54,8 @@ def op_req(o):
     res = {"op": "req", "reached": False}
     try:
         raw = socket.create_connection((o.get("connect", o.get("sni", "api.example.test")),
-                                        o.get("port", 443 if o.get("tls", True) else 80)), timeout=TIMEOUT)
+                                        o.get("port", 443 if o.get("tls", True) else 80)),
+                                       timeout=o.get("timeout", TIMEOUT))
         s = raw
         if o.get("tls", True):
             ctx = ssl.create_default_context()
@@ -131,12 +132,50 @@ def op_bulk(o):
     return {"op": "bulk", "bytes": got}
 
 
+def op_par(o):
+    """Its "ops" at once, each in a thread (requests held for approval side by side)."""
+    import threading
+    out = [None] * len(o["ops"])
+
+    def one(i):
+        t = time.monotonic()
+        out[i] = dict(OPS[o["ops"][i]["op"]](o["ops"][i]), elapsed=round(time.monotonic() - t, 3))
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(o["ops"]))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return {"op": "par", "results": out}
+
+
+def op_hold(o):
+    """Opens o["n"] connections at once, each with the start of a request head only (the proxy
+    waits for the rest), and counts those the proxy keeps open and those it closed."""
+    socks = []
+    for _ in range(o["n"]):
+        s = socket.create_connection((o.get("host", "api.example.test"), o.get("port", 80)), timeout=5)
+        s.sendall(b"GET / HTTP/1.1\r\n")
+        socks.append(s)
+    time.sleep(1)
+    open_, refused = 0, 0
+    for s in socks:
+        s.settimeout(0.5)
+        try:
+            refused += s.recv(1) == b""
+        except socket.timeout:
+            open_ += 1
+        except OSError:
+            refused += 1
+        s.close()
+    return {"op": "hold", "open": open_, "refused": refused}
+
+
 def op_sleep(o):
     time.sleep(o["s"])
     return {"op": "sleep"}
 
 
-OPS = {"sleep": op_sleep, "req": op_req, "resolve": op_resolve, "world": op_world, "bulk": op_bulk}
+OPS = {"hold": op_hold, "par": op_par, "sleep": op_sleep, "req": op_req, "resolve": op_resolve, "world": op_world, "bulk": op_bulk}
 
 if __name__ == "__main__":
     ops = json.loads(sys.argv[1])

@@ -1,7 +1,9 @@
 """Security events through cordond (GET /v1/events, followed and after the fact, filtered by
 sandbox and kind, counted in /metrics) and the webhook: a scenario raises each kind once
 for one sandbox, in order (egress.blocked, secret.misuse, oom, timeout, agent.violation,
-sandbox.destroyed), a second sandbox reaches its deadline; a loopback server (in the
+approval.pending and approval.decided, sandbox.destroyed), a second sandbox reaches its
+deadline, a third's agent channel carries a malformed frame (written into the socket cordon-init
+holds, as a compromised agent would) and cordond stays up; a loopback server (in the
 machine-under-test namespace, where cordond runs) receives every event, each signed with
 HMAC-SHA256 under the webhook key, the first try refused (500) to show the retry. A follower
 that does not read is not buffered without bound: it is told {"kind":"lagged"}."""
@@ -116,6 +118,41 @@ def init_pid_of(marker):
     return None
 
 
+def malformed_frame(d, sid, marker):
+    """Garbage into the agent channel from the sandbox's side: the host duplicates each socket
+    cordon-init holds (pidfd_getfd) and writes a header no frame has into it."""
+    import ctypes
+    import threading
+    threading.Thread(target=d.call, daemon=True, args=("POST", f"/v1/sandboxes/{sid}/exec",
+                     {"argv": [PY, "-c", "import time; time.sleep(60)", marker], "timeout_s": 60})).start()
+    assert wait_until(lambda: init_pid_of(marker), 10)
+    pid = init_pid_of(marker)
+    libc = ctypes.CDLL(None, use_errno=True)
+    pidfd = os.pidfd_open(pid)
+    bad = b"\xff\xff\xff\xff\x99\x99\x01\x00" + b"\x00" * 56  # a length past the maximum, flags set
+    wrote = 0
+    try:
+        for name in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{name}").startswith("socket:"):
+                    continue
+            except OSError:
+                continue
+            fd = libc.syscall(438, pidfd, int(name), 0)  # pidfd_getfd
+            if fd < 0:
+                continue
+            try:
+                os.write(fd, bad)
+                wrote += 1
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    finally:
+        os.close(pidfd)
+    assert wrote, "no socket of cordon-init could be written"
+
+
 @pytest.mark.skipif(RUNTIME == "gvisor", reason="gvisor: an OOM ends the whole sandbox (the "
                     "Sentry is the cgroup's biggest task; README), so the scenario's later kinds "
                     "cannot follow it there")
@@ -123,7 +160,8 @@ def test_each_kind_in_order_and_the_webhook(ed, net, hook):
     fol = Follow(ed)
     sb = ed.json("POST", "/v1/sandboxes", {
         "secrets": {"API_KEY": {"value": "sk-ev-" + secrets.token_hex(8), "hosts": ["api.example.test"]}},
-        "network": {"policy": "allow", "allow": ["api.example.test"]},
+        "network": {"policy": "allow", "allow": ["api.example.test"],
+                    "approve": [{"approve": "api.example.test", "methods": ["POST"], "paths": ["/v1/charges"]}]},
         "limits": {"memory_mb": 64}}, status=201)
     sid = sb["id"]
     put_client(ed, sid)
@@ -132,6 +170,14 @@ def test_each_kind_in_order_and_the_webhook(ed, net, hook):
                   {"op": "req", "connect": WEB1, "sni": "evil.test", "path": f"/blocked-{t}"}])
     run(ed, sid, [{"op": "req", "tls": False, "port": 80, "path": f"/plain-{t}",  # secret.misuse
                    "headers": {"Authorization": "Bearer {PH}"}}])
+    # approval.pending, then approval.decided: a POST held, denied from here.
+    import threading
+    held = threading.Thread(target=run, daemon=True, args=(ed, sid, [
+        {"op": "req", "method": "POST", "path": f"/v1/charges/{t}", "body": "a=1", "timeout": 30}]))
+    held.start()
+    ap = fol.read_until(lambda e: e["kind"] == "approval.pending" and e["sandbox"] == sid, 20)
+    assert ed.call("POST", f"/v1/approvals/{ap['id']}", {"decision": "deny", "reason": "events"})[0] == 200
+    held.join(30)
     st, out = ed.call("POST", f"/v1/sandboxes/{sid}/exec",  # oom
                       {"argv": [PY, "-c", "b = bytearray(256 << 20)"], "timeout_s": 30})
     assert st == 200 and json.loads(out)["oom"], out
@@ -140,7 +186,6 @@ def test_each_kind_in_order_and_the_webhook(ed, net, hook):
     # agent.violation: the agent stops answering (SIGSTOP on the sandbox's PID 1, from the
     # host); a process it should have ended at its timeout outlives it, and the daemon gives up.
     marker = f"evmark{t}"
-    import threading
     bg = threading.Thread(target=ed.call, daemon=True, args=("POST", f"/v1/sandboxes/{sid}/exec",
                           {"argv": [PY, "-c", "import time; time.sleep(300)", marker], "timeout_s": 300}))
     bg.start()
@@ -151,6 +196,11 @@ def test_each_kind_in_order_and_the_webhook(ed, net, hook):
     # a second sandbox reaches its deadline
     sb2 = ed.json("POST", "/v1/sandboxes", {"timeout_s": 1}, status=201)
     fol.read_until(lambda e: e["kind"] == "sandbox.destroyed" and e["sandbox"] == sb2["id"], 20)
+    # a third's agent channel sends garbage: agent.violation, the sandbox destroyed, cordond up
+    sb3 = ed.json("POST", "/v1/sandboxes", {}, status=201)
+    malformed_frame(ed, sb3["id"], f"evbad{t}")
+    fol.read_until(lambda e: e["kind"] == "sandbox.destroyed" and e["sandbox"] == sb3["id"], 20)
+    assert ed.call("GET", "/healthz")[0] == 200
     fol.close()
 
     mine = [e for e in fol.lines if e["sandbox"] == sid]
@@ -158,8 +208,11 @@ def test_each_kind_in_order_and_the_webhook(ed, net, hook):
     for e in mine:
         if e["kind"] not in firsts:
             firsts.append(e["kind"])
-    assert firsts == ["egress.blocked", "secret.misuse", "oom", "timeout", "agent.violation",
-                      "sandbox.destroyed"], [(e["kind"], e.get("reason"), e.get("why")) for e in mine]
+    assert firsts == ["egress.blocked", "secret.misuse", "approval.pending", "approval.decided", "oom",
+                      "timeout", "agent.violation", "sandbox.destroyed"], \
+        [(e["kind"], e.get("reason"), e.get("why")) for e in mine]
+    decided = [e for e in mine if e["kind"] == "approval.decided"][0]
+    assert (decided["id"], decided["decision"], decided["decider"]) == (ap["id"], "deny", "local"), decided
     assert [e["seq"] for e in fol.lines] == sorted(e["seq"] for e in fol.lines)
     blocked = [(e["host"], e["port"], e["proto"]) for e in mine if e["kind"] == "egress.blocked"]
     assert ("evil.test", 53, "dns") in blocked and ("evil.test", 443, "tls") in blocked, blocked
@@ -169,6 +222,8 @@ def test_each_kind_in_order_and_the_webhook(ed, net, hook):
     assert [e for e in mine if e["kind"] == "sandbox.destroyed"][0]["reason"] == "agent_failed"
     other = [e["kind"] for e in fol.lines if e["sandbox"] == sb2["id"]]
     assert other == ["timeout", "sandbox.destroyed"], other
+    third = [(e["kind"], e.get("why") or e.get("reason")) for e in fol.lines if e["sandbox"] == sb3["id"]]
+    assert third == [("agent.violation", "an unreadable frame"), ("sandbox.destroyed", "agent_failed")], third
 
     # After the fact, filtered: the same events.
     st, out = ed.call("GET", f"/v1/events?sandbox={sid}&kind=oom,agent.violation")
@@ -177,7 +232,8 @@ def test_each_kind_in_order_and_the_webhook(ed, net, hook):
     st, out = ed.call("GET", "/v1/events?kind=nope")
     assert st == 400 and b"invalid_field" in out, out
     metrics = ed.call("GET", "/metrics")[1].decode()
-    for kind in ("egress.blocked", "secret.misuse", "oom", "timeout", "agent.violation", "sandbox.destroyed"):
+    for kind in ("egress.blocked", "secret.misuse", "approval.pending", "approval.decided", "oom", "timeout",
+                 "agent.violation", "sandbox.destroyed"):
         line = [l for l in metrics.splitlines() if l.startswith(f'cordon_events_total{{kind="{kind}"}}')]
         assert line and float(line[0].split()[1]) >= 1, (kind, line)
 

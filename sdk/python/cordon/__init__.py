@@ -16,6 +16,7 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      SandboxPaused, SnapshotLimit, StreamLagged, Timeout, Unauthorized,
                      Unavailable, UnknownField, UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage,
                      UnsafeArchive, NoInterpreter)
+from .approvals import Approval, Approvals
 from .code import CodeContext, Execution, ExecutionError, Logs, Result
 from .files import Files
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
@@ -45,5 +46,5 @@ __all__ = [
     "AuditUnavailable", "InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
     "CrossDevice", "StreamLagged", "Volumes", "VolumeInUse", "VolumeExists", "InsufficientStorage",
     "UnsafeArchive", "NoInterpreter", "Execution", "ExecutionError", "Logs", "Result",
-    "CodeContext", "__version__",
+    "CodeContext", "Approval", "Approvals", "__version__",
 ]

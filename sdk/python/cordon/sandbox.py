@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import code as _code
 from . import errors
@@ -64,6 +64,7 @@ class Sandbox:
                snapshot: Union[str, Snapshot, None] = None,
                secrets: Optional[Mapping[str, Mapping[str, Any]]] = None,
                volumes: Optional[Sequence[Any]] = None,
+               on_approval: Optional[Callable[[Any], Optional[bool]]] = None,
                socket: Optional[str] = None, url: Optional[str] = None,
                api_key: Optional[str] = None, client: Optional[Client] = None,
                request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT) -> "Sandbox":
@@ -93,6 +94,11 @@ class Sandbox:
                 ``{"name": "data", "path": "/data", "read_only": False}`` or the string
                 ``"data:/data"`` (``"data:/data:ro"``); one mounted read-write elsewhere
                 raises :class:`VolumeInUse`.
+            on_approval: ``callback(approval)``, called on a thread of the SDK's for each
+                request of this sandbox that an approve rule of its network (``{"approve":
+                "api.stripe.com", "methods": ["POST"], "paths": ["/v1/charges"]}``) holds;
+                True allows it, False denies it, None leaves it pending (see
+                :class:`cordon.Approvals`). The watcher ends with the sandbox.
             socket, url, api_key: where cordond is (default: ``$CORDON_URL`` +
                 ``$CORDON_API_KEY``, ``$CORDON_SOCKET``, ``/run/cordon/cordon.sock``).
             client: an existing :class:`cordon.Client` to share.
@@ -112,7 +118,13 @@ class Sandbox:
             if v is not None:
                 body[k] = v
         info = SandboxInfo.from_json(c.request("POST", "/v1/sandboxes", json_body=body).json())
-        return cls(info.id, c, info)
+        sbx = cls(info.id, c, info)
+        if on_approval is not None:
+            from .approvals import ApprovalWatcher
+            sbx._watcher = ApprovalWatcher(c, info.id, on_approval)
+            sbx._watcher.start()
+            sbx._watcher.ready.wait(10)
+        return sbx
 
     @classmethod
     def connect(cls, sandbox_id: str, *, socket: Optional[str] = None,
@@ -188,6 +200,8 @@ class Sandbox:
 
     def kill(self) -> bool:
         """Destroy the sandbox and everything in it. False if it was already gone."""
+        if getattr(self, "_watcher", None) is not None:
+            self._watcher.stop()
         try:
             self._client.request("DELETE", self._path())
             return True

@@ -57,7 +57,7 @@ static struct conn *conn_new(struct sbx *s, int fd, const struct sockaddr_in *or
 static bool conn_admit(struct conn *c)
 {
 	struct sbx *s = c->s;
-	if (s->conns >= s->e->limits.max_conns) {
+	if (s->conns >= s->limits.max_conns) {
 		conn_block(c, "too many connections");
 		return false;
 	}
@@ -127,7 +127,7 @@ void conn_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *
 	if (!c || !conn_admit(c))
 		return;
 	c->rule = decide_addr(c);
-	if (c->rule)
+	if (c->rule && !decide_needs_name(c))
 		dial_addr(c);
 	else
 		conn_sniff(c);

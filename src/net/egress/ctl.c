@@ -7,11 +7,20 @@
  *                                          (optional: absent keeps the sandbox's secrets, [] drops
  *                                          them; needs the CA, $CORDON_EGRESS_CA_DIR; "in"
  *                                          defaults to ["header"]; see secret.c, relay-tls.c)
+ *       "approve":[{"approve":HOST,"methods":[..],"paths":[..],"timeout_s":N}]
+ *                                          (optional, absent keeps them: requests held for a
+ *                                          decision; approve.c)
+ *       "limits":{"connections":N,"connections_per_s":N,"bytes_per_s":N}
+ *                                          (optional, each at most the proxy's own; absent: the
+ *                                          proxy's)
  *   -> {"op":"del","ip":..}
+ *   -> {"op":"decide","id":..,"decision":"allow"|"deny","reason":..}   (approve.c)
  *   <- {"op":"reply","ok":true|false,"error":..}   one per request, in order
  *   <- {"op":"event",...}                  decisions (decide.c), dropped past CTL_BACKLOG_MAX;
  *                                          "kind":"secret.misuse" (refused) and "secret.use"
- *                                          (a value put in a request: secret and host only)
+ *                                          (a value put in a request: secret and host only);
+ *                                          "approval.pending" (never dropped), "approval.refused",
+ *                                          "approval.timeout", "approval.gone" (approve.c)
  *   <- {"op":"ready","tcp_port":..,"dns_port":..}  once, first (main.c)
  *
  * The process ends when the channel closes. */
@@ -55,7 +64,7 @@ static int mode_from(const char *m)
 struct set_req {
 	const char *ip, *id, *ifname;
 	int mode;
-	json_t *allow, *secrets;
+	json_t *allow, *secrets, *approve;
 	struct in_addr addr;
 };
 
@@ -69,6 +78,7 @@ static bool set_req_parse(json_t *msg, struct set_req *r)
 		.mode = mode_from(json_string_value(json_object_get(msg, "mode"))),
 		.allow = json_object_get(msg, "allow"),
 		.secrets = json_object_get(msg, "secrets"),
+		.approve = json_object_get(msg, "approve"),
 	};
 	return r->ip && r->id && strlen(r->id) < sizeof(((struct sbx *)0)->id) && r->mode >= 0 &&
 	       (!r->ifname || strlen(r->ifname) < sizeof(((struct sbx *)0)->ifname)) &&
@@ -170,26 +180,37 @@ static int set_req_policy(struct egress *e, const struct set_req *req, struct eg
 	return 0;
 }
 
+/* A positive integer of @lim's, at most UINT_MAX; 0 when absent or bad (the proxy's own). */
+static json_int_t limit_of(json_t *lim, const char *key)
+{
+	json_int_t v = json_integer_value(json_object_get(lim, key));
+	return v > 0 && v <= 0xffffffff ? v : 0;
+}
+
 static void ctl_set(struct egress *e, json_t *msg)
 {
 	struct set_req req;
 	struct cordon_err err = {};
 	struct egress_policy *pol = NULL;
 	struct egress_secret *secs = NULL;
-	size_t n_secs = 0;
+	struct approve_rule *appr = NULL;
+	size_t n_secs = 0, n_appr = 0;
 	if (!set_req_parse(msg, &req)) {
 		reply(e, false, "bad set request");
 		return;
 	}
 	if (set_req_policy(e, &req, &pol, &err) < 0 ||
-	    (req.secrets && set_req_secrets(e, &req, &secs, &n_secs, &err) < 0)) {
+	    (req.secrets && set_req_secrets(e, &req, &secs, &n_secs, &err) < 0) ||
+	    (req.approve && approve_rules_parse(e, req.approve, &appr, &n_appr, &err) < 0)) {
 		egress_policy_free(pol);
+		secrets_free(secs, n_secs);
 		reply(e, false, err.msg);
 		return;
 	}
 	struct sbx *s = sbx_set(e, req.addr, req.id, pol);
 	if (!s) {
 		secrets_free(secs, n_secs);
+		approve_rules_free(appr, n_appr);
 		reply(e, false, "too many sandboxes");
 		return;
 	}
@@ -198,6 +219,18 @@ static void ctl_set(struct egress *e, json_t *msg)
 		s->secrets = secs;
 		s->n_secrets = n_secs;
 	}
+	if (req.approve) {
+		/* Held requests keep what they were held for; new ones follow the new rules. */
+		approve_rules_free(s->approve, s->n_approve);
+		s->approve = appr;
+		s->n_approve = n_appr;
+	}
+	json_t *lim = json_object_get(msg, "limits");
+	sbx_set_limits(s, &(struct egress_limits){
+				  .max_conns = (unsigned)limit_of(lim, "connections"),
+				  .conns_per_sec = (unsigned)limit_of(lim, "connections_per_s"),
+				  .bytes_per_sec = (unsigned)limit_of(lim, "bytes_per_s"),
+			  });
 	if (req.ifname && sbx_own_nft(s, req.ifname, &err) < 0) {
 		reply(e, false, err.msg);
 		return;
@@ -219,12 +252,30 @@ static void ctl_del(struct egress *e, json_t *msg)
 	reply(e, true, NULL);
 }
 
+static void ctl_decide(struct egress *e, json_t *msg)
+{
+	const char *id = json_string_value(json_object_get(msg, "id"));
+	const char *d = json_string_value(json_object_get(msg, "decision"));
+	const char *reason = json_string_value(json_object_get(msg, "reason"));
+	char why[256] = "";
+	if (!id || !d || (strcmp(d, "allow") != 0 && strcmp(d, "deny") != 0)) {
+		reply(e, false, "bad decide request");
+		return;
+	}
+	/* The reason goes into an HTTP answer's body: printable bytes only. */
+	for (size_t i = 0; reason && reason[i] && i + 1 < sizeof(why); i++)
+		why[i] = reason[i] >= 0x20 && reason[i] < 0x7f ? reason[i] : '?';
+	int r = approve_decide(e, id, strcmp(d, "allow") == 0, why);
+	reply(e, r == 0, r == 0 ? NULL : "no request waits under that approval id");
+}
+
 static const struct {
 	const char *op;
 	void (*fn)(struct egress *e, json_t *msg);
 } ctl_ops[] = {
 	{"set", ctl_set},
 	{"del", ctl_del},
+	{"decide", ctl_decide},
 };
 
 static void ctl_dispatch(struct egress *e, json_t *msg)

@@ -44,21 +44,37 @@ const struct egress_rule *decide_addr(struct conn *c)
 	return rule && dial_addr_ok(c->s->e, (struct sockaddr *)&c->orig) ? rule : NULL;
 }
 
+bool decide_needs_name(const struct conn *c)
+{
+	uint16_t port = ntohs(c->orig.sin_port);
+	return c->s->n_approve && c->s->policy->mode == EGRESS_PUBLIC && (port == 80 || port == 443);
+}
+
 void decide_sniffed(struct conn *c, int r)
 {
 	if (r < 0) {
 		c->name[0] = '\0';
 		/* No name: only a rule on the address itself (or public mode) can allow it. */
 		c->rule = decide_addr(c);
-		if (c->rule)
+		if (c->rule && !decide_needs_name(c))
 			dial_addr(c);
 		else
-			conn_block(c, r == -ENOENT ? "no SNI or Host to check" : "not TLS or HTTP with a name");
+			conn_block(c, c->rule ? "no name to check against the approve rules"
+				   : r == -ENOENT ? "no SNI or Host to check" : "not TLS or HTTP with a name");
 		return;
 	}
 	c->rule = egress_match_name(c->s->policy, c->name, ntohs(c->orig.sin_port));
+	/* An approve rule's host is reachable: its matching requests wait for a decision. */
+	if (!c->rule)
+		c->rule = approve_host_rule(c->s, c->name, ntohs(c->orig.sin_port));
 	if (!c->rule) {
 		conn_block(c, "name not allowed");
+		return;
+	}
+	/* An approve rule reads HTTPS through interception: without the CA it would not see the
+	 * request it must hold, so the connection is refused (fail closed). */
+	if (!c->s->e->tls && strcmp(c->proto, "tls") == 0 && approve_host_rule(c->s, c->name, ntohs(c->orig.sin_port))) {
+		conn_block(c, "an approve rule needs the proxy's CA to read this request");
 		return;
 	}
 	dial_name(c);

@@ -83,6 +83,8 @@ static void dns_query(struct sbx *s, const uint8_t *buf, size_t len, const struc
 		return;
 	}
 	const struct egress_rule *rule = egress_match_dns(s->policy, p.q.name);
+	if (!rule)
+		rule = approve_dns_rule(s, p.q.name);
 	decide_report_dns(s, p.q.name, rule, rule ? NULL : "name not allowed");
 	if (!rule) {
 		dns_refuse(s->e, &p, buf, len, DNS_RCODE_REFUSED);
@@ -229,7 +231,7 @@ static void on_dns_tcp_event(struct bufferevent *bev, short what, void *arg)
  * the sandbox's connection limits. */
 static bool dns_tcp_admit(struct sbx *s)
 {
-	if (s->conns >= s->e->limits.max_conns) {
+	if (s->conns >= s->limits.max_conns) {
 		decide_report_dns(s, NULL, NULL, "too many connections");
 		return false;
 	}

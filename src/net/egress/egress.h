@@ -45,6 +45,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/listener.h>
+#include <jansson.h>
 
 #include "net/dnsmsg.h"
 #include "net/sniff.h"
@@ -93,6 +94,33 @@ struct secret_tail {
 	size_t n;
 };
 
+#define APPROVE_RULES_MAX 32 /* per sandbox */
+#define APPROVE_METHODS_MAX 8
+#define APPROVE_PATHS_MAX 8
+#define APPROVE_TIMEOUT_DEFAULT 300
+#define APPROVE_TIMEOUT_MAX 86400
+#define APPROVE_GRACE_S 30 /* our backstop, after the controller's own timeout */
+#define APPROVALS_PER_SBX 8 /* requests held at once, per sandbox */
+#define APPROVALS_MAX 256   /* in all */
+#define APPROVALS_HELD_BYTES (16u << 20)
+#define PREVIEW_HEADERS 32
+#define PREVIEW_VALUE_MAX 256
+#define PREVIEW_BODY_MAX 1024
+#define PREVIEW_PATH_MAX 1024
+
+/* An approve rule (approve.c): a request to @host (one name rule: a name or wildcard, with
+ * its ports) whose method is one of @methods and whose path is under one of @paths (none
+ * given: any) is held until the controller decides. */
+struct approve_rule {
+	struct egress_policy *host;
+	char methods[APPROVE_METHODS_MAX][16];
+	size_t n_methods;
+	char paths[APPROVE_PATHS_MAX][256];
+	size_t n_paths;
+	unsigned timeout_s;
+	char text[300];
+};
+
 /* One sandbox, known by its source address. An entry that was deleted keeps its memory
  * (ip 0, a deny policy) while connections still point at it, and is reused once idle. */
 struct sbx {
@@ -108,7 +136,13 @@ struct sbx {
 	struct bufferevent_rate_limit_group *group;
 	struct egress_secret *secrets; /* set by the controller; none: nothing is intercepted */
 	size_t n_secrets;
+	struct egress_limits limits; /* the proxy's, or lower (a profile's: sbx_set_limits) */
+	struct approve_rule *approve; /* set by the controller */
+	size_t n_approve;
+	unsigned n_held; /* its requests waiting for a decision */
 };
+
+struct held;
 
 /* A query forwarded upstream, waiting for its answer. */
 struct dns_pending {
@@ -135,6 +169,9 @@ struct egress {
 	int dns_udp_fd, upstream_fd;
 	struct egress_tls *tls; /* NULL: no CA given, no connection is intercepted (tls.c) */
 	struct sbx *sbxs[EGRESS_MAX_SANDBOXES];
+	struct held *held; /* requests waiting for approval (approve.c) */
+	size_t n_held, held_bytes;
+	uint64_t approval_seq;
 	struct dns_pending pending[MAX_DNS_PENDING];
 };
 
@@ -167,7 +204,7 @@ struct relay_ops {
 	void (*free)(struct conn *c);
 };
 
-extern const struct relay_ops relay_tls, relay_raw;
+extern const struct relay_ops relay_tls, relay_http, relay_raw;
 
 /* host.c */
 int host_read_limits(struct egress_limits *ret);
@@ -185,6 +222,8 @@ struct sbx *sbx_set(struct egress *e, struct in_addr ip, const char *id, struct 
  * sandbox (sbx_del) or when the controller goes (sbx_del_all_nft). */
 int sbx_own_nft(struct sbx *s, const char *ifname, struct cordon_err *err);
 void sbx_del(struct sbx *s);
+/* @l's non-zero fields, at most the proxy's own limits, become @s's; zero: the proxy's. */
+void sbx_set_limits(struct sbx *s, const struct egress_limits *l);
 /* One token of the sandbox's new-connections-per-second bucket; false when empty. */
 bool sbx_rate_ok(struct sbx *s);
 void sbx_del_all_nft(struct egress *e);
@@ -208,6 +247,9 @@ bool dial_addr_ok(const struct egress *e, const struct sockaddr *sa);
 /* At accept: the address rule that relays @c at once (the server may speak first), or
  * NULL: wait for the first bytes. */
 const struct egress_rule *decide_addr(struct conn *c);
+/* Whether @c must name its host before it is let through, though its address alone would
+ * do: public mode with approve rules, on 80 and 443 (the rules match names). */
+bool decide_needs_name(const struct conn *c);
 /* After the first bytes: @r is the sniffer's result. Dials, or blocks @c. */
 void decide_sniffed(struct conn *c, int r);
 /* The decision for @c, to the controller; @rule NULL means blocked for @reason. */
@@ -221,6 +263,37 @@ void decide_report_misuse(const struct sbx *s, const struct conn *c, const char 
 /* @sec's value was put in a request on @c ({"kind":"secret.use","secret",..,"name",..}):
  * the name and the host, never the value. Bounded like every report. */
 void decide_report_use(const struct conn *c, const struct egress_secret *sec);
+
+/* approve.c */
+struct httpreq;
+/* The controller's "approve" list into @ret (malloc'd, @ret_n rules). */
+int approve_rules_parse(struct egress *e, json_t *a, struct approve_rule **ret, size_t *ret_n,
+			struct cordon_err *err);
+void approve_rules_free(struct approve_rule *rules, size_t n);
+/* The name rule of an approve rule that lets @s reach @name:@port (approved requests must
+ * get there), or that lets it resolve @name; NULL when none. */
+const struct egress_rule *approve_host_rule(const struct sbx *s, const char *name, uint16_t port);
+const struct egress_rule *approve_dns_rule(const struct sbx *s, const char *name);
+/* The first approve rule that holds this request on @c; NULL: it goes on. */
+const struct approve_rule *approve_match(const struct conn *c, const uint8_t *p, const struct httpreq *req);
+/* Holds the request at @p (its head parsed in @req, @avail bytes of it read) and reports it
+ * pending; NULL when a bound refuses it (*@ret_refused says which, reported too). The relay
+ * keeps the result and calls approve_release() if @c closes first; a decision or the
+ * backstop calls relay_approved(). */
+struct held *approve_hold(struct conn *c, const struct approve_rule *r, const uint8_t *p, size_t avail,
+			  const struct httpreq *req, const char **ret_refused);
+void approve_release(struct held *h);
+/* The controller's decision on @id; -ENOENT when no request waits under it. */
+int approve_decide(struct egress *e, const char *id, bool allow, const char *reason);
+/* Closes every held connection of @s (it is deleted). */
+void approve_drop_sbx(struct egress *e, const struct sbx *s);
+/* @p[0..len) printable, every placeholder and value of @s's secrets "[secret NAME]", into
+ * @out; how many bytes of @p it covered. */
+size_t approve_redact(const struct sbx *s, const uint8_t *p, size_t len, char *out, size_t size);
+
+/* relay-tls.c */
+/* The decision on a held request of @c: sent on as it was, or answered 403 with @reason. */
+void relay_approved(struct conn *c, bool allow, const char *reason);
 
 /* relay.c */
 /* @c is connected and allowed: hands it to its relay. */

@@ -32,7 +32,7 @@
 #define TLS_RELAY_HIGH (1u << 20)
 #define BODY_MAX (64u << 10) /* a body held whole for substitution */
 
-enum { ST_HEAD, ST_BODY, ST_CHUNKED, ST_DONE };
+enum { ST_HEAD, ST_BODY, ST_CHUNKED, ST_HELD, ST_DONE };
 
 struct tls_state {
 	int st;
@@ -46,16 +46,38 @@ struct tls_state {
 	bool paused_sandbox, paused_server; /* not read: the other side has TLS_RELAY_HIGH queued */
 	struct evbuffer *raw_in_buf, *raw_out_buf; /* the sockets' output buffers, watched */
 	struct evbuffer_cb_entry *cb_in, *cb_out;
+	bool plain;	   /* relay_http: no TLS, so no secret is substituted (a placeholder is misuse) */
+	bool approved;	   /* the request at the head of the input was approved: it goes on */
+	struct held *held; /* ST_HELD: waiting for a decision (approve.c) */
+	bool upstream_lost; /* the server hung up while a request was held: dialled again if allowed */
+	struct sockaddr_storage peer; /* the address dialled (by name), to dial again */
+	socklen_t peer_len;
 };
 
 static bool wants(const struct conn *c)
 {
-	return c->s->e->tls && c->by_name && strcmp(c->proto, "tls") == 0 && sbx_has_secret_for(c->s, c->name);
+	return c->s->e->tls && c->by_name && strcmp(c->proto, "tls") == 0 &&
+	       (sbx_has_secret_for(c->s, c->name) || approve_host_rule(c->s, c->name, ntohs(c->orig.sin_port)));
+}
+
+/* Plain HTTP is read only where an approve rule may hold one of its requests. */
+static bool wants_http(const struct conn *c)
+{
+	return c->by_name && strcmp(c->proto, "http") == 0 && approve_host_rule(c->s, c->name, ntohs(c->orig.sin_port));
+}
+
+/* Whether @sec's value may go into this connection: its host, and TLS. */
+static bool sec_here(const struct conn *c, const struct egress_secret *sec)
+{
+	const struct tls_state *t = c->relay_state;
+	return !t->plain && secret_for_host(sec, c->name);
 }
 
 static void close_when_flushed(struct bufferevent *bev, void *arg);
 static void discard(struct bufferevent *bev, void *arg);
 static void on_event(struct bufferevent *bev, short what, void *arg);
+static void from_server(struct bufferevent *bev, void *arg);
+static void raw_drained(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg);
 
 /* Ends the connection after telling the sandbox why, in a response of our own. */
 static void refuse(struct conn *c, int code, const char *status, const char *why)
@@ -102,7 +124,7 @@ static size_t count(const uint8_t *p, size_t len, const struct egress_secret *se
 static size_t allowed_in_head(const struct conn *c, const uint8_t *p, const struct httpreq *req,
 			      const struct egress_secret *sec)
 {
-	if (!secret_for_host(sec, c->name))
+	if (!sec_here(c, sec))
 		return 0;
 	size_t n = 0;
 	if (sec->in & SECRET_IN_QUERY) {
@@ -127,7 +149,7 @@ static unsigned subst(struct evbuffer *dst, const struct conn *c, const uint8_t 
 		for (size_t k = 0; !hit && k < s->n_secrets; k++) {
 			const struct egress_secret *sec = &s->secrets[k];
 			if (len - i >= sec->ph_len && p[i] == (uint8_t)sec->placeholder[0] &&
-			    memcmp(p + i, sec->placeholder, sec->ph_len) == 0 && secret_for_host(sec, c->name))
+			    memcmp(p + i, sec->placeholder, sec->ph_len) == 0 && sec_here(c, sec))
 				hit = sec;
 		}
 		if (!hit) {
@@ -176,7 +198,7 @@ static unsigned emit_head(struct evbuffer *dst, const struct conn *c, const uint
 static bool body_wanted(const struct conn *c)
 {
 	for (size_t i = 0; i < c->s->n_secrets; i++)
-		if ((c->s->secrets[i].in & SECRET_IN_BODY) && secret_for_host(&c->s->secrets[i], c->name))
+		if ((c->s->secrets[i].in & SECRET_IN_BODY) && sec_here(c, &c->s->secrets[i]))
 			return true;
 	return false;
 }
@@ -194,8 +216,9 @@ static bool check_head(struct conn *c, const uint8_t *p, const struct httpreq *r
 			return false;
 		}
 		if (allowed_in_head(c, p, req, sec) != all) {
-			misuse(c, sec, secret_for_host(sec, c->name) ? "in a part of the request it is not for"
-								      : "to a host it is not for");
+			const struct tls_state *t = c->relay_state;
+			misuse(c, sec, sec_here(c, sec) ? "in a part of the request it is not for"
+				       : t->plain ? "over plain HTTP" : "to a host it is not for");
 			return false;
 		}
 	}
@@ -231,7 +254,7 @@ static int send_whole(struct conn *c, const struct httpreq *req)
 	for (size_t i = 0; i < c->s->n_secrets; i++) {
 		const struct egress_secret *sec = &c->s->secrets[i];
 		if (count(p + req->head_len, (size_t)req->content_length, sec) &&
-		    !((sec->in & SECRET_IN_BODY) && secret_for_host(sec, c->name))) {
+		    !((sec->in & SECRET_IN_BODY) && sec_here(c, sec))) {
 			misuse(c, sec, "in a body it may not be substituted in");
 			return -EPIPE;
 		}
@@ -246,6 +269,133 @@ static int send_whole(struct conn *c, const struct httpreq *req)
 	evbuffer_free(body);
 	evbuffer_drain(in, total);
 	return 0;
+}
+
+/* A request an approve rule holds waits, its body (up to BODY_MAX) read first so that the
+ * preview shows it, for the decision: nothing more of the sandbox's is handled meanwhile. 0: not held, go on;
+ * -EAGAIN: held, or its body still coming; -EPIPE: refused at once (a bound). */
+static int maybe_hold(struct conn *c, const struct httpreq *req)
+{
+	struct tls_state *t = c->relay_state;
+	struct evbuffer *in = bufferevent_get_input(c->in);
+	if (t->approved) {
+		t->approved = false;
+		return 0;
+	}
+	const struct approve_rule *rule = approve_match(c, evbuffer_pullup(in, (ssize_t)req->head_len), req);
+	if (!rule)
+		return 0;
+	size_t want = req->head_len;
+	if (req->has_length && req->content_length <= BODY_MAX)
+		want += (size_t)req->content_length;
+	if (evbuffer_get_length(in) < want)
+		return -EAGAIN;
+	const char *why = NULL;
+	t->held = approve_hold(c, rule, evbuffer_pullup(in, (ssize_t)want), want, req, &why);
+	if (!t->held) {
+		char msg[200];
+		snprintf(msg, sizeof(msg), "cordon: this request was denied by policy (%s)", why);
+		refuse(c, 403, "Forbidden", msg);
+		return -EPIPE;
+	}
+	/* Reading goes on, so that a client that gives up is seen (its EOF ends the approval);
+	 * nothing read is handled while held (from_sandbox), and the read watermark bounds it. */
+	t->st = ST_HELD;
+	return -EAGAIN;
+}
+
+/* The approved request goes on: read again from the head of the input. */
+static void go_on(struct conn *c)
+{
+	struct tls_state *t = c->relay_state;
+	t->st = ST_HEAD;
+	t->approved = true;
+	bufferevent_enable(c->in, EV_READ);
+	bufferevent_trigger(c->in, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+/* A server that closes an idle connection (most do within a minute) must not cost a request
+ * a person approved: its side is dropped while the request waits, and dialled again (the same
+ * address the proxy resolved for the name, verified again over TLS) once it is allowed. */
+static void upstream_drop(struct conn *c)
+{
+	struct tls_state *t = c->relay_state;
+	if (t->cb_out)
+		evbuffer_remove_cb_entry(t->raw_out_buf, t->cb_out);
+	t->cb_out = NULL;
+	t->raw_out_buf = NULL;
+	t->raw_out = NULL;
+	bufferevent_free(c->out); /* and the socket under a filter */
+	c->out = NULL;
+	t->upstream_lost = true;
+}
+
+static void redial_failed(struct conn *c)
+{
+	decide_report(c, NULL, "the server closed while the request waited, and cannot be reached again");
+	refuse(c, 502, "Bad Gateway", "cordon: the server cannot be reached again after the approval");
+}
+
+static void on_redialled(struct bufferevent *b, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct tls_state *t = c->relay_state;
+	if (!(what & BEV_EVENT_CONNECTED)) {
+		redial_failed(c);
+		return;
+	}
+	bufferevent_add_to_rate_limit_group(b, c->s->group);
+	if (!t->plain) {
+		SSL *sout = tls_new_client(c->s->e->tls, c->name);
+		struct bufferevent *f = sout ? bufferevent_openssl_filter_new(c->s->e->base, b, sout,
+									      BUFFEREVENT_SSL_CONNECTING,
+									      BEV_OPT_CLOSE_ON_FREE)
+					     : NULL;
+		if (!f) {
+			SSL_free(sout);
+			redial_failed(c);
+			return;
+		}
+		bufferevent_openssl_set_allow_dirty_shutdown(f, 1);
+		c->out = f;
+	}
+	t->raw_out_buf = bufferevent_get_output(t->raw_out);
+	t->cb_out = evbuffer_add_cb(t->raw_out_buf, raw_drained, c);
+	bufferevent_setcb(c->out, from_server, NULL, on_event, c);
+	bufferevent_enable(c->out, EV_READ | EV_WRITE);
+	t->upstream_lost = false;
+	go_on(c);
+}
+
+static void redial(struct conn *c)
+{
+	struct tls_state *t = c->relay_state;
+	struct bufferevent *b = bufferevent_socket_new(c->s->e->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!b) {
+		redial_failed(c);
+		return;
+	}
+	c->out = t->raw_out = b; /* freed with @c whatever happens next */
+	bufferevent_setcb(b, NULL, NULL, on_redialled, c);
+	if (bufferevent_socket_connect(b, (struct sockaddr *)&t->peer, t->peer_len) < 0)
+		redial_failed(c);
+}
+
+void relay_approved(struct conn *c, bool allow, const char *reason)
+{
+	struct tls_state *t = c->relay_state;
+	t->held = NULL;
+	if (!allow) {
+		char msg[400];
+		snprintf(msg, sizeof(msg), "cordon: this request was denied by policy (approval denied%s%s)",
+			 reason && *reason ? ": " : "", reason ? reason : "");
+		refuse(c, 403, "Forbidden", msg);
+		return;
+	}
+	if (t->upstream_lost)
+		redial(c);
+	else
+		go_on(c);
 }
 
 /* One request head at the start of the input: checked, then sent (or held for its body).
@@ -273,6 +423,8 @@ static int on_head(struct conn *c)
 	}
 	if (!check_head(c, p, &req))
 		return -EPIPE;
+	if ((r = maybe_hold(c, &req)) < 0)
+		return r;
 	/* A body the proxy can hold is checked whole before any of the request goes: a
 	 * placeholder in it stops the head too. Longer and chunked bodies are streamed and
 	 * scanned; a placeholder there cuts the connection mid-body (never forwarded itself). */
@@ -342,9 +494,10 @@ static int on_body(struct conn *c)
 /* Bytes queued toward one side: in its TLS filter and in the socket under it. A filter
  * encrypts everything it is given into its socket's buffer at once, so the filter's own
  * output alone says nothing of a slow reader. */
-static size_t queued_to(struct bufferevent *filter, struct evbuffer *raw)
+static size_t queued_to(const struct tls_state *t, struct bufferevent *filter, struct evbuffer *raw)
 {
-	return evbuffer_get_length(bufferevent_get_output(filter)) + (raw ? evbuffer_get_length(raw) : 0);
+	/* Plain HTTP: the "filter" is the socket itself. */
+	return evbuffer_get_length(bufferevent_get_output(filter)) + (raw && !t->plain ? evbuffer_get_length(raw) : 0);
 }
 
 static void from_sandbox(struct bufferevent *bev, void *arg)
@@ -352,10 +505,10 @@ static void from_sandbox(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	struct tls_state *t = c->relay_state;
 	int r = 0;
-	while (r == 0 && t->st != ST_DONE && evbuffer_get_length(bufferevent_get_input(bev)))
+	while (r == 0 && t->st != ST_DONE && t->st != ST_HELD && evbuffer_get_length(bufferevent_get_input(bev)))
 		r = t->st == ST_HEAD ? on_head(c) : on_body(c);
 	/* Backpressure: the sandbox is read again once the server's socket has drained. */
-	if (t->st != ST_DONE && queued_to(c->out, t->raw_out_buf) >= TLS_RELAY_HIGH) {
+	if (t->st != ST_DONE && t->st != ST_HELD && queued_to(t, c->out, t->raw_out_buf) >= TLS_RELAY_HIGH) {
 		bufferevent_disable(bev, EV_READ);
 		t->paused_sandbox = true;
 	}
@@ -366,7 +519,7 @@ static void from_server(struct bufferevent *bev, void *arg)
 	struct conn *c = arg;
 	struct tls_state *t = c->relay_state;
 	evbuffer_add_buffer(bufferevent_get_output(c->in), bufferevent_get_input(bev));
-	if (queued_to(c->in, t->raw_in_buf) >= TLS_RELAY_HIGH) {
+	if (queued_to(t, c->in, t->raw_in_buf) >= TLS_RELAY_HIGH) {
 		bufferevent_disable(bev, EV_READ);
 		t->paused_server = true;
 	}
@@ -379,11 +532,12 @@ static void raw_drained(struct evbuffer *buf, const struct evbuffer_cb_info *inf
 	struct tls_state *t = c->relay_state;
 	if (!info->n_deleted || t->st == ST_DONE)
 		return;
-	if (buf == t->raw_in_buf && t->paused_server && queued_to(c->in, buf) < TLS_RELAY_HIGH / 2) {
+	if (buf == t->raw_in_buf && t->paused_server && queued_to(t, c->in, buf) < TLS_RELAY_HIGH / 2) {
 		t->paused_server = false;
 		bufferevent_enable(c->out, EV_READ);
 	}
-	if (buf == t->raw_out_buf && t->paused_sandbox && queued_to(c->out, buf) < TLS_RELAY_HIGH / 2) {
+	if (buf == t->raw_out_buf && t->paused_sandbox && t->st != ST_HELD &&
+	    queued_to(t, c->out, buf) < TLS_RELAY_HIGH / 2) {
 		t->paused_sandbox = false;
 		bufferevent_enable(c->in, EV_READ);
 		/* What was read before the pause: handled from the loop, not from in here. */
@@ -464,6 +618,10 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 	}
+	if (bev == c->out && t->st == ST_HELD && t->peer_len) {
+		upstream_drop(c);
+		return;
+	}
 	struct bufferevent *to = bev == c->in ? c->out : c->in;
 	if (bev == c->in)
 		t->raw_in = NULL; /* gone: nothing more can be sent to the sandbox */
@@ -482,6 +640,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 static void tls_free(struct conn *c)
 {
 	struct tls_state *t = c->relay_state;
+	if (t && t->held)
+		approve_release(t->held);
 	if (t && t->flush)
 		event_free(t->flush);
 	if (t && t->cb_in)
@@ -492,14 +652,43 @@ static void tls_free(struct conn *c)
 	c->relay_state = NULL;
 }
 
+/* The relay's state for @c, with its close timer; NULL without memory. */
+static struct tls_state *state_new(struct conn *c)
+{
+	struct tls_state *t = calloc(1, sizeof(*t));
+	if (t && !(t->flush = evtimer_new(c->s->e->base, flush_check, c))) {
+		free(t);
+		return NULL;
+	}
+	/* Where the server is (c->out is still its socket), should it have to be dialled again. */
+	t->peer_len = sizeof(t->peer);
+	if (getpeername(bufferevent_getfd(c->out), (struct sockaddr *)&t->peer, &t->peer_len) < 0)
+		t->peer_len = 0;
+	return t;
+}
+
+/* Both sides are set up (filters or sockets): watch the sockets' buffers, read requests. */
+static void begin(struct conn *c, struct tls_state *t)
+{
+	/* A request waiting for its body is held whole: bounded by the read watermark. */
+	bufferevent_setwatermark(c->in, EV_READ, 0, HTTPREQ_HEAD_MAX + BODY_MAX);
+	t->raw_in_buf = bufferevent_get_output(t->raw_in);
+	t->raw_out_buf = bufferevent_get_output(t->raw_out);
+	t->cb_in = evbuffer_add_cb(t->raw_in_buf, raw_drained, c);
+	t->cb_out = evbuffer_add_cb(t->raw_out_buf, raw_drained, c);
+	bufferevent_setcb(c->in, from_sandbox, NULL, on_event, c);
+	bufferevent_setcb(c->out, from_server, NULL, on_event, c);
+	bufferevent_enable(c->in, EV_READ | EV_WRITE);
+	bufferevent_enable(c->out, EV_READ | EV_WRITE);
+	/* The first bytes were read while sniffing and wait in the socket's buffer: have the
+	 * filter (or the relay) read them (deferred: nothing may free @c before we return). */
+	bufferevent_trigger(t->raw_in, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
 static void tls_start(struct conn *c)
 {
 	struct egress *e = c->s->e;
-	struct tls_state *t = calloc(1, sizeof(*t));
-	if (t && !(t->flush = evtimer_new(e->base, flush_check, c))) {
-		free(t);
-		t = NULL;
-	}
+	struct tls_state *t = state_new(c);
 	SSL *sin = t ? tls_new_server(e->tls, c->name) : NULL;
 	SSL *sout = sin ? tls_new_client(e->tls, c->name) : NULL;
 	if (!sout) {
@@ -534,24 +723,34 @@ static void tls_start(struct conn *c)
 	c->out = fout;
 	bufferevent_openssl_set_allow_dirty_shutdown(fin, 1);
 	bufferevent_openssl_set_allow_dirty_shutdown(fout, 1);
-	/* A request waiting for its body is held whole: bounded by the read watermark. */
-	bufferevent_setwatermark(c->in, EV_READ, 0, HTTPREQ_HEAD_MAX + BODY_MAX);
-	t->raw_in_buf = bufferevent_get_output(t->raw_in);
-	t->raw_out_buf = bufferevent_get_output(t->raw_out);
-	t->cb_in = evbuffer_add_cb(t->raw_in_buf, raw_drained, c);
-	t->cb_out = evbuffer_add_cb(t->raw_out_buf, raw_drained, c);
-	bufferevent_setcb(c->in, from_sandbox, NULL, on_event, c);
-	bufferevent_setcb(c->out, from_server, NULL, on_event, c);
-	bufferevent_enable(c->in, EV_READ | EV_WRITE);
-	bufferevent_enable(c->out, EV_READ | EV_WRITE);
-	/* The ClientHello was read while sniffing and waits in the socket's buffer: have the
-	 * filter read it (deferred: nothing may free @c before we return). */
-	bufferevent_trigger(t->raw_in, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+	begin(c, t);
+}
+
+/* Plain HTTP to a host with an approve rule: the same request reading over the sockets. */
+static void http_start(struct conn *c)
+{
+	struct tls_state *t = state_new(c);
+	if (!t) {
+		conn_block(c, "cannot read requests (out of memory)");
+		return;
+	}
+	c->relay_state = t;
+	t->plain = true;
+	t->raw_in = c->in;
+	t->raw_out = c->out;
+	begin(c, t);
 }
 
 const struct relay_ops relay_tls = {
 	.name = "tls",
 	.wants = wants,
 	.start = tls_start,
+	.free = tls_free,
+};
+
+const struct relay_ops relay_http = {
+	.name = "http",
+	.wants = wants_http,
+	.start = http_start,
 	.free = tls_free,
 };

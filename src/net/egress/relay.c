@@ -5,6 +5,7 @@
 
 static const struct relay_ops *const relays[] = {
 	&relay_tls,
+	&relay_http,
 	&relay_raw,
 };
 

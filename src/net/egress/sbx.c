@@ -60,6 +60,7 @@ static struct sbx *sbx_new(struct egress *e, struct in_addr ip)
 		return NULL;
 	s->e = e;
 	s->ip = ip;
+	s->limits = e->limits;
 	s->tokens = e->limits.conns_per_sec;
 	event_base_gettimeofday_cached(e->base, &s->last);
 	struct timeval tick = {1, 0};
@@ -85,6 +86,34 @@ struct sbx *sbx_set(struct egress *e, struct in_addr ip, const char *id, struct 
 	return s;
 }
 
+void sbx_set_limits(struct sbx *s, const struct egress_limits *l)
+{
+	const struct egress_limits *max = &s->e->limits;
+	struct egress_limits n = {
+		.max_conns = l->max_conns && l->max_conns < max->max_conns ? l->max_conns : max->max_conns,
+		.conns_per_sec = l->conns_per_sec && l->conns_per_sec < max->conns_per_sec ? l->conns_per_sec
+											 : max->conns_per_sec,
+		.bytes_per_sec = l->bytes_per_sec && l->bytes_per_sec < max->bytes_per_sec ? l->bytes_per_sec
+											 : max->bytes_per_sec,
+	};
+	if (n.bytes_per_sec != s->limits.bytes_per_sec && s->group) {
+		struct timeval tick = {1, 0};
+		unsigned bps = n.bytes_per_sec;
+		struct ev_token_bucket_cfg *cfg = ev_token_bucket_cfg_new(bps, bps, bps, bps, &tick);
+		if (!cfg || bufferevent_rate_limit_group_set_cfg(s->group, cfg) < 0) {
+			if (cfg)
+				ev_token_bucket_cfg_free(cfg);
+			n.bytes_per_sec = s->limits.bytes_per_sec; /* the group keeps its own copy */
+		} else {
+			ev_token_bucket_cfg_free(s->rate);
+			s->rate = cfg;
+		}
+	}
+	if (s->tokens > n.conns_per_sec)
+		s->tokens = n.conns_per_sec;
+	s->limits = n;
+}
+
 int sbx_own_nft(struct sbx *s, const char *ifname, struct cordon_err *err)
 {
 	int r = nft_sandbox_add(ifname, s->e->tcp_port, s->e->dns_port, err);
@@ -105,6 +134,11 @@ void sbx_del(struct sbx *s)
 		s->policy = deny;
 	}
 	s->ip.s_addr = 0;
+	/* Its held requests are closed, and its approve rules go. */
+	approve_drop_sbx(s->e, s);
+	approve_rules_free(s->approve, s->n_approve);
+	s->approve = NULL;
+	s->n_approve = 0;
 	/* Secrets die with the sandbox, even while its connections linger. */
 	secrets_free(s->secrets, s->n_secrets);
 	s->secrets = NULL;
@@ -125,7 +159,7 @@ void sbx_del_all_nft(struct egress *e)
 /* New connections (and DNS queries) per second per sandbox: a token bucket. */
 bool sbx_rate_ok(struct sbx *s)
 {
-	unsigned per_sec = s->e->limits.conns_per_sec;
+	unsigned per_sec = s->limits.conns_per_sec;
 	struct timeval now, d;
 	event_base_gettimeofday_cached(s->e->base, &now);
 	timersub(&now, &s->last, &d);

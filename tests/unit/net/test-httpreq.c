@@ -20,6 +20,42 @@ static int parse(const char *s, struct httpreq *r)
 	return httpreq_parse((const uint8_t *)s, strlen(s), r);
 }
 
+/* What an approve rule's path prefix is matched against: the path as the server reads it. */
+static void test_path_normalize(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+	    {"/v1/charges", "/v1/charges"},
+	    {"/v1/%63harges/ch_1", "/v1/charges/ch_1"},
+	    {"/v1/%2e%2E/v1/charges", "/v1/charges"},
+	    {"//v1//charges", "/v1/charges"},
+	    {"/v1/./charges", "/v1/charges"},
+	    {"/v1/x/../charges", "/v1/charges"},
+	    {"/../../v1/charges", "/v1/charges"},
+	    {"/v1%2fcharges", "/v1/charges"},
+	    {"/v1\\charges", "/v1/charges"},
+	    {"/v1;jsessionid=1/charges;x", "/v1/charges"},
+	    {"/v1/..;x/v1/charges", "/v1/charges"},
+	    {"/v1/charges/..", "/v1/"},
+	    {"/v1/charges/.", "/v1/charges/"},
+	    {"/", "/"},
+	    {"/a/b/", "/a/b/"},
+	};
+	char out[64];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int n = httpreq_path_normalize((const uint8_t *)cases[i].in, strlen(cases[i].in), out);
+		if (n < 0 || strcmp(out, cases[i].out) != 0)
+			print_error("%s -> %d '%s', want '%s'\n", cases[i].in, n, out, cases[i].out);
+		assert_int_equal(n, (int)strlen(cases[i].out));
+		assert_string_equal(out, cases[i].out);
+	}
+	assert_int_equal(httpreq_path_normalize((const uint8_t *)"/v1/%6", 6, out), -1);
+	assert_int_equal(httpreq_path_normalize((const uint8_t *)"/v1/%zz", 7, out), -1);
+	assert_int_equal(httpreq_path_normalize((const uint8_t *)"/v1/%00/../charges", 18, out), -1);
+}
+
 static void test_good(void **state)
 {
 	(void)state;
@@ -157,6 +193,7 @@ int main(void)
 		cmocka_unit_test(test_prefixes),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_chunked),
+		cmocka_unit_test(test_path_normalize),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -292,6 +292,21 @@ static const struct bad {
     {NETWORK, "{\"policy\":null}", -EINVAL, "policy: required"},
     {NETWORK, "{\"policy\":\"deny\",\"allow\":[\"a.com\"]}", -EINVAL, "allow: only valid"},
     {NETWORK, "{\"policy\":\"public\",\"extra\":1}", -EBADRQC, "extra: unknown field"},
+    {NETWORK, "{\"policy\":\"allow\",\"approve\":{}}", -EINVAL, "approve: must be an array"},
+    {NETWORK, "{\"policy\":\"allow\",\"approve\":[{\"methods\":[\"POST\"]}]}", -EINVAL,
+     "approve[0].approve: required"},
+    {NETWORK, "{\"policy\":\"allow\",\"approve\":[{\"approve\":\"a.com\",\"methods\":[\"post\"]}]}",
+     -EINVAL, "approve[0].methods[0]: must be an HTTP method"},
+    {NETWORK, "{\"policy\":\"allow\",\"approve\":[{\"approve\":\"a.com\",\"paths\":[\"v1\"]}]}",
+     -EINVAL, "approve[0].paths[0]: must be a path"},
+    {NETWORK, "{\"policy\":\"allow\",\"approve\":[{\"approve\":\"a.com\",\"paths\":[\"/a?b\"]}]}",
+     -EINVAL, "approve[0].paths[0]: must be a path"},
+    {NETWORK, "{\"policy\":\"allow\",\"approve\":[{\"approve\":\"a.com\",\"timeout_s\":0}]}", -EINVAL,
+     "approve[0].timeout_s: must be an integer between 1 and 86400"},
+    {NETWORK, "{\"policy\":\"allow\",\"approve\":[{\"approve\":\"a.com\",\"when\":1}]}", -EBADRQC,
+     "approve[0].when: unknown field"},
+    {NETWORK, "{\"profile\":\"Bad Name\"}", -EINVAL, "profile: must be a profile name"},
+    {NETWORK, "{\"allow\":[\"a.com\"]}", -EINVAL, "policy: required"},
     /* files */
     {MOVE, "{\"from\":\"/a\"}", -EINVAL, "to: required"},
     {MOVE, "{\"to\":\"/a\"}", -EINVAL, "from: required"},
@@ -602,6 +617,63 @@ static void test_stdin_signal_timeout(void **state)
 	uint32_t t = 0;
 	assert_int_equal(api_timeout_parse("{\"timeout_s\":3600}", 18, MAX_TTL, &t, &err), 0);
 	assert_int_equal(t, 3600);
+}
+
+/* Approve rules, profiles, and the decision on a held request. */
+static void test_approvals(void **state)
+{
+	(void)state;
+	struct cordon_err err = {};
+	struct api_network_req *n = NULL;
+	const char *b = "{\"profile\":\"research\",\"allow\":[\"a.com\"],\"approve\":[{\"approve\":\"api.stripe.com\","
+			"\"methods\":[\"POST\",\"PUT\"],\"paths\":[\"/v1/charges\"],\"timeout_s\":60},{\"approve\":\"*.x.com\"}]}";
+	assert_int_equal(api_network_parse(b, strlen(b), &n, &err), 0);
+	assert_string_equal(n->network.profile, "research");
+	assert_false(n->network.policy_given);
+	assert_true(n->network.allow_given);
+	assert_int_equal(n->network.n_approve, 2);
+	assert_string_equal(n->network.approve[0].methods[1], "PUT");
+	assert_int_equal(n->network.approve[0].timeout_s, 60);
+	assert_int_equal(n->network.approve[1].timeout_s, API_DEFAULT_APPROVE_TIMEOUT);
+	json_t *j = api_approve_json(n->network.approve, n->network.n_approve);
+	char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(text, "[{\"approve\":\"api.stripe.com\",\"methods\":[\"POST\",\"PUT\"],\"paths\":"
+				  "[\"/v1/charges\"],\"timeout_s\":60},{\"approve\":\"*.x.com\",\"timeout_s\":300}]");
+	free(text);
+	json_decref(j);
+	api_network_free(n);
+
+	struct api_decision *d = NULL;
+	b = "{\"decision\":\"deny\",\"reason\":\"not today\"}";
+	assert_int_equal(api_decision_parse(b, strlen(b), &d, &err), 0);
+	assert_false(d->allow);
+	assert_string_equal(d->reason, "not today");
+	d = api_decision_free(d);
+	b = "{\"decision\":\"allow\"}";
+	assert_int_equal(api_decision_parse(b, strlen(b), &d, &err), 0);
+	assert_true(d->allow);
+	assert_null(d->reason);
+	d = api_decision_free(d);
+	static const struct {
+		const char *body, *msg;
+		int code;
+	} bad[] = {
+	    {"{}", "decision: required", -EINVAL},
+	    {"{\"decision\":\"yes\"}", "decision: must be \"allow\" or \"deny\"", -EINVAL},
+	    {"{\"decision\":\"allow\",\"reason\":\"a\\nb\"}", "reason: must not contain control", -EINVAL},
+	    {"{\"decision\":\"allow\",\"by\":\"me\"}", "by: unknown field", -EBADRQC},
+	    {"[]", "", -EBADMSG},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err = (struct cordon_err){};
+		assert_int_equal(api_decision_parse(bad[i].body, strlen(bad[i].body), &d, &err), bad[i].code);
+		assert_non_null(strstr(err.msg, bad[i].msg));
+	}
+	assert_true(api_approval_id_ok("ap-1a2b3"));
+	assert_false(api_approval_id_ok("ap-"));
+	assert_false(api_approval_id_ok("ap-XYZ"));
+	assert_false(api_approval_id_ok("sb-1234"));
+	assert_false(api_approval_id_ok("ap-0123456789abcdef01234"));
 }
 
 static void test_network_files(void **state)
@@ -992,6 +1064,7 @@ int main(void)
 	    cmocka_unit_test(test_exec),
 	    cmocka_unit_test(test_stdin_signal_timeout),
 	    cmocka_unit_test(test_network_files),
+	    cmocka_unit_test(test_approvals),
 	    cmocka_unit_test(test_filter),
 	    cmocka_unit_test(test_body_size),
 	    cmocka_unit_test(test_depth),
