@@ -145,13 +145,19 @@ int svc_sandbox_fork(const struct svc_caller *who, struct sbx *s, const struct a
 
 struct proc;
 /* Runs @e (@exec: to its end, the answer its output; else started, the answer its event
- * stream once the agent has spawned it). @e's user is the template's USER unless given. */
+ * stream once the agent has spawned it). @e's user is the template's USER unless given.
+ * @e->pty_set (started ones only): on a pseudo-terminal of @e->pty's size inside the sandbox,
+ * a new session with it as the controlling terminal, TERM=xterm-256color unless @e->env says;
+ * its output (stdout and stderr both) comes as "stdout" events, stdin goes to the terminal. */
 int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_reply *r,
 		   struct svc_err *err);
 json_t *svc_proc_list(struct sbx *s); /* {"processes": [...]}: started ones still running */
 struct proc *svc_proc_find(struct sbx *s, const char *pid, struct svc_err *err);
 int svc_proc_stdin(struct proc *p, const struct api_stdin *in, struct svc_err *err);
 int svc_proc_signal(struct proc *p, int signo, struct svc_err *err);
+/* A PTY process's window (@e->pty_set at svc_proc_start); its foreground group gets SIGWINCH.
+ * not_a_terminal for a process without one. */
+int svc_proc_resize(struct proc *p, const struct api_winsize *w, struct svc_err *err);
 /* The exit event of an exited process; else the start event and everything after, streamed. */
 void svc_proc_events(struct proc *p, struct svc_reply *r);
 

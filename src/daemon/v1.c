@@ -314,6 +314,23 @@ static void v1_proc_signal(struct ctx *c)
 	reply_svc(c->req, r, 204, NULL, &err);
 }
 
+static void v1_proc_resize(struct ctx *c)
+{
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct api_winsize w;
+	struct proc *p = ctx_proc(c);
+	if (!p)
+		return;
+	int r = api_resize_parse(c->body, c->body_len, &w, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_proc_resize(p, &w, &err);
+	reply_svc(c->req, r, 204, NULL, &err);
+}
+
 static void v1_proc_events(struct ctx *c)
 {
 	struct proc *p = ctx_proc(c);
@@ -799,6 +816,7 @@ static const struct route v1_routes[] = {
 	{GET, SB "/processes", v1_proc_list, BODY_API, ST_RUNNING},
 	{POST, SB "/processes/{pid}/stdin", v1_proc_stdin, BODY_API, ST_RUNNING},
 	{POST, SB "/processes/{pid}/signal", v1_proc_signal, BODY_API, ST_RUNNING},
+	{POST, SB "/processes/{pid}/resize", v1_proc_resize, BODY_API, ST_RUNNING},
 	{GET, SB "/processes/{pid}/events", v1_proc_events, BODY_API, ST_RUNNING},
 	{GET, SB "/files", v1_file_get, BODY_API, ST_RUNNING},
 	{PUT, SB "/files", v1_file_put, BODY_UPLOAD, ST_RUNNING},

@@ -24,11 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +56,7 @@ struct proc {
 	uint32_t chan;
 	pid_t pid;
 	int out_fd, err_fd, in_fd;
+	int pty_fd;         /* the PTY's master (out_fd and in_fd are its dups), or -1 */
 	struct buf inq;
 	bool in_close;      /* STDIN_CLOSE seen: close in_fd once inq is written */
 	bool exited;        /* reaped; status is valid, pid must not be signalled any more */
@@ -87,6 +90,8 @@ union small_msg {
 	struct frame_data data;
 	struct frame_signal sig;
 	struct frame_file file;
+	struct frame_winsize winsize;
+	struct frame_port port;
 };
 
 struct agent {
@@ -224,6 +229,7 @@ static void proc_free(struct agent *a, struct proc *p)
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
 	close_fd(&p->in_fd);
+	close_fd(&p->pty_fd);
 	buf_done(&p->inq);
 	free(p);
 	a->n_procs--;
@@ -239,6 +245,45 @@ static int proc_kill(struct proc *p, int signo)
 	if (kill(p->pid, signo) < 0 && r < 0)
 		return -errno;
 	return 0;
+}
+
+/* The session of @sid (a PTY process): a shell's jobs are process groups of their own, so
+ * SIGKILL goes to every process whose session is @sid, found in /proc. A process that made a
+ * session of its own left it, as it could leave a group. */
+static void session_kill(pid_t sid, int signo)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[64], stat[512];
+		int fd, pid = atoi(e->d_name);
+		if (pid <= 1 || pid == sid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, stat, sizeof(stat) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		/* "pid (comm) state ppid pgrp session": comm may hold anything, so after the last ')' */
+		char *rp = n > 0 ? (stat[n] = '\0', strrchr(stat, ')')) : NULL;
+		int ppid, pgrp, session;
+		char st;
+		if (rp && sscanf(rp + 1, " %c %d %d %d", &st, &ppid, &pgrp, &session) == 4 &&
+		    session == sid)
+			(void)kill(pid, signo);
+	}
+	closedir(d);
+}
+
+static int proc_signal(struct proc *p, int signo)
+{
+	int r = proc_kill(p, signo);
+	if (r == 0 && p->pty_fd >= 0 && signo == SIGKILL)
+		session_kill(p->pid, signo);
+	return r;
 }
 
 struct exec_failure {
@@ -328,7 +373,7 @@ static int exec_search(char *const argv[], char *const envp[])
 /* Runs in the forked child: never returns. Any failure is reported on @status_w and the child
  * exits before exec, never half-set-up. */
 static _Noreturn void child_exec(const struct frame_spawn *sp, int in_r, int out_w, int err_w,
-				 int status_w)
+				 int status_w, bool tty)
 {
 	struct exec_failure f = {STEP_STDIO, 0};
 	sigset_t none;
@@ -339,7 +384,10 @@ static _Noreturn void child_exec(const struct frame_spawn *sp, int in_r, int out
 	signal(SIGPIPE, SIG_DFL);
 	setsid();
 
-	if (!sp->want_stdin) {
+	/* a new session, and the PTY's slave (all three of in_r, out_w, err_w) its terminal */
+	if (tty && ioctl(in_r, TIOCSCTTY, 0) < 0)
+		goto fail;
+	if (!sp->want_stdin && !tty) {
 		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (nul >= 0)
 			in_r = nul; /* else the stdin pipe, whose write end is closed: also EOF */
@@ -372,17 +420,21 @@ fail_r:
 	_exit(127);
 }
 
-static int spawn_fork(struct agent *a, const struct frame_spawn *sp, int fds[8], pid_t *ret_pid,
-		      struct exec_failure *ret_fail)
+/* @slave: the PTY's slave for all of the child's stdio (then only the status pipe is made),
+ * or -1 for pipes. */
+static int spawn_fork(struct agent *a, const struct frame_spawn *sp, int slave, int fds[8],
+		      pid_t *ret_pid, struct exec_failure *ret_fail)
 {
-	for (int i = 0; i < 8; i += 2)
+	for (int i = slave >= 0 ? 6 : 0; i < 8; i += 2)
 		if (pipe2(fds + i, O_CLOEXEC) < 0)
 			return -errno;
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;
+	if (pid == 0 && slave >= 0)
+		child_exec(sp, slave, slave, slave, fds[7], true);
 	if (pid == 0)
-		child_exec(sp, fds[0], fds[3], fds[5], fds[7]);
+		child_exec(sp, fds[0], fds[3], fds[5], fds[7], false);
 	close_fd(&fds[0]);
 	close_fd(&fds[3]);
 	close_fd(&fds[5]);
@@ -425,6 +477,79 @@ static void spawn_error(struct agent *a, uint32_t chan, const struct frame_spawn
 	emit(a, FRAME_ERROR, chan, &(struct frame_error){.errnum = (uint32_t)err, .message = msg});
 }
 
+static int fs_become(const struct agent *a, uint32_t user);
+static void fs_restore(const struct agent *a);
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+static int winsize_set(int master, uint32_t cols, uint32_t rows)
+{
+	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+
+	if (cols == 0 || rows == 0 || cols > FRAME_MAX_PTY_DIM || rows > FRAME_MAX_PTY_DIM)
+		return -EINVAL;
+	return ioctl(master, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
+}
+
+/* The slave of @master: TIOCGPTPEER (no path to race), else /dev/pts/N. */
+static int pty_slave(int master)
+{
+	int fd = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	unsigned n;
+	char path[32];
+
+	if (fd >= 0)
+		return fd;
+	if (ioctl(master, TIOCGPTN, &n) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "/dev/pts/%u", n);
+	fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* A PTY of the sandbox's own devpts (the jail mounts a newinstance with ptmxmode=0666),
+ * opened with the fsuid of @user so that its slave is that user's. Sets *@ret_slave. */
+static int pty_open(struct agent *a, const struct frame_spawn *sp, int *ret_slave)
+{
+	int master, slave, unlock = 0, r = fs_become(a, sp->user);
+
+	if (r < 0)
+		return r;
+	master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	r = master < 0 ? -errno : 0;
+	fs_restore(a);
+	if (r < 0)
+		return r;
+	if (ioctl(master, TIOCSPTLCK, &unlock) < 0 ||
+	    (r = winsize_set(master, sp->cols, sp->rows)) < 0 || (r = pty_slave(master)) < 0) {
+		r = r < 0 ? r : -errno;
+		close(master);
+		return r;
+	}
+	slave = r;
+	*ret_slave = slave;
+	return master;
+}
+
+/* Where the process's stdio goes on our side: a PTY's master serves as its stdout and stdin
+ * (dups, so that either can be closed alone), or the pipes' ends. */
+static void proc_set_stdio(struct proc *p, const struct frame_spawn *sp, int master, int fds[8])
+{
+	if (master >= 0) {
+		p->pty_fd = master;
+		p->out_fd = fcntl(master, F_DUPFD_CLOEXEC, 3);
+		p->in_fd = fcntl(master, F_DUPFD_CLOEXEC, 3);
+		return;
+	}
+	p->out_fd = fds[2];
+	p->err_fd = fds[4];
+	p->in_fd = fds[1];
+	if (!sp->want_stdin)
+		close_fd(&p->in_fd);
+}
+
 static int do_spawn(struct agent *a, uint32_t chan, void *m)
 {
 	const struct frame_spawn *sp = m;
@@ -432,7 +557,8 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 	struct exec_failure fail = {0};
 	struct proc *p = NULL;
 	pid_t pid = -1;
-	int r;
+	int r, master = -1, slave = -1;
+	bool tty = sp->cols || sp->rows;
 
 	if (proc_find(a, chan))
 		return -EEXIST;
@@ -440,15 +566,22 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 		return -EAGAIN;
 	if (sp->user > FRAME_USER_ROOT)
 		return -EINVAL;
+	if (tty && (master = pty_open(a, sp, &slave)) < 0)
+		return master;
 	p = calloc(1, sizeof(*p));
-	if (!p)
+	if (!p) {
+		close_fd(&master);
+		close_fd(&slave);
 		return -ENOMEM;
+	}
 
-	r = spawn_fork(a, sp, fds, &pid, &fail);
+	r = spawn_fork(a, sp, slave, fds, &pid, &fail);
 	close_fd(&fds[6]);
+	close_fd(&slave);
 	if (r < 0) {
 		for (int i = 0; i < 6; i++)
 			close_fd(&fds[i]);
+		close_fd(&master);
 		free(p);
 		if (r == -ECHILD) {
 			spawn_error(a, chan, sp, &fail);
@@ -457,10 +590,9 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 		return r;
 	}
 
-	*p = (struct proc){.chan = chan, .pid = pid, .out_fd = fds[2], .err_fd = fds[4],
-			   .in_fd = fds[1], .status = 0};
-	if (!sp->want_stdin)
-		close_fd(&p->in_fd);
+	*p = (struct proc){.chan = chan, .pid = pid, .out_fd = -1, .err_fd = -1, .in_fd = -1,
+			   .pty_fd = -1, .status = 0};
+	proc_set_stdio(p, sp, master, fds);
 	(void)set_nonblock(p->out_fd);
 	(void)set_nonblock(p->err_fd);
 	if (p->in_fd >= 0)
@@ -558,7 +690,20 @@ static int do_signal(struct agent *a, uint32_t chan, void *m)
 		return -ESRCH;
 	if (s->signo < 1 || s->signo >= (uint32_t)NSIG)
 		return -EINVAL;
-	return proc_kill(p, (int)s->signo);
+	return proc_signal(p, (int)s->signo);
+}
+
+/* RESIZE: the kernel sends SIGWINCH to the terminal's foreground group itself. */
+static int do_resize(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_winsize *w = m;
+	struct proc *p = proc_find(a, chan);
+
+	if (!p)
+		return -ESRCH;
+	if (p->pty_fd < 0)
+		return -ENOTTY;
+	return winsize_set(p->pty_fd, w->cols, w->rows);
 }
 
 /* Reads one chunk of a process's stdout (which 0) or stderr (1). Returns 1 if data was read,
@@ -632,7 +777,7 @@ static void check_timeouts(struct agent *a)
 
 	for (struct proc *p = a->procs; p; p = p->next)
 		if (!p->exited && p->deadline && now >= p->deadline) {
-			(void)proc_kill(p, SIGKILL);
+			(void)proc_signal(p, SIGKILL);
 			p->timed_out = true;
 			p->deadline = 0;
 		}
@@ -1410,6 +1555,7 @@ static const struct handler {
 	{FRAME_STDIN, false, do_stdin},
 	{FRAME_STDIN_CLOSE, false, do_stdin_close},
 	{FRAME_SIGNAL, false, do_signal},
+	{FRAME_RESIZE, false, do_resize},
 	{FRAME_PAUSE, false, do_pause},
 	{FRAME_RESUME, false, do_resume},
 	{FRAME_FILE_WRITE, true, do_file_write},
@@ -1563,7 +1709,7 @@ static void handle_events(struct agent *a, const struct pollfd *pfd, const struc
 static void shutdown_all(struct agent *a)
 {
 	for (struct proc *p = a->procs; p; p = p->next)
-		(void)proc_kill(p, SIGKILL);
+		(void)proc_signal(p, SIGKILL);
 	/* as PID 1, take down whatever else lives in the namespace too */
 	if (getpid() == 1)
 		(void)kill(-1, SIGKILL);

@@ -56,6 +56,7 @@ ERROR_STATUS = {
     "sandbox_paused": 409, "snapshot_limit": 507,
     "volume_in_use": 409, "volume_exists": 409, "insufficient_storage": 507,
     "unsafe_archive": 400,
+    "not_a_terminal": 409, "port_unreachable": 502,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",
