@@ -131,6 +131,7 @@ struct sbx {
 	struct chan *chans;        /* every open agent channel but 0 */
 	struct audit_listener *listeners;
 	struct sbx_secrets *secrets; /* NULL: none. secrets.c; memory only, wiped at destroy */
+	struct sbx_usage *usage;     /* usage.c: samples of CPU, memory, disk; NULL until the first */
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
 	char *workdir;
@@ -367,6 +368,9 @@ bool daemon_settled(void);
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
  * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
 int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
+
+/* usage.c: the per-sandbox samples of GET .../metrics, taken every few seconds */
+int usage_start(void);
 
 /* volumes.c */
 void volumes_start(void); /* its hooks, the sweep */

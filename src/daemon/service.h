@@ -119,6 +119,11 @@ int svc_sandbox_network(struct sbx *s, const struct api_network *n, json_t **ret
  * sandbox was not created with. */
 int svc_secret_put(struct sbx *s, const struct api_secret_put *p, json_t **ret, struct svc_err *err);
 int svc_secret_delete(struct sbx *s, const char *name, struct svc_err *err);
+/* What @s uses (usage.c): {id, interval_s, current: SAMPLE, samples: [SAMPLE...]}, oldest
+ * first, at most 60 (five minutes); SAMPLE: {timestamp, cpu_ms (total so far), cpu_pct
+ * (of one CPU since the sample before), memory_bytes (the cgroup's, now), disk_used_bytes,
+ * disk_total_bytes (the sandbox's scratch file system, as its agent last said)}. */
+int svc_sandbox_metrics(struct sbx *s, json_t **ret, struct svc_err *err);
 json_t *svc_runtimes(void);
 json_t *svc_health(void);
 

@@ -93,6 +93,17 @@ static void v1_timeout(struct ctx *c)
 	reply_svc(c->req, r, 200, out, &err);
 }
 
+static void v1_sandbox_metrics(struct ctx *c)
+{
+	struct svc_err err = {};
+	json_t *out = NULL;
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = svc_sandbox_metrics(s, &out, &err); /* before @out is read */
+	reply_svc(c->req, r, 200, out, &err);
+}
+
 static void v1_network(struct ctx *c)
 {
 	struct api_network_req *n = NULL;
@@ -801,6 +812,7 @@ static const struct route v1_routes[] = {
 	{GET, SB, v1_info, BODY_API, ST_ANY},
 	{DELETE, SB, v1_destroy, BODY_API, ST_ANY},
 	{POST, SB "/timeout", v1_timeout, BODY_API, ST_ANY},
+	{GET, SB "/metrics", v1_sandbox_metrics, BODY_API, ST_LIVE},
 	{POST, SB "/pause", v1_pause, BODY_API, ST_LIVE},
 	{POST, SB "/resume", v1_resume, BODY_API, ST_LIVE},
 	{POST, SB "/snapshots", v1_snapshot, BODY_API, ST_LIVE},

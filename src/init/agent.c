@@ -27,6 +27,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1481,6 +1482,28 @@ static int do_file_remove(struct agent *a, uint32_t chan, void *m)
 	return 0;
 }
 
+/* STATFS: how big the file system of PATH is and how much of it is used (the sandbox's
+ * scratch disk for /tmp or /home/user), for the host's per-sandbox metrics. */
+static int do_statfs(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	struct statvfs sv;
+	int fd = check_path(f->path) < 0 ? -EINVAL : xopenat(AT_FDCWD, f->path, O_PATH, 0);
+
+	if (fd < 0)
+		return fd;
+	int r = fstatvfs(fd, &sv) < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return r;
+	struct frame_fs_usage u = {
+		.total = (uint64_t)sv.f_blocks * sv.f_frsize,
+		.used = (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize,
+	};
+	emit(a, FRAME_FS_USAGE, chan, &u);
+	return 0;
+}
+
 /* File operations run with the fsuid/fsgid of the requesting user, so the API can touch only
  * what that user could. The agent is single-threaded, so this cannot leak into other work.
  * Where setfsuid() does not take (gVisor's Sentry keeps the fsuid equal to the euid), the
@@ -1565,6 +1588,7 @@ static const struct handler {
 	{FRAME_FILE_MKDIR, true, do_file_mkdir},
 	{FRAME_FILE_MOVE, true, do_file_move},
 	{FRAME_FILE_REMOVE, true, do_file_remove},
+	{FRAME_STATFS, true, do_statfs},
 	/* A child of the agent, with the user's own credentials, does the work. */
 	{FRAME_ARCHIVE_READ, false, do_archive_read},
 	{FRAME_ARCHIVE_WRITE, false, do_archive_write},

@@ -74,6 +74,11 @@ static const struct field port_fields[] = {
 	U32(frame_port, FRAME_TAG_PORT, port, 1),
 };
 
+static const struct field fs_usage_fields[] = {
+	U64(frame_fs_usage, FRAME_TAG_TOTAL, total, 0),
+	U64(frame_fs_usage, FRAME_TAG_USED, used, 0),
+};
+
 static const struct field watch_event_fields[] = {
 	STR(frame_watch_event, FRAME_TAG_NAME, name, 1, FRAME_MAX_PATH),
 	U32(frame_watch_event, FRAME_TAG_TYPE, type, 1),
@@ -191,6 +196,7 @@ static const struct msg_desc msgs[] = {
 	TLV(FRAME_PORT_OPEN, FRAME_TO_AGENT, "PORT_OPEN", frame_port, port_fields),
 	RAW(FRAME_PORT_WRITE, FRAME_TO_AGENT, "PORT_WRITE"),
 	EMPTY(FRAME_PORT_CLOSE, FRAME_TO_AGENT, "PORT_CLOSE"),
+	TLV(FRAME_STATFS, FRAME_TO_AGENT, "STATFS", frame_file, file_stat_fields),
 	TLV(FRAME_HELLO_OK, FRAME_TO_HOST, "HELLO_OK", frame_hello, hello_fields),
 	EMPTY(FRAME_PONG, FRAME_TO_HOST, "PONG"),
 	TLV(FRAME_SPAWNED, FRAME_TO_HOST, "SPAWNED", frame_spawned, spawned_fields),
@@ -201,6 +207,7 @@ static const struct msg_desc msgs[] = {
 	TLV(FRAME_FILE_INFO, FRAME_TO_HOST, "FILE_INFO", frame_file_info, file_info_fields),
 	TLV(FRAME_WATCH_EVENT, FRAME_TO_HOST, "WATCH_EVENT", frame_watch_event, watch_event_fields),
 	RAW(FRAME_PORT_DATA, FRAME_TO_HOST, "PORT_DATA"),
+	TLV(FRAME_FS_USAGE, FRAME_TO_HOST, "FS_USAGE", frame_fs_usage, fs_usage_fields),
 	TLV(FRAME_PORT_EOF, FRAME_TO_HOST, "PORT_EOF", frame_exit, port_eof_fields),
 	TLV(FRAME_OK, FRAME_TO_HOST, "OK", frame_ok, ok_fields),
 	TLV(FRAME_ERROR, FRAME_TO_HOST, "ERROR", frame_error, error_fields),

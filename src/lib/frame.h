@@ -74,6 +74,7 @@ enum frame_type {
 	FRAME_PORT_OPEN = 0x0040,   /* a TCP connection to 127.0.0.1:PORT inside: OK, or ERROR */
 	FRAME_PORT_WRITE = 0x0041,  /* bytes for the connection; OK{SIZE = taken so far} acks */
 	FRAME_PORT_CLOSE = 0x0042,  /* the host's end is gone: close it */
+	FRAME_STATFS = 0x0050,      /* the file system of path: FS_USAGE */
 	/* agent -> host */
 	FRAME_HELLO_OK = 0x0101,
 	FRAME_PONG = 0x0102,
@@ -86,6 +87,7 @@ enum frame_type {
 	FRAME_WATCH_EVENT = 0x0130, /* NAME (absolute path), TYPE (FRAME_WATCH_EV_* bits) */
 	FRAME_PORT_DATA = 0x0141,   /* bytes from the connection */
 	FRAME_PORT_EOF = 0x0142,    /* the sandbox's end closed (CODE: errno, 0 for EOF) */
+	FRAME_FS_USAGE = 0x0150,    /* TOTAL and USED bytes of a file system */
 	FRAME_OK = 0x01f0,
 	FRAME_ERROR = 0x01f1,
 };
@@ -125,6 +127,8 @@ enum frame_tag {
 	FRAME_TAG_COLS = 31,
 	FRAME_TAG_ROWS = 32,
 	FRAME_TAG_PORT = 33,
+	FRAME_TAG_TOTAL = 34,
+	FRAME_TAG_USED = 35,
 };
 
 /* Who a process runs as and whose permissions a file operation is checked against. */
@@ -219,6 +223,11 @@ struct frame_winsize {
 /* PORT_OPEN */
 struct frame_port {
 	uint32_t port;
+};
+
+/* FS_USAGE */
+struct frame_fs_usage {
+	uint64_t total, used; /* bytes */
 };
 
 /* WATCH_EVENT */

@@ -106,7 +106,8 @@ int runtime_host_stats(struct runtime_host *h, struct cordon_stats *ret)
 	struct cgroup_stats cs = {};
 	if (h->cg)
 		cgroup_stats(h->cg, &cs);
-	*ret = (struct cordon_stats){cs.oom_kills, cs.cpu_usec / 1000, cs.peak_memory_bytes};
+	*ret = (struct cordon_stats){cs.oom_kills, cs.cpu_usec / 1000, cs.peak_memory_bytes,
+				     cs.memory_bytes};
 	return 0;
 }
 
