@@ -131,6 +131,7 @@ struct sbx {
 	struct chan *chans;        /* every open agent channel but 0 */
 	struct audit_listener *listeners;
 	struct sbx_secrets *secrets; /* NULL: none. secrets.c; memory only, wiped at destroy */
+	unsigned n_watches;          /* dirwatch.c: directory watches open */
 	struct sbx_usage *usage;     /* usage.c: samples of CPU, memory, disk; NULL until the first */
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
@@ -368,6 +369,12 @@ bool daemon_settled(void);
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it
  * exited 0 told to @ready_exit) in @s, as the daemon's own process. */
 int proc_spawn_template(struct sbx *s, json_t *argv, void (*ready_exit)(struct sbx *s, bool ok));
+
+/* files.c: what an agent's errno means to a client of a file operation (no_space for ENOSPC,
+ * invalid_path for EINVAL...); @key of @o set to a sandbox's path, with @key_b64 when it is
+ * not UTF-8. */
+enum api_error file_error(uint32_t errnum);
+void json_set_name(json_t *o, const char *key, const char *s);
 
 /* usage.c: the per-sandbox samples of GET .../metrics, taken every few seconds */
 int usage_start(void);

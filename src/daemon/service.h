@@ -180,6 +180,13 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
 		  struct svc_err *err);
 int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 		 struct svc_reply *r, struct svc_err *err);
+/* Watches @path (a directory; with @recursive, every directory beneath it, new ones too)
+ * inside the sandbox as its user: once the agent has it, @r becomes an NDJSON stream of
+ * {"type": "create"|"write"|"remove"|"rename"|"chmod"|"overflow", "path": ...} lines, until
+ * the reader leaves or the sandbox ends. quota_exceeded past 16 watches; a path the files
+ * API refuses is refused the same way (not_found, not_a_directory, forbidden...). */
+int svc_watch_open(struct sbx *s, const char *path, bool recursive, struct svc_reply *r,
+		   struct svc_err *err);
 /* The tree at @path as a tar made inside the sandbox, checked whole (basic/tar.h) before it is
  * answered: unsafe_archive, payload_too_large past MAX_ARCHIVE_BYTES. */
 int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *r,

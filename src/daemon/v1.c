@@ -448,6 +448,39 @@ static void v1_file_list(struct ctx *c)
 	}
 }
 
+/* ?recursive=: absent, 0, 1, true or false. */
+static int bool_query(struct ctx *c, const char *key, bool *ret)
+{
+	char buf[8];
+	const char *v = query_get(c, key, buf, sizeof(buf));
+	static const struct {
+		const char *s;
+		bool v;
+	} vals[] = {{"1", true}, {"true", true}, {"0", false}, {"false", false}};
+	if (!v)
+		return 0;
+	for (size_t i = 0; i < ELEMENTSOF(vals); i++)
+		if (!strcmp(v, vals[i].s)) {
+			*ret = vals[i].v;
+			return 0;
+		}
+	reply_error(c->req, API_ERR_INVALID_FIELD, "%s: must be 0, 1, true or false", key);
+	return -1;
+}
+
+static void v1_file_watch(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	bool recursive = false;
+	if (!get_path(c, path, sizeof(path)) || bool_query(c, "recursive", &recursive) < 0)
+		return;
+	struct sbx *s = ctx_sbx(c);
+	struct svc_err e = {};
+	struct svc_reply *rp = s ? deferred(c) : NULL;
+	if (rp && svc_watch_open(s, path, recursive, rp, &e) < 0)
+		rp->error(rp, &e);
+}
+
 static void v1_file_delete(struct ctx *c)
 {
 	char path[API_MAX_PATH + 1];
@@ -834,6 +867,7 @@ static const struct route v1_routes[] = {
 	{PUT, SB "/files", v1_file_put, BODY_UPLOAD, ST_RUNNING},
 	{DELETE, SB "/files", v1_file_delete, BODY_API, ST_RUNNING},
 	{GET, SB "/files/list", v1_file_list, BODY_API, ST_RUNNING},
+	{GET, SB "/files/watch", v1_file_watch, BODY_API, ST_RUNNING},
 	{GET, SB "/files/archive", v1_archive_get, BODY_API, ST_RUNNING},
 	{PUT, SB "/files/archive", v1_archive_put, BODY_UPLOAD, ST_RUNNING},
 	{GET, SB "/files/stat", v1_file_stat, BODY_API, ST_RUNNING},

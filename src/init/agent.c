@@ -40,6 +40,7 @@
 #include "basic/tartree.h"
 #include "lib/frame.h"
 #include "lib/initproto.h"
+#include "init/watch.h"
 
 #define OUT_SOFT         (256u * 1024u) /* stop producing output above this */
 #define PIPE_CHUNK       (64u * 1024u)
@@ -86,6 +87,14 @@ struct awrite_job {
 };
 #define MAX_WRITES 4u
 
+/* A WATCH_OPEN's inotify, read as its user (it adds watches on new directories). */
+struct awatch {
+	uint32_t chan;
+	uint32_t user;
+	struct watch *w;
+};
+#define MAX_WATCHES 16u
+
 union small_msg {
 	struct frame_hello hello;
 	struct frame_data data;
@@ -109,6 +118,8 @@ struct agent {
 	unsigned n_reads;
 	struct awrite_job writes[MAX_WRITES];
 	unsigned n_writes;
+	struct awatch watches[MAX_WATCHES];
+	unsigned n_watches;
 	struct frame_decoder *dec;
 	struct frame_spawn *spawn;
 	union small_msg msg;
@@ -1552,6 +1563,84 @@ static void fs_restore(const struct agent *a)
 	setfsgid(a->gid);
 }
 
+/* ---- directory watches ---- */
+
+static struct awatch *watch_find(struct agent *a, uint32_t chan)
+{
+	for (unsigned i = 0; i < a->n_watches; i++)
+		if (a->watches[i].chan == chan)
+			return &a->watches[i];
+	return NULL;
+}
+
+/* WATCH_OPEN: the path resolved as the user, as the file requests do (no magic links); the
+ * watch is theirs, its events named under PATH. */
+static int do_watch_open(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	struct watch *w = NULL;
+
+	if (watch_find(a, chan))
+		return -EEXIST;
+	if (a->n_watches >= MAX_WATCHES)
+		return -EAGAIN;
+	if (check_path(f->path) < 0 || (f->flags & ~FRAME_WATCH_RECURSIVE))
+		return -EINVAL;
+	int r = fs_become(a, f->user);
+	if (r < 0)
+		return r;
+	int fd = xopenat(AT_FDCWD, f->path, O_PATH | O_DIRECTORY, 0);
+	r = fd < 0 ? fd : watch_open(fd, f->path, f->flags & FRAME_WATCH_RECURSIVE, &w);
+	fs_restore(a);
+	if (r < 0)
+		return r;
+	a->watches[a->n_watches++] = (struct awatch){chan, f->user, w};
+	emit(a, FRAME_OK, chan, &(struct frame_ok){0});
+	return 0;
+}
+
+static void watch_drop(struct agent *a, struct awatch *aw)
+{
+	watch_free(aw->w);
+	*aw = a->watches[--a->n_watches];
+}
+
+static int do_watch_close(struct agent *a, uint32_t chan, void *m)
+{
+	struct awatch *aw = watch_find(a, chan);
+	if (aw)
+		watch_drop(a, aw); /* a watch that failed or ended is no error */
+	emit(a, FRAME_OK, chan, &(struct frame_ok){0}); /* the last frame on @chan */
+	return 0;
+}
+
+struct watch_emit_ctx {
+	struct agent *a;
+	uint32_t chan;
+};
+
+static void watch_emit(void *arg, const char *path, uint32_t type)
+{
+	struct watch_emit_ctx *c = arg;
+	emit(c->a, FRAME_WATCH_EVENT, c->chan,
+	     &(struct frame_watch_event){.name = path, .type = type});
+}
+
+/* Reads every watch with events while the host's queue has room (the kernel's queue holds
+ * the rest, and says when it overflowed). */
+static void pump_watches(struct agent *a)
+{
+	for (unsigned i = 0; i < a->n_watches && out_room(a); i++) {
+		struct awatch *aw = &a->watches[i];
+		struct watch_emit_ctx c = {a, aw->chan};
+		if (fs_become(a, aw->user) < 0)
+			continue;
+		while (out_room(a) && watch_read(aw->w, watch_emit, &c) == 0)
+			;
+		fs_restore(a);
+	}
+}
+
 /* ---- dispatch ---- */
 
 static int do_hello(struct agent *a, uint32_t chan, void *m)
@@ -1589,6 +1678,8 @@ static const struct handler {
 	{FRAME_FILE_MOVE, true, do_file_move},
 	{FRAME_FILE_REMOVE, true, do_file_remove},
 	{FRAME_STATFS, true, do_statfs},
+	{FRAME_WATCH_OPEN, false, do_watch_open},
+	{FRAME_WATCH_CLOSE, false, do_watch_close},
 	/* A child of the agent, with the user's own credentials, does the work. */
 	{FRAME_ARCHIVE_READ, false, do_archive_read},
 	{FRAME_ARCHIVE_WRITE, false, do_archive_write},
@@ -1699,6 +1790,10 @@ static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *sl
 			slots[n] = (struct slot){NULL, 0};
 			pfd[n++] = (struct pollfd){.fd = a->reads[i].fd, .events = POLLIN};
 		}
+	for (unsigned i = 0; i < a->n_watches && out_room(a); i++) { /* pump_watches() reads */
+		slots[n] = (struct slot){NULL, 0};
+		pfd[n++] = (struct pollfd){.fd = watch_fd(a->watches[i].w), .events = POLLIN};
+	}
 	for (unsigned i = 0; i < a->n_writes; i++) { /* pump_writes() goes on when woken */
 		const struct awrite_job *j = &a->writes[i];
 		bool out = j->fd >= 0 && j->q.len > 0, verdict = j->fd < 0 && j->status_fd >= 0;
@@ -1747,6 +1842,8 @@ static void shutdown_all(struct agent *a)
 		close(a->reads[--a->n_reads].fd);
 	while (a->n_writes > 0)
 		write_job_drop(a, &a->writes[a->n_writes - 1]);
+	while (a->n_watches > 0)
+		watch_drop(a, &a->watches[a->n_watches - 1]);
 }
 
 static int agent_setup(struct agent *a, int fd)
@@ -1788,7 +1885,7 @@ static void protocol_error(struct agent *a, int err)
 
 static int agent_loop(struct agent *a)
 {
-	size_t max = 2 + 3 * MAX_PROCS + MAX_READS + MAX_WRITES;
+	size_t max = 2 + 3 * MAX_PROCS + MAX_READS + MAX_WRITES + MAX_WATCHES;
 	struct pollfd *pfd = calloc(max, sizeof(*pfd));
 	struct slot *slots = calloc(max, sizeof(*slots));
 	int ret = 0;
@@ -1804,6 +1901,7 @@ static int agent_loop(struct agent *a)
 		}
 		pump_reads(a);
 		pump_writes(a);
+		pump_watches(a);
 		finish_procs(a);
 		flush_out(a);
 		if (a->host_gone || a->fatal)
