@@ -132,6 +132,7 @@ struct sbx {
 	struct audit_listener *listeners;
 	struct sbx_secrets *secrets; /* NULL: none. secrets.c; memory only, wiped at destroy */
 	unsigned n_watches;          /* dirwatch.c: directory watches open */
+	unsigned n_ports;            /* ports.c: port connections open */
 	struct sbx_usage *usage;     /* usage.c: samples of CPU, memory, disk; NULL until the first */
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
@@ -212,12 +213,23 @@ enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
 /* ST_RUNNING also refuses a paused one (409 sandbox_paused); ST_LIVE takes one whose agent
  * runs, paused or not (pause, resume, snapshots, fork). */
 enum route_state { ST_NONE, ST_ANY, ST_RUNNING, ST_LIVE };
+/* A route that takes over its connection (a tunnel): called by the front with the socket
+ * once the request head passed its checks, before evhttp sees it. */
+struct raw_ctx {
+	int fd;                    /* a dup of the client's socket: the handler's to close */
+	struct api_key *principal; /* NULL: the unix socket */
+	const char *params[2];
+	const void *rest;          /* what the client sent after its head */
+	size_t rest_len;
+};
+typedef void (*raw_fn)(struct raw_ctx *c);
 struct route {
 	enum evhttp_cmd_type method;
 	const char *pattern; /* "{x}" captures one segment: {id} first, then one more */
 	handler_fn fn;
 	enum body_kind body;
 	enum route_state state;
+	raw_fn raw;          /* set: the front hands it the connection, fn is never called */
 };
 /* One API surface: its route table and how it renders an error (the body of a 4xx/5xx its
  * routes answer; v1: {"error": {"code", "message"}}, api_error_render()). http_start() takes
@@ -279,6 +291,13 @@ char *http_error_json(const char *code, const char *message);
 bool http_key_ok(const char *authorization, size_t len);
 int http_route_body_limit(int method, const char *path, size_t *ret_max, char *allow,
 			  size_t allow_size);
+/* For the gate: when @method @path is a raw route, its handler gets a dup of @fd and true is
+ * returned (the caller then lets evhttp drop the connection without touching the socket). */
+bool http_takeover(int method, const char *path, const char *auth, size_t auth_len, bool tcp,
+		   int fd, const void *rest, size_t rest_len);
+/* An error answer of the v1 surface as a whole HTTP/1.1 response (head and JSON body), for a
+ * raw route's socket; malloc'd, NULL without memory. */
+char *http_error_answer(const struct svc_err *err);
 
 /* front.c: admission of connections and the check of each request head before its body */
 struct evhttp_bound_socket;

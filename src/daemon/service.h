@@ -196,6 +196,19 @@ int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *r,
 int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size_t len,
 			 struct svc_reply *r, struct svc_err *err);
 
+/* ---- ports (ports.c): a client's stream to 127.0.0.1:PORT inside, through the agent ---- */
+
+/* Connects to @port on @s's loopback through its agent and relays the bytes of @fd (a
+ * connected stream socket, the service's from this call on, whatever happens) to it and
+ * back. @early: bytes the client already sent (after its request head), sent first. Once the
+ * agent has connected, @ok (the surface's answer, e.g. a 101 head) is written to @fd, then
+ * the relay runs until either end closes; if the connection cannot be made (port_unreachable,
+ * quota_exceeded past 32 per sandbox, invalid_field, audit_unavailable), @fail's answer (a
+ * malloc'd string, or NULL for none) is written instead and @fd closed. Returns -1 with @err
+ * when it failed at once (already answered), else 0. */
+int svc_port_open(struct sbx *s, uint32_t port, int fd, const void *early, size_t early_len,
+		  const char *ok, char *(*fail)(const struct svc_err *err), struct svc_err *err);
+
 /* ---- volumes (volumes.c) ---- */
 
 struct sbx_volumes;

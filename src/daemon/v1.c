@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 
@@ -348,6 +350,41 @@ static void v1_proc_events(struct ctx *c)
 	struct svc_reply *rp = p ? deferred(c) : NULL;
 	if (rp)
 		svc_proc_events(p, rp);
+}
+
+/* ---- ports: a tunnel to 127.0.0.1:{port} inside (ports.c) ---- */
+
+#define TUNNEL_OK "HTTP/1.1 101 Switching Protocols\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n"
+
+static void raw_fail(struct raw_ctx *c, enum api_error code, const char *fmt, const char *arg)
+{
+	struct svc_err err = {.code = code};
+	snprintf(err.msg, sizeof(err.msg), fmt, arg);
+	_cleanup_free_ char *answer = http_error_answer(&err);
+	if (answer)
+		(void)!send(c->fd, answer, strlen(answer), MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(c->fd);
+}
+
+/* GET /v1/sandboxes/{id}/ports/{port}: 101, then the connection's bytes both ways. The
+ * sandbox's states as ST_RUNNING says, answered on the socket itself. */
+static void v1_port(struct raw_ctx *c)
+{
+	struct svc_err err = {};
+	struct sbx *s = sbx_find(c->principal, c->params[0]);
+	char *end;
+	unsigned long port = strtoul(c->params[1], &end, 10);
+	if (!s || s->state == SBX_DESTROYED)
+		return raw_fail(c, API_ERR_NOT_FOUND, "no sandbox %.64s", c->params[0]);
+	if (s->state != SBX_RUNNING)
+		return raw_fail(c, API_ERR_CONFLICT, "sandbox %s is not running", s->id);
+	if (s->paused)
+		return raw_fail(c, API_ERR_SANDBOX_PAUSED, "sandbox %s is paused", s->id);
+	if (*end || end == c->params[1] || c->params[1][0] == '0' || port > 65535)
+		return raw_fail(c, API_ERR_INVALID_FIELD, "port: must be 1..65535, not '%.16s'",
+				c->params[1]);
+	svc_port_open(s, (uint32_t)port, c->fd, c->rest, c->rest_len, TUNNEL_OK,
+		      http_error_answer, &err); /* answered on the socket either way */
 }
 
 /* ---- files: the service answers when the agent has ---- */
@@ -863,6 +900,7 @@ static const struct route v1_routes[] = {
 	{POST, SB "/processes/{pid}/signal", v1_proc_signal, BODY_API, ST_RUNNING},
 	{POST, SB "/processes/{pid}/resize", v1_proc_resize, BODY_API, ST_RUNNING},
 	{GET, SB "/processes/{pid}/events", v1_proc_events, BODY_API, ST_RUNNING},
+	{GET, SB "/ports/{port}", NULL, BODY_API, ST_RUNNING, v1_port},
 	{GET, SB "/files", v1_file_get, BODY_API, ST_RUNNING},
 	{PUT, SB "/files", v1_file_put, BODY_UPLOAD, ST_RUNNING},
 	{DELETE, SB "/files", v1_file_delete, BODY_API, ST_RUNNING},

@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/fsuid.h>
+#include <sys/socket.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -95,6 +97,20 @@ struct awatch {
 };
 #define MAX_WATCHES 16u
 
+/* A PORT_OPEN's TCP connection to 127.0.0.1:PORT, relayed on its channel. */
+struct aport {
+	struct aport *next;
+	uint32_t chan;
+	int fd;
+	bool connecting; /* connect() in progress: OK or ERROR when it is done */
+	bool rd_eof;     /* PORT_EOF sent: nothing more is read */
+	bool paused;     /* PAUSE: not read while the host's reader is behind */
+	struct buf q;    /* PORT_WRITE bytes not yet written */
+	uint64_t written; /* in all, acknowledged by OK{SIZE} */
+};
+#define MAX_PORTS     64u
+#define PORT_QUEUE_MAX (2u * FRAME_MAX_PAYLOAD) /* the host keeps 1 MiB in flight at most */
+
 union small_msg {
 	struct frame_hello hello;
 	struct frame_data data;
@@ -120,6 +136,8 @@ struct agent {
 	unsigned n_writes;
 	struct awatch watches[MAX_WATCHES];
 	unsigned n_watches;
+	struct aport *ports;
+	unsigned n_ports;
 	struct frame_decoder *dec;
 	struct frame_spawn *spawn;
 	union small_msg msg;
@@ -128,6 +146,7 @@ struct agent {
 struct slot {
 	struct proc *p;
 	int which; /* 0 out, 1 err, 2 in */
+	struct aport *port;
 };
 
 /* ---- small helpers ---- */
@@ -677,20 +696,27 @@ static int do_stdin_close(struct agent *a, uint32_t chan, void *m)
  * and file requests share the stream but not the pause. Once the process is reaped its pipes
  * are drained anyway (at most a pipe's worth), so that EXIT is never held back. A process
  * that is gone is no error: its EXIT may be on the way. */
-static int do_pause(struct agent *a, uint32_t chan, void *m)
+static struct aport *port_find(struct agent *a, uint32_t chan);
+
+static int pause_set(struct agent *a, uint32_t chan, bool paused)
 {
 	struct proc *p = proc_find(a, chan);
+	struct aport *pt = p ? NULL : port_find(a, chan);
 	if (p)
-		p->paused = true;
+		p->paused = paused;
+	if (pt)
+		pt->paused = paused;
 	return 0;
+}
+
+static int do_pause(struct agent *a, uint32_t chan, void *m)
+{
+	return pause_set(a, chan, true);
 }
 
 static int do_resume(struct agent *a, uint32_t chan, void *m)
 {
-	struct proc *p = proc_find(a, chan);
-	if (p)
-		p->paused = false;
-	return 0;
+	return pause_set(a, chan, false);
 }
 
 static int do_signal(struct agent *a, uint32_t chan, void *m)
@@ -1641,6 +1667,181 @@ static void pump_watches(struct agent *a)
 	}
 }
 
+/* ---- ports: TCP connections to the sandbox's loopback, for the host ---- */
+
+static struct aport *port_find(struct agent *a, uint32_t chan)
+{
+	for (struct aport *p = a->ports; p; p = p->next)
+		if (p->chan == chan)
+			return p;
+	return NULL;
+}
+
+static void port_free(struct agent *a, struct aport *p)
+{
+	for (struct aport **pp = &a->ports; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	close_fd(&p->fd);
+	buf_done(&p->q);
+	free(p);
+	a->n_ports--;
+}
+
+/* The sandbox's end is done (@err 0: EOF): said once; the host closes the channel. */
+static void port_eof(struct agent *a, struct aport *p, int err)
+{
+	if (!p->rd_eof)
+		emit(a, FRAME_PORT_EOF, p->chan, &(struct frame_exit){.code = (uint32_t)err});
+	p->rd_eof = true;
+	if (err) {
+		close_fd(&p->fd);
+		buf_done(&p->q);
+	}
+}
+
+static int do_port_open(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_port *fp = m;
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)fp->port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+	if (port_find(a, chan))
+		return -EEXIST;
+	if (a->n_ports >= MAX_PORTS)
+		return -EAGAIN;
+	if (fp->port < 1 || fp->port > 65535)
+		return -EINVAL;
+	struct aport *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->chan = chan;
+	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int r = p->fd < 0 ? -errno : 0;
+	if (r == 0 && connect(p->fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
+		r = errno == EINPROGRESS ? 1 : -errno;
+	if (r < 0) {
+		close_fd(&p->fd);
+		free(p);
+		return r;
+	}
+	p->connecting = r == 1;
+	p->next = a->ports;
+	a->ports = p;
+	a->n_ports++;
+	if (!p->connecting)
+		emit(a, FRAME_OK, chan, &(struct frame_ok){0});
+	return 0;
+}
+
+static void port_flush(struct agent *a, struct aport *p)
+{
+	uint64_t before = p->written;
+	while (p->fd >= 0 && p->q.len > 0) {
+		ssize_t n = send(p->fd, p->q.p + p->q.head, p->q.len, MSG_NOSIGNAL);
+		if (n > 0) {
+			buf_consume(&p->q, (size_t)n);
+			p->written += (uint64_t)n;
+			continue;
+		}
+		if (n < 0 && (errno == EINTR))
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		port_eof(a, p, n < 0 ? errno : EPIPE);
+		return;
+	}
+	if (p->written != before) /* the host's window opens by what was taken */
+		emit(a, FRAME_OK, p->chan, &(struct frame_ok){.size = p->written});
+}
+
+static int do_port_write(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_data *d = m;
+	struct aport *p = port_find(a, chan);
+
+	if (!p)
+		return -ESRCH;
+	if (p->fd < 0)
+		return 0; /* its PORT_EOF is on the way: the bytes go nowhere */
+	if (p->q.len + d->len > PORT_QUEUE_MAX)
+		return -ENOBUFS;
+	if (buf_reserve(&p->q, d->len) < 0)
+		return -ENOMEM;
+	memcpy(buf_tail(&p->q), d->data, d->len);
+	p->q.len += d->len;
+	if (!p->connecting)
+		port_flush(a, p);
+	return 0;
+}
+
+/* PORT_CLOSE: answered OK, the last frame on the channel (so the host keeps it until then). */
+static int do_port_close(struct agent *a, uint32_t chan, void *m)
+{
+	struct aport *p = port_find(a, chan);
+	if (p)
+		port_free(a, p);
+	emit(a, FRAME_OK, chan, &(struct frame_ok){0});
+	return 0;
+}
+
+static void port_connected(struct agent *a, struct aport *p)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+	if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err == EINPROGRESS || err == EALREADY)
+		return;
+	p->connecting = false;
+	if (err) {
+		emit_error(a, p->chan, err, "PORT_OPEN");
+		port_free(a, p);
+		return;
+	}
+	emit(a, FRAME_OK, p->chan, &(struct frame_ok){0});
+	port_flush(a, p);
+}
+
+static void port_read(struct agent *a, struct aport *p)
+{
+	ssize_t n = emit_from_fd(a, FRAME_PORT_DATA, p->chan, p->fd, PIPE_CHUNK, -1);
+	if (n == 0)
+		port_eof(a, p, 0);
+	else if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK)
+		port_eof(a, p, (int)-n);
+}
+
+static bool port_wants_read(const struct agent *a, const struct aport *p)
+{
+	return p->fd >= 0 && !p->connecting && !p->rd_eof && !p->paused && out_room(a);
+}
+
+/* Poll events for a port's socket: its connect, its reads (with room, not paused), the
+ * bytes it has queued. */
+static short port_events(const struct agent *a, const struct aport *p)
+{
+	if (p->fd < 0)
+		return 0;
+	if (p->connecting)
+		return POLLOUT;
+	return (short)((port_wants_read(a, p) ? POLLIN : 0) | (p->q.len ? POLLOUT : 0));
+}
+
+static void port_event(struct agent *a, struct aport *p, short revents)
+{
+	if (p->connecting) {
+		port_connected(a, p); /* may free @p */
+		return;
+	}
+	if ((revents & (POLLIN | POLLHUP | POLLERR)) && port_wants_read(a, p))
+		port_read(a, p);
+	if ((revents & (POLLOUT | POLLERR)) && p->fd >= 0 && p->q.len)
+		port_flush(a, p);
+}
+
 /* ---- dispatch ---- */
 
 static int do_hello(struct agent *a, uint32_t chan, void *m)
@@ -1680,6 +1881,9 @@ static const struct handler {
 	{FRAME_STATFS, true, do_statfs},
 	{FRAME_WATCH_OPEN, false, do_watch_open},
 	{FRAME_WATCH_CLOSE, false, do_watch_close},
+	{FRAME_PORT_OPEN, false, do_port_open},
+	{FRAME_PORT_WRITE, false, do_port_write},
+	{FRAME_PORT_CLOSE, false, do_port_close},
 	/* A child of the agent, with the user's own credentials, does the work. */
 	{FRAME_ARCHIVE_READ, false, do_archive_read},
 	{FRAME_ARCHIVE_WRITE, false, do_archive_write},
@@ -1781,24 +1985,31 @@ static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *sl
 					  : p->inq.len > 0;
 			if (fds[w] < 0 || !want)
 				continue;
-			slots[n] = (struct slot){p, w};
+			slots[n] = (struct slot){p, w, NULL};
 			pfd[n++] = (struct pollfd){.fd = fds[w], .events = w < 2 ? POLLIN : POLLOUT};
 		}
 	}
 	for (unsigned i = 0; i < a->n_reads && out_room(a); i++)
 		if (a->reads[i].status_fd >= 0) { /* pump_reads() takes it when it wakes us */
-			slots[n] = (struct slot){NULL, 0};
+			slots[n] = (struct slot){NULL, 0, NULL};
 			pfd[n++] = (struct pollfd){.fd = a->reads[i].fd, .events = POLLIN};
 		}
+	for (struct aport *p = a->ports; p; p = p->next) {
+		short ev = port_events(a, p);
+		if (ev) {
+			slots[n] = (struct slot){NULL, 0, p};
+			pfd[n++] = (struct pollfd){.fd = p->fd, .events = ev};
+		}
+	}
 	for (unsigned i = 0; i < a->n_watches && out_room(a); i++) { /* pump_watches() reads */
-		slots[n] = (struct slot){NULL, 0};
+		slots[n] = (struct slot){NULL, 0, NULL};
 		pfd[n++] = (struct pollfd){.fd = watch_fd(a->watches[i].w), .events = POLLIN};
 	}
 	for (unsigned i = 0; i < a->n_writes; i++) { /* pump_writes() goes on when woken */
 		const struct awrite_job *j = &a->writes[i];
 		bool out = j->fd >= 0 && j->q.len > 0, verdict = j->fd < 0 && j->status_fd >= 0;
 		if (out || verdict) {
-			slots[n] = (struct slot){NULL, 0};
+			slots[n] = (struct slot){NULL, 0, NULL};
 			pfd[n++] = (struct pollfd){.fd = out ? j->fd : j->status_fd,
 						   .events = out ? POLLOUT : POLLIN};
 		}
@@ -1815,6 +2026,13 @@ static void handle_events(struct agent *a, const struct pollfd *pfd, const struc
 		a->host_gone = true;
 	if (pfd[1].revents & POLLIN)
 		reap(a);
+	/* a port's event may free it: only ports still listed are served */
+	for (size_t i = 2; i < n; i++)
+		for (struct aport *p = a->ports; p && pfd[i].revents && slots[i].port; p = p->next)
+			if (p == slots[i].port) {
+				port_event(a, p, pfd[i].revents);
+				break;
+			}
 	for (size_t i = 2; i < n; i++) {
 		if (!pfd[i].revents || !slots[i].p)
 			continue;
@@ -1844,6 +2062,8 @@ static void shutdown_all(struct agent *a)
 		write_job_drop(a, &a->writes[a->n_writes - 1]);
 	while (a->n_watches > 0)
 		watch_drop(a, &a->watches[a->n_watches - 1]);
+	while (a->ports)
+		port_free(a, a->ports);
 }
 
 static int agent_setup(struct agent *a, int fd)
@@ -1885,7 +2105,7 @@ static void protocol_error(struct agent *a, int err)
 
 static int agent_loop(struct agent *a)
 {
-	size_t max = 2 + 3 * MAX_PROCS + MAX_READS + MAX_WRITES + MAX_WATCHES;
+	size_t max = 2 + 3 * MAX_PROCS + MAX_READS + MAX_WRITES + MAX_WATCHES + MAX_PORTS;
 	struct pollfd *pfd = calloc(max, sizeof(*pfd));
 	struct slot *slots = calloc(max, sizeof(*slots));
 	int ret = 0;
