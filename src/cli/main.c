@@ -37,6 +37,7 @@ static const struct subcommand subcommands[] = {
 	{"fork", cmd_fork, "snapshot a sandbox and start N children from it"},
 	{"audit", cmd_audit, "verify an audit file's hash chain (no daemon)"},
 	{"volume", cmd_volume, "create, list and remove persistent volumes"},
+	{"port-forward", cmd_port_forward, "reach a port inside a sandbox from the host"},
 	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},
 };
 

@@ -49,11 +49,13 @@ enum cli_cmd {
 	CLI_SNAPSHOT_RM = 1u << 20,
 	CLI_FORK = 1u << 21,
 	CLI_VOLUME = 1u << 22,
+	CLI_PORT_FORWARD = 1u << 23,
 };
 #define CLI_SNAPSHOT_CMDS (CLI_PAUSE | CLI_RESUME | CLI_SNAPSHOT | CLI_SNAPSHOT_LS | \
 			   CLI_SNAPSHOT_RM | CLI_FORK)
 #define CLI_CLIENT_CMDS (CLI_CREATE | CLI_EXEC | CLI_LS | CLI_INFO | CLI_KILL | CLI_TIMEOUT | \
-			 CLI_NETWORK | CLI_LOGS | CLI_CP | CLI_SNAPSHOT_CMDS | CLI_VOLUME)
+			 CLI_NETWORK | CLI_LOGS | CLI_CP | CLI_SNAPSHOT_CMDS | CLI_VOLUME | \
+			 CLI_PORT_FORWARD)
 
 #define CLI_UNSET     UINT64_MAX /* a number no option gave */
 #define CLI_LIST_MAX  256	 /* values of one repeatable option */
@@ -81,7 +83,9 @@ struct cli_values {
 	struct cli_list ro_bind; /* /HOST:SANDBOX */
 	struct cli_list volume;	 /* NAME:PATH[:ro] */
 	const char *file, *context, *context_tar, *source; /* template build */
+	const char *listen; /* port-forward: ADDR:PORT */
 	bool json, follow, net_only, no_cache, confine, replace, recursive;
+	bool tty; /* exec, run: the command on a terminal, ours in raw mode */
 };
 
 struct cli_option {
