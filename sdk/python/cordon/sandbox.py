@@ -10,6 +10,7 @@ from . import errors
 from ._http import DEFAULT_REQUEST_TIMEOUT, Client, quote_segment
 from .files import Files
 from .models import ExecResult, SandboxInfo
+from .pty import Pty
 from .processes import Processes, command_fields
 from .snapshots import Snapshot
 
@@ -51,6 +52,7 @@ class Sandbox:
         self._info = info
         self.files = Files(self)
         self.processes = Processes(self)
+        self.pty = Pty(self)
 
     # -- construction ------------------------------------------------------------------------
 
@@ -292,6 +294,15 @@ class Sandbox:
         return ExecResult.from_json(r.json())
 
     run = exec
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def metrics(self) -> Dict[str, Any]:
+        """What the sandbox uses: ``{"current": SAMPLE, "samples": [SAMPLE...],
+        "interval_s": 5}``, samples oldest first (five minutes at most); each SAMPLE has
+        ``timestamp``, ``cpu_ms`` (in all), ``cpu_pct`` (of one CPU since the sample before),
+        ``memory_bytes``, ``disk_used_bytes`` and ``disk_total_bytes``."""
+        return self._client.request("GET", self._path("metrics")).json()
 
     # -- audit -------------------------------------------------------------------------------
 
