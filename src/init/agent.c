@@ -1615,7 +1615,9 @@ static int do_watch_open(struct agent *a, uint32_t chan, void *m)
 	int r = fs_become(a, f->user);
 	if (r < 0)
 		return r;
-	int fd = xopenat(AT_FDCWD, f->path, O_PATH | O_DIRECTORY, 0);
+	/* Readable, not O_PATH: listing a directory's names is what a watch tells, so the user
+	 * must be allowed to read it (gVisor's inotify does not check that itself). */
+	int fd = xopenat(AT_FDCWD, f->path, O_RDONLY | O_DIRECTORY, 0);
 	r = fd < 0 ? fd : watch_open(fd, f->path, f->flags & FRAME_WATCH_RECURSIVE, &w);
 	fs_restore(a);
 	if (r < 0)
