@@ -7,6 +7,7 @@
 #ifndef _GNU_SOURCE
 #endif
 #include "init/agent.h"
+#include "init/agent-int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -42,123 +43,17 @@
 #include "basic/tartree.h"
 #include "lib/frame.h"
 #include "lib/initproto.h"
-#include "init/watch.h"
-
-#define OUT_SOFT         (256u * 1024u) /* stop producing output above this */
-#define PIPE_CHUNK       (64u * 1024u)
-#define FILE_CHUNK       (128u * 1024u)
-#define STDIN_QUEUE_MAX  (2u * FRAME_MAX_PAYLOAD) /* per process */
-#define MAX_PROCS        FRAME_MAX_PROCS
-#define MAX_READS        16u
-#define LIST_MAX_ENTRIES 10000u
-#define LIST_MAX_BYTES   FRAME_MAX_PAYLOAD
-#define REMOVE_MAX_DEPTH 256
-#define DEFAULT_PATH     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-struct proc {
-	struct proc *next;
-	uint32_t chan;
-	pid_t pid;
-	int out_fd, err_fd, in_fd;
-	int pty_fd;         /* the PTY's master (out_fd and in_fd are its dups), or -1 */
-	struct buf inq;
-	bool in_close;      /* STDIN_CLOSE seen: close in_fd once inq is written */
-	bool exited;        /* reaped; status is valid, pid must not be signalled any more */
-	bool timed_out;
-	bool paused;        /* PAUSE: its pipes are not read (while it runs) */
-	int status;
-	uint64_t deadline;  /* CLOCK_MONOTONIC ms, 0 = none */
-};
-
-struct fread_job {
-	uint32_t chan;
-	int fd;
-	uint64_t off, left, sent;
-	int status_fd; /* ARCHIVE_READ: the packer child's verdict; -1 for a file */
-};
-
-/* An ARCHIVE_WRITE in progress: its chunks go into the unpacker child's pipe. */
-struct awrite_job {
-	uint32_t chan;
-	int fd, status_fd; /* -1 once closed: at END, or when the child stopped reading */
-	int err;	   /* the child's verdict (a positive errno), or why it did not start */
-	struct buf q;	   /* the chunk not yet in the pipe */
-	uint32_t q_size;   /* its size, for its OK */
-	bool pending;	   /* a chunk not answered yet */
-	bool end;	   /* it is the END chunk */
-};
-#define MAX_WRITES 4u
-
-/* A WATCH_OPEN's inotify, read as its user (it adds watches on new directories). */
-struct awatch {
-	uint32_t chan;
-	uint32_t user;
-	struct watch *w;
-};
-#define MAX_WATCHES 16u
-
-/* A PORT_OPEN's TCP connection to 127.0.0.1:PORT, relayed on its channel. */
-struct aport {
-	struct aport *next;
-	uint32_t chan;
-	int fd;
-	bool connecting; /* connect() in progress: OK or ERROR when it is done */
-	bool rd_eof;     /* PORT_EOF sent: nothing more is read */
-	bool paused;     /* PAUSE: not read while the host's reader is behind */
-	struct buf q;    /* PORT_WRITE bytes not yet written */
-	uint64_t written; /* in all, acknowledged by OK{SIZE} */
-};
-#define MAX_PORTS     64u
-#define PORT_QUEUE_MAX (2u * FRAME_MAX_PAYLOAD) /* the host keeps 1 MiB in flight at most */
-
-union small_msg {
-	struct frame_hello hello;
-	struct frame_data data;
-	struct frame_signal sig;
-	struct frame_file file;
-	struct frame_winsize winsize;
-	struct frame_port port;
-};
-
-struct agent {
-	int fd;
-	int sigfd;
-	bool host_gone;
-	bool fatal;
-	uid_t uid;
-	gid_t gid;
-	struct buf out;
-	struct proc *procs;
-	unsigned n_procs;
-	struct fread_job reads[MAX_READS];
-	unsigned n_reads;
-	struct awrite_job writes[MAX_WRITES];
-	unsigned n_writes;
-	struct awatch watches[MAX_WATCHES];
-	unsigned n_watches;
-	struct aport *ports;
-	unsigned n_ports;
-	struct frame_decoder *dec;
-	struct frame_spawn *spawn;
-	union small_msg msg;
-};
-
-struct slot {
-	struct proc *p;
-	int which; /* 0 out, 1 err, 2 in */
-	struct aport *port;
-};
 
 /* ---- small helpers ---- */
 
-static void close_fd(int *fd)
+void close_fd(int *fd)
 {
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
 }
 
-static int set_nonblock(int fd)
+int set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
@@ -169,7 +64,7 @@ static int set_nonblock(int fd)
 /* ---- output towards the host ---- */
 
 /* Queues a frame. Running out of memory is fatal: the agent cannot keep its promises. */
-static void emit(struct agent *a, uint16_t type, uint32_t chan, const void *msg)
+void emit(struct agent *a, uint16_t type, uint32_t chan, const void *msg)
 {
 	ssize_t n = frame_build_size(type, msg);
 
@@ -185,7 +80,7 @@ static void emit(struct agent *a, uint16_t type, uint32_t chan, const void *msg)
 	a->out.len += (size_t)n;
 }
 
-static void emit_error(struct agent *a, uint32_t chan, int err, const char *what)
+void emit_error(struct agent *a, uint32_t chan, int err, const char *what)
 {
 	char msg[256];
 	struct frame_error e = {.errnum = (uint32_t)err, .message = msg};
@@ -196,7 +91,7 @@ static void emit_error(struct agent *a, uint32_t chan, int err, const char *what
 
 /* Reads up to @max bytes from @fd (at @off unless it is -1) straight into the output queue as
  * one @type frame. Returns the bytes read, 0 at EOF, or -errno. */
-static ssize_t emit_from_fd(struct agent *a, uint16_t type, uint32_t chan, int fd, size_t max,
+ssize_t emit_from_fd(struct agent *a, uint16_t type, uint32_t chan, int fd, size_t max,
 			    off_t off)
 {
 	ssize_t n;
@@ -235,7 +130,7 @@ static void flush_out(struct agent *a)
 	}
 }
 
-static bool out_room(const struct agent *a)
+bool out_room(const struct agent *a)
 {
 	return a->out.len < OUT_SOFT;
 }
@@ -508,8 +403,6 @@ static void spawn_error(struct agent *a, uint32_t chan, const struct frame_spawn
 	emit(a, FRAME_ERROR, chan, &(struct frame_error){.errnum = (uint32_t)err, .message = msg});
 }
 
-static int fs_become(const struct agent *a, uint32_t user);
-static void fs_restore(const struct agent *a);
 
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
@@ -696,8 +589,6 @@ static int do_stdin_close(struct agent *a, uint32_t chan, void *m)
  * and file requests share the stream but not the pause. Once the process is reaped its pipes
  * are drained anyway (at most a pipe's worth), so that EXIT is never held back. A process
  * that is gone is no error: its EXIT may be on the way. */
-static struct aport *port_find(struct agent *a, uint32_t chan);
-
 static int pause_set(struct agent *a, uint32_t chan, bool paused)
 {
 	struct proc *p = proc_find(a, chan);
@@ -825,7 +716,7 @@ static void check_timeouts(struct agent *a)
 
 /* openat2() with RESOLVE_NO_MAGICLINKS: /proc/<pid>/fd/N and friends would let a path escape
  * the permission checks of the user it is resolved for. */
-static int xopenat(int dirfd, const char *path, int flags, mode_t mode)
+int xopenat(int dirfd, const char *path, int flags, mode_t mode)
 {
 	static bool no_openat2;
 	/* openat2() refuses O_NOCTTY (any flag but a few) together with O_PATH */
@@ -851,7 +742,7 @@ static int xopenat(int dirfd, const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : fd;
 }
 
-static int check_path(const char *path)
+int check_path(const char *path)
 {
 	return path && path[0] == '/' ? 0 : -EINVAL;
 }
@@ -1559,7 +1450,7 @@ static int fs_set(uid_t uid, gid_t gid)
 	return -EPERM;
 }
 
-static int fs_become(const struct agent *a, uint32_t user)
+int fs_become(const struct agent *a, uint32_t user)
 {
 	uid_t uid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_UID;
 	gid_t gid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_GID;
@@ -1577,7 +1468,7 @@ static int fs_become(const struct agent *a, uint32_t user)
 	return r;
 }
 
-static void fs_restore(const struct agent *a)
+void fs_restore(const struct agent *a)
 {
 	/* uid first: back to root before the gid may change again */
 	if (fs_by_euid) {
@@ -1587,261 +1478,6 @@ static void fs_restore(const struct agent *a)
 	}
 	setfsuid(a->uid);
 	setfsgid(a->gid);
-}
-
-/* ---- directory watches ---- */
-
-static struct awatch *watch_find(struct agent *a, uint32_t chan)
-{
-	for (unsigned i = 0; i < a->n_watches; i++)
-		if (a->watches[i].chan == chan)
-			return &a->watches[i];
-	return NULL;
-}
-
-/* WATCH_OPEN: the path resolved as the user, as the file requests do (no magic links); the
- * watch is theirs, its events named under PATH. */
-static int do_watch_open(struct agent *a, uint32_t chan, void *m)
-{
-	const struct frame_file *f = m;
-	struct watch *w = NULL;
-
-	if (watch_find(a, chan))
-		return -EEXIST;
-	if (a->n_watches >= MAX_WATCHES)
-		return -EAGAIN;
-	if (check_path(f->path) < 0 || (f->flags & ~FRAME_WATCH_RECURSIVE))
-		return -EINVAL;
-	int r = fs_become(a, f->user);
-	if (r < 0)
-		return r;
-	/* Readable, not O_PATH: listing a directory's names is what a watch tells, so the user
-	 * must be allowed to read it (gVisor's inotify does not check that itself). */
-	int fd = xopenat(AT_FDCWD, f->path, O_RDONLY | O_DIRECTORY, 0);
-	r = fd < 0 ? fd : watch_open(fd, f->path, f->flags & FRAME_WATCH_RECURSIVE, &w);
-	fs_restore(a);
-	if (r < 0)
-		return r;
-	a->watches[a->n_watches++] = (struct awatch){chan, f->user, w};
-	emit(a, FRAME_OK, chan, &(struct frame_ok){0});
-	return 0;
-}
-
-static void watch_drop(struct agent *a, struct awatch *aw)
-{
-	watch_free(aw->w);
-	*aw = a->watches[--a->n_watches];
-}
-
-static int do_watch_close(struct agent *a, uint32_t chan, void *m)
-{
-	struct awatch *aw = watch_find(a, chan);
-	if (aw)
-		watch_drop(a, aw); /* a watch that failed or ended is no error */
-	emit(a, FRAME_OK, chan, &(struct frame_ok){0}); /* the last frame on @chan */
-	return 0;
-}
-
-struct watch_emit_ctx {
-	struct agent *a;
-	uint32_t chan;
-};
-
-static void watch_emit(void *arg, const char *path, uint32_t type)
-{
-	struct watch_emit_ctx *c = arg;
-	emit(c->a, FRAME_WATCH_EVENT, c->chan,
-	     &(struct frame_watch_event){.name = path, .type = type});
-}
-
-/* Reads every watch with events while the host's queue has room (the kernel's queue holds
- * the rest, and says when it overflowed). */
-static void pump_watches(struct agent *a)
-{
-	for (unsigned i = 0; i < a->n_watches && out_room(a); i++) {
-		struct awatch *aw = &a->watches[i];
-		struct watch_emit_ctx c = {a, aw->chan};
-		if (fs_become(a, aw->user) < 0)
-			continue;
-		while (out_room(a) && watch_read(aw->w, watch_emit, &c) == 0)
-			;
-		fs_restore(a);
-	}
-}
-
-/* ---- ports: TCP connections to the sandbox's loopback, for the host ---- */
-
-static struct aport *port_find(struct agent *a, uint32_t chan)
-{
-	for (struct aport *p = a->ports; p; p = p->next)
-		if (p->chan == chan)
-			return p;
-	return NULL;
-}
-
-static void port_free(struct agent *a, struct aport *p)
-{
-	for (struct aport **pp = &a->ports; *pp; pp = &(*pp)->next)
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	close_fd(&p->fd);
-	buf_done(&p->q);
-	free(p);
-	a->n_ports--;
-}
-
-/* The sandbox's end is done (@err 0: EOF): said once; the host closes the channel. */
-static void port_eof(struct agent *a, struct aport *p, int err)
-{
-	if (!p->rd_eof)
-		emit(a, FRAME_PORT_EOF, p->chan, &(struct frame_exit){.code = (uint32_t)err});
-	p->rd_eof = true;
-	if (err) {
-		close_fd(&p->fd);
-		buf_done(&p->q);
-	}
-}
-
-static int do_port_open(struct agent *a, uint32_t chan, void *m)
-{
-	const struct frame_port *fp = m;
-	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)fp->port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-
-	if (port_find(a, chan))
-		return -EEXIST;
-	if (a->n_ports >= MAX_PORTS)
-		return -EAGAIN;
-	if (fp->port < 1 || fp->port > 65535)
-		return -EINVAL;
-	struct aport *p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	p->chan = chan;
-	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int r = p->fd < 0 ? -errno : 0;
-	if (r == 0 && connect(p->fd, (struct sockaddr *)&sin, sizeof(sin)) < 0)
-		r = errno == EINPROGRESS ? 1 : -errno;
-	if (r < 0) {
-		close_fd(&p->fd);
-		free(p);
-		return r;
-	}
-	p->connecting = r == 1;
-	p->next = a->ports;
-	a->ports = p;
-	a->n_ports++;
-	if (!p->connecting)
-		emit(a, FRAME_OK, chan, &(struct frame_ok){0});
-	return 0;
-}
-
-static void port_flush(struct agent *a, struct aport *p)
-{
-	uint64_t before = p->written;
-	while (p->fd >= 0 && p->q.len > 0) {
-		ssize_t n = send(p->fd, p->q.p + p->q.head, p->q.len, MSG_NOSIGNAL);
-		if (n > 0) {
-			buf_consume(&p->q, (size_t)n);
-			p->written += (uint64_t)n;
-			continue;
-		}
-		if (n < 0 && (errno == EINTR))
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		port_eof(a, p, n < 0 ? errno : EPIPE);
-		return;
-	}
-	if (p->written != before) /* the host's window opens by what was taken */
-		emit(a, FRAME_OK, p->chan, &(struct frame_ok){.size = p->written});
-}
-
-static int do_port_write(struct agent *a, uint32_t chan, void *m)
-{
-	const struct frame_data *d = m;
-	struct aport *p = port_find(a, chan);
-
-	if (!p)
-		return -ESRCH;
-	if (p->fd < 0)
-		return 0; /* its PORT_EOF is on the way: the bytes go nowhere */
-	if (p->q.len + d->len > PORT_QUEUE_MAX)
-		return -ENOBUFS;
-	if (buf_reserve(&p->q, d->len) < 0)
-		return -ENOMEM;
-	memcpy(buf_tail(&p->q), d->data, d->len);
-	p->q.len += d->len;
-	if (!p->connecting)
-		port_flush(a, p);
-	return 0;
-}
-
-/* PORT_CLOSE: answered OK, the last frame on the channel (so the host keeps it until then). */
-static int do_port_close(struct agent *a, uint32_t chan, void *m)
-{
-	struct aport *p = port_find(a, chan);
-	if (p)
-		port_free(a, p);
-	emit(a, FRAME_OK, chan, &(struct frame_ok){0});
-	return 0;
-}
-
-static void port_connected(struct agent *a, struct aport *p)
-{
-	int err = 0;
-	socklen_t len = sizeof(err);
-	if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-		err = errno;
-	if (err == EINPROGRESS || err == EALREADY)
-		return;
-	p->connecting = false;
-	if (err) {
-		emit_error(a, p->chan, err, "PORT_OPEN");
-		port_free(a, p);
-		return;
-	}
-	emit(a, FRAME_OK, p->chan, &(struct frame_ok){0});
-	port_flush(a, p);
-}
-
-static void port_read(struct agent *a, struct aport *p)
-{
-	ssize_t n = emit_from_fd(a, FRAME_PORT_DATA, p->chan, p->fd, PIPE_CHUNK, -1);
-	if (n == 0)
-		port_eof(a, p, 0);
-	else if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK)
-		port_eof(a, p, (int)-n);
-}
-
-static bool port_wants_read(const struct agent *a, const struct aport *p)
-{
-	return p->fd >= 0 && !p->connecting && !p->rd_eof && !p->paused && out_room(a);
-}
-
-/* Poll events for a port's socket: its connect, its reads (with room, not paused), the
- * bytes it has queued. */
-static short port_events(const struct agent *a, const struct aport *p)
-{
-	if (p->fd < 0)
-		return 0;
-	if (p->connecting)
-		return POLLOUT;
-	return (short)((port_wants_read(a, p) ? POLLIN : 0) | (p->q.len ? POLLOUT : 0));
-}
-
-static void port_event(struct agent *a, struct aport *p, short revents)
-{
-	if (p->connecting) {
-		port_connected(a, p); /* may free @p */
-		return;
-	}
-	if ((revents & (POLLIN | POLLHUP | POLLERR)) && port_wants_read(a, p))
-		port_read(a, p);
-	if ((revents & (POLLOUT | POLLERR)) && p->fd >= 0 && p->q.len)
-		port_flush(a, p);
 }
 
 /* ---- dispatch ---- */

@@ -12,9 +12,11 @@ import pytest
 from conftest import TEST_RUNTIME, assert_error, b64, requires_daemon, start_daemon, unb64
 
 pytestmark = requires_daemon
-# Seen with Debian's runsc (2022-12), to look into: after `fg`, Ctrl-C through the PTY does
-# not bring bash's prompt back; a PTY flooded while its reader is idle is not held back
-# as the jail's is (the reader ends `lagged`).
+# Seen with Debian's runsc (2022-12): after `fg`, Ctrl-C through the PTY does not bring
+# bash's prompt back (to look into); and a PTY flooded while its reader is idle is held back
+# at the agent as in the jail (cordond's memory stays flat), but runsc's terminal queues what
+# the writer writes without bound inside the Sentry, until the sandbox's own memory limit
+# ends the sandbox (its agent's connection closes): bounded, by the sandbox's limit.
 gvisor_differs = pytest.mark.skipif(TEST_RUNTIME == "gvisor",
                                     reason="runsc's PTY differs here (see the comment above)")
 
