@@ -191,6 +191,9 @@ char *metrics_render(void);
 void make_id(char out[SBX_ID_LEN + 1]);
 bool valid_id(const char *s);
 json_t *json_from_bytes_utf8(const void *data, size_t len);
+/* @ev (stolen) as one NDJSON line, its '\n' in place of the NUL (not NUL-terminated):
+ * malloc'd, @ret_len bytes; NULL for a NULL @ev or without memory. */
+char *json_ndjson_line(json_t *ev, size_t *ret_len);
 /* loop.c: events and bufferevents on fds go through these, so that debug builds can check that no
  * fd is closed while the loop watches it (basic/fdwatch.h); the free functions accept NULL
  * and return NULL. */

@@ -86,13 +86,9 @@ static void on_rep_gone(void *arg)
 
 static void put_line(struct dirwatch *w, json_t *ev)
 {
-	_cleanup_(json_decrefp) json_t *e = ev;
-	_cleanup_free_ char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
-	if (!line)
-		return;
-	size_t n = strlen(line);
-	line[n] = '\n'; /* over the NUL: json_dumps leaves no room after it */
-	if (w->k->backlog(w->k) + n + 1 > WATCH_BACKLOG || w->k->write(w->k, line, n + 1) < 0)
+	size_t n = 0;
+	_cleanup_free_ char *line = json_ndjson_line(ev, &n);
+	if (line && (w->k->backlog(w->k) + n > WATCH_BACKLOG || w->k->write(w->k, line, n) < 0))
 		w->dropped = true;
 }
 

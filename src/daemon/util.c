@@ -45,3 +45,15 @@ json_t *json_from_bytes_utf8(const void *data, size_t len)
 	size_t o = utf8_clean(data, len, out, false, NULL);
 	return json_stringn_nocheck(out, o);
 }
+
+char *json_ndjson_line(json_t *ev, size_t *ret_len)
+{
+	_cleanup_(json_decrefp) json_t *e = ev;
+	char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	if (!line)
+		return NULL;
+	size_t n = strlen(line);
+	line[n] = '\n'; /* over the NUL: json_dumps leaves no room after it */
+	*ret_len = n + 1;
+	return line;
+}

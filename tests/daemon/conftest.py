@@ -672,6 +672,18 @@ def start_daemon(**kw):
     return d
 
 
+def daemon_fixture(**kw):
+    """A module's own `daemon` fixture: start_daemon(**kw), checked alive at the end."""
+    @pytest.fixture(scope="module")
+    def daemon():
+        d = start_daemon(**kw)
+        yield d
+        alive = d.alive()
+        d.cleanup()
+        assert alive, f"cordond died during the module:\n{d.log_tail()}"
+    return daemon
+
+
 @pytest.fixture(scope="module")
 def daemon():
     d = start_daemon(pool=2, max_sandboxes=32, max_timeout=600)

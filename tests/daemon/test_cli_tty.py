@@ -16,18 +16,12 @@ import time
 
 import pytest
 
-from conftest import CORDON, requires_daemon, start_daemon
+from conftest import daemon_fixture, CORDON, requires_daemon
 
 pytestmark = requires_daemon
 
 
-@pytest.fixture(scope="module")
-def daemon():
-    d = start_daemon(pool=0, max_sandboxes=4, max_timeout=600)
-    yield d
-    alive = d.alive()
-    d.cleanup()
-    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+daemon = daemon_fixture(pool=0, max_sandboxes=4, max_timeout=600)
 
 
 def set_size(fd, rows, cols):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import requires_daemon, start_daemon
+from conftest import daemon_fixture, requires_daemon, start_daemon
 
 pytestmark = requires_daemon
 
@@ -34,13 +34,7 @@ time.sleep(600)
 """
 
 
-@pytest.fixture(scope="module")
-def daemon():
-    d = start_daemon(pool=0, max_sandboxes=4, max_timeout=600)
-    yield d
-    alive = d.alive()
-    d.cleanup()
-    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+daemon = daemon_fixture(pool=0, max_sandboxes=4, max_timeout=600)
 
 
 def listening(client, sid, port):
@@ -178,3 +172,33 @@ def test_connection_cap(daemon, client, servers):
     assert client.sh(servers, "echo alive") == "alive\n"
     # the API still answers on the same daemon, and keep-alive requests are unaffected
     assert client.get("/healthz").status == 200
+
+
+def test_tcp_keys_see_their_own_tunnels_only():
+    """Over TCP a tunnel needs a key, and a key reaches its own sandboxes' ports only: another
+    key's sandbox is 404 as it is on every route."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    port = lsock.getsockname()[1]
+    lsock.close()
+    d = start_daemon(pool=0, max_sandboxes=4, listen=f"127.0.0.1:{port}",
+                     api_keys="key-a-0123456789abcdef a 4\nkey-b-0123456789abcdef b 4\n")
+    try:
+        a = d.tcp_client(token="key-a-0123456789abcdef")
+        sid = a.create()["id"]
+
+        def over_tcp(token):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            auth = f"Authorization: Bearer {token}\r\n" if token else ""
+            s.sendall(f"GET /v1/sandboxes/{sid}/ports/7999 HTTP/1.1\r\nHost: x\r\n{auth}"
+                      "Upgrade: tcp\r\nConnection: Upgrade\r\n\r\n".encode())
+            resp = read_to_eof(s)
+            s.close()
+            return int(resp.split(b" ", 2)[1]), resp
+
+        assert over_tcp(None)[0] == 401
+        assert over_tcp("key-b-0123456789abcdef")[0] == 404
+        status, resp = over_tcp("key-a-0123456789abcdef")
+        assert status == 502 and b"port_unreachable" in resp, resp  # its own: reached, nothing there
+    finally:
+        d.cleanup()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import TEST_RUNTIME, assert_error, b64, requires_daemon, start_daemon, unb64
+from conftest import daemon_fixture, TEST_RUNTIME, assert_error, b64, requires_daemon, unb64
 
 pytestmark = requires_daemon
 # Seen with Debian's runsc (2022-12): after `fg`, Ctrl-C through the PTY does not bring
@@ -24,13 +24,7 @@ BASH = ["bash", "--norc", "--noprofile", "-i"]
 PROMPT = "PTYTEST> "
 
 
-@pytest.fixture(scope="module")
-def daemon():
-    d = start_daemon(pool=0, max_sandboxes=4, max_timeout=600)
-    yield d
-    alive = d.alive()
-    d.cleanup()
-    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+daemon = daemon_fixture(pool=0, max_sandboxes=4, max_timeout=600)
 
 
 class Term:

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import assert_error, requires_daemon, start_daemon, wait_until
+from conftest import daemon_fixture, assert_error, requires_daemon, wait_until
 
 pytestmark = requires_daemon
 
@@ -13,13 +13,7 @@ SAMPLE_KEYS = {"timestamp", "cpu_ms", "cpu_pct", "memory_bytes", "disk_used_byte
                "disk_total_bytes"}
 
 
-@pytest.fixture(scope="module")
-def daemon():
-    d = start_daemon(pool=0, max_sandboxes=4, max_timeout=600)
-    yield d
-    alive = d.alive()
-    d.cleanup()
-    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+daemon = daemon_fixture(pool=0, max_sandboxes=4, max_timeout=600)
 
 
 def metrics(client, sid):

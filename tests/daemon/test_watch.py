@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import TEST_RUNTIME, EventStream, assert_error, requires_daemon, start_daemon
+from conftest import daemon_fixture, TEST_RUNTIME, EventStream, assert_error, requires_daemon
 
 pytestmark = requires_daemon
 # runsc (2022-12): 60000 files take longer than the stream's timeout to make, and an event
@@ -15,13 +15,7 @@ gvisor_slow = pytest.mark.skipif(TEST_RUNTIME == "gvisor",
                                  reason="runsc: too slow for the flood, /tmp is a bind mount")
 
 
-@pytest.fixture(scope="module")
-def daemon():
-    d = start_daemon(pool=0, max_sandboxes=4, max_timeout=600)
-    yield d
-    alive = d.alive()
-    d.cleanup()
-    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+daemon = daemon_fixture(pool=0, max_sandboxes=4, max_timeout=600)
 
 
 def watch(client, sid, path, recursive=True):
