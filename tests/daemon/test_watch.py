@@ -133,3 +133,25 @@ def test_watch_limit_and_release(client, sandbox):
         assert time.monotonic() < deadline, "closed watches were never released"
         time.sleep(0.2)
     assert client.sh(sid, "echo alive") == "alive\n"
+
+
+def test_hostile_names(client, sandbox):
+    """Names are the sandbox's bytes: a newline, a quote and bytes that are not UTF-8 come
+    as one JSON line each, with the exact bytes in path_b64."""
+    import base64
+    sid = sandbox["id"]
+    client.sh(sid, "rm -rf /home/user/h && mkdir /home/user/h")
+    s = watch(client, sid, "/home/user/h", recursive=False)
+    assert isinstance(s, EventStream), s.describe()
+    client.sh(sid, "cd /home/user/h && touch \"$(printf 'a\\nb\\042c\\377')\" && touch END")
+    got = []
+    for _ in range(50):
+        ev = s.next()
+        assert ev is not None
+        got.append(ev)
+        if ev["path"] == "/home/user/h/END":
+            break
+    s.close()
+    odd = [e for e in got if "path_b64" in e]
+    assert odd, got
+    assert base64.b64decode(odd[0]["path_b64"]) == b"/home/user/h/a\nb\"c\xff"
