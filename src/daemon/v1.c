@@ -356,35 +356,44 @@ static void v1_proc_events(struct ctx *c)
 
 #define TUNNEL_OK "HTTP/1.1 101 Switching Protocols\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n"
 
-static void raw_fail(struct raw_ctx *c, enum api_error code, const char *fmt, const char *arg)
+/* The sandbox and port of a tunnel, as ST_RUNNING and the port's range say; else -1 with
+ * @err set. */
+static int port_target(struct raw_ctx *c, struct sbx **ret_s, uint32_t *ret_port,
+		       struct svc_err *err)
 {
-	struct svc_err err = {.code = code};
-	snprintf(err.msg, sizeof(err.msg), fmt, arg);
-	_cleanup_free_ char *answer = http_error_answer(&err);
-	if (answer)
-		(void)!send(c->fd, answer, strlen(answer), MSG_NOSIGNAL | MSG_DONTWAIT);
-	close(c->fd);
-}
-
-/* GET /v1/sandboxes/{id}/ports/{port}: 101, then the connection's bytes both ways. The
- * sandbox's states as ST_RUNNING says, answered on the socket itself. */
-static void v1_port(struct raw_ctx *c)
-{
-	struct svc_err err = {};
 	struct sbx *s = sbx_find(c->principal, c->params[0]);
 	char *end;
 	unsigned long port = strtoul(c->params[1], &end, 10);
 	if (!s || s->state == SBX_DESTROYED)
-		return raw_fail(c, API_ERR_NOT_FOUND, "no sandbox %.64s", c->params[0]);
+		return svc_fail(err, API_ERR_NOT_FOUND, "no sandbox %.64s", c->params[0]);
 	if (s->state != SBX_RUNNING)
-		return raw_fail(c, API_ERR_CONFLICT, "sandbox %s is not running", s->id);
+		return svc_fail(err, API_ERR_CONFLICT, "sandbox %s is not running", s->id);
 	if (s->paused)
-		return raw_fail(c, API_ERR_SANDBOX_PAUSED, "sandbox %s is paused", s->id);
+		return svc_fail(err, API_ERR_SANDBOX_PAUSED, "sandbox %s is paused", s->id);
 	if (*end || end == c->params[1] || c->params[1][0] == '0' || port > 65535)
-		return raw_fail(c, API_ERR_INVALID_FIELD, "port: must be 1..65535, not '%.16s'",
+		return svc_fail(err, API_ERR_INVALID_FIELD, "port: must be 1..65535, not '%.16s'",
 				c->params[1]);
-	svc_port_open(s, (uint32_t)port, c->fd, c->rest, c->rest_len, TUNNEL_OK,
-		      http_error_answer, &err); /* answered on the socket either way */
+	*ret_s = s;
+	*ret_port = (uint32_t)port;
+	return 0;
+}
+
+/* GET /v1/sandboxes/{id}/ports/{port}: 101, then the connection's bytes both ways; every
+ * answer is written on the socket itself. */
+static void v1_port(struct raw_ctx *c)
+{
+	struct svc_err err = {};
+	struct sbx *s = NULL;
+	uint32_t port = 0;
+	if (port_target(c, &s, &port, &err) == 0) {
+		svc_port_open(s, port, c->fd, c->rest, c->rest_len, TUNNEL_OK, http_error_answer,
+			      &err); /* the service answers, either way */
+		return;
+	}
+	_cleanup_free_ char *answer = http_error_answer(&err);
+	if (answer)
+		(void)!send(c->fd, answer, strlen(answer), MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(c->fd);
 }
 
 /* ---- files: the service answers when the agent has ---- */
