@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import daemon_fixture, CORDON, requires_daemon
+from conftest import daemon_fixture, CORDON, TEST_RUNTIME, requires_daemon
 
 pytestmark = requires_daemon
 
@@ -41,10 +41,12 @@ class OnTerminal:
                                   start_new_session=True,
                                   preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
         self.out = b""
+        self.seen = 0
 
     def expect(self, needle, timeout=20):
+        """Reads until @needle shows after the last match."""
         deadline = time.monotonic() + timeout
-        while needle.encode() not in self.out:
+        while needle.encode() not in self.out[self.seen:]:
             left = deadline - time.monotonic()
             assert left > 0, f"{needle!r} not seen: {self.out[-1500:]!r}"
             r, _, _ = select.select([self.master], [], [], left)
@@ -53,7 +55,9 @@ class OnTerminal:
                     self.out += os.read(self.master, 65536)
                 except OSError:
                     break
-        assert needle.encode() in self.out, self.out[-1500:]
+        i = self.out.find(needle.encode(), self.seen)
+        assert i >= 0, self.out[-1500:]
+        self.seen = i + len(needle)
 
     def send(self, data):
         os.write(self.master, data.encode())
@@ -70,7 +74,7 @@ class OnTerminal:
         return rc, after
 
 
-def check_session(t, resize_signal, tty_name=True):
+def check_session(t, resize_signal, tty_name=True, ctrl_c=True):
     t.expect("PROMPT$ ")
     t.send("tty; test -t 0 && echo IS-A-TTY; echo TERM=$TERM; stty size\r")
     # exec -t: the sandbox's own devpts; run -t: a PTY of the host's, which the sandbox's
@@ -83,17 +87,20 @@ def check_session(t, resize_signal, tty_name=True):
     time.sleep(0.8)
     t.send("stty size\r")
     t.expect("40 120")
-    t.send("sleep 100\r")
-    time.sleep(0.5)
-    t.send("\x03")  # Ctrl-C, a byte in raw mode, SIGINT from the remote terminal
-    t.expect("PROMPT$ ")
+    if ctrl_c:
+        t.send("sleep 100\r")
+        t.expect("sleep 100")
+        time.sleep(1)
+        t.send("\x03")  # Ctrl-C, a byte in raw mode, SIGINT from the remote terminal
+        t.expect("PROMPT$ ")
     t.send("exit 7\r")
 
 
 def test_exec_t(daemon, client, sandbox):
     t = OnTerminal([CORDON, "--socket", daemon.sock, "exec", "-t", "-e", "PS1=PROMPT$ ",
                     sandbox["id"], "--", "bash", "--norc", "--noprofile", "-i"])
-    check_session(t, lambda: t.p.send_signal(signal.SIGWINCH))
+    # runsc: Ctrl-C through the PTY is flaky there (test_pty.py says more)
+    check_session(t, lambda: t.p.send_signal(signal.SIGWINCH), ctrl_c=TEST_RUNTIME != "gvisor")
     rc, after = t.finish()
     assert rc == 7, t.out[-1000:]
     assert after == t.before, "the terminal was not restored"
