@@ -286,6 +286,10 @@ static json_t *exec_request(const struct cli_values *v, const struct cli_args *a
 
 	if (!req || !env || json_object_set_new(req, "argv", argv) < 0 || (r < 0 && r != -ENOENT))
 		return NULL;
+	if (r == -ENOENT && v->tty) { /* a terminal session lasts as long as the sandbox */
+		secs = 0;
+		r = 0;
+	}
 	if ((r == 0 && json_object_set_new(req, "timeout_s", json_integer(secs)) < 0) ||
 	    cli_set_string(req, "user", v->user) < 0 || cli_set_string(req, "cwd", v->workdir) < 0 ||
 	    cli_set_string(req, "tag", v->tag) < 0 ||

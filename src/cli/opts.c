@@ -207,7 +207,7 @@ const struct cli_option cli_options[] = {
 	 "who runs inside: uid 1000 or uid 0 [user]"},
 	{"tag", 0, "TAG", cli_string, F(tag), CLI_EXEC, "a label to find the process by"},
 	{"tty", 't', NULL, cli_flag, F(tty), CLI_EXEC | CLI_RUN,
-	 "on a terminal: ours in raw mode, its size and TERM passed on, SIGWINCH as resize"},
+	 "on a terminal: ours in raw mode, its size and TERM passed on, SIGWINCH as resize (exec: no --timeout unless given)"},
 	{"listen", 0, "ADDR:PORT", cli_string, F(listen), CLI_PORT_FORWARD,
 	 "where to accept connections [127.0.0.1:PORT]"},
 	{"ro-bind", 0, "HOST:SANDBOX", cli_bind, F(ro_bind), CLI_RUN,
