@@ -27,6 +27,9 @@
 #define PORT_WINDOW      (1u << 20)
 #define PORT_CLIENT_HIGH (1u << 20)
 #define PORT_CLIENT_LOW  (256u << 10)
+/* What PAUSE leaves in flight is far below this; past it the agent did not pause (hostile),
+ * and the tunnel ends rather than hold more for a client that does not read. */
+#define PORT_CLIENT_MAX  SUBSCRIBER_BACKLOG
 
 enum pc_state { PC_CONNECTING, PC_OPEN, PC_CLOSING };
 
@@ -120,6 +123,10 @@ static void to_client(struct portconn *c, const struct frame *f)
 	if (!c->bev || frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
 		return;
 	struct evbuffer *out = bufferevent_get_output(c->bev);
+	if (evbuffer_get_length(out) + d.len > PORT_CLIENT_MAX) {
+		pc_end(c);
+		return;
+	}
 	evbuffer_add(out, d.data, d.len);
 	if (!c->paused && evbuffer_get_length(out) > PORT_CLIENT_HIGH &&
 	    sbx_send(c->s, FRAME_PAUSE, c->ch.id, NULL) == 0)
