@@ -148,6 +148,13 @@ static int use_tty(struct run_ctx *c, const struct cli_values *v)
 {
 	static char term[128];
 	const char *t = getenv("TERM");
+	/* runsc shows a donated terminal to the sandbox as a plain file (no tty ioctls), and
+	 * microvm's stdio is a pump: only the jail hands the command a terminal */
+	if (v->tty && c->spec.runtime && strcmp(c->spec.runtime, "jail") != 0) {
+		log_error("-t: only the jail runtime gives a one-shot command a terminal "
+			  "(cordond's `cordon exec -t` works on every runtime)");
+		return -EINVAL;
+	}
 	c->tty = v->tty;
 	if (!v->tty || !t || !*t || strlen(t) >= sizeof(term) - 5)
 		return 0;

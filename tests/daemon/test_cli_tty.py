@@ -167,3 +167,11 @@ def test_port_forward_refusals(daemon, sandbox):
     p = subprocess.run([CORDON, "--socket", daemon.sock, "port-forward", sandbox["id"], "0"],
                        capture_output=True, timeout=10)
     assert p.returncode == 2 and b"PORT" in p.stderr
+
+
+def test_run_t_is_the_jails():
+    """Only the jail hands a one-shot command a terminal: -t elsewhere is a usage error, not a
+    command that finds no terminal."""
+    p = subprocess.run([CORDON, "run", "--runtime", "gvisor", "-t", "--", "true"],
+                       capture_output=True, timeout=30)
+    assert p.returncode == 2 and b"jail" in p.stderr, p.stderr
