@@ -89,3 +89,30 @@ def test_metrics(sbx):
     m = sbx.metrics()
     assert m["interval_s"] == 5
     assert set(m["current"]) >= {"cpu_ms", "memory_bytes", "disk_used_bytes", "disk_total_bytes"}
+
+
+def test_connect_port(sbx):
+    from cordon import PortUnreachable
+    sbx.exec("mkdir -p /tmp/sdkport && echo via-sdk > /tmp/sdkport/i.txt")
+    p = sbx.processes.start(["python3", "-m", "http.server", "8765", "--bind", "127.0.0.1",
+                             "--directory", "/tmp/sdkport"], timeout=0)
+    try:
+        for _ in range(50):
+            try:
+                s = sbx.connect_port(8765)
+                break
+            except PortUnreachable:
+                time.sleep(0.2)
+        s.sendall(b"GET /i.txt HTTP/1.0\r\n\r\n")
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        s.close()
+        assert data.endswith(b"via-sdk\n"), data[-200:]
+        with pytest.raises(PortUnreachable):
+            sbx.connect_port(8766)
+    finally:
+        p.kill()
