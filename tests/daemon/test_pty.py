@@ -12,8 +12,9 @@ import pytest
 from conftest import daemon_fixture, TEST_RUNTIME, assert_error, b64, requires_daemon, unb64
 
 pytestmark = requires_daemon
-# Seen with Debian's runsc (2022-12): after `fg`, Ctrl-C through the PTY brings bash's
-# prompt back in some runs and not in others (to look into: the job had the terminal); and a PTY flooded while its reader is idle is held back
+# Seen with Debian's runsc (2022-12): its /proc/PID/stat never shows a job as the terminal's
+# foreground group (tpgid), so the test cannot wait for `fg` to hand the terminal over, and a
+# Ctrl-C sent too early reaches bash instead (some runs pass, some do not); and a PTY flooded while its reader is idle is held back
 # at the agent as in the jail (cordond's memory stays flat), but runsc's terminal queues what
 # the writer writes without bound inside the Sentry, until the sandbox's own memory limit
 # ends the sandbox (its agent's connection closes): bounded, by the sandbox's limit.
@@ -84,6 +85,28 @@ class Term:
         return self.exit
 
 
+FG_PROBE = r'''
+import os, sys
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").strip()
+        st = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    if cmd == sys.argv[1].encode() and st[2] == st[5]:  # pgrp == tpgid: it has the terminal
+        print("fg")
+'''
+
+
+def wait_foreground(client, sid, cmdline, timeout=15):
+    """Until the process running @cmdline is its terminal's foreground group: a key sent
+    before that reaches the shell, not the job (bash prints the job before it hands over)."""
+    deadline = time.monotonic() + timeout
+    while client.exec(sid, argv=["python3", "-c", FG_PROBE, cmdline])["stdout"] != "fg\n":
+        assert time.monotonic() < deadline, f"{cmdline!r} never had the terminal"
+        time.sleep(0.1)
+
+
 def shell(client, sid, **kw):
     t = Term(client, sid, BASH, env={"PS1": PROMPT}, **kw)
     t.expect(re.escape(PROMPT))
@@ -152,14 +175,13 @@ def test_job_control_and_ctrl_c(client, sandbox):
     t.expect(r"\[1\]\+\s+Running\s+sleep 101 &")
     t.send("fg\n")
     t.expect(r"sleep 101")
-    time.sleep(1)  # bash has given the job the terminal (gvisor takes its time)
+    wait_foreground(client, sandbox["id"], "sleep 101")
     t.send("\x03")  # Ctrl-C: SIGINT from the line discipline to the foreground group
     t.expect(re.escape(PROMPT))
     t.send("echo status=$?\n")
     t.expect(r"status=130")
     t.send("sleep 102\n")
-    t.expect(r"sleep 102")
-    time.sleep(1)
+    wait_foreground(client, sandbox["id"], "sleep 102")
     t.send("\x1a")  # Ctrl-Z: stopped, bash has the terminal back
     t.expect(r"Stopped\s+sleep 102")
     t.send("kill %1; wait; echo gone\n")
