@@ -672,6 +672,28 @@ def start_daemon(**kw):
     return d
 
 
+FG_PROBE = r'''
+import os, sys
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").strip()
+        st = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    if cmd == sys.argv[1].encode() and st[2] == st[5]:  # pgrp == tpgid: it has the terminal
+        print("fg")
+'''
+
+
+def wait_foreground(client, sid, cmdline, timeout=15):
+    """Until the process running @cmdline is its terminal's foreground group: a key sent
+    before that reaches the shell, not the job (bash prints the job before it hands over)."""
+    deadline = time.monotonic() + timeout
+    while client.exec(sid, argv=["python3", "-c", FG_PROBE, cmdline])["stdout"] != "fg\n":
+        assert time.monotonic() < deadline, f"{cmdline!r} never had the terminal"
+        time.sleep(0.1)
+
+
 def daemon_fixture(**kw):
     """A module's own `daemon` fixture: start_daemon(**kw), checked alive at the end."""
     @pytest.fixture(scope="module")

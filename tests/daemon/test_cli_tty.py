@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import daemon_fixture, CORDON, TEST_RUNTIME, requires_daemon
+from conftest import daemon_fixture, CORDON, TEST_RUNTIME, requires_daemon, wait_foreground
 
 pytestmark = requires_daemon
 
@@ -74,7 +74,7 @@ class OnTerminal:
         return rc, after
 
 
-def check_session(t, resize_signal, tty_name=True, ctrl_c=True):
+def check_session(t, resize_signal, tty_name=True, ctrl_c=True, foreground=None):
     t.expect("PROMPT$ ")
     t.send("tty; test -t 0 && echo IS-A-TTY; echo TERM=$TERM; stty size\r")
     # exec -t: the sandbox's own devpts; run -t: a PTY of the host's, which the sandbox's
@@ -90,7 +90,10 @@ def check_session(t, resize_signal, tty_name=True, ctrl_c=True):
     if ctrl_c:
         t.send("sleep 100\r")
         t.expect("sleep 100")
-        time.sleep(1)
+        if foreground:
+            foreground("sleep 100")  # it has the terminal: Ctrl-C is its
+        else:
+            time.sleep(2)  # a one-shot run has no daemon to look with
         t.send("\x03")  # Ctrl-C, a byte in raw mode, SIGINT from the remote terminal
         t.expect("PROMPT$ ")
     t.send("exit 7\r")
@@ -100,7 +103,8 @@ def test_exec_t(daemon, client, sandbox):
     t = OnTerminal([CORDON, "--socket", daemon.sock, "exec", "-t", "-e", "PS1=PROMPT$ ",
                     sandbox["id"], "--", "bash", "--norc", "--noprofile", "-i"])
     # runsc: Ctrl-C through the PTY is flaky there (test_pty.py says more)
-    check_session(t, lambda: t.p.send_signal(signal.SIGWINCH), ctrl_c=TEST_RUNTIME != "gvisor")
+    check_session(t, lambda: t.p.send_signal(signal.SIGWINCH), ctrl_c=TEST_RUNTIME != "gvisor",
+                  foreground=lambda cmd: wait_foreground(client, sandbox["id"], cmd))
     rc, after = t.finish()
     assert rc == 7, t.out[-1000:]
     assert after == t.before, "the terminal was not restored"
