@@ -39,6 +39,7 @@ struct portconn {
 	struct bufferevent *bev; /* the client; NULL once it is closed */
 	enum pc_state state;
 	bool agent_eof, paused;
+	unsigned answers_due;    /* closing: PORT_CLOSE's OK, and PORT_OPEN's if not come yet */
 	uint64_t sent, acked;
 	char *ok;                /* the surface's answer once connected */
 	char *(*fail)(const struct svc_err *err);
@@ -60,6 +61,7 @@ static void pc_end(struct portconn *c)
 	c->bev = loop_bev_free(c->bev);
 	if (c->state == PC_CLOSING)
 		return;
+	c->answers_due = c->state == PC_CONNECTING ? 2 : 1;
 	c->state = PC_CLOSING;
 	if (sbx_send(c->s, FRAME_PORT_CLOSE, c->ch.id, NULL) < 0)
 		pc_free(c);
@@ -175,8 +177,8 @@ static int pc_frame(struct chan *ch, const struct frame *f)
 		if (frame_msg_parse(f->type, f->payload, f->len, &ok) < 0)
 			return -EPROTO;
 		if (c->state == PC_CLOSING) {
-			if (ok.size == 0)
-				pc_free(c); /* PORT_CLOSE's answer */
+			if (ok.size == 0 && --c->answers_due == 0)
+				pc_free(c); /* PORT_CLOSE's answer: the channel's last frame */
 			return 0;
 		}
 		if (ok.size < c->acked || ok.size > c->sent)
@@ -185,9 +187,12 @@ static int pc_frame(struct chan *ch, const struct frame *f)
 		pump_client(c);
 		return 0;
 	}
-	if (c->state == PC_CLOSING)
+	if (c->state == PC_CLOSING) {
+		if (f->type == FRAME_ERROR && c->answers_due > 1)
+			c->answers_due--; /* PORT_OPEN's, which failed after all */
 		return f->type == FRAME_PORT_DATA || f->type == FRAME_PORT_EOF ||
 			       f->type == FRAME_ERROR ? 0 : -EPROTO;
+	}
 	switch (f->type) {
 	case FRAME_PORT_DATA:
 		to_client(c, f);
