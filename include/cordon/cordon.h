@@ -154,6 +154,7 @@ struct cordon_stats {
 	uint64_t oom_kills;
 	uint64_t cpu_ms;
 	uint64_t peak_memory_bytes;
+	uint64_t memory_bytes; /* in use now */
 };
 
 /* What the kernel counts for the sandbox so far; zeros without a cgroup. */

@@ -46,6 +46,7 @@ const struct audit_event_info audit_events[] = {
     {AUDIT_APPROVAL_DECISION, {"id", "decision", "decider", NULL}},
     {AUDIT_VOLUME_ATTACH, {"name", "path", "read_only", NULL}},
     {AUDIT_VOLUME_DETACH, {"name", "path", "read_only", NULL}},
+    {AUDIT_PORT_OPEN, {"connection", "port", NULL}},
     {AUDIT_LOG_RECOVERED, {"reason", "offset", "bytes", "sha256", NULL}},
 };
 const size_t audit_events_count = ELEMENTSOF(audit_events);

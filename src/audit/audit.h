@@ -64,6 +64,7 @@
 #define AUDIT_APPROVAL_DECISION "approval.decision" /* its end: allow, deny (by whom), closed */
 #define AUDIT_VOLUME_ATTACH   "volume.attach"
 #define AUDIT_VOLUME_DETACH   "volume.detach"
+#define AUDIT_PORT_OPEN       "port.open"     /* a connection from the host to a port inside */
 #define AUDIT_LOG_RECOVERED   "log.recovered" /* written by audit itself, never by callers */
 
 struct audit_event_info {

@@ -37,6 +37,7 @@ int cmd_volume(int argc, char **argv);
 int cmd_mcp(int argc, char **argv);
 int cmd_runtimes(int argc, char **argv);
 int cmd_code(int argc, char **argv);
+int cmd_port_forward(int argc, char **argv);
 
 /* cmd_archive.c: cordon cp -r, the contents of a directory into or out of one */
 int cp_dir_upload(const char *socket, const char *local, const char *id, const char *path);

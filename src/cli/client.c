@@ -506,6 +506,12 @@ static int decode(struct client_conn *conn, client_sink sink, void *userdata)
 	return 0;
 }
 
+void client_conn_raw(struct client_conn *conn)
+{
+	conn->mode = BODY_EOF;
+	conn->done = false;
+}
+
 int client_pump(struct client *c, struct client_conn *conn, client_sink sink, void *userdata)
 {
 	c->stage = CLIENT_PROTOCOL;

@@ -97,6 +97,8 @@ static inline void client_conn_freep(struct client_conn **p)
 	client_conn_free(*p);
 }
 int client_fd(const struct client_conn *conn);
+/* After a 101 (a tunnel): the bytes that follow are a body read to EOF with client_pump(). */
+void client_conn_raw(struct client_conn *conn);
 
 /* One read(2) of the body (the socket is non-blocking), decoded bytes to @sink. 0: more to
  * come, 1: the body is complete, -errno (or @sink's negative return). */

@@ -24,6 +24,7 @@
 #include "basic/sigfd.h"
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "cli/tty.h"
 
 #define STDIN_CHUNK (48 * 1024) /* 64 KiB of base64: well under the 1 MiB body limit */
 
@@ -32,6 +33,7 @@ struct exec_state {
 	char base[256]; /* /v1/sandboxes/<id>/processes */
 	long long pid;	/* 0 until the start event */
 	bool forward_stdin, stdin_open;
+	bool tty; /* -t: a PTY inside, our terminal raw, SIGWINCH a resize */
 	int pending_signal;
 	bool exited;
 	int timed_out, oom; /* jansson's "b" fills an int */
@@ -78,6 +80,15 @@ static void send_signal(struct exec_state *st, int sig)
 {
 	_cleanup_(json_decrefp) json_t *req = json_pack("{s:i}", "signal", sig);
 	side_request(st, "signal", req);
+}
+
+static void send_resize(struct exec_state *st)
+{
+	struct winsize ws;
+	tty_size(STDIN_FILENO, &ws);
+	_cleanup_(json_decrefp) json_t *req =
+		json_pack("{s:i, s:i}", "cols", (int)ws.ws_col, "rows", (int)ws.ws_row);
+	side_request(st, "resize", req);
 }
 
 static void pump_stdin(struct exec_state *st)
@@ -150,6 +161,11 @@ static void on_signal(struct exec_state *st, int sigfd)
 {
 	struct signalfd_siginfo si;
 	while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGWINCH) {
+			if (st->pid)
+				send_resize(st);
+			continue;
+		}
 		if (st->pid)
 			send_signal(st, (int)si.ssi_signo);
 		else
@@ -159,7 +175,7 @@ static void on_signal(struct exec_state *st, int sigfd)
 
 static int block_signals(void)
 {
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH};
 	return sigfd_block(sigs, ELEMENTSOF(sigs));
 }
 
@@ -231,13 +247,32 @@ static int exec_stream(struct exec_state *st, json_t *req)
 		r = client_read_body(&st->c, conn, &res);
 		return r < 0 ? client_fail(&st->c, r) : client_api_error(&res);
 	}
+	if (st->tty && tty_raw(STDIN_FILENO) < 0)
+		st->tty = false; /* stdin is no terminal: the remote one works all the same */
 	r = event_loop(st, conn, sigfd);
+	tty_restore();
 	fflush(stdout);
 	if (r < 0 && r != -EBADMSG && !st->exited)
 		return client_fail(&st->c, r);
 	if (r == -EBADMSG)
 		log_error("exec: malformed event from cordond");
 	return exit_status(st);
+}
+
+/* -t: {"pty": {cols, rows}} of our terminal, and our TERM unless -e gave one. */
+static int exec_tty(json_t *req, json_t *env)
+{
+	struct winsize ws;
+	const char *term = getenv("TERM");
+	tty_size(STDIN_FILENO, &ws);
+	if (json_object_set_new(req, "pty", json_pack("{s:i, s:i}", "cols", (int)ws.ws_col, "rows",
+						      (int)ws.ws_row)) < 0)
+		return -ENOMEM;
+	if (term && *term && !json_object_get(env, "TERM") &&
+	    (json_object_set_new(env, "TERM", json_string(term)) < 0 ||
+	     json_object_set(req, "env", env) < 0))
+		return -ENOMEM;
+	return 0;
 }
 
 /* The request of POST .../processes: the options and the command. */
@@ -251,6 +286,10 @@ static json_t *exec_request(const struct cli_values *v, const struct cli_args *a
 
 	if (!req || !env || json_object_set_new(req, "argv", argv) < 0 || (r < 0 && r != -ENOENT))
 		return NULL;
+	if (r == -ENOENT && v->tty) { /* a terminal session lasts as long as the sandbox */
+		secs = 0;
+		r = 0;
+	}
 	if ((r == 0 && json_object_set_new(req, "timeout_s", json_integer(secs)) < 0) ||
 	    cli_set_string(req, "user", v->user) < 0 || cli_set_string(req, "cwd", v->workdir) < 0 ||
 	    cli_set_string(req, "tag", v->tag) < 0 ||
@@ -261,7 +300,7 @@ static json_t *exec_request(const struct cli_values *v, const struct cli_args *a
 			log_error("exec: argument %d is not valid UTF-8", i + 1);
 			return NULL;
 		}
-	return TAKE_PTR(req);
+	return v->tty && exec_tty(req, env) < 0 ? NULL : TAKE_PTR(req);
 }
 
 int cmd_exec(int argc, char **argv)
@@ -286,5 +325,7 @@ int cmd_exec(int argc, char **argv)
 	_cleanup_(json_decrefp) json_t *req = exec_request(&v, &a);
 	if (!req || client_init(&st.c, v.socket) < 0)
 		return CORDON_EXIT_USAGE;
+	st.tty = v.tty;
+	st.forward_stdin |= v.tty && isatty(STDIN_FILENO);
 	return exec_stream(&st, req);
 }

@@ -5,7 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -13,6 +17,7 @@
 #include <cordon/cordon.h>
 
 #include "basic/cleanup.h"
+#include "basic/fileio.h"
 #include "basic/parse.h"
 #include "basic/host.h"
 #include "basic/log.h"
@@ -20,6 +25,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "cli/run-secrets.h"
+#include "cli/tty.h"
 #include "lib/rootfs.h"
 #include "net/egressctl.h"
 #include "image/store.h"
@@ -45,6 +51,7 @@ struct run_ctx {
 	struct store_config template; /* what its template.json says */
 	char **wrapped;         /* argv with the template's START and READY in front */
 	int json_fd;
+	bool tty;               /* -t: the command's stdio is a PTY of ours, relayed */
 };
 
 /* ---- the options (opts.h) into the spec: what only a one-shot run checks ---- */
@@ -133,6 +140,31 @@ static int use_env(struct run_ctx *c, const struct cli_values *v)
 	}
 	for (size_t i = 0; i < v->env.n; i++)
 		c->env[c->spec.n_env++] = v->env.v[i];
+	return 0;
+}
+
+/* -t: a terminal, and our TERM in the command's environment unless --env gave one. */
+static int use_tty(struct run_ctx *c, const struct cli_values *v)
+{
+	static char term[128];
+	const char *t = getenv("TERM");
+	/* runsc shows a donated terminal to the sandbox as a plain file (no tty ioctls), and
+	 * microvm's stdio is a pump: only the jail hands the command a terminal */
+	if (v->tty && c->spec.runtime && strcmp(c->spec.runtime, "jail") != 0) {
+		log_error("-t: only the jail runtime gives a one-shot command a terminal "
+			  "(cordond's `cordon exec -t` works on every runtime)");
+		return -EINVAL;
+	}
+	c->tty = v->tty;
+	if (!v->tty || !t || !*t || strlen(t) >= sizeof(term) - 5)
+		return 0;
+	for (size_t i = 0; i < c->spec.n_env; i++)
+		if (strncmp(c->env[i], "TERM=", 5) == 0)
+			return 0;
+	if (c->spec.n_env >= CORDON_MAX_ENV)
+		return 0;
+	snprintf(term, sizeof(term), "TERM=%s", t);
+	c->env[c->spec.n_env++] = term;
 	return 0;
 }
 
@@ -239,7 +271,7 @@ static int use_template(struct run_ctx *c, const struct cli_values *v)
 
 static int (*const run_uses[])(struct run_ctx *c, const struct cli_values *v) = {
 	use_memory, use_disk, use_cpus, use_numbers, use_runtime, use_env, use_user, use_binds,
-	use_volumes, use_net, use_secrets, use_template,
+	use_volumes, use_net, use_secrets, use_template, use_tty,
 };
 
 static int use_options(struct run_ctx *c, const struct cli_values *v)
@@ -470,6 +502,106 @@ static int setup_network(struct run_ctx *c)
 	return 0;
 }
 
+/* ---- -t: a PTY on the host whose slave is the command's stdio, relayed by a child ---- */
+
+struct host_pty {
+	int master, slave;
+	pid_t relay;
+};
+
+static int pty_open(struct host_pty *p)
+{
+	char name[64];
+	struct winsize ws;
+	p->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (p->master < 0 || grantpt(p->master) < 0 || unlockpt(p->master) < 0 ||
+	    ptsname_r(p->master, name, sizeof(name)) != 0)
+		return -errno;
+	p->slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (p->slave < 0)
+		return -errno;
+	tty_size(STDIN_FILENO, &ws);
+	return ioctl(p->master, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
+}
+
+/* The relay: our stdin to the master, the master to our stdout, our window's size to the
+ * master (checked every 200 ms: SIGWINCH is the sandbox's, forwarded by the wait). It ends
+ * when the master reads EIO: every copy of the slave, the sandbox's included, is closed. */
+static _Noreturn void pty_relay(int master)
+{
+	char buf[16384];
+	struct winsize last, ws;
+	bool in_open = true;
+	tty_size(STDIN_FILENO, &last);
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (;;) {
+		struct pollfd p[2] = {{in_open ? STDIN_FILENO : -1, POLLIN, 0}, {master, POLLIN, 0}};
+		if (poll(p, 2, 200) < 0 && errno != EINTR)
+			_exit(1);
+		tty_size(STDIN_FILENO, &ws);
+		if (ws.ws_col != last.ws_col || ws.ws_row != last.ws_row) {
+			(void)ioctl(master, TIOCSWINSZ, &ws);
+			last = ws;
+		}
+		if (p[0].revents) {
+			ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+			in_open = n > 0;
+			if (n > 0 && write_all(master, buf, (size_t)n) < 0)
+				_exit(0);
+		}
+		if (p[1].revents) {
+			ssize_t n = read(master, buf, sizeof(buf));
+			if (n <= 0 || write_all(STDOUT_FILENO, buf, (size_t)n) < 0)
+				_exit(0);
+		}
+	}
+}
+
+/* The relay child holds the master; we keep the slave until the sandbox has its copies. */
+static int pty_start_relay(struct host_pty *p)
+{
+	p->relay = fork();
+	if (p->relay < 0)
+		return -errno;
+	if (p->relay == 0) {
+		close(p->slave);
+		pty_relay(p->master);
+	}
+	close(p->master);
+	p->master = -1;
+	return 0;
+}
+
+/* The sandbox holds the slave now, alone (so that the master reads EIO once it is gone);
+ * our terminal is raw while the command has it. */
+static void pty_handed_over(struct host_pty *p)
+{
+	close(p->slave);
+	p->slave = -1;
+	(void)tty_raw(STDIN_FILENO);
+}
+
+/* After the sandbox: the relay writes what is left (2 s at most), then the terminal is ours. */
+static void pty_finish(struct host_pty *p)
+{
+	for (int i = 0; p->relay > 0 && i < 200; i++) {
+		if (waitpid(p->relay, NULL, WNOHANG) == p->relay) {
+			p->relay = -1;
+			break;
+		}
+		usleep(10000);
+	}
+	if (p->relay > 0) {
+		kill(p->relay, SIGKILL);
+		waitpid(p->relay, NULL, 0);
+	}
+	if (p->master >= 0)
+		close(p->master);
+	if (p->slave >= 0)
+		close(p->slave);
+	tty_restore();
+}
+
 static int block_signals(void)
 {
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
@@ -487,10 +619,19 @@ static int run_sandbox(struct run_ctx *c)
 		log_warning("not running as root: no cgroup limits (memory, cpus, pids) for "
 			    "this sandbox, and one uid for all of it");
 	_cleanup_close_ int sigfd = block_signals();
+	struct host_pty pty = {-1, -1, -1};
 	cordon_sweep_stale();
+	if (c->tty && (pty_open(&pty) < 0 || pty_start_relay(&pty) < 0)) {
+		log_error("-t: cannot open a pseudo-terminal: %m");
+		pty_finish(&pty);
+		return CORDON_EXIT_SETUP;
+	}
 	for (int i = 0; i < 3; i++)
-		c->spec.stdio[i] = i; /* the command's stdio is ours */
-	if (cordon_sandbox_create(&c->spec, &sb, &err) < 0) {
+		c->spec.stdio[i] = c->tty ? pty.slave : i; /* the command's stdio is ours */
+	int r = cordon_sandbox_create(&c->spec, &sb, &err);
+	if (r == 0 && c->tty)
+		pty_handed_over(&pty);
+	if (r < 0) {
 		log_error("sandbox setup failed: %s", err.msg);
 		status = CORDON_EXIT_SETUP;
 	} else if (cordon_sandbox_wait(sb, sigfd, &res) < 0) {
@@ -501,6 +642,8 @@ static int run_sandbox(struct run_ctx *c)
 		if (c->json_fd >= 0)
 			write_json(c->json_fd, &res, status);
 	}
+	if (c->tty)
+		pty_finish(&pty);
 	cordon_sandbox_free(sb);
 	return status;
 }

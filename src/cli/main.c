@@ -43,6 +43,7 @@ static const struct subcommand subcommands[] = {
 	{"approvals", cmd_approvals, "list the requests waiting for a decision (--follow: as they come)"},
 	{"approve", cmd_approve, "let a held request go on"},
 	{"deny", cmd_deny, "refuse a held request (the sandbox gets a 403)"},
+	{"port-forward", cmd_port_forward, "reach a port inside a sandbox from the host"},
 	{"template", cmd_template, "build, import, list, inspect, remove and gc templates (no daemon)"},
 };
 

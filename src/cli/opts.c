@@ -197,6 +197,10 @@ const struct cli_option cli_options[] = {
 	{"user", 0, "user|root", cli_choice, F(user), PROCESS,
 	 "who runs inside: uid 1000 or uid 0 [user]"},
 	{"tag", 0, "TAG", cli_string, F(tag), CLI_EXEC, "a label to find the process by"},
+	{"tty", 't', NULL, cli_flag, F(tty), CLI_EXEC | CLI_RUN,
+	 "on a terminal: ours in raw mode, its size and TERM passed on, SIGWINCH as resize (exec: no --timeout unless given)"},
+	{"listen", 0, "ADDR:PORT", cli_string, F(listen), CLI_PORT_FORWARD,
+	 "where to accept connections [127.0.0.1:PORT]"},
 	{"ro-bind", 0, "HOST:SANDBOX", cli_bind, F(ro_bind), CLI_RUN,
 	 "share a file or directory read-only (repeatable)"},
 	{"volume", 0, "NAME:PATH[:ro]", cli_list, F(volume), SANDBOX,
@@ -250,7 +254,7 @@ static const char *const cmd_names[] = {
 	"run", "create", "exec", "ls", "info", "kill", "timeout", "network", "logs", "cp",
 	"template build", "template import", "template ls", "template inspect", "template rm",
 	"template gc", "pause", "resume", "snapshot", "snapshot ls", "snapshot rm", "fork",
-	"volume", "runtimes", "code", "approvals", "approve|deny",
+	"volume", "runtimes", "code", "approvals", "approve|deny", "port-forward",
 };
 
 const char *cli_cmd_name(enum cli_cmd cmd)

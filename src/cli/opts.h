@@ -53,12 +53,13 @@ enum cli_cmd {
 	CLI_CODE = 1u << 24,
 	CLI_APPROVALS = 1u << 25,
 	CLI_DECIDE = 1u << 26, /* approve, deny */
+	CLI_PORT_FORWARD = 1u << 27,
 };
 #define CLI_SNAPSHOT_CMDS (CLI_PAUSE | CLI_RESUME | CLI_SNAPSHOT | CLI_SNAPSHOT_LS | \
 			   CLI_SNAPSHOT_RM | CLI_FORK)
 #define CLI_CLIENT_CMDS (CLI_CREATE | CLI_EXEC | CLI_LS | CLI_INFO | CLI_KILL | CLI_TIMEOUT | \
 			 CLI_NETWORK | CLI_LOGS | CLI_CP | CLI_SNAPSHOT_CMDS | CLI_VOLUME | \
-			 CLI_RUNTIMES | CLI_CODE | CLI_APPROVALS | CLI_DECIDE)
+			 CLI_RUNTIMES | CLI_CODE | CLI_APPROVALS | CLI_DECIDE | CLI_PORT_FORWARD)
 
 #define CLI_UNSET     UINT64_MAX /* a number no option gave */
 #define CLI_LIST_MAX  256	 /* values of one repeatable option */
@@ -88,7 +89,9 @@ struct cli_values {
 	const char *file, *context, *context_tar, *source; /* template build */
 	const char *code_context, *save_images;		   /* code */
 	const char *reason;				   /* approve, deny */
+	const char *listen;				   /* port-forward: ADDR:PORT */
 	bool json, follow, net_only, no_cache, confine, replace, recursive, local;
+	bool tty; /* exec, run: the command on a terminal, ours in raw mode */
 };
 
 struct cli_option {

@@ -140,6 +140,9 @@ struct sbx {
 	struct audit_listener *listeners;
 	struct sbx_secrets *secrets; /* NULL: none. secrets.c; memory only, wiped at destroy */
 	struct code *code;         /* the code interpreter (svc_code.c); NULL until first used */
+	unsigned n_watches;          /* dirwatch.c: directory watches open */
+	unsigned n_ports;            /* ports.c: port connections open */
+	struct sbx_usage *usage;     /* usage.c: samples of CPU, memory, disk; NULL until the first */
 	/* From the template's template.json: defaults of its processes, and what runs before
 	 * the sandbox is handed out (START in the background, READY until it succeeds). */
 	char *workdir;
@@ -197,6 +200,9 @@ char *metrics_render(void);
 void make_id(char out[SBX_ID_LEN + 1]);
 bool valid_id(const char *s);
 json_t *json_from_bytes_utf8(const void *data, size_t len);
+/* @ev (stolen) as one NDJSON line, its '\n' in place of the NUL (not NUL-terminated):
+ * malloc'd, @ret_len bytes; NULL for a NULL @ev or without memory. */
+char *json_ndjson_line(json_t *ev, size_t *ret_len);
 /* loop.c: events and bufferevents on fds go through these, so that debug builds can check that no
  * fd is closed while the loop watches it (basic/fdwatch.h); the free functions accept NULL
  * and return NULL. */
@@ -223,12 +229,23 @@ enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
 /* ST_RUNNING also refuses a paused one (409 sandbox_paused); ST_LIVE takes one whose agent
  * runs, paused or not (pause, resume, snapshots, fork). */
 enum route_state { ST_NONE, ST_ANY, ST_RUNNING, ST_LIVE };
+/* A route that takes over its connection (a tunnel): called by the front with the socket
+ * once the request head passed its checks, before evhttp sees it. */
+struct raw_ctx {
+	int fd;                    /* a dup of the client's socket: the handler's to close */
+	struct api_key *principal; /* NULL: the unix socket */
+	const char *params[2];
+	const void *rest;          /* what the client sent after its head */
+	size_t rest_len;
+};
+typedef void (*raw_fn)(struct raw_ctx *c);
 struct route {
 	enum evhttp_cmd_type method;
 	const char *pattern; /* "{x}" captures one segment: {id} first, then one more */
 	handler_fn fn;
 	enum body_kind body;
 	enum route_state state;
+	raw_fn raw;          /* set: the front hands it the connection, fn is never called */
 };
 /* The listeners: the unix socket, --listen and --e2b-listen. A surface says which of them
  * serve it (a bit each). On LISTEN_E2B dispatch() authenticates nobody: the E2B surface
@@ -304,6 +321,13 @@ bool http_key_ok(const char *authorization, size_t len);
 struct api_key *http_api_key(const char *key, size_t len); /* the key @key names, or NULL */
 int http_route_body_limit(enum listener l, int method, const char *path, size_t *ret_max,
 			  char *allow, size_t allow_size, const struct surface **ret_sf);
+/* For the gate: when @method @path is a raw route, its handler gets a dup of @fd and true is
+ * returned (the caller then lets evhttp drop the connection without touching the socket). */
+bool http_takeover(enum listener l, int method, const char *path, const char *auth,
+		   size_t auth_len, int fd, const void *rest, size_t rest_len);
+/* An error answer of the v1 surface as a whole HTTP/1.1 response (head and JSON body), for a
+ * raw route's socket; malloc'd, NULL without memory. */
+char *http_error_answer(const struct svc_err *err);
 
 /* front.c: admission of connections and the check of each request head before its body */
 struct evhttp_bound_socket;
@@ -424,6 +448,15 @@ void code_start(void);
 /* A warm pooled sandbox was claimed (after its sandbox.create record): the interpreter's
  * deferred record, and the sandbox's environment as the request made it, to its kernels. */
 void code_claimed(struct sbx *s);
+/* files.c: what an agent's errno means to a client of a file operation (no_space for ENOSPC,
+ * invalid_path for EINVAL...); @key of @o set to a sandbox's path, with @key_b64 when it is
+ * not UTF-8. */
+enum api_error file_error(uint32_t errnum);
+void json_set_name(json_t *o, const char *key, const char *s);
+
+/* usage.c: the per-sandbox samples of GET .../metrics, taken every few seconds */
+int usage_start(void);
+
 /* volumes.c */
 void volumes_start(void); /* its hooks, the sweep */
 

@@ -240,6 +240,23 @@ static void e2b_pause(struct ctx *c)
 	reply_svc(c->req, r, 204, NULL, &err);
 }
 
+/* One of the service's usage samples as E2B's metric: CPU as a share of all the sandbox's
+ * CPUs, the totals from its limits where the sample has none yet. */
+static json_t *e2b_metric(const struct sbx *s, const json_t *x)
+{
+	double cpus = s->spec.cpus_milli / 1000.0;
+	int n = cpus > 1 ? (int)(cpus + 0.999) : 1;
+	double pct = json_number_value(json_object_get(x, "cpu_pct")) / n;
+	json_int_t disk = json_integer_value(json_object_get(x, "disk_total_bytes"));
+	return json_pack("{s:O, s:f, s:i, s:O, s:I, s:i, s:O, s:I}", "timestamp",
+			 json_object_get(x, "timestamp"), "cpuUsedPct", pct > 100 ? 100.0 : pct,
+			 "cpuCount", n, "memUsed", json_object_get(x, "memory_bytes"), "memTotal",
+			 (json_int_t)s->spec.memory_bytes, "memCache", 0, "diskUsed",
+			 json_object_get(x, "disk_used_bytes"), "diskTotal",
+			 disk > 0 ? disk : (json_int_t)s->spec.disk_bytes);
+}
+
+/* The samples of the last minutes, oldest first, and the current one last. */
 static void e2b_metrics(struct ctx *c)
 {
 	struct svc_err err = {};
@@ -252,17 +269,12 @@ static void e2b_metrics(struct ctx *c)
 		return;
 	}
 	_cleanup_(json_decrefp) json_t *mm = m;
-	double up = (double)json_integer_value(json_object_get(m, "uptime_ms"));
-	double cpus = json_number_value(json_object_get(m, "cpus"));
-	double cpu = (double)json_integer_value(json_object_get(m, "cpu_ms"));
-	double pct = up > 0 && cpus > 0 ? 100.0 * cpu / (up * cpus) : 0;
-	reply_json(c->req, 200, json_pack("[{s:O, s:f, s:i, s:O, s:O, s:i, s:O, s:O}]",
-					  "timestamp", json_object_get(m, "timestamp"), "cpuUsedPct",
-					  pct > 100 ? 100.0 : pct, "cpuCount", cpus > 1 ? (int)(cpus + 0.999) : 1,
-					  "memUsed", json_object_get(m, "memory_bytes"), "memTotal",
-					  json_object_get(m, "memory_limit_bytes"), "memCache", 0,
-					  "diskUsed", json_object_get(m, "disk_used_bytes"), "diskTotal",
-					  json_object_get(m, "disk_bytes")));
+	json_t *out = json_array(), *x;
+	size_t i;
+	json_array_foreach(json_object_get(m, "samples"), i, x)
+		json_array_append_new(out, e2b_metric(s, x));
+	json_array_append_new(out, e2b_metric(s, json_object_get(m, "current")));
+	reply_json(c->req, 200, out);
 }
 
 /* ---- lists: newest first, filtered, in pages ---- */

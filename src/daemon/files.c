@@ -119,7 +119,7 @@ static const char *type_name(uint32_t t)
  * cannot carry when they are not UTF-8: then @key holds it with U+FFFD for each invalid byte
  * (for people) and @key + "_b64" the exact bytes, base64 (for programs: percent-encode them in
  * ?path= to reach the file). */
-static void set_name(json_t *o, const char *key, const char *s)
+void json_set_name(json_t *o, const char *key, const char *s)
 {
 	json_t *v = json_string(s);
 	if (v) {
@@ -136,14 +136,14 @@ static void set_name(json_t *o, const char *key, const char *s)
 }
 
 /* The audit fields of a file operation on @path (and @to): a path that is not UTF-8 is
- * recorded too, exactly (set_name()), never refused for want of a record. */
+ * recorded too, exactly (json_set_name()), never refused for want of a record. */
 static json_t *audit_paths(const char *key, const char *path, const char *key2, const char *to)
 {
 	json_t *o = json_object();
 	if (o) {
-		set_name(o, key, path);
+		json_set_name(o, key, path);
 		if (key2)
-			set_name(o, key2, to);
+			json_set_name(o, key2, to);
 	}
 	return o;
 }
@@ -162,10 +162,10 @@ static json_t *entry_json(const struct fileop *op, const struct frame_file_info 
 			      iso_time(fi->mtime_ns / 1000000, t));
 	if (!o)
 		return NULL;
-	set_name(o, "name", name);
-	set_name(o, "path", path);
+	json_set_name(o, "name", name);
+	json_set_name(o, "path", path);
 	if (fi->target)
-		set_name(o, "symlink_target", fi->target);
+		json_set_name(o, "symlink_target", fi->target);
 	return o;
 }
 
@@ -308,7 +308,7 @@ static const struct {
 	{EAGAIN, API_ERR_CONFLICT},
 };
 
-static enum api_error sandbox_error(uint32_t errnum)
+enum api_error file_error(uint32_t errnum)
 {
 	for (size_t i = 0; i < ELEMENTSOF(sandbox_errors); i++)
 		if ((uint32_t)sandbox_errors[i].errnum == errnum)
@@ -329,7 +329,7 @@ static int error_answer(struct fileop *op, const struct frame *f)
 		_cleanup_free_ char *p = malloc(3 * n + 1);
 		if (p)
 			p[utf8_clean((const uint8_t *)op->path, n, p, false, NULL)] = '\0';
-		op_fail(op, sandbox_error(e.errnum), "%s: %s", p ? p : "path",
+		op_fail(op, file_error(e.errnum), "%s: %s", p ? p : "path",
 			e.errnum > 0 && e.errnum < 4096 ? strerror((int)e.errnum) : "error");
 	}
 	op->failed = true;

@@ -290,6 +290,34 @@ static void hand_over(struct gate *g, size_t head_len)
 	bufferevent_trigger(g->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }
 
+/* A raw route (a tunnel, http_takeover()) takes the socket: its handler has a dup, and
+ * evhttp, which has seen nothing of this request, drops the connection without touching the
+ * socket: its events go first, then /dev/null takes the fd's number, so that evhttp's
+ * shutdown() and close() reach nothing of the client's. */
+static bool take_over(struct gate *g, const struct reqhead *h, size_t head_len, size_t len)
+{
+	char auth[256]; /* @h points into the buffer, which the pullup below may move */
+	size_t auth_len = h->auth && h->auth_len < sizeof(auth) ? h->auth_len : 0;
+	memcpy(auth, auth_len ? h->auth : "", auth_len);
+	const char *p = (const char *)evbuffer_pullup(g->buf, -1);
+	if (!p || !http_takeover(g->f->kind, h->method, h->path, auth, auth_len, g->fd,
+				 p + head_len, len - head_len))
+		return false;
+	g->state = G_REFUSED;
+	event_del(g->work);
+	event_del(g->deadline);
+	gate_uncharge(g);
+	evbuffer_drain(g->buf, evbuffer_get_length(g->buf));
+	bufferevent_disable(g->bev, EV_READ | EV_WRITE);
+	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (nul < 0 || dup3(nul, g->fd, O_CLOEXEC) < 0)
+		log_warning("a tunnel's socket stays evhttp's too: %m");
+	if (nul >= 0)
+		close(nul);
+	bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING, BEV_TRIG_DEFER_CALLBACKS);
+	return true;
+}
+
 static void gate_process(struct gate *g)
 {
 	size_t len;
@@ -313,7 +341,7 @@ static void gate_process(struct gate *g)
 	}
 	struct reqhead h;
 	reqhead_parse(p, n, &h);
-	if (check_head(g, &h))
+	if (check_head(g, &h) && !take_over(g, &h, n, len))
 		hand_over(g, n);
 }
 

@@ -6,6 +6,7 @@
  * handler. Every error, the front's included, is JSON {"error": {"code", "message"}}.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -605,6 +606,36 @@ int http_route_body_limit(enum listener l, int method, const char *raw, size_t *
 	return rt ? 0 : r;
 }
 
+bool http_takeover(enum listener l, int method, const char *raw, const char *auth,
+		   size_t auth_len, int fd, const void *rest, size_t rest_len)
+{
+	char path[520];
+	const char *params[2];
+	int r = 0;
+	if (strlen(raw) > 512)
+		return false;
+	const struct route *rt = route_find(l, method, raw, path, params, NULL, 0, &r);
+	int dfd = rt && rt->raw ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+	if (dfd < 0)
+		return false; /* evhttp has it: dispatch() answers a raw route's 503 */
+	struct raw_ctx c = {.fd = dfd, .principal = l == LISTEN_TCP ? key_find(auth, auth_len) : NULL,
+			    .params = {params[0], params[1]}, .rest = rest, .rest_len = rest_len};
+	rt->raw(&c);
+	return true;
+}
+
+char *http_error_answer(const struct svc_err *err)
+{
+	_cleanup_free_ char *body = api_error_render(err->code, err->msg);
+	char *out = NULL;
+	if (body && asprintf(&out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+			     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+			     api_error_status(err->code), api_error_code(err->code), strlen(body),
+			     body) < 0)
+		out = NULL;
+	return out;
+}
+
 static void dispatch(struct evhttp_request *req, void *arg)
 {
 	enum listener l = (enum listener)(uintptr_t)arg;
@@ -653,7 +684,10 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	c.params[0] = params[0];
 	c.params[1] = params[1];
 	c.route = rt;
-	rt->fn(&c);
+	if (rt->raw) /* the front could not take the connection over (no fd for the dup) */
+		reply_error(req, API_ERR_CAPACITY, "no file descriptor for the tunnel; retry shortly");
+	else
+		rt->fn(&c);
 }
 
 static struct evhttp *new_http(enum listener l)

@@ -46,6 +46,7 @@ struct proc {
 	bool exited, spawned, stdin_closed;
 	bool base64;  /* exec: stdout and stderr returned as base64 */
 	bool paused;  /* PAUSE sent: a reader is behind */
+	bool pty;     /* on a pseudo-terminal: its output is "stdout", RESIZE applies */
 	struct svc_reply *exec_rep;  /* an exec's client, until the exit */
 	struct svc_reply *start_rep; /* a started process's client, until SPAWNED or ERROR */
 	struct evbuffer *out[2];
@@ -517,7 +518,7 @@ static size_t build_env(const struct sbx *s, const struct api_exec *e, const cha
 {
 	const char *defaults[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 				  e->user == CORDON_USER_ROOT ? "HOME=/root" : "HOME=/home/user",
-				  "LANG=C.UTF-8", "TERM=dumb"};
+				  "LANG=C.UTF-8", e->pty_set ? "TERM=xterm-256color" : "TERM=dumb"};
 	size_t n = 0;
 	for (size_t i = 0; i < e->env.n && n < FRAME_MAX_ENV; i++)
 		out[n++] = e->env_strv[i];
@@ -565,7 +566,7 @@ static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exe
 		return NULL;
 	}
 	*p = (struct proc){.s = s, .exec = exec, .user = e->user, .started_ms = now_ms(),
-			   .t0_ms = now_ms()};
+			   .t0_ms = now_ms(), .pty = e->pty_set && !exec};
 	sbx_chan_add(s, &p->ch, &proc_chan);
 	p->argv = json_array();
 	for (size_t i = 0; i < e->argc; i++)
@@ -594,6 +595,10 @@ static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exe
 	sp->user = e->user == CORDON_USER_ROOT ? FRAME_USER_ROOT : FRAME_USER_USER;
 	sp->want_stdin = !exec || e->stdin_data;
 	sp->timeout_ms = (uint64_t)e->timeout_s * 1000;
+	if (p->pty) {
+		sp->cols = e->pty.cols;
+		sp->rows = e->pty.rows;
+	}
 
 	/* The record first: nothing runs that the audit log does not already show. */
 	json_t *fields = json_pack("{s:I, s:O, s:s, s:s, s:o}", "process", (json_int_t)p->ch.id,
@@ -602,6 +607,8 @@ static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exe
 				   env_names(sp->envp, sp->envc));
 	if (fields && p->tag)
 		json_object_set_new(fields, "tag", json_string(p->tag));
+	if (fields && p->pty)
+		json_object_set_new(fields, "pty", json_true());
 	if (defer_record && !(p->record = fields)) {
 		proc_free(p);
 		svc_fail(err, API_ERR_INTERNAL, "out of memory");
@@ -721,6 +728,8 @@ static json_t *proc_json(const struct proc *p)
 			      iso_time(p->started_ms, t));
 	if (o && p->tag)
 		json_object_set_new(o, "tag", json_string(p->tag));
+	if (o && p->pty)
+		json_object_set_new(o, "pty", json_true());
 	return o;
 }
 
@@ -760,6 +769,20 @@ int svc_proc_signal(struct proc *p, int signo, struct svc_err *err)
 	int r = sbx_send(p->s, FRAME_SIGNAL, p->ch.id, &sig);
 	if (r < 0)
 		return svc_fail(err, api_error_from_errno(r), "could not signal the process");
+	return 0;
+}
+
+int svc_proc_resize(struct proc *p, const struct api_winsize *w, struct svc_err *err)
+{
+	if (!p->pty)
+		return svc_fail(err, API_ERR_NOT_A_TERMINAL, "process %u was not started with a pty",
+				p->pid);
+	if (p->exited)
+		return svc_fail(err, API_ERR_CONFLICT, "process %u has exited", p->pid);
+	struct frame_winsize ws = {.cols = w->cols, .rows = w->rows};
+	int r = sbx_send(p->s, FRAME_RESIZE, p->ch.id, &ws);
+	if (r < 0)
+		return svc_fail(err, api_error_from_errno(r), "could not resize the terminal");
 	return 0;
 }
 

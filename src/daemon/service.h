@@ -119,8 +119,10 @@ int svc_sandbox_network(const struct svc_caller *who, struct sbx *s, const struc
  * sandbox was not created with. */
 int svc_secret_put(struct sbx *s, const struct api_secret_put *p, json_t **ret, struct svc_err *err);
 int svc_secret_delete(struct sbx *s, const char *name, struct svc_err *err);
-/* What the kernel counts for @s now, for a surface's metrics: {timestamp, uptime_ms, cpu_ms,
- * cpus, memory_bytes (the peak so far), memory_limit_bytes, disk_used_bytes, disk_bytes}. */
+/* What @s uses (usage.c): {id, interval_s, current: SAMPLE, samples: [SAMPLE...]}, oldest
+ * first, at most 60 (five minutes); SAMPLE: {timestamp, cpu_ms (total so far), cpu_pct
+ * (of one CPU since the sample before), memory_bytes (the cgroup's, now), disk_used_bytes,
+ * disk_total_bytes (the sandbox's scratch file system, as its agent last said)}. */
 int svc_sandbox_metrics(struct sbx *s, json_t **ret, struct svc_err *err);
 json_t *svc_runtimes(void);
 json_t *svc_health(void);
@@ -148,13 +150,19 @@ int svc_sandbox_fork(const struct svc_caller *who, struct sbx *s, const struct a
 
 struct proc;
 /* Runs @e (@exec: to its end, the answer its output; else started, the answer its event
- * stream once the agent has spawned it). @e's user is the template's USER unless given. */
+ * stream once the agent has spawned it). @e's user is the template's USER unless given.
+ * @e->pty_set (started ones only): on a pseudo-terminal of @e->pty's size inside the sandbox,
+ * a new session with it as the controlling terminal, TERM=xterm-256color unless @e->env says;
+ * its output (stdout and stderr both) comes as "stdout" events, stdin goes to the terminal. */
 int svc_proc_start(struct sbx *s, struct api_exec *e, bool exec, struct svc_reply *r,
 		   struct svc_err *err);
 json_t *svc_proc_list(struct sbx *s); /* {"processes": [...]}: started ones still running */
 struct proc *svc_proc_find(struct sbx *s, const char *pid, struct svc_err *err);
 int svc_proc_stdin(struct proc *p, const struct api_stdin *in, struct svc_err *err);
 int svc_proc_signal(struct proc *p, int signo, struct svc_err *err);
+/* A PTY process's window (@e->pty_set at svc_proc_start); its foreground group gets SIGWINCH.
+ * not_a_terminal for a process without one. */
+int svc_proc_resize(struct proc *p, const struct api_winsize *w, struct svc_err *err);
 /* The exit event of an exited process; else the start event and everything after, streamed. */
 void svc_proc_events(struct proc *p, struct svc_reply *r);
 
@@ -172,6 +180,13 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
 		  struct svc_err *err);
 int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
 		 struct svc_reply *r, struct svc_err *err);
+/* Watches @path (a directory; with @recursive, every directory beneath it, new ones too)
+ * inside the sandbox as its user: once the agent has it, @r becomes an NDJSON stream of
+ * {"type": "create"|"write"|"remove"|"rename"|"chmod"|"overflow", "path": ...} lines, until
+ * the reader leaves or the sandbox ends. quota_exceeded past 16 watches; a path the files
+ * API refuses is refused the same way (not_found, not_a_directory, forbidden...). */
+int svc_watch_open(struct sbx *s, const char *path, bool recursive, struct svc_reply *r,
+		   struct svc_err *err);
 /* The tree at @path as a tar made inside the sandbox, checked whole (basic/tar.h) before it is
  * answered: unsafe_archive, payload_too_large past MAX_ARCHIVE_BYTES. */
 int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *r,
@@ -180,6 +195,19 @@ int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *r,
  * {entries, bytes}. */
 int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size_t len,
 			 struct svc_reply *r, struct svc_err *err);
+
+/* ---- ports (ports.c): a client's stream to 127.0.0.1:PORT inside, through the agent ---- */
+
+/* Connects to @port on @s's loopback through its agent and relays the bytes of @fd (a
+ * connected stream socket, the service's from this call on, whatever happens) to it and
+ * back. @early: bytes the client already sent (after its request head), sent first. Once the
+ * agent has connected, @ok (the surface's answer, e.g. a 101 head) is written to @fd, then
+ * the relay runs until either end closes; if the connection cannot be made (port_unreachable,
+ * quota_exceeded past 32 per sandbox, invalid_field, audit_unavailable), @fail's answer (a
+ * malloc'd string, or NULL for none) is written instead and @fd closed. Returns -1 with @err
+ * when it failed at once (already answered), else 0. */
+int svc_port_open(struct sbx *s, uint32_t port, int fd, const void *early, size_t early_len,
+		  const char *ok, char *(*fail)(const struct svc_err *err), struct svc_err *err);
 
 /* ---- volumes (volumes.c) ---- */
 

@@ -170,24 +170,6 @@ json_t *svc_sandbox_info(const struct sbx *s)
 	return sbx_json(s);
 }
 
-int svc_sandbox_metrics(struct sbx *s, json_t **ret, struct svc_err *err)
-{
-	struct cordon_stats st = {};
-	char t[40];
-	int r = cordon_sandbox_stats(s->rt, &st);
-	if (r < 0)
-		return svc_fail(err, api_error_from_errno(r), "cannot read the sandbox's counters");
-	uint64_t now = now_ms();
-	*ret = json_pack("{s:s, s:I, s:I, s:f, s:I, s:I, s:I, s:I}", "timestamp", iso_time(now, t),
-			 "uptime_ms", (json_int_t)(now - s->created_ms), "cpu_ms", (json_int_t)st.cpu_ms,
-			 "cpus", s->spec.cpus_milli / 1000.0, "memory_bytes",
-			 (json_int_t)st.peak_memory_bytes, "memory_limit_bytes",
-			 (json_int_t)s->spec.memory_bytes, "disk_used_bytes",
-			 (json_int_t)cordon_sandbox_disk_used(s->rt), "disk_bytes",
-			 (json_int_t)s->spec.disk_bytes);
-	return *ret ? 0 : svc_fail(err, API_ERR_INTERNAL, "out of memory");
-}
-
 void svc_sandbox_destroy(struct sbx *s)
 {
 	sbx_destroy(s, "api");

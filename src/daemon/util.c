@@ -64,3 +64,15 @@ int svc_fail_audit(struct svc_err *err, int r)
 	return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE,
 			"the audit log cannot be written (%s): nothing was done", strerror(-r));
 }
+
+char *json_ndjson_line(json_t *ev, size_t *ret_len)
+{
+	_cleanup_(json_decrefp) json_t *e = ev;
+	char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	if (!line)
+		return NULL;
+	size_t n = strlen(line);
+	line[n] = '\n'; /* over the NUL: json_dumps leaves no room after it */
+	*ret_len = n + 1;
+	return line;
+}

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 
@@ -90,6 +92,17 @@ static void v1_timeout(struct ctx *c)
 		return;
 	}
 	r = svc_sandbox_timeout(s, t, &out, &err);
+	reply_svc(c->req, r, 200, out, &err);
+}
+
+static void v1_sandbox_metrics(struct ctx *c)
+{
+	struct svc_err err = {};
+	json_t *out = NULL;
+	struct sbx *s = ctx_sbx(c);
+	if (!s)
+		return;
+	int r = svc_sandbox_metrics(s, &out, &err); /* before @out is read */
 	reply_svc(c->req, r, 200, out, &err);
 }
 
@@ -315,12 +328,73 @@ static void v1_proc_signal(struct ctx *c)
 	reply_svc(c->req, r, 204, NULL, &err);
 }
 
+static void v1_proc_resize(struct ctx *c)
+{
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct api_winsize w;
+	struct proc *p = ctx_proc(c);
+	if (!p)
+		return;
+	int r = api_resize_parse(c->body, c->body_len, &w, &perr);
+	if (r < 0) {
+		reply_errno(c->req, r, perr.msg);
+		return;
+	}
+	r = svc_proc_resize(p, &w, &err);
+	reply_svc(c->req, r, 204, NULL, &err);
+}
+
 static void v1_proc_events(struct ctx *c)
 {
 	struct proc *p = ctx_proc(c);
 	struct svc_reply *rp = p ? deferred(c) : NULL;
 	if (rp)
 		svc_proc_events(p, rp);
+}
+
+/* ---- ports: a tunnel to 127.0.0.1:{port} inside (ports.c) ---- */
+
+#define TUNNEL_OK "HTTP/1.1 101 Switching Protocols\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\n"
+
+/* The sandbox and port of a tunnel, as ST_RUNNING and the port's range say; else -1 with
+ * @err set. */
+static int port_target(struct raw_ctx *c, struct sbx **ret_s, uint32_t *ret_port,
+		       struct svc_err *err)
+{
+	struct sbx *s = sbx_find(c->principal, c->params[0]);
+	char *end;
+	unsigned long port = strtoul(c->params[1], &end, 10);
+	if (!s || s->state == SBX_DESTROYED)
+		return svc_fail(err, API_ERR_NOT_FOUND, "no sandbox %.64s", c->params[0]);
+	if (s->state != SBX_RUNNING)
+		return svc_fail(err, API_ERR_CONFLICT, "sandbox %s is not running", s->id);
+	if (s->paused)
+		return svc_fail(err, API_ERR_SANDBOX_PAUSED, "sandbox %s is paused", s->id);
+	if (*end || end == c->params[1] || c->params[1][0] == '0' || port > 65535)
+		return svc_fail(err, API_ERR_INVALID_FIELD, "port: must be 1..65535, not '%.16s'",
+				c->params[1]);
+	*ret_s = s;
+	*ret_port = (uint32_t)port;
+	return 0;
+}
+
+/* GET /v1/sandboxes/{id}/ports/{port}: 101, then the connection's bytes both ways; every
+ * answer is written on the socket itself. */
+static void v1_port(struct raw_ctx *c)
+{
+	struct svc_err err = {};
+	struct sbx *s = NULL;
+	uint32_t port = 0;
+	if (port_target(c, &s, &port, &err) == 0) {
+		svc_port_open(s, port, c->fd, c->rest, c->rest_len, TUNNEL_OK, http_error_answer,
+			      &err); /* the service answers, either way */
+		return;
+	}
+	_cleanup_free_ char *answer = http_error_answer(&err);
+	if (answer)
+		(void)!send(c->fd, answer, strlen(answer), MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(c->fd);
 }
 
 /* ---- files: the service answers when the agent has ---- */
@@ -419,6 +493,39 @@ static void v1_file_list(struct ctx *c)
 		if (rp && svc_file_list(s, path, depth, cursor, rp, &e) < 0)
 			rp->error(rp, &e); /* nothing was sent */
 	}
+}
+
+/* ?recursive=: absent, 0, 1, true or false. */
+static int bool_query(struct ctx *c, const char *key, bool *ret)
+{
+	char buf[8];
+	const char *v = query_get(c, key, buf, sizeof(buf));
+	static const struct {
+		const char *s;
+		bool v;
+	} vals[] = {{"1", true}, {"true", true}, {"0", false}, {"false", false}};
+	if (!v)
+		return 0;
+	for (size_t i = 0; i < ELEMENTSOF(vals); i++)
+		if (!strcmp(v, vals[i].s)) {
+			*ret = vals[i].v;
+			return 0;
+		}
+	reply_error(c->req, API_ERR_INVALID_FIELD, "%s: must be 0, 1, true or false", key);
+	return -1;
+}
+
+static void v1_file_watch(struct ctx *c)
+{
+	char path[API_MAX_PATH + 1];
+	bool recursive = false;
+	if (!get_path(c, path, sizeof(path)) || bool_query(c, "recursive", &recursive) < 0)
+		return;
+	struct sbx *s = ctx_sbx(c);
+	struct svc_err e = {};
+	struct svc_reply *rp = s ? deferred(c) : NULL;
+	if (rp && svc_watch_open(s, path, recursive, rp, &e) < 0)
+		rp->error(rp, &e);
 }
 
 static void v1_file_delete(struct ctx *c)
@@ -885,6 +992,7 @@ static const struct route v1_routes[] = {
 	{GET, SB, v1_info, BODY_API, ST_ANY},
 	{DELETE, SB, v1_destroy, BODY_API, ST_ANY},
 	{POST, SB "/timeout", v1_timeout, BODY_API, ST_ANY},
+	{GET, SB "/metrics", v1_sandbox_metrics, BODY_API, ST_LIVE},
 	{POST, SB "/pause", v1_pause, BODY_API, ST_LIVE},
 	{POST, SB "/resume", v1_resume, BODY_API, ST_LIVE},
 	{POST, SB "/snapshots", v1_snapshot, BODY_API, ST_LIVE},
@@ -900,11 +1008,14 @@ static const struct route v1_routes[] = {
 	{GET, SB "/processes", v1_proc_list, BODY_API, ST_RUNNING},
 	{POST, SB "/processes/{pid}/stdin", v1_proc_stdin, BODY_API, ST_RUNNING},
 	{POST, SB "/processes/{pid}/signal", v1_proc_signal, BODY_API, ST_RUNNING},
+	{POST, SB "/processes/{pid}/resize", v1_proc_resize, BODY_API, ST_RUNNING},
 	{GET, SB "/processes/{pid}/events", v1_proc_events, BODY_API, ST_RUNNING},
+	{GET, SB "/ports/{port}", NULL, BODY_API, ST_RUNNING, v1_port},
 	{GET, SB "/files", v1_file_get, BODY_API, ST_RUNNING},
 	{PUT, SB "/files", v1_file_put, BODY_UPLOAD, ST_RUNNING},
 	{DELETE, SB "/files", v1_file_delete, BODY_API, ST_RUNNING},
 	{GET, SB "/files/list", v1_file_list, BODY_API, ST_RUNNING},
+	{GET, SB "/files/watch", v1_file_watch, BODY_API, ST_RUNNING},
 	{GET, SB "/files/archive", v1_archive_get, BODY_API, ST_RUNNING},
 	{PUT, SB "/files/archive", v1_archive_put, BODY_UPLOAD, ST_RUNNING},
 	{GET, SB "/files/stat", v1_file_stat, BODY_API, ST_RUNNING},

@@ -7,6 +7,7 @@
 #ifndef _GNU_SOURCE
 #endif
 #include "init/agent.h"
+#include "init/agent-int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,12 +24,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/fsuid.h>
+#include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,91 +44,16 @@
 #include "lib/frame.h"
 #include "lib/initproto.h"
 
-#define OUT_SOFT         (256u * 1024u) /* stop producing output above this */
-#define PIPE_CHUNK       (64u * 1024u)
-#define FILE_CHUNK       (128u * 1024u)
-#define STDIN_QUEUE_MAX  (2u * FRAME_MAX_PAYLOAD) /* per process */
-#define MAX_PROCS        FRAME_MAX_PROCS
-#define MAX_READS        16u
-#define LIST_MAX_ENTRIES 10000u
-#define LIST_MAX_BYTES   FRAME_MAX_PAYLOAD
-#define REMOVE_MAX_DEPTH 256
-#define DEFAULT_PATH     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-struct proc {
-	struct proc *next;
-	uint32_t chan;
-	pid_t pid;
-	int out_fd, err_fd, in_fd;
-	struct buf inq;
-	bool in_close;      /* STDIN_CLOSE seen: close in_fd once inq is written */
-	bool exited;        /* reaped; status is valid, pid must not be signalled any more */
-	bool timed_out;
-	bool paused;        /* PAUSE: its pipes are not read (while it runs) */
-	int status;
-	uint64_t deadline;  /* CLOCK_MONOTONIC ms, 0 = none */
-};
-
-struct fread_job {
-	uint32_t chan;
-	int fd;
-	uint64_t off, left, sent;
-	int status_fd; /* ARCHIVE_READ: the packer child's verdict; -1 for a file */
-};
-
-/* An ARCHIVE_WRITE in progress: its chunks go into the unpacker child's pipe. */
-struct awrite_job {
-	uint32_t chan;
-	int fd, status_fd; /* -1 once closed: at END, or when the child stopped reading */
-	int err;	   /* the child's verdict (a positive errno), or why it did not start */
-	struct buf q;	   /* the chunk not yet in the pipe */
-	uint32_t q_size;   /* its size, for its OK */
-	bool pending;	   /* a chunk not answered yet */
-	bool end;	   /* it is the END chunk */
-};
-#define MAX_WRITES 4u
-
-union small_msg {
-	struct frame_hello hello;
-	struct frame_data data;
-	struct frame_signal sig;
-	struct frame_file file;
-};
-
-struct agent {
-	int fd;
-	int sigfd;
-	bool host_gone;
-	bool fatal;
-	uid_t uid;
-	gid_t gid;
-	struct buf out;
-	struct proc *procs;
-	unsigned n_procs;
-	struct fread_job reads[MAX_READS];
-	unsigned n_reads;
-	struct awrite_job writes[MAX_WRITES];
-	unsigned n_writes;
-	struct frame_decoder *dec;
-	struct frame_spawn *spawn;
-	union small_msg msg;
-};
-
-struct slot {
-	struct proc *p;
-	int which; /* 0 out, 1 err, 2 in */
-};
-
 /* ---- small helpers ---- */
 
-static void close_fd(int *fd)
+void close_fd(int *fd)
 {
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
 }
 
-static int set_nonblock(int fd)
+int set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
@@ -133,7 +64,7 @@ static int set_nonblock(int fd)
 /* ---- output towards the host ---- */
 
 /* Queues a frame. Running out of memory is fatal: the agent cannot keep its promises. */
-static void emit(struct agent *a, uint16_t type, uint32_t chan, const void *msg)
+void emit(struct agent *a, uint16_t type, uint32_t chan, const void *msg)
 {
 	ssize_t n = frame_build_size(type, msg);
 
@@ -149,7 +80,7 @@ static void emit(struct agent *a, uint16_t type, uint32_t chan, const void *msg)
 	a->out.len += (size_t)n;
 }
 
-static void emit_error(struct agent *a, uint32_t chan, int err, const char *what)
+void emit_error(struct agent *a, uint32_t chan, int err, const char *what)
 {
 	char msg[256];
 	struct frame_error e = {.errnum = (uint32_t)err, .message = msg};
@@ -160,7 +91,7 @@ static void emit_error(struct agent *a, uint32_t chan, int err, const char *what
 
 /* Reads up to @max bytes from @fd (at @off unless it is -1) straight into the output queue as
  * one @type frame. Returns the bytes read, 0 at EOF, or -errno. */
-static ssize_t emit_from_fd(struct agent *a, uint16_t type, uint32_t chan, int fd, size_t max,
+ssize_t emit_from_fd(struct agent *a, uint16_t type, uint32_t chan, int fd, size_t max,
 			    off_t off)
 {
 	ssize_t n;
@@ -199,7 +130,7 @@ static void flush_out(struct agent *a)
 	}
 }
 
-static bool out_room(const struct agent *a)
+bool out_room(const struct agent *a)
 {
 	return a->out.len < OUT_SOFT;
 }
@@ -224,6 +155,7 @@ static void proc_free(struct agent *a, struct proc *p)
 	close_fd(&p->out_fd);
 	close_fd(&p->err_fd);
 	close_fd(&p->in_fd);
+	close_fd(&p->pty_fd);
 	buf_done(&p->inq);
 	free(p);
 	a->n_procs--;
@@ -239,6 +171,45 @@ static int proc_kill(struct proc *p, int signo)
 	if (kill(p->pid, signo) < 0 && r < 0)
 		return -errno;
 	return 0;
+}
+
+/* The session of @sid (a PTY process): a shell's jobs are process groups of their own, so
+ * SIGKILL goes to every process whose session is @sid, found in /proc. A process that made a
+ * session of its own left it, as it could leave a group. */
+static void session_kill(pid_t sid, int signo)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[64], stat[512];
+		int fd, pid = atoi(e->d_name);
+		if (pid <= 1 || pid == sid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, stat, sizeof(stat) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		/* "pid (comm) state ppid pgrp session": comm may hold anything, so after the last ')' */
+		char *rp = n > 0 ? (stat[n] = '\0', strrchr(stat, ')')) : NULL;
+		int ppid, pgrp, session;
+		char st;
+		if (rp && sscanf(rp + 1, " %c %d %d %d", &st, &ppid, &pgrp, &session) == 4 &&
+		    session == sid)
+			(void)kill(pid, signo);
+	}
+	closedir(d);
+}
+
+static int proc_signal(struct proc *p, int signo)
+{
+	int r = proc_kill(p, signo);
+	if (r == 0 && p->pty_fd >= 0 && signo == SIGKILL)
+		session_kill(p->pid, signo);
+	return r;
 }
 
 struct exec_failure {
@@ -328,7 +299,7 @@ static int exec_search(char *const argv[], char *const envp[])
 /* Runs in the forked child: never returns. Any failure is reported on @status_w and the child
  * exits before exec, never half-set-up. */
 static _Noreturn void child_exec(const struct frame_spawn *sp, int in_r, int out_w, int err_w,
-				 int status_w)
+				 int status_w, bool tty)
 {
 	struct exec_failure f = {STEP_STDIO, 0};
 	sigset_t none;
@@ -339,7 +310,10 @@ static _Noreturn void child_exec(const struct frame_spawn *sp, int in_r, int out
 	signal(SIGPIPE, SIG_DFL);
 	setsid();
 
-	if (!sp->want_stdin) {
+	/* a new session, and the PTY's slave (all three of in_r, out_w, err_w) its terminal */
+	if (tty && ioctl(in_r, TIOCSCTTY, 0) < 0)
+		goto fail;
+	if (!sp->want_stdin && !tty) {
 		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (nul >= 0)
 			in_r = nul; /* else the stdin pipe, whose write end is closed: also EOF */
@@ -372,17 +346,21 @@ fail_r:
 	_exit(127);
 }
 
-static int spawn_fork(struct agent *a, const struct frame_spawn *sp, int fds[8], pid_t *ret_pid,
-		      struct exec_failure *ret_fail)
+/* @slave: the PTY's slave for all of the child's stdio (then only the status pipe is made),
+ * or -1 for pipes. */
+static int spawn_fork(struct agent *a, const struct frame_spawn *sp, int slave, int fds[8],
+		      pid_t *ret_pid, struct exec_failure *ret_fail)
 {
-	for (int i = 0; i < 8; i += 2)
+	for (int i = slave >= 0 ? 6 : 0; i < 8; i += 2)
 		if (pipe2(fds + i, O_CLOEXEC) < 0)
 			return -errno;
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;
+	if (pid == 0 && slave >= 0)
+		child_exec(sp, slave, slave, slave, fds[7], true);
 	if (pid == 0)
-		child_exec(sp, fds[0], fds[3], fds[5], fds[7]);
+		child_exec(sp, fds[0], fds[3], fds[5], fds[7], false);
 	close_fd(&fds[0]);
 	close_fd(&fds[3]);
 	close_fd(&fds[5]);
@@ -425,6 +403,77 @@ static void spawn_error(struct agent *a, uint32_t chan, const struct frame_spawn
 	emit(a, FRAME_ERROR, chan, &(struct frame_error){.errnum = (uint32_t)err, .message = msg});
 }
 
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+static int winsize_set(int master, uint32_t cols, uint32_t rows)
+{
+	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+
+	if (cols == 0 || rows == 0 || cols > FRAME_MAX_PTY_DIM || rows > FRAME_MAX_PTY_DIM)
+		return -EINVAL;
+	return ioctl(master, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
+}
+
+/* The slave of @master: TIOCGPTPEER (no path to race), else /dev/pts/N. */
+static int pty_slave(int master)
+{
+	int fd = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	unsigned n;
+	char path[32];
+
+	if (fd >= 0)
+		return fd;
+	if (ioctl(master, TIOCGPTN, &n) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "/dev/pts/%u", n);
+	fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* A PTY of the sandbox's own devpts (the jail mounts a newinstance with ptmxmode=0666),
+ * opened with the fsuid of @user so that its slave is that user's. Sets *@ret_slave. */
+static int pty_open(struct agent *a, const struct frame_spawn *sp, int *ret_slave)
+{
+	int master, slave, unlock = 0, r = fs_become(a, sp->user);
+
+	if (r < 0)
+		return r;
+	master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	r = master < 0 ? -errno : 0;
+	fs_restore(a);
+	if (r < 0)
+		return r;
+	if (ioctl(master, TIOCSPTLCK, &unlock) < 0 ||
+	    (r = winsize_set(master, sp->cols, sp->rows)) < 0 || (r = pty_slave(master)) < 0) {
+		r = r < 0 ? r : -errno;
+		close(master);
+		return r;
+	}
+	slave = r;
+	*ret_slave = slave;
+	return master;
+}
+
+/* Where the process's stdio goes on our side: a PTY's master serves as its stdout and stdin
+ * (dups, so that either can be closed alone), or the pipes' ends. */
+static void proc_set_stdio(struct proc *p, const struct frame_spawn *sp, int master, int fds[8])
+{
+	if (master >= 0) {
+		p->pty_fd = master;
+		p->out_fd = fcntl(master, F_DUPFD_CLOEXEC, 3);
+		p->in_fd = fcntl(master, F_DUPFD_CLOEXEC, 3);
+		return;
+	}
+	p->out_fd = fds[2];
+	p->err_fd = fds[4];
+	p->in_fd = fds[1];
+	if (!sp->want_stdin)
+		close_fd(&p->in_fd);
+}
+
 static int do_spawn(struct agent *a, uint32_t chan, void *m)
 {
 	const struct frame_spawn *sp = m;
@@ -432,7 +481,8 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 	struct exec_failure fail = {0};
 	struct proc *p = NULL;
 	pid_t pid = -1;
-	int r;
+	int r, master = -1, slave = -1;
+	bool tty = sp->cols || sp->rows;
 
 	if (proc_find(a, chan))
 		return -EEXIST;
@@ -440,15 +490,22 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 		return -EAGAIN;
 	if (sp->user > FRAME_USER_ROOT)
 		return -EINVAL;
+	if (tty && (master = pty_open(a, sp, &slave)) < 0)
+		return master;
 	p = calloc(1, sizeof(*p));
-	if (!p)
+	if (!p) {
+		close_fd(&master);
+		close_fd(&slave);
 		return -ENOMEM;
+	}
 
-	r = spawn_fork(a, sp, fds, &pid, &fail);
+	r = spawn_fork(a, sp, slave, fds, &pid, &fail);
 	close_fd(&fds[6]);
+	close_fd(&slave);
 	if (r < 0) {
 		for (int i = 0; i < 6; i++)
 			close_fd(&fds[i]);
+		close_fd(&master);
 		free(p);
 		if (r == -ECHILD) {
 			spawn_error(a, chan, sp, &fail);
@@ -457,10 +514,9 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 		return r;
 	}
 
-	*p = (struct proc){.chan = chan, .pid = pid, .out_fd = fds[2], .err_fd = fds[4],
-			   .in_fd = fds[1], .status = 0};
-	if (!sp->want_stdin)
-		close_fd(&p->in_fd);
+	*p = (struct proc){.chan = chan, .pid = pid, .out_fd = -1, .err_fd = -1, .in_fd = -1,
+			   .pty_fd = -1, .status = 0};
+	proc_set_stdio(p, sp, master, fds);
 	(void)set_nonblock(p->out_fd);
 	(void)set_nonblock(p->err_fd);
 	if (p->in_fd >= 0)
@@ -533,20 +589,25 @@ static int do_stdin_close(struct agent *a, uint32_t chan, void *m)
  * and file requests share the stream but not the pause. Once the process is reaped its pipes
  * are drained anyway (at most a pipe's worth), so that EXIT is never held back. A process
  * that is gone is no error: its EXIT may be on the way. */
-static int do_pause(struct agent *a, uint32_t chan, void *m)
+static int pause_set(struct agent *a, uint32_t chan, bool paused)
 {
 	struct proc *p = proc_find(a, chan);
+	struct aport *pt = p ? NULL : port_find(a, chan);
 	if (p)
-		p->paused = true;
+		p->paused = paused;
+	if (pt)
+		pt->paused = paused;
 	return 0;
+}
+
+static int do_pause(struct agent *a, uint32_t chan, void *m)
+{
+	return pause_set(a, chan, true);
 }
 
 static int do_resume(struct agent *a, uint32_t chan, void *m)
 {
-	struct proc *p = proc_find(a, chan);
-	if (p)
-		p->paused = false;
-	return 0;
+	return pause_set(a, chan, false);
 }
 
 static int do_signal(struct agent *a, uint32_t chan, void *m)
@@ -558,7 +619,20 @@ static int do_signal(struct agent *a, uint32_t chan, void *m)
 		return -ESRCH;
 	if (s->signo < 1 || s->signo >= (uint32_t)NSIG)
 		return -EINVAL;
-	return proc_kill(p, (int)s->signo);
+	return proc_signal(p, (int)s->signo);
+}
+
+/* RESIZE: the kernel sends SIGWINCH to the terminal's foreground group itself. */
+static int do_resize(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_winsize *w = m;
+	struct proc *p = proc_find(a, chan);
+
+	if (!p)
+		return -ESRCH;
+	if (p->pty_fd < 0)
+		return -ENOTTY;
+	return winsize_set(p->pty_fd, w->cols, w->rows);
 }
 
 /* Reads one chunk of a process's stdout (which 0) or stderr (1). Returns 1 if data was read,
@@ -632,7 +706,7 @@ static void check_timeouts(struct agent *a)
 
 	for (struct proc *p = a->procs; p; p = p->next)
 		if (!p->exited && p->deadline && now >= p->deadline) {
-			(void)proc_kill(p, SIGKILL);
+			(void)proc_signal(p, SIGKILL);
 			p->timed_out = true;
 			p->deadline = 0;
 		}
@@ -642,7 +716,7 @@ static void check_timeouts(struct agent *a)
 
 /* openat2() with RESOLVE_NO_MAGICLINKS: /proc/<pid>/fd/N and friends would let a path escape
  * the permission checks of the user it is resolved for. */
-static int xopenat(int dirfd, const char *path, int flags, mode_t mode)
+int xopenat(int dirfd, const char *path, int flags, mode_t mode)
 {
 	static bool no_openat2;
 	/* openat2() refuses O_NOCTTY (any flag but a few) together with O_PATH */
@@ -668,7 +742,7 @@ static int xopenat(int dirfd, const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : fd;
 }
 
-static int check_path(const char *path)
+int check_path(const char *path)
 {
 	return path && path[0] == '/' ? 0 : -EINVAL;
 }
@@ -1336,6 +1410,28 @@ static int do_file_remove(struct agent *a, uint32_t chan, void *m)
 	return 0;
 }
 
+/* STATFS: how big the file system of PATH is and how much of it is used (the sandbox's
+ * scratch disk for /tmp or /home/user), for the host's per-sandbox metrics. */
+static int do_statfs(struct agent *a, uint32_t chan, void *m)
+{
+	const struct frame_file *f = m;
+	struct statvfs sv;
+	int fd = check_path(f->path) < 0 ? -EINVAL : xopenat(AT_FDCWD, f->path, O_PATH, 0);
+
+	if (fd < 0)
+		return fd;
+	int r = fstatvfs(fd, &sv) < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return r;
+	struct frame_fs_usage u = {
+		.total = (uint64_t)sv.f_blocks * sv.f_frsize,
+		.used = (uint64_t)(sv.f_blocks - sv.f_bfree) * sv.f_frsize,
+	};
+	emit(a, FRAME_FS_USAGE, chan, &u);
+	return 0;
+}
+
 /* File operations run with the fsuid/fsgid of the requesting user, so the API can touch only
  * what that user could. The agent is single-threaded, so this cannot leak into other work.
  * Where setfsuid() does not take (gVisor's Sentry keeps the fsuid equal to the euid), the
@@ -1354,7 +1450,7 @@ static int fs_set(uid_t uid, gid_t gid)
 	return -EPERM;
 }
 
-static int fs_become(const struct agent *a, uint32_t user)
+int fs_become(const struct agent *a, uint32_t user)
 {
 	uid_t uid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_UID;
 	gid_t gid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_GID;
@@ -1372,7 +1468,7 @@ static int fs_become(const struct agent *a, uint32_t user)
 	return r;
 }
 
-static void fs_restore(const struct agent *a)
+void fs_restore(const struct agent *a)
 {
 	/* uid first: back to root before the gid may change again */
 	if (fs_by_euid) {
@@ -1410,6 +1506,7 @@ static const struct handler {
 	{FRAME_STDIN, false, do_stdin},
 	{FRAME_STDIN_CLOSE, false, do_stdin_close},
 	{FRAME_SIGNAL, false, do_signal},
+	{FRAME_RESIZE, false, do_resize},
 	{FRAME_PAUSE, false, do_pause},
 	{FRAME_RESUME, false, do_resume},
 	{FRAME_FILE_WRITE, true, do_file_write},
@@ -1419,6 +1516,12 @@ static const struct handler {
 	{FRAME_FILE_MKDIR, true, do_file_mkdir},
 	{FRAME_FILE_MOVE, true, do_file_move},
 	{FRAME_FILE_REMOVE, true, do_file_remove},
+	{FRAME_STATFS, true, do_statfs},
+	{FRAME_WATCH_OPEN, false, do_watch_open},
+	{FRAME_WATCH_CLOSE, false, do_watch_close},
+	{FRAME_PORT_OPEN, false, do_port_open},
+	{FRAME_PORT_WRITE, false, do_port_write},
+	{FRAME_PORT_CLOSE, false, do_port_close},
 	/* A child of the agent, with the user's own credentials, does the work. */
 	{FRAME_ARCHIVE_READ, false, do_archive_read},
 	{FRAME_ARCHIVE_WRITE, false, do_archive_write},
@@ -1520,20 +1623,31 @@ static size_t build_pollfds(struct agent *a, struct pollfd *pfd, struct slot *sl
 					  : p->inq.len > 0;
 			if (fds[w] < 0 || !want)
 				continue;
-			slots[n] = (struct slot){p, w};
+			slots[n] = (struct slot){p, w, NULL};
 			pfd[n++] = (struct pollfd){.fd = fds[w], .events = w < 2 ? POLLIN : POLLOUT};
 		}
 	}
 	for (unsigned i = 0; i < a->n_reads && out_room(a); i++)
 		if (a->reads[i].status_fd >= 0) { /* pump_reads() takes it when it wakes us */
-			slots[n] = (struct slot){NULL, 0};
+			slots[n] = (struct slot){NULL, 0, NULL};
 			pfd[n++] = (struct pollfd){.fd = a->reads[i].fd, .events = POLLIN};
 		}
+	for (struct aport *p = a->ports; p; p = p->next) {
+		short ev = port_events(a, p);
+		if (ev) {
+			slots[n] = (struct slot){NULL, 0, p};
+			pfd[n++] = (struct pollfd){.fd = p->fd, .events = ev};
+		}
+	}
+	for (unsigned i = 0; i < a->n_watches && out_room(a); i++) { /* pump_watches() reads */
+		slots[n] = (struct slot){NULL, 0, NULL};
+		pfd[n++] = (struct pollfd){.fd = watch_fd(a->watches[i].w), .events = POLLIN};
+	}
 	for (unsigned i = 0; i < a->n_writes; i++) { /* pump_writes() goes on when woken */
 		const struct awrite_job *j = &a->writes[i];
 		bool out = j->fd >= 0 && j->q.len > 0, verdict = j->fd < 0 && j->status_fd >= 0;
 		if (out || verdict) {
-			slots[n] = (struct slot){NULL, 0};
+			slots[n] = (struct slot){NULL, 0, NULL};
 			pfd[n++] = (struct pollfd){.fd = out ? j->fd : j->status_fd,
 						   .events = out ? POLLOUT : POLLIN};
 		}
@@ -1550,6 +1664,13 @@ static void handle_events(struct agent *a, const struct pollfd *pfd, const struc
 		a->host_gone = true;
 	if (pfd[1].revents & POLLIN)
 		reap(a);
+	/* a port's event may free it: only ports still listed are served */
+	for (size_t i = 2; i < n; i++)
+		for (struct aport *p = a->ports; p && pfd[i].revents && slots[i].port; p = p->next)
+			if (p == slots[i].port) {
+				port_event(a, p, pfd[i].revents);
+				break;
+			}
 	for (size_t i = 2; i < n; i++) {
 		if (!pfd[i].revents || !slots[i].p)
 			continue;
@@ -1563,7 +1684,7 @@ static void handle_events(struct agent *a, const struct pollfd *pfd, const struc
 static void shutdown_all(struct agent *a)
 {
 	for (struct proc *p = a->procs; p; p = p->next)
-		(void)proc_kill(p, SIGKILL);
+		(void)proc_signal(p, SIGKILL);
 	/* as PID 1, take down whatever else lives in the namespace too */
 	if (getpid() == 1)
 		(void)kill(-1, SIGKILL);
@@ -1577,6 +1698,10 @@ static void shutdown_all(struct agent *a)
 		close(a->reads[--a->n_reads].fd);
 	while (a->n_writes > 0)
 		write_job_drop(a, &a->writes[a->n_writes - 1]);
+	while (a->n_watches > 0)
+		watch_drop(a, &a->watches[a->n_watches - 1]);
+	while (a->ports)
+		port_free(a, a->ports);
 }
 
 static int agent_setup(struct agent *a, int fd)
@@ -1618,7 +1743,7 @@ static void protocol_error(struct agent *a, int err)
 
 static int agent_loop(struct agent *a)
 {
-	size_t max = 2 + 3 * MAX_PROCS + MAX_READS + MAX_WRITES;
+	size_t max = 2 + 3 * MAX_PROCS + MAX_READS + MAX_WRITES + MAX_WATCHES + MAX_PORTS;
 	struct pollfd *pfd = calloc(max, sizeof(*pfd));
 	struct slot *slots = calloc(max, sizeof(*slots));
 	int ret = 0;
@@ -1634,6 +1759,7 @@ static int agent_loop(struct agent *a)
 		}
 		pump_reads(a);
 		pump_writes(a);
+		pump_watches(a);
 		finish_procs(a);
 		flush_out(a);
 		if (a->host_gone || a->fatal)

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -47,6 +48,10 @@ static _noreturn_ void exec_child(const char *workdir, char **cmd, int errfd)
 	/* CMD starts with a clean signal state whatever ours was. */
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* On a terminal (cordon run -t), CMD leads a session with it as its controlling
+	 * terminal, so that job control and Ctrl-C work as in a login. */
+	if (isatty(0) && setsid() >= 0)
+		(void)ioctl(0, TIOCSCTTY, 0);
 	if (chdir(workdir) == 0) {
 		execvp(cmd[0], cmd);
 		st.kind = INIT_EXEC_FAILED;

@@ -316,6 +316,8 @@ int cgroup_stats(struct cgroup *cg, struct cgroup_stats *ret)
 			s.cpu_usec = v;
 		if (read_u64_at(fd, "memory.peak", &v) == 0) /* 5.19+ */
 			s.peak_memory_bytes = v;
+		if (read_u64_at(fd, "memory.current", &v) == 0)
+			s.memory_bytes = v;
 	} else {
 		int mem = cg->dirfd[CTL_MEMORY];
 		int acct = cg->dirfd[CTL_CPUACCT] >= 0 ? cg->dirfd[CTL_CPUACCT] : cg->dirfd[CTL_CPU];
@@ -323,6 +325,8 @@ int cgroup_stats(struct cgroup *cg, struct cgroup_stats *ret)
 			s.oom_kills = v;
 		if (read_u64_at(mem, "memory.max_usage_in_bytes", &v) == 0)
 			s.peak_memory_bytes = v;
+		if (read_u64_at(mem, "memory.usage_in_bytes", &v) == 0)
+			s.memory_bytes = v;
 		if (read_u64_at(acct, "cpuacct.usage", &v) == 0)
 			s.cpu_usec = v / 1000;
 	}

@@ -24,6 +24,7 @@ struct cgroup_stats {
 	uint64_t oom_kills;
 	uint64_t cpu_usec;
 	uint64_t peak_memory_bytes; /* 0 when the kernel cannot tell (v2 before 5.19) */
+	uint64_t memory_bytes;      /* in use now (v2 memory.current, v1 memory.usage_in_bytes) */
 };
 
 enum cgroup_mode { CGROUP_NONE, CGROUP_V1, CGROUP_V2 };

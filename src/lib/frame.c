@@ -61,6 +61,27 @@ static const struct field spawn_fields[] = {
 	U32(frame_spawn, FRAME_TAG_USER, user, 0),
 	U32(frame_spawn, FRAME_TAG_WANT_STDIN, want_stdin, 0),
 	U64(frame_spawn, FRAME_TAG_TIMEOUT_MS, timeout_ms, 0),
+	U32(frame_spawn, FRAME_TAG_COLS, cols, 0),
+	U32(frame_spawn, FRAME_TAG_ROWS, rows, 0),
+};
+
+static const struct field winsize_fields[] = {
+	U32(frame_winsize, FRAME_TAG_COLS, cols, 1),
+	U32(frame_winsize, FRAME_TAG_ROWS, rows, 1),
+};
+
+static const struct field port_fields[] = {
+	U32(frame_port, FRAME_TAG_PORT, port, 1),
+};
+
+static const struct field fs_usage_fields[] = {
+	U64(frame_fs_usage, FRAME_TAG_TOTAL, total, 0),
+	U64(frame_fs_usage, FRAME_TAG_USED, used, 0),
+};
+
+static const struct field watch_event_fields[] = {
+	STR(frame_watch_event, FRAME_TAG_NAME, name, 1, FRAME_MAX_PATH),
+	U32(frame_watch_event, FRAME_TAG_TYPE, type, 1),
 };
 
 static const struct field spawned_fields[] = {
@@ -113,6 +134,8 @@ static const struct field file_remove_fields[] = {FILE_PATH, FILE_USER, FILE_FLA
 
 static const struct field archive_read_fields[] = {FILE_PATH, FILE_USER};
 
+static const struct field watch_open_fields[] = {FILE_PATH, FILE_USER, FILE_FLAGS};
+
 static const struct field archive_write_fields[] = {
 	FILE_PATH, FILE_USER, FILE_FLAGS,
 	BYTES(frame_file, FRAME_TAG_DATA, data, data_len),
@@ -127,6 +150,11 @@ static const struct field file_info_fields[] = {
 	U64(frame_file_info, FRAME_TAG_MTIME_NS, mtime_ns, 0),
 	U32(frame_file_info, FRAME_TAG_UID, uid, 0),
 	U32(frame_file_info, FRAME_TAG_GID, gid, 0),
+};
+
+/* PORT_EOF: CODE only (struct frame_exit's code: the errno that ended it, 0 for EOF) */
+static const struct field port_eof_fields[] = {
+	U32(frame_exit, FRAME_TAG_CODE, code, 0),
 };
 
 static const struct field ok_fields[] = {
@@ -162,6 +190,13 @@ static const struct msg_desc msgs[] = {
 	TLV(FRAME_FILE_REMOVE, FRAME_TO_AGENT, "FILE_REMOVE", frame_file, file_remove_fields),
 	TLV(FRAME_ARCHIVE_READ, FRAME_TO_AGENT, "ARCHIVE_READ", frame_file, archive_read_fields),
 	TLV(FRAME_ARCHIVE_WRITE, FRAME_TO_AGENT, "ARCHIVE_WRITE", frame_file, archive_write_fields),
+	TLV(FRAME_RESIZE, FRAME_TO_AGENT, "RESIZE", frame_winsize, winsize_fields),
+	TLV(FRAME_WATCH_OPEN, FRAME_TO_AGENT, "WATCH_OPEN", frame_file, watch_open_fields),
+	EMPTY(FRAME_WATCH_CLOSE, FRAME_TO_AGENT, "WATCH_CLOSE"),
+	TLV(FRAME_PORT_OPEN, FRAME_TO_AGENT, "PORT_OPEN", frame_port, port_fields),
+	RAW(FRAME_PORT_WRITE, FRAME_TO_AGENT, "PORT_WRITE"),
+	EMPTY(FRAME_PORT_CLOSE, FRAME_TO_AGENT, "PORT_CLOSE"),
+	TLV(FRAME_STATFS, FRAME_TO_AGENT, "STATFS", frame_file, file_stat_fields),
 	TLV(FRAME_HELLO_OK, FRAME_TO_HOST, "HELLO_OK", frame_hello, hello_fields),
 	EMPTY(FRAME_PONG, FRAME_TO_HOST, "PONG"),
 	TLV(FRAME_SPAWNED, FRAME_TO_HOST, "SPAWNED", frame_spawned, spawned_fields),
@@ -170,6 +205,10 @@ static const struct msg_desc msgs[] = {
 	TLV(FRAME_EXIT, FRAME_TO_HOST, "EXIT", frame_exit, exit_fields),
 	RAW(FRAME_FILE_DATA, FRAME_TO_HOST, "FILE_DATA"),
 	TLV(FRAME_FILE_INFO, FRAME_TO_HOST, "FILE_INFO", frame_file_info, file_info_fields),
+	TLV(FRAME_WATCH_EVENT, FRAME_TO_HOST, "WATCH_EVENT", frame_watch_event, watch_event_fields),
+	RAW(FRAME_PORT_DATA, FRAME_TO_HOST, "PORT_DATA"),
+	TLV(FRAME_FS_USAGE, FRAME_TO_HOST, "FS_USAGE", frame_fs_usage, fs_usage_fields),
+	TLV(FRAME_PORT_EOF, FRAME_TO_HOST, "PORT_EOF", frame_exit, port_eof_fields),
 	TLV(FRAME_OK, FRAME_TO_HOST, "OK", frame_ok, ok_fields),
 	TLV(FRAME_ERROR, FRAME_TO_HOST, "ERROR", frame_error, error_fields),
 };

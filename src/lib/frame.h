@@ -68,6 +68,13 @@ enum frame_type {
 	FRAME_FILE_REMOVE = 0x0026,
 	FRAME_ARCHIVE_READ = 0x0027,  /* the tree at path as a tar stream: FILE_DATA..., OK */
 	FRAME_ARCHIVE_WRITE = 0x0028, /* a chunk of a tar to unpack at path; each answered OK */
+	FRAME_RESIZE = 0x0016,      /* a PTY process's window size (TIOCSWINSZ) */
+	FRAME_WATCH_OPEN = 0x0030,  /* inotify on path (recursive): OK, then WATCH_EVENT... */
+	FRAME_WATCH_CLOSE = 0x0031, /* the end of a watch; nothing more on its channel */
+	FRAME_PORT_OPEN = 0x0040,   /* a TCP connection to 127.0.0.1:PORT inside: OK, or ERROR */
+	FRAME_PORT_WRITE = 0x0041,  /* bytes for the connection; OK{SIZE = taken so far} acks */
+	FRAME_PORT_CLOSE = 0x0042,  /* the host's end is gone: close it */
+	FRAME_STATFS = 0x0050,      /* the file system of path: FS_USAGE */
 	/* agent -> host */
 	FRAME_HELLO_OK = 0x0101,
 	FRAME_PONG = 0x0102,
@@ -77,6 +84,10 @@ enum frame_type {
 	FRAME_EXIT = 0x0113,
 	FRAME_FILE_DATA = 0x0120,
 	FRAME_FILE_INFO = 0x0121,
+	FRAME_WATCH_EVENT = 0x0130, /* NAME (absolute path), TYPE (FRAME_WATCH_EV_* bits) */
+	FRAME_PORT_DATA = 0x0141,   /* bytes from the connection */
+	FRAME_PORT_EOF = 0x0142,    /* the sandbox's end closed (CODE: errno, 0 for EOF) */
+	FRAME_FS_USAGE = 0x0150,    /* TOTAL and USED bytes of a file system */
 	FRAME_OK = 0x01f0,
 	FRAME_ERROR = 0x01f1,
 };
@@ -113,6 +124,11 @@ enum frame_tag {
 	FRAME_TAG_ERRNO = 28,
 	FRAME_TAG_MESSAGE = 29,
 	FRAME_TAG_TARGET = 30,
+	FRAME_TAG_COLS = 31,
+	FRAME_TAG_ROWS = 32,
+	FRAME_TAG_PORT = 33,
+	FRAME_TAG_TOTAL = 34,
+	FRAME_TAG_USED = 35,
 };
 
 /* Who a process runs as and whose permissions a file operation is checked against. */
@@ -137,6 +153,18 @@ enum frame_user {
 #define FRAME_ARCHIVE_END 0x1u /* the last chunk: OK once the whole archive is unpacked */
 /* FILE_REMOVE flags */
 #define FRAME_REMOVE_RECURSIVE 0x1u
+/* WATCH_OPEN flags */
+#define FRAME_WATCH_RECURSIVE 0x1u
+/* WATCH_EVENT types (bits; an event may carry several) */
+#define FRAME_WATCH_EV_CREATE   0x01u
+#define FRAME_WATCH_EV_WRITE    0x02u
+#define FRAME_WATCH_EV_REMOVE   0x04u
+#define FRAME_WATCH_EV_RENAME   0x08u
+#define FRAME_WATCH_EV_CHMOD    0x10u
+#define FRAME_WATCH_EV_OVERFLOW 0x20u /* events were lost (the queue was full); NAME is the root */
+#define FRAME_WATCH_EV_ALL      0x3fu
+/* Largest PTY window either side accepts. */
+#define FRAME_MAX_PTY_DIM 1000u
 /* OK flags */
 #define FRAME_OK_TRUNCATED 0x1u /* a FILE_LIST hit its entry or byte limit */
 #define FRAME_OK_OMITTED   0x2u /* a FILE_LIST passed entries whose path NAME cannot carry */
@@ -184,6 +212,28 @@ struct frame_spawn {
 	uint32_t user;   /* enum frame_user */
 	uint32_t want_stdin;
 	uint64_t timeout_ms; /* 0: none */
+	uint32_t cols, rows; /* both nonzero: run on a PTY of this size (stdout carries it) */
+};
+
+/* RESIZE */
+struct frame_winsize {
+	uint32_t cols, rows;
+};
+
+/* PORT_OPEN */
+struct frame_port {
+	uint32_t port;
+};
+
+/* FS_USAGE */
+struct frame_fs_usage {
+	uint64_t total, used; /* bytes */
+};
+
+/* WATCH_EVENT */
+struct frame_watch_event {
+	const char *name; /* absolute path inside the sandbox */
+	uint32_t type;    /* FRAME_WATCH_EV_* */
 };
 
 struct frame_spawned {

@@ -12,6 +12,7 @@
 
 #include "basic/cleanup.h"
 #include "lib/cgroup.h"
+#include "lib/ns.h"
 #include "runtime/host.h"
 #include "runtime/scratch.h"
 
@@ -83,6 +84,11 @@ int runtime_host_link_inside(struct runtime_host *h, pid_t pid, struct cordon_er
 	if (setns(target, CLONE_NEWNET) < 0)
 		return cordon_err_set(err, -errno, "network: enter the sandbox's namespace");
 	int r = link_configure_inside(&h->link, err);
+	/* lo too: the jail's child brought it up already, but gvisor's holder namespace is made
+	 * here, and runsc copies into its netstack only the interfaces that are up (without lo,
+	 * nothing inside can listen on 127.0.0.1, nor the agent reach it for a port). */
+	if (r == 0)
+		(void)ns_loopback_up(NULL);
 	if (setns(self, CLONE_NEWNET) < 0)
 		abort(); /* a host thread left in a sandbox's network: never go on */
 	if (r < 0) { /* not linked until eth0 is up inside */
@@ -106,7 +112,8 @@ int runtime_host_stats(struct runtime_host *h, struct cordon_stats *ret)
 	struct cgroup_stats cs = {};
 	if (h->cg)
 		cgroup_stats(h->cg, &cs);
-	*ret = (struct cordon_stats){cs.oom_kills, cs.cpu_usec / 1000, cs.peak_memory_bytes};
+	*ret = (struct cordon_stats){cs.oom_kills, cs.cpu_usec / 1000, cs.peak_memory_bytes,
+				     cs.memory_bytes};
 	return 0;
 }
 

@@ -1188,7 +1188,14 @@ static int fld_stdin(json_t *v, void *dst, const struct field *f, const char *pa
 	return get_string(v, API_MAX_BODY, path, &e->stdin_data, &e->stdin_len, err);
 }
 
-/* The two tables differ only in stdin and the range of timeout_s. */
+static const struct range pty_range = {1, API_MAX_PTY_DIM};
+static const struct field winsize_fields[] = {
+    {"cols", fld_u32, offsetof(struct api_winsize, cols), &pty_range},
+    {"rows", fld_u32, offsetof(struct api_winsize, rows), &pty_range},
+};
+static const struct objdef winsize_def = {winsize_fields, ELEMENTSOF(winsize_fields)};
+
+/* The two tables differ in stdin, pty and the range of timeout_s. */
 static const struct field run_fields[] = {
     {"argv", fld_argv, 0, NULL},
     {"cmd", fld_string, offsetof(struct api_exec, cmd), &arg_def},
@@ -1208,6 +1215,7 @@ static const struct field start_fields[] = {
     {"user", fld_enum, offsetof(struct api_exec, user), &user_def},
     {"tag", fld_string, offsetof(struct api_exec, tag), &tag_def},
     {"timeout_s", fld_u32, offsetof(struct api_exec, timeout_s), &start_timeout_range},
+    {"pty", fld_object, offsetof(struct api_exec, pty), &winsize_def},
 };
 static const struct objdef exec_defs[] = {
     [API_EXEC_RUN] = {run_fields, ELEMENTSOF(run_fields)},
@@ -1264,6 +1272,12 @@ int api_exec_parse(const char *body, size_t len, enum api_exec_kind kind,
 	if (r < 0)
 		return r;
 	e->user_given = json_object_get(e->root_, "user") != NULL;
+	json_t *pty = json_object_get(e->root_, "pty");
+	e->pty_set = pty && !json_is_null(pty);
+	if (e->pty_set) {
+		e->pty.cols = e->pty.cols ? e->pty.cols : 80;
+		e->pty.rows = e->pty.rows ? e->pty.rows : 24;
+	}
 	r = exec_argv_from_cmd(e, err);
 	if (r < 0)
 		return r;
@@ -1393,6 +1407,27 @@ int api_signal_parse(const char *body, size_t len, int *ret_signo, struct cordon
 	if (signo == 0)
 		return missing(err, "signal");
 	*ret_signo = signo;
+	return 0;
+}
+
+/* ---- resize ------------------------------------------------------------------------------- */
+
+int api_resize_parse(const char *body, size_t len, struct api_winsize *ret, struct cordon_err *err)
+{
+	struct api_winsize w = {};
+	json_t *root = NULL;
+	int r = load_body(body, len, false, &root, err);
+	if (r < 0)
+		return r;
+	r = parse_object(root, &winsize_def, &w, "", err);
+	json_decref(root);
+	if (r < 0)
+		return r;
+	if (w.cols == 0)
+		return missing(err, "cols");
+	if (w.rows == 0)
+		return missing(err, "rows");
+	*ret = w;
 	return 0;
 }
 
@@ -1805,6 +1840,8 @@ static const struct {
     [API_ERR_INSUFFICIENT_STORAGE] = {"insufficient_storage", 507},
     [API_ERR_UNSAFE_ARCHIVE] = {"unsafe_archive", 400},
     [API_ERR_NO_INTERPRETER] = {"no_interpreter", 409},
+    [API_ERR_NOT_A_TERMINAL] = {"not_a_terminal", 409},
+    [API_ERR_PORT_UNREACHABLE] = {"port_unreachable", 502},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */

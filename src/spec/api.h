@@ -362,6 +362,12 @@ enum api_encoding {
 	API_ENCODING_BASE64,
 };
 
+/* A PTY's window: {cols, rows}, each 1..API_MAX_PTY_DIM (frame.h's FRAME_MAX_PTY_DIM). */
+#define API_MAX_PTY_DIM 1000u
+struct api_winsize {
+	uint32_t cols, rows;
+};
+
 struct api_exec {
 	const char **argv; /* argc entries, NULL-terminated; from "cmd": /bin/sh -c cmd */
 	size_t argc;
@@ -380,6 +386,9 @@ struct api_exec {
 	uint32_t timeout_s; /* RUN: 1..86400, default 60; START: 0 (none) ..86400, default 60 */
 	const char *tag;    /* NULL: none */
 	enum api_encoding encoding; /* API_EXEC_RUN: how stdout/stderr are returned */
+	/* API_EXEC_START: "pty": {cols, rows} (default 80x24) runs it on a pseudo-terminal */
+	bool pty_set;
+	struct api_winsize pty;
 
 	struct json_t *root_;
 	char *env_buf_;
@@ -425,6 +434,11 @@ int api_stdin_parse(const char *body, size_t len, struct api_stdin *ret_stdin,
 		    struct cordon_err *err);
 /* Frees what api_stdin_parse() allocated (not @s itself). */
 void api_stdin_done(struct api_stdin *s);
+
+/* ---- POST /v1/sandboxes/{id}/processes/{pid}/resize --------------------------------------- */
+
+/* {cols, rows}: both required. */
+int api_resize_parse(const char *body, size_t len, struct api_winsize *ret, struct cordon_err *err);
 
 /* ---- POST /v1/sandboxes/{id}/processes/{pid}/signal --------------------------------------- */
 
@@ -534,6 +548,8 @@ enum api_error {
 	API_ERR_INSUFFICIENT_STORAGE, /* 507: more than the host's disk can hold */
 	API_ERR_UNSAFE_ARCHIVE,	   /* 400: a tar with '..', absolute names, links out, devices */
 	API_ERR_NO_INTERPRETER,	   /* 409: the sandbox's template has no code interpreter */
+	API_ERR_NOT_A_TERMINAL,	   /* 409: a resize of a process that has no PTY */
+	API_ERR_PORT_UNREACHABLE,  /* 502: nothing listens on that port inside the sandbox */
 	_API_ERR_MAX,
 };
 

@@ -86,7 +86,7 @@ ERROR_STATUS = {
     "sandbox_paused": 409, "snapshot_limit": 507,
     "volume_in_use": 409, "volume_exists": 409, "insufficient_storage": 507,
     "unsafe_archive": 400,
-    "no_interpreter": 409,
+    "no_interpreter": 409, "not_a_terminal": 409, "port_unreachable": 502,
 }
 
 SANDBOX_KEYS = {"id", "template", "runtime", "state", "created_at", "expires_at", "timeout_s",
@@ -719,6 +719,40 @@ def start_daemon(**kw):
     d = Daemon(**kw)
     d.start()
     return d
+
+
+FG_PROBE = r'''
+import os, sys
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        cmd = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").strip()
+        st = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    if cmd == sys.argv[1].encode() and st[2] == st[5]:  # pgrp == tpgid: it has the terminal
+        print("fg")
+'''
+
+
+def wait_foreground(client, sid, cmdline, timeout=15):
+    """Until the process running @cmdline is its terminal's foreground group: a key sent
+    before that reaches the shell, not the job (bash prints the job before it hands over)."""
+    deadline = time.monotonic() + timeout
+    while client.exec(sid, argv=["python3", "-c", FG_PROBE, cmdline])["stdout"] != "fg\n":
+        assert time.monotonic() < deadline, f"{cmdline!r} never had the terminal"
+        time.sleep(0.1)
+
+
+def daemon_fixture(**kw):
+    """A module's own `daemon` fixture: start_daemon(**kw), checked alive at the end."""
+    @pytest.fixture(scope="module")
+    def daemon():
+        d = start_daemon(**kw)
+        yield d
+        alive = d.alive()
+        d.cleanup()
+        assert alive, f"cordond died during the module:\n{d.log_tail()}"
+    return daemon
 
 
 @pytest.fixture(scope="module")

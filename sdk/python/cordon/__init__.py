@@ -15,12 +15,13 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      NotADirectory, NotFound, PayloadTooLarge, QuotaExceeded, ReadOnly,
                      SandboxPaused, SnapshotLimit, StreamLagged, Timeout, Unauthorized,
                      Unavailable, UnknownField, UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage,
-                     UnsafeArchive, NoInterpreter)
+                     UnsafeArchive, NoInterpreter, NotATerminal, PortUnreachable)
 from .approvals import Approval, Approvals
 from .code import CodeContext, Execution, ExecutionError, Logs, Result
-from .files import Files
+from .files import Files, Watch
 from .models import ExecResult, FileEntry, ProcessInfo, ProcessResult, SandboxInfo
 from .processes import Process, Processes
+from .pty import Pty, PtyProcess
 from .sandbox import Sandbox
 from .snapshots import Snapshot, Snapshots
 from .templates import BuildFailed, Templates
@@ -39,7 +40,8 @@ def health(socket=None, url=None, api_key=None, timeout=5.0):
 
 __all__ = [
     "Sandbox", "Snapshot", "Snapshots", "SandboxPaused", "SnapshotLimit", "Templates", "BuildFailed", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
-    "Processes", "Files", "FileEntry", "Client", "DEFAULT_SOCKET", "health",
+    "Processes", "Files", "FileEntry", "Watch", "Pty", "PtyProcess", "NotATerminal",
+    "PortUnreachable", "Client", "DEFAULT_SOCKET", "health",
     "CordonError", "BadRequest", "InvalidField", "UnknownField", "UnsupportedRuntime", "PayloadTooLarge", "NotFound",
     "Conflict", "QuotaExceeded", "CapacityError", "Unauthorized", "Forbidden", "InternalError",
     "Unavailable", "CordonUnavailable", "Timeout", "MethodNotAllowed", "LengthRequired",

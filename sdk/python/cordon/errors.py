@@ -223,6 +223,18 @@ class UnsafeArchive(BadRequest):
     code = "unsafe_archive"
 
 
+class NotATerminal(Conflict):
+    """409 ``not_a_terminal``: a resize of a process that was started without a pty."""
+    code = "not_a_terminal"
+
+
+class PortUnreachable(CordonError):
+    """502 ``port_unreachable``: nothing accepts connections on that port inside the
+    sandbox."""
+    code = "port_unreachable"
+    default_status = 502
+
+
 class StreamLagged(CordonError):
     """A process's event stream was cut because this client fell too far behind (the daemon's
     ``lagged`` event). Output after that point was not received, so the result is unknown;
@@ -274,7 +286,7 @@ _BY_CODE: Dict[str, Type[CordonError]] = {
                 Unavailable, Timeout, MethodNotAllowed, LengthRequired, AuditUnavailable,
                 InvalidPath, ReadOnly, NoSpace, NotADirectory, IsADirectory, CrossDevice,
                 StreamLagged, SandboxPaused, SnapshotLimit, VolumeInUse, VolumeExists,
-                InsufficientStorage, UnsafeArchive, NoInterpreter)
+                InsufficientStorage, UnsafeArchive, NoInterpreter, NotATerminal, PortUnreachable)
 }
 
 _BY_STATUS: Dict[int, Type[CordonError]] = {
@@ -286,7 +298,8 @@ _BY_STATUS: Dict[int, Type[CordonError]] = {
 __all__ += ["InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
             "CrossDevice", "StreamLagged", "MethodNotAllowed", "LengthRequired", "AuditUnavailable",
             "SandboxPaused", "SnapshotLimit",
-            "VolumeInUse", "VolumeExists", "InsufficientStorage", "UnsafeArchive", "NoInterpreter"]
+            "VolumeInUse", "VolumeExists", "InsufficientStorage", "UnsafeArchive", "NoInterpreter",
+            "NotATerminal", "PortUnreachable"]
 
 
 def error_from_response(status: int, body: bytes,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import base64
+import json
 import io
 import os
 import stat as stat_mod
 import tarfile
 import urllib.parse
-from typing import TYPE_CHECKING, Any, BinaryIO, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Dict, Iterator, List, Optional, Union
 
 from . import errors
 from .models import FileEntry
@@ -207,6 +208,29 @@ class FileList(list):
     omitted: bool = False  # entries with a path over 4095 bytes below ``path`` were not listed
 
 
+class Watch:
+    """An open directory watch (:meth:`Files.watch`): iterate for events, then close."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        for line in self._stream.lines():
+            try:
+                yield json.loads(line.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                continue
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 class Files:
     """File operations inside the sandbox; every path is absolute and resolved inside it.
 
@@ -222,6 +246,17 @@ class Files:
         if path is not None:
             target += _query(path, **kw.pop("params", {}))
         return sbx._client.request(method, target, **kw)
+
+    def watch(self, path: PathType, recursive: bool = False) -> "Watch":
+        """Watch the directory ``path`` (and, with ``recursive``, every directory beneath it,
+        new ones too): iterate the returned :class:`Watch` for event dicts ``{"type":
+        "create"|"write"|"remove"|"rename"|"chmod"|"overflow", "path": ...}`` as they happen;
+        ``overflow`` says events were lost (a reader too slow, or a flood). Close it (or use it
+        as a context manager) to stop."""
+        sbx = self._sandbox
+        target = sbx._path("files", "watch") + _query(_check_path(path),
+                                                      recursive="1" if recursive else None)
+        return Watch(sbx._client.stream("GET", target))
 
     def write(self, path: PathType, data: Data) -> FileEntry:
         """Create or replace the file at ``path`` (its directory must exist) with ``data``

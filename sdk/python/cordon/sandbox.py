@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import logging
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
@@ -11,6 +12,7 @@ from . import errors
 from ._http import DEFAULT_REQUEST_TIMEOUT, Client, quote_segment
 from .files import Files
 from .models import ExecResult, SandboxInfo
+from .pty import Pty
 from .processes import Processes, command_fields
 from .snapshots import Snapshot
 
@@ -52,6 +54,7 @@ class Sandbox:
         self._info = info
         self.files = Files(self)
         self.processes = Processes(self)
+        self.pty = Pty(self)
 
     # -- construction ------------------------------------------------------------------------
 
@@ -351,6 +354,51 @@ class Sandbox:
     def _code_wait(self) -> Optional[float]:
         t = self._client.request_timeout
         return None if t is None else max(t, 120.0)  # a kernel's start, under load
+
+    # -- ports -------------------------------------------------------------------------------
+
+    def connect_port(self, port: int, timeout: Optional[float] = 30.0) -> "socket.socket":
+        """A connected socket to ``127.0.0.1:port`` inside the sandbox, through cordond and
+        the sandbox's agent (``GET .../ports/{port}``, answered 101): send and receive on it
+        as on any TCP connection, close it when done. The sandbox needs no network.
+        Raises :class:`PortUnreachable` when nothing listens there."""
+        conn = self._client.endpoint.new_connection(timeout)
+        conn.connect()
+        sock, conn.sock = conn.sock, None  # ours now, not http.client's
+        hdrs = self._client._headers({"Upgrade": "tcp", "Connection": "Upgrade"}, False, None)
+        head = f"GET {self._client._target(self._path('ports', int(port)), None)} HTTP/1.1\r\n"
+        head += "Host: cordon\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+        try:
+            sock.sendall((head + "\r\n").encode("latin-1"))
+            answer = b""
+            while b"\r\n\r\n" not in answer and len(answer) < 65536:
+                b = sock.recv(1)  # byte by byte: what follows the head is the stream's
+                if not b:
+                    break
+                answer += b
+            status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.") else 0
+            if status != 101:
+                body = answer.partition(b"\r\n\r\n")[2]
+                while True:
+                    b = sock.recv(65536)
+                    if not b:
+                        break
+                    body += b
+                raise errors.error_from_response(status or 502, body)
+        except BaseException:
+            sock.close()
+            raise
+        sock.settimeout(None)
+        return sock
+
+    # -- metrics -----------------------------------------------------------------------------
+
+    def metrics(self) -> Dict[str, Any]:
+        """What the sandbox uses: ``{"current": SAMPLE, "samples": [SAMPLE...],
+        "interval_s": 5}``, samples oldest first (five minutes at most); each SAMPLE has
+        ``timestamp``, ``cpu_ms`` (in all), ``cpu_pct`` (of one CPU since the sample before),
+        ``memory_bytes``, ``disk_used_bytes`` and ``disk_total_bytes``."""
+        return self._client.request("GET", self._path("metrics")).json()
 
     # -- audit -------------------------------------------------------------------------------
 

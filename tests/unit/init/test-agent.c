@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -661,6 +663,119 @@ static void test_special_files_refused(void **state)
 	assert_int_equal(host_stop(h), 0);
 }
 
+/* A PTY: the process's stdio is a terminal of its own session, its size the SPAWN's, and
+ * RESIZE reaches it; a process without one refuses RESIZE with ENOTTY. */
+static void test_pty(void **state)
+{
+	struct host *h = host_start();
+	struct frame_spawn *sp = spawn_msg("test -t 0 && test -t 2 && echo TTY; stty size",
+					   FRAME_USER_ROOT);
+	sp->cols = 91;
+	sp->rows = 27;
+	struct output *o = run(h, 1, sp);
+	o->out[o->out_len] = '\0';
+	assert_int_equal(o->exit.code, 0);
+	assert_non_null(strstr(o->out, "TTY"));
+	assert_non_null(strstr(o->out, "27 91"));
+	assert_int_equal(o->err_len, 0); /* stderr is the terminal too */
+	free(o);
+
+	host_send(h, FRAME_SPAWN, 2, spawn_msg("sleep 30", FRAME_USER_ROOT));
+	struct rframe r = host_recv(h, 10000);
+	assert_int_equal(r.type, FRAME_SPAWNED);
+	free(r.payload);
+	struct frame_winsize w = {.cols = 100, .rows = 30};
+	assert_int_equal(expect_error(request(h, FRAME_RESIZE, 2, &w)), ENOTTY);
+	struct frame_winsize bad = {.cols = 0, .rows = 30};
+	sp = spawn_msg("sleep 30", FRAME_USER_ROOT);
+	sp->cols = 80;
+	sp->rows = 24;
+	host_send(h, FRAME_SPAWN, 3, sp);
+	r = host_recv(h, 10000);
+	assert_int_equal(r.type, FRAME_SPAWNED);
+	free(r.payload);
+	assert_int_equal(expect_error(request(h, FRAME_RESIZE, 3, &bad)), EINVAL);
+	assert_int_equal(host_stop(h), 0);
+}
+
+/* A watch: events of a directory and of one made in it later; WATCH_CLOSE's OK ends it. */
+static void test_watch(void **state)
+{
+	char dir[128], path[160];
+	snprintf(dir, sizeof(dir), "%s/w", tmpdir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	struct host *h = host_start();
+	struct frame_file m = {.path = dir, .user = FRAME_USER_ROOT, .flags = FRAME_WATCH_RECURSIVE};
+	expect_ok(request(h, FRAME_WATCH_OPEN, 7, &m), 0);
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	assert_int_equal(mkdir(path, 0755), 0);
+	usleep(200000); /* the agent adds its watch when it reads the create */
+	snprintf(path, sizeof(path), "%s/sub/f", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	bool sub = false, inner = false;
+	for (int i = 0; i < 20 && !(sub && inner); i++) {
+		struct rframe r = host_recv(h, 5000);
+		struct frame_watch_event ev;
+		assert_int_equal(r.type, FRAME_WATCH_EVENT);
+		assert_int_equal(r.chan, 7);
+		parse(&r, &ev);
+		sub |= strstr(ev.name, "/w/sub") && !strstr(ev.name, "/w/sub/") &&
+		       (ev.type & FRAME_WATCH_EV_CREATE);
+		inner |= !strcmp(ev.name, path) && (ev.type & FRAME_WATCH_EV_CREATE);
+		free(r.payload);
+	}
+	assert_true(sub && inner);
+	host_send(h, FRAME_WATCH_CLOSE, 7, NULL);
+	struct rframe r;
+	while ((r = host_recv(h, 5000)).type == FRAME_WATCH_EVENT)
+		free(r.payload);
+	expect_ok(r, 0);
+	/* a file is no directory to watch */
+	m.path = path;
+	assert_int_equal(expect_error(request(h, FRAME_WATCH_OPEN, 8, &m)), ENOTDIR);
+	assert_int_equal(host_stop(h), 0);
+}
+
+/* A port: bytes both ways through a listener of ours, the writes acknowledged, EOF said. */
+static void test_port(void **state)
+{
+	/* the agent first: a fork holds what the test had open, the host's end included when it
+	 * is not on the fd the child's dup2() replaces */
+	struct host *h = host_start();
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sin);
+	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(l, 4), 0);
+	assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &len), 0);
+	struct frame_port p = {.port = ntohs(sin.sin_port)};
+	expect_ok(request(h, FRAME_PORT_OPEN, 9, &p), 0);
+	int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(c >= 0);
+	struct frame_data d = {(const uint8_t *)"ping", 4};
+	expect_ok(request(h, FRAME_PORT_WRITE, 9, &d), 4);
+	char buf[8] = {0};
+	assert_int_equal(read(c, buf, sizeof(buf)), 4);
+	assert_string_equal(buf, "ping");
+	assert_int_equal(write(c, "pong", 4), 4);
+	struct rframe r = host_recv(h, 5000);
+	assert_int_equal(r.type, FRAME_PORT_DATA);
+	assert_memory_equal(r.payload, "pong", 4);
+	free(r.payload);
+	close(c);
+	r = host_recv(h, 5000);
+	assert_int_equal(r.type, FRAME_PORT_EOF);
+	free(r.payload);
+	host_send(h, FRAME_PORT_CLOSE, 9, NULL);
+	expect_ok(host_recv(h, 5000), 0);
+	/* nothing listens there now */
+	close(l);
+	assert_int_equal(expect_error(request(h, FRAME_PORT_OPEN, 10, &p)), ECONNREFUSED);
+	assert_int_equal(host_stop(h), 0);
+}
+
 static void test_host_eof_kills_children(void **state)
 {
 	struct host *h = host_start();
@@ -725,6 +840,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_pause_resume),
 		cmocka_unit_test(test_list_offset),
 		cmocka_unit_test(test_special_files_refused),
+		cmocka_unit_test(test_pty),
+		cmocka_unit_test(test_watch),
+		cmocka_unit_test(test_port),
 		cmocka_unit_test(test_host_eof_kills_children),
 		cmocka_unit_test(test_protocol_error_exits),
 	};

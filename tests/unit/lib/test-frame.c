@@ -125,6 +125,71 @@ static void test_reply_roundtrips(void **state)
 	free(b);
 }
 
+/* Issue 16's frames: a PTY's SPAWN and RESIZE, a watch's events, a port's bytes, STATFS. */
+static void test_pty_watch_port_frames(void **state)
+{
+	static struct frame_spawn sp, sp2;
+	struct frame f;
+	size_t n;
+	uint8_t *b;
+
+	memset(&sp, 0, sizeof(sp));
+	sp.argv[0] = "bash";
+	sp.argc = 1;
+	sp.cols = 132;
+	sp.rows = 43;
+	b = build(FRAME_SPAWN, 1, &sp, &n);
+	decode_one(FRAME_TO_AGENT, b, n, &f, &sp2);
+	assert_int_equal(sp2.cols, 132);
+	assert_int_equal(sp2.rows, 43);
+	free(b);
+
+	struct frame_winsize w = {.cols = 80, .rows = 24}, w2;
+	b = build(FRAME_RESIZE, 2, &w, &n);
+	decode_one(FRAME_TO_AGENT, b, n, &f, &w2);
+	assert_memory_equal(&w, &w2, sizeof(w));
+	free(b);
+
+	struct frame_watch_event ev = {.name = "/home/user/a\nb", .type = FRAME_WATCH_EV_CREATE},
+				 ev2;
+	b = build(FRAME_WATCH_EVENT, 3, &ev, &n);
+	decode_one(FRAME_TO_HOST, b, n, &f, &ev2);
+	assert_string_equal(ev2.name, "/home/user/a\nb");
+	assert_int_equal(ev2.type, FRAME_WATCH_EV_CREATE);
+	free(b);
+	/* NAME and TYPE are required: an event without a path is malformed */
+	struct frame_watch_event noname = {.type = FRAME_WATCH_EV_WRITE};
+	assert_true(frame_build_size(FRAME_WATCH_EVENT, &noname) < 0);
+
+	struct frame_port p = {.port = 8080}, p2;
+	b = build(FRAME_PORT_OPEN, 4, &p, &n);
+	decode_one(FRAME_TO_AGENT, b, n, &f, &p2);
+	assert_int_equal(p2.port, 8080);
+	free(b);
+
+	struct frame_data d = {.data = (const uint8_t *)"GET /", .len = 5}, d2;
+	b = build(FRAME_PORT_WRITE, 5, &d, &n);
+	decode_one(FRAME_TO_AGENT, b, n, &f, &d2);
+	assert_memory_equal(d2.data, "GET /", 5);
+	free(b);
+	b = build(FRAME_PORT_DATA, 5, &d, &n);
+	decode_one(FRAME_TO_HOST, b, n, &f, &d2);
+	assert_int_equal(f.type, FRAME_PORT_DATA);
+	free(b);
+
+	struct frame_fs_usage u = {.total = 4ull << 30, .used = 1ull << 20}, u2;
+	b = build(FRAME_FS_USAGE, 6, &u, &n);
+	decode_one(FRAME_TO_HOST, b, n, &f, &u2);
+	assert_true(u2.total == 4ull << 30 && u2.used == 1ull << 20);
+	free(b);
+
+	/* directions: the agent never sends PORT_WRITE, the host never PORT_DATA */
+	assert_int_equal(frame_type_dir(FRAME_PORT_WRITE), FRAME_TO_AGENT);
+	assert_int_equal(frame_type_dir(FRAME_PORT_DATA), FRAME_TO_HOST);
+	assert_int_equal(frame_type_dir(FRAME_WATCH_EVENT), FRAME_TO_HOST);
+	assert_int_equal(frame_type_dir(FRAME_RESIZE), FRAME_TO_AGENT);
+}
+
 static void test_header_layout(void **state)
 {
 	struct frame_signal s = {.signo = 9};
@@ -364,6 +429,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spawn_roundtrip),
 		cmocka_unit_test(test_reply_roundtrips),
+		cmocka_unit_test(test_pty_watch_port_frames),
 		cmocka_unit_test(test_header_layout),
 		cmocka_unit_test(test_decoder_byte_at_a_time),
 		cmocka_unit_test(test_decoder_max_frame),

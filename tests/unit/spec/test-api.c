@@ -1009,6 +1009,8 @@ static void test_errors(void **state)
 	    {API_ERR_INSUFFICIENT_STORAGE, "insufficient_storage", 507},
 	    {API_ERR_UNSAFE_ARCHIVE, "unsafe_archive", 400},
 	    {API_ERR_NO_INTERPRETER, "no_interpreter", 409},
+	    {API_ERR_NOT_A_TERMINAL, "not_a_terminal", 409},
+	    {API_ERR_PORT_UNREACHABLE, "port_unreachable", 502},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
