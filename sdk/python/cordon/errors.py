@@ -11,24 +11,6 @@ from __future__ import annotations
 import json
 from typing import Dict, Mapping, Optional, Type
 
-__all__ = [
-    "CordonError",
-    "BadRequest",
-    "InvalidField",
-    "UnknownField",
-    "PayloadTooLarge",
-    "NotFound",
-    "Conflict",
-    "QuotaExceeded",
-    "CapacityError",
-    "Unauthorized",
-    "Forbidden",
-    "InternalError",
-    "Unavailable",
-    "CordonUnavailable",
-    "Timeout",
-    "error_from_response",
-]
 
 
 class CordonError(Exception):
@@ -279,15 +261,18 @@ class NoInterpreter(Conflict):
     code = "no_interpreter"
 
 
-_BY_CODE: Dict[str, Type[CordonError]] = {
-    cls.code: cls
-    for cls in (BadRequest, InvalidField, UnknownField, UnsupportedRuntime, PayloadTooLarge, NotFound, Conflict,
-                QuotaExceeded, CapacityError, Unauthorized, Forbidden, InternalError,
-                Unavailable, Timeout, MethodNotAllowed, LengthRequired, AuditUnavailable,
-                InvalidPath, ReadOnly, NoSpace, NotADirectory, IsADirectory, CrossDevice,
-                StreamLagged, SandboxPaused, SnapshotLimit, VolumeInUse, VolumeExists,
-                InsufficientStorage, UnsafeArchive, NoInterpreter, NotATerminal, PortUnreachable)
-}
+def _subclasses(cls: Type[CordonError]):
+    for sub in cls.__subclasses__():
+        if sub.__module__ == __name__:
+            yield sub
+            yield from _subclasses(sub)
+
+
+# Every class above, once (a class with two bases, CordonUnavailable, is reached twice).
+_CLASSES = list(dict.fromkeys(_subclasses(CordonError)))
+# The class of each code: those that name a code of their own (CordonUnavailable answers no
+# code of the API: it is the SDK's, for a daemon that never answered).
+_BY_CODE: Dict[str, Type[CordonError]] = {c.code: c for c in _CLASSES if "code" in vars(c)}
 
 _BY_STATUS: Dict[int, Type[CordonError]] = {
     400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed,
@@ -295,11 +280,7 @@ _BY_STATUS: Dict[int, Type[CordonError]] = {
     500: InternalError, 503: Unavailable, 504: Timeout, 507: InsufficientStorage,
 }
 
-__all__ += ["InvalidPath", "ReadOnly", "NoSpace", "NotADirectory", "IsADirectory",
-            "CrossDevice", "StreamLagged", "MethodNotAllowed", "LengthRequired", "AuditUnavailable",
-            "SandboxPaused", "SnapshotLimit",
-            "VolumeInUse", "VolumeExists", "InsufficientStorage", "UnsafeArchive", "NoInterpreter",
-            "NotATerminal", "PortUnreachable"]
+__all__ = ["CordonError", *(c.__name__ for c in _CLASSES), "error_from_response"]
 
 
 def error_from_response(status: int, body: bytes,
