@@ -445,29 +445,28 @@ static struct svc_reply *deferred(struct ctx *c)
 	return rp;
 }
 
-static void v1_file_get(struct ctx *c)
+/* The routes of one sandbox path (?path=) and, for the uploads, the body: each one service
+ * call, answered through a deferred reply (the agent answers later). */
+typedef int (*path_fn)(struct sbx *s, const char *path, struct svc_reply *rp, struct svc_err *e);
+typedef int (*path_body_fn)(struct sbx *s, const char *path, const void *body, size_t len,
+			    struct svc_reply *rp, struct svc_err *e);
+
+static void path_route(struct ctx *c, path_fn fn, path_body_fn body_fn)
 {
 	char path[API_MAX_PATH + 1];
 	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
-	if (s) {
-		struct svc_err e = {};
-		struct svc_reply *rp = deferred(c);
-		if (rp && svc_file_get(s, path, rp, &e) < 0)
-			rp->error(rp, &e); /* nothing was sent */
-	}
+	struct svc_err e = {};
+	struct svc_reply *rp = s ? deferred(c) : NULL;
+	if (rp && (body_fn ? body_fn(s, path, c->body, c->body_len, rp, &e) : fn(s, path, rp, &e)) < 0)
+		rp->error(rp, &e); /* nothing was sent */
 }
 
-static void v1_file_stat(struct ctx *c)
-{
-	char path[API_MAX_PATH + 1];
-	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
-	if (s) {
-		struct svc_err e = {};
-		struct svc_reply *rp = deferred(c);
-		if (rp && svc_file_stat(s, path, rp, &e) < 0)
-			rp->error(rp, &e); /* nothing was sent */
-	}
-}
+static void v1_file_get(struct ctx *c) { path_route(c, svc_file_get, NULL); }
+static void v1_file_stat(struct ctx *c) { path_route(c, svc_file_stat, NULL); }
+static void v1_file_delete(struct ctx *c) { path_route(c, svc_file_delete, NULL); }
+static void v1_archive_get(struct ctx *c) { path_route(c, svc_file_archive_get, NULL); }
+static void v1_file_put(struct ctx *c) { path_route(c, NULL, svc_file_put); }
+static void v1_archive_put(struct ctx *c) { path_route(c, NULL, svc_file_archive_put); }
 
 static void v1_file_list(struct ctx *c)
 {
@@ -526,54 +525,6 @@ static void v1_file_watch(struct ctx *c)
 	struct svc_reply *rp = s ? deferred(c) : NULL;
 	if (rp && svc_watch_open(s, path, recursive, rp, &e) < 0)
 		rp->error(rp, &e);
-}
-
-static void v1_file_delete(struct ctx *c)
-{
-	char path[API_MAX_PATH + 1];
-	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
-	if (s) {
-		struct svc_err e = {};
-		struct svc_reply *rp = deferred(c);
-		if (rp && svc_file_delete(s, path, rp, &e) < 0)
-			rp->error(rp, &e); /* nothing was sent */
-	}
-}
-
-static void v1_file_put(struct ctx *c)
-{
-	char path[API_MAX_PATH + 1];
-	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
-	if (s) {
-		struct svc_err e = {};
-		struct svc_reply *rp = deferred(c);
-		if (rp && svc_file_put(s, path, c->body, c->body_len, rp, &e) < 0)
-			rp->error(rp, &e); /* nothing was sent */
-	}
-}
-
-static void v1_archive_get(struct ctx *c)
-{
-	char path[API_MAX_PATH + 1];
-	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
-	if (s) {
-		struct svc_err e = {};
-		struct svc_reply *rp = deferred(c);
-		if (rp && svc_file_archive_get(s, path, rp, &e) < 0)
-			rp->error(rp, &e); /* nothing was sent */
-	}
-}
-
-static void v1_archive_put(struct ctx *c)
-{
-	char path[API_MAX_PATH + 1];
-	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
-	if (s) {
-		struct svc_err e = {};
-		struct svc_reply *rp = deferred(c);
-		if (rp && svc_file_archive_put(s, path, c->body, c->body_len, rp, &e) < 0)
-			rp->error(rp, &e); /* nothing was sent */
-	}
 }
 
 static void v1_file_mkdir(struct ctx *c)
