@@ -110,15 +110,7 @@ class Conn {
       }
       buf = buf.length ? Buffer.concat([buf, b]) : b;
     }
-    const lines = buf.subarray(0, at).toString("latin1").split("\r\n");
-    const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? "");
-    if (!m) throw new ConnError(`not an HTTP answer: ${JSON.stringify((lines[0] ?? "").slice(0, 80))}`);
-    const headers: Record<string, string> = {};
-    for (const l of lines.slice(1)) {
-      const i = l.indexOf(":");
-      if (i > 0) headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
-    }
-    const status = Number(m[1]);
+    const { status, headers } = parseHead(buf.subarray(0, at).toString("latin1"));
     this.push(buf.subarray(at + 4));
     const noBody = method === "HEAD" || status === 204 || status === 304 || (status >= 100 && status < 200);
     let out: Buffer;
@@ -194,28 +186,32 @@ class Conn {
   }
 }
 
+/** A connected socket to @t (TLS when it says); a failure rejects with a ConnError not sent. */
+export function openSocket(t: Target, timeoutMs: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const s = t.socketPath ? net.createConnection(t.socketPath)
+      : t.tls ? tls.connect({ host: t.host, port: t.port, servername: t.host && net.isIP(t.host) ? undefined : t.host })
+        : net.createConnection(t.port!, t.host);
+    const timer = timeoutMs > 0 ? setTimeout(() => s.destroy(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" })), timeoutMs) : undefined;
+    s.once(t.tls ? "secureConnect" : "connect", () => {
+      clearTimeout(timer);
+      s.removeAllListeners("error");
+      resolve(s);
+    });
+    s.once("error", (e: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      reject(new ConnError(e.message, e.code, false));
+    });
+  });
+}
+
 /** Idle keep-alive connections to one endpoint. */
 export class Pool {
   private idle: Conn[] = [];
   constructor(private readonly target: Target, private readonly max = 16) {}
 
-  private connect(timeoutMs: number): Promise<Conn> {
-    const t = this.target;
-    return new Promise((resolve, reject) => {
-      const s = t.socketPath ? net.createConnection(t.socketPath)
-        : t.tls ? tls.connect({ host: t.host, port: t.port, servername: t.host && net.isIP(t.host) ? undefined : t.host })
-          : net.createConnection(t.port!, t.host);
-      const timer = timeoutMs > 0 ? setTimeout(() => s.destroy(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" })), timeoutMs) : undefined;
-      s.once(t.tls ? "secureConnect" : "connect", () => {
-        clearTimeout(timer);
-        s.removeAllListeners("error");
-        resolve(new Conn(s));
-      });
-      s.once("error", (e: NodeJS.ErrnoException) => {
-        clearTimeout(timer);
-        reject(new ConnError(e.message, e.code, false));
-      });
-    });
+  private async connect(timeoutMs: number): Promise<Conn> {
+    return new Conn(await openSocket(this.target, timeoutMs));
   }
 
   /**
@@ -257,4 +253,87 @@ export class Pool {
     for (const c of this.idle) c.close();
     this.idle = [];
   }
+}
+
+/** The answer to an upgrade request: its status and headers, and the bytes after its head
+ * (the body of an error answer, read to its end). */
+export interface UpgradeAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+function parseHead(text: string): { status: number; headers: Record<string, string> } {
+  const lines = text.split("\r\n");
+  const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? "");
+  if (!m) throw new ConnError(`not an HTTP answer: ${JSON.stringify((lines[0] ?? "").slice(0, 80))}`);
+  const headers: Record<string, string> = {};
+  for (const l of lines.slice(1)) {
+    const i = l.indexOf(":");
+    if (i > 0) headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+  }
+  return { status: Number(m[1]), headers };
+}
+
+/**
+ * Sends @head on @sock and reads the answer's head. A 101 resolves with the socket's bytes
+ * after the head put back into it (read from it as from any socket); any other status reads
+ * the body to the end of the connection (an error answer closes it) or its Content-Length.
+ */
+export function upgradeOn(sock: net.Socket, head: string, timeoutMs: number): Promise<UpgradeAnswer> {
+  return new Promise((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    let answer: { status: number; headers: Record<string, string> } | undefined;
+    let at = 0;
+    const timer = timeoutMs > 0 ? setTimeout(() => fail(new ConnError("timed out", "ETIMEDOUT")), timeoutMs) : undefined;
+    const done = () => {
+      clearTimeout(timer);
+      sock.removeListener("readable", onReadable);
+      sock.removeListener("end", onEnd);
+      sock.removeListener("error", fail);
+    };
+    const fail = (e: Error) => {
+      done();
+      reject(e instanceof ConnError ? e : new ConnError(e.message, (e as NodeJS.ErrnoException).code ?? "ECONNRESET"));
+    };
+    const finish = () => {
+      done();
+      resolve({ ...answer!, body: buf.subarray(at) });
+    };
+    const onEnd = () => {
+      if (answer) finish();
+      else fail(new ConnError("the connection was closed before an answer", "ECONNRESET"));
+    };
+    const onReadable = () => {
+      for (let b: Buffer | null; (b = sock.read() as Buffer | null) !== null;) {
+        buf = buf.length ? Buffer.concat([buf, b]) : b;
+        if (!answer) {
+          const end = buf.indexOf("\r\n\r\n");
+          if (end < 0) {
+            if (buf.length > HEAD_MAX) return fail(new ConnError("the answer's head is too large"));
+            continue;
+          }
+          try {
+            answer = parseHead(buf.subarray(0, end).toString("latin1"));
+          } catch (e) {
+            return fail(e as ConnError);
+          }
+          at = end + 4;
+          if (answer.status === 101) {
+            if (buf.length > at) sock.unshift(buf.subarray(at)); // the tunnel's first bytes
+            buf = Buffer.alloc(0);
+            at = 0;
+            return finish();
+          }
+        }
+        const cl = answer.headers["content-length"];
+        if (cl !== undefined && buf.length - at >= Number(cl)) return finish();
+        if (buf.length > HEAD_MAX + BODY_MAX) return fail(new ConnError("the answer is too large"));
+      }
+    };
+    sock.on("readable", onReadable);
+    sock.once("end", onEnd);
+    sock.once("error", fail);
+    sock.write(head);
+  });
 }

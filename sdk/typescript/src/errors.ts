@@ -73,10 +73,12 @@ export const ERROR_TABLE = [
   ["VolumeInUse", "volume_in_use", 409, "Conflict"],
   ["VolumeExists", "volume_exists", 409, "Conflict"],
   ["NoInterpreter", "no_interpreter", 409, "Conflict"],
+  ["NotATerminal", "not_a_terminal", 409, "Conflict"],
   ["LengthRequired", "length_required", 411, "CordonError"],
   ["PayloadTooLarge", "payload_too_large", 413, "CordonError"],
   ["QuotaExceeded", "quota_exceeded", 429, "CordonError"],
   ["InternalError", "internal", 500, "CordonError"],
+  ["PortUnreachable", "port_unreachable", 502, "CordonError"],
   ["Unavailable", "unavailable", 503, "CordonError"],
   ["CapacityError", "capacity", 503, "CordonError"],
   ["AuditUnavailable", "audit_unavailable", 503, "Unavailable"],
@@ -118,10 +120,12 @@ export const SandboxPaused = made.SandboxPaused!;
 export const VolumeInUse = made.VolumeInUse!;
 export const VolumeExists = made.VolumeExists!;
 export const NoInterpreter = made.NoInterpreter!;
+export const NotATerminal = made.NotATerminal!;
 export const LengthRequired = made.LengthRequired!;
 export const PayloadTooLarge = made.PayloadTooLarge!;
 export const QuotaExceeded = made.QuotaExceeded!;
 export const InternalError = made.InternalError!;
+export const PortUnreachable = made.PortUnreachable!;
 export const Unavailable = made.Unavailable!;
 export const CapacityError = made.CapacityError!;
 export const AuditUnavailable = made.AuditUnavailable!;

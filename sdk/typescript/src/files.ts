@@ -1,6 +1,6 @@
 /** sbx.files: file operations inside a sandbox. Every path is absolute, resolved inside it. */
 import { InvalidPath, NotFound } from "./errors.js";
-import type { RequestOptions } from "./http.js";
+import type { RequestOptions, Stream } from "./http.js";
 import { fileEntry, type FileEntry } from "./models.js";
 import { packDir, readMembers, writeMembers } from "./tar.js";
 import type { Sandbox } from "./sandbox.js";
@@ -45,12 +45,58 @@ export interface FileList extends Array<FileEntry> {
   omitted: boolean;
 }
 
+/** One change under a watched directory. */
+export interface WatchEvent {
+  /** create (a move into the tree too), write, remove, rename (a move out of its name),
+   * chmod (any attribute), overflow (events were lost: a reader too slow, or a flood) */
+  type: "create" | "write" | "remove" | "rename" | "chmod" | "overflow" | string;
+  /** absolute, under the watched path (U+FFFD for bytes that are not UTF-8) */
+  path: string;
+  /** the exact bytes of `path`, when it is not UTF-8 */
+  pathBytes?: Buffer;
+  raw: Record<string, any>;
+}
+
+/** An open directory watch (Files.watch): `for await` its events; close() to stop. */
+export class Watch implements AsyncIterable<WatchEvent> {
+  constructor(private readonly stream: Stream) {}
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<WatchEvent> {
+    try {
+      for await (const ev of this.stream) {
+        if (!ev || typeof ev !== "object") continue;
+        yield { type: ev.type ?? "", path: ev.path ?? "", pathBytes: ev.path_b64 ? Buffer.from(ev.path_b64, "base64") : undefined, raw: ev };
+      }
+    } finally {
+      this.stream.close();
+    }
+  }
+
+  close(): void {
+    this.stream.close();
+  }
+
+  /** `await using w = await sbx.files.watch(...)` closes it at the end of the block. */
+  async [Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose")](): Promise<void> {
+    this.close();
+  }
+}
+
 export class Files {
   constructor(private readonly sandbox: Sandbox) {}
 
   private req(method: string, route: string, path: Buffer | undefined, o: RequestOptions & { params?: Record<string, unknown> } = {}) {
     const target = this.sandbox.path(...route.split("/")) + (path ? pathQuery(path, o.params) : "");
     return this.sandbox.client.request(method, target, o);
+  }
+
+  /**
+   * Watches directory `path` (with `recursive`, every directory beneath it too, new ones
+   * included); resolves once the watch is in place. Its events come as they happen.
+   */
+  async watch(path: SandboxPath, opts: { recursive?: boolean } = {}): Promise<Watch> {
+    const target = this.sandbox.path("files", "watch") + pathQuery(checkPath(path), { recursive: opts.recursive ? "1" : undefined });
+    return new Watch(await this.sandbox.client.stream("GET", target, { timeoutMs: this.sandbox.client.requestTimeoutMs }));
   }
 
   /** Creates or replaces the file at `path` (its directory must exist); returns the new entry. */

@@ -6,7 +6,8 @@
  */
 import * as http from "node:http";
 import * as https from "node:https";
-import { ConnError, Pool } from "./conn.js";
+import type * as net from "node:net";
+import { ConnError, openSocket, Pool, upgradeOn, type Target } from "./conn.js";
 import { errorFromResponse, CordonError, CordonUnavailable, InternalError, Timeout } from "./errors.js";
 
 export const DEFAULT_SOCKET = "/run/cordon/cordon.sock";
@@ -172,6 +173,11 @@ export class Stream implements AsyncIterable<any> {
     }
   }
 
+  /** Its connection no longer keeps Node's event loop alive. */
+  unref(): void {
+    this.res.socket?.unref();
+  }
+
   close(): void {
     if (this.done) return;
     this.done = true;
@@ -190,6 +196,7 @@ export class Client {
   readonly requestTimeoutMs: number;
   private readonly agent: http.Agent;
   private readonly pool: Pool;
+  private readonly target: Target;
 
   constructor(opts: ClientOptions = {}) {
     const env = opts.env ?? process.env;
@@ -199,7 +206,8 @@ export class Client {
     const agentOpts = { keepAlive: true, maxSockets: 16 };
     this.agent = this.endpoint.scheme === "https" ? new https.Agent(agentOpts) : new http.Agent(agentOpts);
     const e = this.endpoint;
-    this.pool = new Pool(e.scheme === "unix" ? { socketPath: e.socketPath } : { host: e.host, port: e.port, tls: e.scheme === "https" });
+    this.target = e.scheme === "unix" ? { socketPath: e.socketPath } : { host: e.host, port: e.port, tls: e.scheme === "https" };
+    this.pool = new Pool(this.target);
   }
 
   toString(): string {
@@ -295,6 +303,13 @@ export class Client {
     return head + "\r\n";
   }
 
+  private connFailure(e: unknown, method: string, path: string, tmo: number): unknown {
+    if (!(e instanceof ConnError)) return e;
+    if (e.errno === "ETIMEDOUT")
+      return new Timeout("timeout", `no answer from cordond at ${describeEndpoint(this.endpoint)} to ${method} ${path} within ${tmo / 1000} s`);
+    return this.unreachable(Object.assign(new Error(e.message), { code: e.errno }));
+  }
+
   /** Sends a request and reads the whole answer; an error answer rejects with its typed error. */
   async request(method: string, path: string, o: RequestOptions = {}): Promise<Response> {
     const tmo = o.timeoutMs ?? this.requestTimeoutMs;
@@ -304,10 +319,7 @@ export class Client {
       raw = await this.pool.request(method, this.head(method, path, o, data), data, tmo,
                                     ["GET", "HEAD", "PUT", "DELETE"].includes(method));
     } catch (e) {
-      if (!(e instanceof ConnError)) throw e;
-      if (e.errno === "ETIMEDOUT")
-        throw new Timeout("timeout", `no answer from cordond at ${describeEndpoint(this.endpoint)} to ${method} ${path} within ${tmo / 1000} s`);
-      throw this.unreachable(Object.assign(new Error(e.message), { code: e.errno }));
+      throw this.connFailure(e, method, path, tmo);
     }
     const r = new Response(raw.status, raw.headers, raw.body);
     if (r.status >= 400 && !o.allowError) throw errorFromResponse(r.status, raw.body, raw.headers["retry-after"]);
@@ -326,5 +338,30 @@ export class Client {
     }
     res.setEncoding("utf8");
     return new Stream(status, res.headers, res, req);
+  }
+
+  /**
+   * A GET with `Upgrade: tcp` on a connection of its own. Resolves with the socket once
+   * cordond answered 101 (what came after the head is still to be read from it; from then on
+   * it carries raw bytes); an error answer rejects with its typed error.
+   */
+  async upgrade(path: string, timeoutMs = this.requestTimeoutMs): Promise<net.Socket> {
+    const head = this.head("GET", path, { headers: { Upgrade: "tcp", Connection: "Upgrade" } }, undefined);
+    let sock: net.Socket;
+    let answer;
+    try {
+      sock = await openSocket(this.target, timeoutMs);
+    } catch (e) {
+      throw this.connFailure(e, "GET", path, timeoutMs);
+    }
+    try {
+      answer = await upgradeOn(sock, head, timeoutMs);
+    } catch (e) {
+      sock.destroy();
+      throw this.connFailure(e, "GET", path, timeoutMs);
+    }
+    if (answer.status === 101) return sock;
+    sock.destroy();
+    throw errorFromResponse(answer.status, answer.body, answer.headers["retry-after"]);
   }
 }

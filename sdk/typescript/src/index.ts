@@ -15,13 +15,15 @@ export * from "./errors.js";
 export { Client, DEFAULT_SOCKET, Response, Stream, parseUrl, resolveEndpoint, describeEndpoint, SDK_VERSION } from "./http.js";
 export type { ClientOptions, Endpoint, Query, RequestOptions } from "./http.js";
 export * from "./models.js";
-export { Files, type FileList, type SandboxPath } from "./files.js";
+export { Files, Watch, type FileList, type SandboxPath, type WatchEvent } from "./files.js";
 export { Process, Processes, commandFields, DEFAULT_MAX_OUTPUT } from "./processes.js";
 export type { Command, ProcessEvent, StartOptions, StreamCallbacks } from "./processes.js";
+export { Pty, PtyProcess, type PtyOptions } from "./pty.js";
+export { Approval, Approvals, type ApprovalCallback, type Decision } from "./approvals.js";
 export { CodeInterpreter } from "./code.js";
 export type { CodeContext, Execution, ExecutionError, Result, RunCodeOptions } from "./code.js";
 export { Sandbox } from "./sandbox.js";
-export type { ConnectOptions, CreateOptions, ExecOptions, SecretSpec, Volume } from "./sandbox.js";
+export type { ConnectOptions, CreateOptions, ExecOptions, NetworkSpec, SecretSpec, Volume } from "./sandbox.js";
 export { Snapshots, Templates, Volumes, type BuildFailedError } from "./resources.js";
 
 /** GET /healthz: the daemon's liveness, e.g. {status: "ok"}; CordonUnavailable when unreachable. */

@@ -155,3 +155,74 @@ export function snapshot(doc: any): Snapshot {
            runtime: doc.runtime ?? "", memory: !!doc.memory, sizeBytes: doc.size_bytes ?? 0,
            createdAt: doc.created_at ?? "", limits: doc.limits ?? {}, raw: doc };
 }
+
+/** One sample of what a sandbox uses. */
+export interface UsageSample {
+  timestamp: string;
+  /** CPU time of every process of the sandbox so far */
+  cpuMs: number;
+  /** of one CPU, since the sample before (0 for the first) */
+  cpuPct: number;
+  memoryBytes: number;
+  diskUsedBytes: number;
+  diskTotalBytes: number;
+  raw: Record<string, any>;
+}
+
+export function usageSample(doc: any): UsageSample {
+  return { timestamp: doc.timestamp ?? "", cpuMs: doc.cpu_ms ?? 0, cpuPct: doc.cpu_pct ?? 0,
+           memoryBytes: doc.memory_bytes ?? 0, diskUsedBytes: doc.disk_used_bytes ?? 0,
+           diskTotalBytes: doc.disk_total_bytes ?? 0, raw: doc };
+}
+
+/** Sandbox.metrics(): now, and the samples of the last minutes (oldest first). */
+export interface SandboxMetrics {
+  id: string;
+  /** seconds between samples */
+  intervalS: number;
+  current: UsageSample;
+  samples: UsageSample[];
+  raw: Record<string, any>;
+}
+
+export function sandboxMetrics(doc: any): SandboxMetrics {
+  return { id: doc.id ?? "", intervalS: doc.interval_s ?? 0, current: usageSample(doc.current ?? {}),
+           samples: (doc.samples ?? []).map(usageSample), raw: doc };
+}
+
+/** One runtime of the server's registry (runtimes()). */
+export interface RuntimeInfo {
+  name: string;
+  available: boolean;
+  /** why it cannot run here, or null */
+  reason: string | null;
+  /** how an available runtime with a choice runs here (microvm: kvm or tcg) */
+  mode?: { name: string; reason: string | null };
+  capabilities: string[];
+}
+
+/** runtimes(): every runtime, strongest first; what "auto" and no runtime at all get. */
+export interface Runtimes {
+  default: string;
+  auto: string | null;
+  runtimes: RuntimeInfo[];
+}
+
+/** An egress profile of the server's (cordond --network-profiles). */
+export interface NetworkProfile {
+  name: string;
+  description?: string;
+  policy: "deny" | "allow" | "public";
+  allow?: string[];
+  approve?: ApproveRule[];
+  secret_hosts?: string[];
+  limits?: { connections?: number; connections_per_s?: number; bytes_per_s?: number };
+}
+
+/** Requests these match are held until a person decides (Approvals). */
+export interface ApproveRule {
+  approve: string;
+  methods?: string[];
+  paths?: string[];
+  timeout_s?: number;
+}

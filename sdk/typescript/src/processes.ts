@@ -48,6 +48,14 @@ export interface StartOptions extends StreamCallbacks {
 
 type Kind = "stdout" | "stderr";
 
+/** How a wrapper of a Process (a PTY) follows its stream: `keepEvents` false keeps no event
+ * for events(); `gate` is awaited after each event, before the next is read (its reader's
+ * backpressure: the daemon pauses the process's output meanwhile). */
+export interface Follow {
+  keepEvents?: boolean;
+  gate?: () => Promise<void> | void;
+}
+
 class Output {
   private chunks: Buffer[] = [];
   size = 0;
@@ -115,7 +123,7 @@ export class Process {
   private ended = false;
 
   private constructor(readonly sandbox: Sandbox, private stream: Stream, private readonly cb: StreamCallbacks,
-                      first: ProcessEvent, private readonly iter: AsyncIterator<any>) {
+                      first: ProcessEvent, private readonly iter: AsyncIterator<any>, private readonly follow: Follow) {
     const max = cb.maxOutput ?? DEFAULT_MAX_OUTPUT;
     this.out = {
       stdout: new Output(max, cb.onStdout, cb.onStdoutBytes, cb.lines),
@@ -124,12 +132,12 @@ export class Process {
     this.pid = first.pid as number;
     if (typeof first.tag === "string") this.tag = first.tag;
     if (first.type !== "start") this.handle(first);
-    else this.queue.push(first);
+    else if (follow.keepEvents !== false) this.queue.push(first);
     this.finished = this.run();
   }
 
   /** Reads the first event (so that `pid` is known) and follows the rest in the background. */
-  static async attach(sandbox: Sandbox, stream: Stream, cb: StreamCallbacks): Promise<Process> {
+  static async attach(sandbox: Sandbox, stream: Stream, cb: StreamCallbacks, follow: Follow = {}): Promise<Process> {
     const iter = stream[Symbol.asyncIterator]();
     let first: IteratorResult<any>;
     for (;;) {
@@ -144,11 +152,11 @@ export class Process {
       stream.close();
       throw new InternalError("internal", `process event without an integer pid: ${JSON.stringify(first.value)}`);
     }
-    return new Process(sandbox, stream, cb, first.value, iter);
+    return new Process(sandbox, stream, cb, first.value, iter, follow);
   }
 
   private handle(ev: ProcessEvent): void {
-    this.queue.push(ev);
+    if (this.follow.keepEvents !== false) this.queue.push(ev);
     this.wake?.();
     switch (ev.type) {
       case "stdout":
@@ -200,6 +208,7 @@ export class Process {
         const n = await this.iter.next();
         if (n.done) break;
         if (n.value && typeof n.value === "object") this.handle(n.value);
+        if (this.follow.gate) await this.follow.gate();
       }
     } catch (e) {
       if (!this.detached) this.error = e as Error;

@@ -1,10 +1,14 @@
-/** The Sandbox class: create, connect, list, exec, files, processes, code, lifecycle. */
+/** The Sandbox class: create, connect, list, exec, files, processes, ptys, code, lifecycle. */
+import type * as net from "node:net";
+import { ApprovalWatcher, type ApprovalCallback } from "./approvals.js";
 import { CodeInterpreter, type CodeContext, type Execution, type RunCodeOptions } from "./code.js";
 import { CordonError, errorFromResponse, NotFound } from "./errors.js";
 import { Files } from "./files.js";
 import { Client, quoteSegment, type ClientOptions } from "./http.js";
-import { execResult, sandboxInfo, snapshot, type ExecResult, type SandboxInfo, type Snapshot } from "./models.js";
+import { execResult, sandboxInfo, sandboxMetrics, snapshot, type ApproveRule, type ExecResult, type NetworkProfile,
+         type Runtimes, type SandboxInfo, type SandboxMetrics, type Snapshot } from "./models.js";
 import { commandFields, Processes, type Command } from "./processes.js";
+import { Pty } from "./pty.js";
 
 const EXEC_MARGIN_S = 30; // seconds the HTTP wait exceeds the command's own timeout
 const DEFAULT_EXEC_TIMEOUT_S = 60;
@@ -26,6 +30,18 @@ export interface SecretSpec {
   in?: string[];
 }
 
+/** A sandbox's network: a policy, or a profile of the server's (narrowed by what else is given). */
+export interface NetworkSpec {
+  /** "deny" (loopback only), "allow" (only what `allow` lists) or "public" */
+  policy?: string;
+  /** "*.github.com:443", "10.0.0.0/8:5432", ... (with policy "allow") */
+  allow?: string[];
+  /** requests held until a person decides (Approvals, onApproval) */
+  approve?: ApproveRule[];
+  /** an egress profile of the server's (networkProfiles()) */
+  profile?: string;
+}
+
 export interface CreateOptions extends ConnectOptions {
   /** the image (server default "host") */
   template?: string;
@@ -35,8 +51,9 @@ export interface CreateOptions extends ConnectOptions {
   runtime?: string;
   /** { cpus, memory_mb, pids, disk_mb } */
   limits?: Record<string, number>;
-  /** a policy name ("deny", "allow", "public") or { policy, allow: ["*.github.com:443"] } */
-  network?: string | { policy: string; allow?: string[] };
+  /** a policy name ("deny", "allow", "public") or { policy, allow: ["*.github.com:443"] }, or
+   * { profile: "packages" } */
+  network?: string | NetworkSpec;
   env?: Record<string, string>;
   metadata?: Record<string, string>;
   /** start from a snapshot (or its id) */
@@ -44,6 +61,9 @@ export interface CreateOptions extends ConnectOptions {
   secrets?: Record<string, SecretSpec>;
   /** "name:/path", "name:/path:ro" or { name, path, read_only } */
   volumes?: Array<string | Volume>;
+  /** called for each request of this sandbox that an approve rule of its network holds: true
+   * allows it, false denies it, undefined leaves it pending (Approvals); ends with the sandbox */
+  onApproval?: ApprovalCallback;
 }
 
 export interface ExecOptions {
@@ -94,20 +114,32 @@ export class Sandbox {
   readonly files: Files;
   readonly processes: Processes;
   readonly code: CodeInterpreter;
+  readonly pty: Pty;
   private info_: SandboxInfo | undefined;
+  private watcher: ApprovalWatcher | undefined;
 
   constructor(readonly id: string, readonly client: Client, info?: SandboxInfo) {
     this.info_ = info;
     this.files = new Files(this);
     this.processes = new Processes(this);
     this.code = new CodeInterpreter(this);
+    this.pty = new Pty(this);
   }
 
   /** Creates a sandbox (claimed from the warm pool when one is ready). */
   static async create(o: CreateOptions = {}): Promise<Sandbox> {
     const c = clientOf(o);
     const info = sandboxInfo((await c.request("POST", "/v1/sandboxes", { json: createBody(o) })).json());
-    return new Sandbox(info.id, c, info);
+    const sbx = new Sandbox(info.id, c, info);
+    if (o.onApproval) {
+      try {
+        sbx.watcher = await ApprovalWatcher.start(c, info.id, o.onApproval);
+      } catch (e) {
+        await sbx.kill().catch(() => false); // nothing half-made: no sandbox without its watcher
+        throw e;
+      }
+    }
+    return sbx;
   }
 
   /** Attaches to an existing sandbox by id; rejects with NotFound if there is none. */
@@ -163,6 +195,7 @@ export class Sandbox {
 
   /** Destroys the sandbox and everything in it; false if it was already gone. */
   async kill(): Promise<boolean> {
+    this.watcher?.stop();
     try {
       await this.client.request("DELETE", this.path());
       return true;
@@ -244,6 +277,31 @@ export class Sandbox {
 
   createCodeContext(o: { language?: string; cwd?: string } = {}): Promise<CodeContext> {
     return this.code.createContext(o);
+  }
+
+  /**
+   * A connected socket to 127.0.0.1:`port` inside the sandbox, through cordond and the
+   * sandbox's agent (the sandbox needs no network): write and read it as any TCP connection,
+   * end() it when done. Rejects with PortUnreachable when nothing listens there.
+   */
+  async connectPort(port: number, o: { timeoutMs?: number } = {}): Promise<net.Socket> {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`port ${port}: 1..65535`);
+    return this.client.upgrade(this.path("ports", port), o.timeoutMs ?? 30_000);
+  }
+
+  /** CPU, memory and disk now, and every 5 s over the last five minutes. */
+  async metrics(): Promise<SandboxMetrics> {
+    return sandboxMetrics((await this.client.request("GET", this.path("metrics"))).json());
+  }
+
+  /** The runtimes the server knows, strongest first, and which it can run here. */
+  static async runtimes(o: ConnectOptions = {}): Promise<Runtimes> {
+    return (await clientOf(o).request("GET", "/v1/runtimes")).json();
+  }
+
+  /** The egress profiles a create may name: `network: { profile }`. */
+  static async networkProfiles(o: ConnectOptions = {}): Promise<NetworkProfile[]> {
+    return ((await clientOf(o).request("GET", "/v1/network-profiles")).json() ?? {}).profiles ?? [];
   }
 
   /** The sandbox's audit records so far, oldest first. */

@@ -1,6 +1,10 @@
 // The TypeScript SDK against a real cordond (build/cordond): one daemon on a unix socket and
 // one on TCP with API keys. Skipped without root or without the daemon binary.
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import * as cordon from "../dist/index.js";
 import { Daemon, skipReason } from "./daemon.mjs";
@@ -364,5 +368,167 @@ describe("over TCP with API keys", { skip }, () => {
       alice.close();
       bob.close();
     }
+  });
+});
+
+// PTYs, directory watch, port tunnels, metrics, approvals, runtimes and egress profiles: one
+// daemon with a profile of its own (a deny-policy one: no egress proxy needed to create with it).
+describe("ptys, watch, ports, metrics, approvals, runtimes, profiles", { skip }, () => {
+  let d;
+  let client;
+  let sbx;
+  let profiles;
+  before(async () => {
+    profiles = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-tsprof-"));
+    const file = path.join(profiles, "profiles.json");
+    fs.writeFileSync(file, JSON.stringify({ quiet: { description: "loopback only", policy: "deny" } }));
+    d = await Daemon.start({ extra: ["--network-profiles", file] });
+    client = new Client({ socket: d.socket });
+    sbx = await Sandbox.create({ client, template: "host", timeout: 300 });
+  });
+  after(async () => {
+    await sbx?.kill();
+    client?.close();
+    const alive = d?.alive;
+    await d?.stop();
+    fs.rmSync(profiles, { recursive: true, force: true });
+    assert.ok(alive, "cordond died during the tests");
+  });
+
+  /** Reads the iterator @it into @got until @needle is in it; false if it ended first. */
+  const readUntil = async (it, needle, got) => {
+    for (;;) {
+      if (got.text.includes(needle)) return true;
+      const n = await it.next();
+      if (n.done) return false;
+      got.text += n.value.toString("latin1");
+    }
+  };
+
+  test("pty: a shell, input, output, resize, kill", async () => {
+    const t = await sbx.pty.create({ cols: 90, rows: 30, cmd: ["sh", "-i"], env: { PS1: "$ " } });
+    assert.ok(t.pid > 0);
+    const it = t[Symbol.asyncIterator]();
+    const got = { text: "" };
+    await t.sendInput("echo hi-$((6*7))\n");
+    assert.ok(await readUntil(it, "hi-42", got), got.text);
+    await t.sendInput("stty size; echo TERM=$TERM\n");
+    assert.ok(await readUntil(it, "30 90", got), got.text);
+    assert.ok(await readUntil(it, "TERM=xterm-256color", got), got.text);
+    await t.resize(100, 40);
+    await t.sendInput("stty size\n");
+    assert.ok(await readUntil(it, "40 100", got), got.text);
+    assert.equal(await t.kill(), true);
+    assert.equal((await t.wait(10_000)).signal, 9);
+    while (!(await it.next()).done);   // the iterator ends after the exit
+    assert.equal(await t.kill(), false);
+  });
+
+  test("pty: onData, the exit code, a terminal it is on; resize of a plain process", async () => {
+    const seen = [];
+    const t = await sbx.pty.create({ cmd: "tty; exit 3", onData: (b) => seen.push(b) });
+    const r = await t.wait(20_000);
+    assert.equal(r.exitCode, 3);
+    assert.equal(t.exitCode, 3);
+    assert.match(Buffer.concat(seen).toString(), /\/dev\/pts\//);
+    const p = await sbx.processes.start(["sleep", "30"]);
+    await assert.rejects(sbx.client.request("POST", sbx.path("processes", p.pid, "resize"), { json: { cols: 80, rows: 24 } }),
+      (e) => e instanceof cordon.NotATerminal && e instanceof cordon.Conflict && e.code === "not_a_terminal");
+    await p.kill();
+    await assert.rejects(sbx.pty.create({ cols: 0, cmd: "true" }), InvalidField);
+  });
+
+  test("watch: create, write, remove events", async () => {
+    await sbx.exec("rm -rf /home/user/tsw && mkdir /home/user/tsw");
+    const w = await sbx.files.watch("/home/user/tsw", { recursive: true });
+    const got = [];
+    try {
+      await sbx.exec("mkdir /home/user/tsw/d && sleep 0.2 && echo x > /home/user/tsw/d/f && rm /home/user/tsw/d/f");
+      for await (const ev of w) {
+        got.push([ev.type, ev.path]);
+        if (ev.type === "remove" && ev.path === "/home/user/tsw/d/f") break;
+      }
+    } finally {
+      w.close();
+    }
+    const has = (t, p) => got.some(([a, b]) => a === t && b === p);
+    assert.ok(has("create", "/home/user/tsw/d"), JSON.stringify(got));
+    assert.ok(has("create", "/home/user/tsw/d/f"), JSON.stringify(got));
+    assert.ok(has("write", "/home/user/tsw/d/f"), JSON.stringify(got));
+    await assert.rejects(sbx.files.watch("/home/user/no-such-dir"), NotFound);
+    await assert.rejects(sbx.files.watch("relative"), cordon.InvalidPath);
+  });
+
+  test("connectPort: an http.server inside the sandbox, PortUnreachable", async () => {
+    await sbx.exec("mkdir -p /tmp/tsport && echo via-ts-sdk > /tmp/tsport/i.txt");
+    const p = await sbx.processes.start(["python3", "-m", "http.server", "8765", "--bind", "127.0.0.1",
+      "--directory", "/tmp/tsport"], { timeout: 0 });
+    try {
+      let s;
+      for (let i = 0; !s; i++) {
+        try {
+          s = await sbx.connectPort(8765);
+        } catch (e) {
+          if (!(e instanceof cordon.PortUnreachable) || i > 50) throw e;
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      }
+      assert.ok(s instanceof net.Socket);
+      s.write("GET /i.txt HTTP/1.0\r\n\r\n");
+      const chunks = [];
+      for await (const c of s) chunks.push(c);
+      const data = Buffer.concat(chunks).toString();
+      assert.match(data, /^HTTP\/1\.0 200/);
+      assert.ok(data.endsWith("via-ts-sdk\n"), data.slice(-200));
+      await assert.rejects(sbx.connectPort(8766), (e) => e instanceof cordon.PortUnreachable && e.status === 502);
+      await assert.rejects(sbx.connectPort(0), RangeError);
+    } finally {
+      await p.kill();
+    }
+  });
+
+  test("metrics", async () => {
+    const m = await sbx.metrics();
+    assert.equal(m.id, sbx.id);
+    assert.equal(m.intervalS, 5);
+    // the disk figures come from the agent's report, which may not have come yet (0 then)
+    assert.ok(m.current.memoryBytes > 0 && m.current.diskTotalBytes >= m.current.diskUsedBytes, JSON.stringify(m.raw.current));
+    assert.ok(m.current.cpuMs >= 0 && typeof m.current.timestamp === "string" && m.current.timestamp);
+    assert.ok(Array.isArray(m.samples) && m.samples.every((x) => typeof x.cpuPct === "number"));
+    await assert.rejects(new Sandbox("sb-nope", client).metrics(), NotFound);
+  });
+
+  test("approvals: the list, decisions on an unknown id, onApproval's watcher", async () => {
+    const aps = new cordon.Approvals({ client });
+    assert.deepEqual(await aps.list(), []);
+    assert.deepEqual(await aps.list({ sandbox: sbx.id }), []);
+    await assert.rejects(aps.allow("ap-123abc"), NotFound);
+    await assert.rejects(aps.deny("ap-123abc", "not today"), NotFound);
+    await assert.rejects(aps.deny("ap-1", "x".repeat(201)), (e) => e instanceof cordon.BadRequest);
+    // the watcher follows /v1/events from before create resolves, and ends with the sandbox
+    const calls = [];
+    const w = await Sandbox.create({ client, timeout: 60, onApproval: (ap) => (calls.push(ap), true) });
+    assert.equal((await w.exec("echo gated")).stdout, "gated\n");
+    assert.equal(await w.kill(), true);
+    assert.deepEqual(calls, []);
+  });
+
+  test("runtimes and egress profiles", async () => {
+    const r = await Sandbox.runtimes({ client });
+    const jail = r.runtimes.find((x) => x.name === "jail");
+    assert.ok(jail && jail.available && jail.reason === null, JSON.stringify(r));
+    assert.ok(jail.capabilities.includes("agent"));
+    assert.equal(typeof r.default, "string");
+    assert.ok(r.runtimes.some((x) => x.name === r.default));
+    const ps = await Sandbox.networkProfiles({ client });
+    const quiet = ps.find((p) => p.name === "quiet");
+    assert.deepEqual([quiet?.policy, quiet?.description], ["deny", "loopback only"], JSON.stringify(ps));
+    const q = await Sandbox.create({ client, timeout: 60, network: { profile: "quiet" } });
+    try {
+      assert.equal((await q.info()).network.profile, "quiet");
+    } finally {
+      await q.kill();
+    }
+    await assert.rejects(Sandbox.create({ client, network: { profile: "no-such" } }), cordon.BadRequest);
   });
 });
