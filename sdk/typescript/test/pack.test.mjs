@@ -29,8 +29,16 @@ test("npm pack, install the tarball, import it, type-check against it", () => {
     assert.equal(run("node", ["main.mjs"], proj).trim(), "function not_found true");
     // the declarations: a user's TypeScript compiles against them (tsc from this package)
     fs.writeFileSync(path.join(proj, "main.ts"),
-      'import { Sandbox, type ExecResult } from "@cordon/sdk";\n' +
-      'export async function f(): Promise<number> { const s = await Sandbox.create({ template: "host" });\n' +
+      'import { Sandbox, Approvals, type ExecResult, type PtyProcess, type WatchEvent } from "@cordon/sdk";\n' +
+      'import type { Socket } from "node:net";\n' +
+      'export async function f(): Promise<number> { const s = await Sandbox.create({ template: "host", network: { profile: "p" },\n' +
+      '    onApproval: (ap) => ap.method === "GET" });\n' +
+      '  const t: PtyProcess = await s.pty.create({ cols: 80, rows: 24, cmd: ["sh"] });\n' +
+      '  for await (const chunk of t) { const b: Buffer = chunk; void b; break; }\n' +
+      '  for await (const ev of await s.files.watch("/tmp", { recursive: true })) { const e: WatchEvent = ev; void e; break; }\n' +
+      '  const sock: Socket = await s.connectPort(8080); sock.end();\n' +
+      '  const m = await s.metrics(); void m.current.cpuPct; void (await new Approvals().list());\n' +
+      '  void (await Sandbox.runtimes()).runtimes[0]?.available; void (await Sandbox.networkProfiles())[0]?.policy;\n' +
       '  const r: ExecResult = await s.exec(["true"]); return r.exitCode; }\n');
     const tsc = path.join(PKG, "node_modules", "typescript", "bin", "tsc");
     run("node", [tsc, "--noEmit", "--strict", "--module", "NodeNext", "--moduleResolution", "NodeNext",

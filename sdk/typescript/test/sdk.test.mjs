@@ -363,6 +363,10 @@ describe("over TCP with API keys", { skip }, () => {
       assert.deepEqual((await Sandbox.list({ client: alice })).map((s) => s.id), [sbx.id]);
       assert.deepEqual(await Sandbox.list({ client: bob }), []);
       await assert.rejects(Sandbox.connect(sbx.id, { client: bob }), NotFound);
+      // a tunnel over TCP, with the key: nothing listens, so the agent's answer is the error
+      await assert.rejects(sbx.connectPort(8799), cordon.PortUnreachable);
+      await assert.rejects(new Sandbox(sbx.id, bob).connectPort(8799), NotFound);
+      assert.deepEqual(await new cordon.Approvals({ client: bob }).list(), []);
     } finally {
       await sbx.kill();
       alice.close();
@@ -422,6 +426,17 @@ describe("ptys, watch, ports, metrics, approvals, runtimes, profiles", { skip },
     assert.equal((await t.wait(10_000)).signal, 9);
     while (!(await it.next()).done);   // the iterator ends after the exit
     assert.equal(await t.kill(), false);
+  });
+
+  test("pty: output held back while nobody reads, nothing lost", async () => {
+    const t = await sbx.pty.create({ cmd: "seq 1 300000; echo END", cols: 200 });
+    await new Promise((r) => setTimeout(r, 1000));   // not read: the process is held back
+    assert.equal(t.exitCode, undefined);
+    let text = "";
+    for await (const c of t) text += c.toString("latin1");
+    assert.equal((await t.wait(10_000)).exitCode, 0);
+    const lines = text.split(/\r?\n/);
+    assert.ok(lines.includes("300000") && lines.includes("150000") && text.trimEnd().endsWith("END"), text.slice(-100));
   });
 
   test("pty: onData, the exit code, a terminal it is on; resize of a plain process", async () => {

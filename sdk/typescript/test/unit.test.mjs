@@ -194,3 +194,49 @@ test("directories as tar: packed, read back, hostile members refused before writ
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("upgrade: the bytes after a 101 stay in the socket; an error answer is its typed error", async () => {
+  const net = await import("node:net");
+  const os = await import("node:os");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-tsupg-"));
+  const sock = path.join(dir, "s.sock");
+  const heads = [];
+  const server = net.createServer((s) => {
+    let head = "";
+    s.on("data", (d) => {
+      head += d.toString("latin1");
+      if (!head.includes("\r\n\r\n")) return;
+      heads.push(head);
+      if (head.startsWith("GET /ok ")) {
+        // the head and the tunnel's first bytes in one write, then an echo
+        s.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: tcp\r\nConnection: Upgrade\r\n\r\nHELLO ");
+        s.removeAllListeners("data");
+        s.on("data", (x) => s.write(x));
+        s.on("end", () => s.end());
+      } else {
+        const body = '{"error":{"code":"port_unreachable","message":"nothing listens on 9"}}';
+        s.end(`HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+      }
+    });
+  });
+  await new Promise((r) => server.listen(sock, r));
+  const c = new cordon.Client({ socket: sock, apiKey: "k" });
+  try {
+    const s = await c.upgrade("/ok");
+    s.end("world");
+    const chunks = [];
+    for await (const x of s) chunks.push(x);
+    assert.equal(Buffer.concat(chunks).toString(), "HELLO world");
+    assert.match(heads[0], /^GET \/ok HTTP\/1\.1\r\n/);
+    assert.match(heads[0], /\r\nUpgrade: tcp\r\n/);
+    assert.match(heads[0], /\r\nAuthorization: Bearer k\r\n/);
+    await assert.rejects(c.upgrade("/no"), (e) =>
+      e instanceof cordon.PortUnreachable && e.status === 502 && e.detail === "nothing listens on 9");
+    const gone = new cordon.Client({ socket: path.join(dir, "none.sock") });
+    await assert.rejects(gone.upgrade("/ok"), cordon.CordonUnavailable);
+  } finally {
+    c.close();
+    server.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
