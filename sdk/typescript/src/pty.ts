@@ -34,7 +34,7 @@ export interface PtyOptions {
 
 /** A process on a terminal: `for await (const chunk of pty)` reads its output until it exits. */
 export class PtyProcess implements AsyncIterable<Buffer> {
-  readonly process!: Process;
+  private proc!: Process;
   private chunks: Buffer[] = [];
   private wake: (() => void) | undefined;
   private room: (() => void) | undefined;
@@ -48,9 +48,14 @@ export class PtyProcess implements AsyncIterable<Buffer> {
     const t = new PtyProcess(sandbox, onData);
     const p = await Process.attach(sandbox, stream, { onStdoutBytes: (b) => t.data(b), maxOutput: MAX_OUTPUT },
                                    { keepEvents: false, gate: () => t.gate() });
-    (t as { process: Process }).process = p;
+    t.proc = p;
     p.wait().then(() => t.end(undefined), (e) => t.end(e));
     return t;
+  }
+
+  /** the Process beneath (its result, stdout so far, signal()) */
+  get process(): Process {
+    return this.proc;
   }
 
   get pid(): number {

@@ -236,9 +236,10 @@ export class Sandbox {
     return entries.map((e) => "id" in e ? new Sandbox(e.id, this.client) : errorFromResponse(0, JSON.stringify({ error: e.error ?? {} })));
   }
 
-  /** Replaces the network policy ("deny"/"allow"/"public"); resolves with the one in force. */
-  async setNetwork(policy: string, allow?: string[]): Promise<Record<string, unknown>> {
-    const body: Record<string, unknown> = { policy };
+  /** Replaces the network policy ("deny"/"allow"/"public", or a whole NetworkSpec such as
+   * { profile: "packages" }); resolves with the one in force. */
+  async setNetwork(policy: string | NetworkSpec, allow?: string[]): Promise<Record<string, unknown>> {
+    const body: Record<string, unknown> = typeof policy === "string" ? { policy } : { ...policy };
     if (allow !== undefined) body.allow = allow;
     return (await this.client.request("PUT", this.path("network"), { json: body })).json();
   }

@@ -541,6 +541,8 @@ describe("ptys, watch, ports, metrics, approvals, runtimes, profiles", { skip },
     const q = await Sandbox.create({ client, timeout: 60, network: { profile: "quiet" } });
     try {
       assert.equal((await q.info()).network.profile, "quiet");
+      assert.equal((await q.setNetwork("deny")).profile, undefined);
+      assert.equal((await q.setNetwork({ profile: "quiet" })).profile, "quiet");
     } finally {
       await q.kill();
     }
