@@ -240,3 +240,80 @@ test("upgrade: the bytes after a 101 stay in the socket; an error answer is its 
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// onApproval's watcher against a stand-in for the daemon's two routes it uses (a real approval
+// needs tests/net's fake internet, where tests/net/test_approvals.py drives the Python SDK's):
+// the events it asks for, the verdict each answer of the callback sends, and its end.
+test("onApproval: follows /v1/events, allows, denies, leaves pending, survives a throw, ends", async () => {
+  const http = await import("node:http");
+  const os = await import("node:os");
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cordon-tsap-"));
+  const sock = path.join(dir, "s.sock");
+  const decisions = [];
+  let eventsUrl;
+  let events;
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (d) => (body += d));
+    req.on("end", () => {
+      if (req.method === "POST" && req.url === "/v1/sandboxes") {
+        res.writeHead(201, { "Content-Type": "application/json" });
+        return res.end(JSON.stringify({ id: "sb-1", state: "running" }));
+      }
+      if (req.url.startsWith("/v1/events")) {
+        eventsUrl = req.url;
+        res.writeHead(200, { "Content-Type": "application/x-ndjson" });
+        res.write("\n");
+        events = res;
+        return;
+      }
+      const m = /^\/v1\/approvals\/(ap-[0-9a-f]+)$/.exec(req.url);
+      if (req.method === "POST" && m) {
+        decisions.push([m[1], JSON.parse(body)]);
+        if (m[1] === "ap-dead") {
+          res.writeHead(404, { "Content-Type": "application/json" });
+          return res.end('{"error":{"code":"not_found","message":"no such approval"}}');
+        }
+        res.writeHead(200, { "Content-Type": "application/json" });
+        return res.end(JSON.stringify({ id: m[1], decision: JSON.parse(body).decision }));
+      }
+      res.writeHead(404);
+      res.end();
+    });
+  });
+  await new Promise((r) => server.listen(sock, r));
+  const c = new cordon.Client({ socket: sock });
+  const seen = [];
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.message);
+  process.on("warning", onWarning);
+  try {
+    const sbx = await cordon.Sandbox.create({ client: c, onApproval: async (ap) => {
+      seen.push([ap.id, ap.method, ap.host, ap.path, ap.timeoutS]);
+      if (ap.id === "ap-3") throw new Error("boom");
+      return { "ap-1": true, "ap-2": false, "ap-dead": true }[ap.id];
+    } });
+    const q = new URL(eventsUrl, "http://x").searchParams;
+    assert.deepEqual([q.get("follow"), q.get("sandbox"), q.get("kind")], ["1", "sb-1", "approval.pending,sandbox.destroyed"]);
+    const pending = (id) => JSON.stringify({ kind: "approval.pending", id, sandbox: "sb-1", method: "POST",
+      host: "api.example.test", port: 443, path: "/v1/charges", timeout_s: 60 }) + "\n";
+    for (const id of ["ap-1", "ap-2", "ap-3", "ap-4", "ap-dead", "ap-5"]) events.write(pending(id));
+    events.write(JSON.stringify({ kind: "sandbox.destroyed", sandbox: "sb-1" }) + "\n");
+    events.write(pending("ap-6"));   // after the end: not handed over
+    for (let i = 0; i < 100 && seen.length < 6; i++) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(seen.map((s) => s[0]), ["ap-1", "ap-2", "ap-3", "ap-4", "ap-dead", "ap-5"]);
+    assert.deepEqual(seen[0], ["ap-1", "POST", "api.example.test", "/v1/charges", 60]);
+    assert.deepEqual(decisions, [["ap-1", { decision: "allow" }], ["ap-2", { decision: "deny" }], ["ap-dead", { decision: "allow" }]]);
+    assert.ok(warnings.some((w) => /onApproval failed for ap-3: .*boom/.test(w)), warnings.join("; "));
+    assert.ok(!warnings.some((w) => /ap-dead/.test(w)), "a NotFound decision is quiet");
+    void sbx;
+  } finally {
+    process.off("warning", onWarning);
+    events?.end();
+    c.close();
+    server.closeAllConnections?.();
+    server.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
