@@ -9,7 +9,7 @@ export interface SandboxInfo {
   expiresAt: string;
   timeoutS: number;
   limits: Record<string, unknown>;
-  network: { policy?: string; allow?: string[]; [k: string]: unknown };
+  network: { policy?: string; allow?: string[]; approve?: Array<Record<string, unknown>>; profile?: string; [k: string]: unknown };
   metadata: Record<string, string>;
   secrets: Array<Record<string, unknown>>;
   volumes: Array<Record<string, unknown>>;
