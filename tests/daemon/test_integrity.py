@@ -161,6 +161,9 @@ def test_full_disk_refuses_every_recorded_action_and_changes_nothing(full):
     c = d.client()
     sid = c.create({"timeout_s": 600})["id"]
     assert c.sh(sid, "echo ok").strip() == "ok"
+    # The pool refilled first, so that the create below claims a made sandbox and is refused
+    # by its record (a sandbox made on a full disk fails for want of its disk instead).
+    assert wait_until(lambda: c.get("/healthz").json().get("pool_ready", 0) >= 1, 30)
     full.fill()
 
     r, before = burn_until_refused(c, sid)
