@@ -25,6 +25,7 @@
 
 #include "basic/log.h"
 #include "daemon/daemon.h"
+#include "daemon/reqhead.h"
 #include "daemon/service.h"
 
 #define MAX_HEADERS (16u << 10)
@@ -621,6 +622,23 @@ bool http_takeover(enum listener l, int method, const char *raw, const char *aut
 	struct raw_ctx c = {.fd = dfd, .principal = l == LISTEN_TCP ? key_find(auth, auth_len) : NULL,
 			    .params = {params[0], params[1]}, .rest = rest, .rest_len = rest_len};
 	rt->raw(&c);
+	return true;
+}
+
+bool http_takeover_host(enum listener l, int fd, const void *req, size_t len)
+{
+	struct reqhead h;
+	char params[2][80] = {};
+	raw_fn fn = NULL;
+	reqhead_parse(req, reqhead_end(req, len), &h);
+	for (size_t k = 0; !fn && k < n_surfaces; k++)
+		if ((surfaces[k]->listeners & (1u << l)) && surfaces[k]->claim)
+			fn = surfaces[k]->claim(&h, params);
+	int dfd = fn ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+	if (dfd < 0)
+		return false;
+	struct raw_ctx c = {.fd = dfd, .params = {params[0], params[1]}, .rest = req, .rest_len = len};
+	fn(&c);
 	return true;
 }
 
