@@ -265,13 +265,6 @@ json_t *envd_message(struct ctx *c, enum connect_mode mode)
 	return m;
 }
 
-void envd_unimplemented(struct ctx *c, enum connect_mode mode, const char *what)
-{
-	char msg[300];
-	snprintf(msg, sizeof(msg), "%s is not implemented by cordond yet (coming: docs/e2b.md)", what);
-	connect_refuse(c->req, mode, CONNECT_UNIMPLEMENTED, 501, msg);
-}
-
 /* ---- process.Process ---- */
 
 /* What a started process's call keeps. */
@@ -683,9 +676,9 @@ static const struct route envd_routes[] = {
 	{POST, FS "Move", fs_move},
 	{POST, FS "Remove", fs_remove},
 	{POST, FS "WatchDir", fs_watch},
-	{POST, FS "CreateWatcher", fs_watch_poll},
-	{POST, FS "GetWatcherEvents", fs_watch_poll},
-	{POST, FS "RemoveWatcher", fs_watch_poll},
+	{POST, FS "CreateWatcher", fs_watch_create},
+	{POST, FS "GetWatcherEvents", fs_watch_events},
+	{POST, FS "RemoveWatcher", fs_watch_remove},
 	{GET, "/files", files_get},
 	{POST, "/files", files_post, BODY_UPLOAD},
 };
