@@ -413,8 +413,9 @@ static void process_start(struct ctx *c)
 	api_exec_free(e);
 }
 
-/* The process a ProcessSelector names ({pid} or {tag}); NULL with not_found answered. Whether
- * it has a PTY in *@ret_pty (may be NULL). */
+/* The running process a ProcessSelector names ({pid} or {tag}), or for a stream (Connect) one
+ * that has exited; NULL with not_found answered. Whether it has a PTY in *@ret_pty (may be
+ * NULL). */
 static struct proc *selected(struct ctx *c, struct sbx *s, json_t *m, enum connect_mode mode,
 			     bool *ret_pty)
 {
@@ -434,7 +435,8 @@ static struct proc *selected(struct ctx *c, struct sbx *s, json_t *m, enum conne
 			pty = json_is_true(json_object_get(p, "pty"));
 		}
 	}
-	if (!*pid && json_is_integer(sel)) /* exited: the service still knows it a while */
+	if (!*pid && json_is_integer(sel) && mode == CONNECT_MODE_STREAM)
+		/* exited: Connect answers its end as envd does, not_found (exited_bytes()) */
 		snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(sel));
 	struct proc *pr = *pid ? svc_proc_find(s, pid, &err) : NULL;
 	if (!pr)
