@@ -92,12 +92,31 @@ async function fileRoundTrip(sbx, bytes, runs) {
   return out
 }
 
+// A PTY round trip: pty.sendInput of a line to `bash -i`, until its output is back (the
+// shell's echo of the marker it prints), on one PTY made first (not timed).
+async function ptyRoundTrip(sbx) {
+  let seen = '', wake = () => {}
+  const h = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { seen += Buffer.from(d).toString(); wake() } })
+  const xs = []
+  for (let i = 0; i < N; i++) {
+    const mark = `m${i}x`
+    seen = ''
+    const t = now()
+    await sbx.pty.sendInput(h.pid, new TextEncoder().encode(`echo ${mark.slice(0, 1)}''${mark.slice(1)}\n`))
+    while (!seen.includes(`${mark}\r\n`)) await new Promise((r) => { wake = r })
+    xs.push(ms(t))
+  }
+  await sbx.pty.kill(h.pid)
+  return stats(xs)
+}
+
 const out = { bench: 'e2b', n: N }
 out.create_to_first_command = await createToFirstCommand(true)
 out.create_to_first_command_no_network = await createToFirstCommand(false)
 const sbx = await Sandbox.create({ timeoutMs: 600_000 })
 const own = await v1('POST', '/v1/sandboxes', { timeout_s: 600 })
 out.command = await commandRoundTrip(sbx, own.id)
+out.pty_round_trip = await ptyRoundTrip(sbx)
 out.file_1mib = await fileRoundTrip(sbx, 1 << 20, Math.min(N, 20))
 if (BIG) {
   out.file_big = { bytes: BIG, ...(await fileRoundTrip(sbx, BIG, 3)) }
