@@ -332,6 +332,7 @@ bool http_takeover(enum listener l, int method, const char *path, const char *au
 /* For the gate: when a surface of @l claims the request @req (@len bytes so far, its head
  * whole), its handler gets a dup of @fd and the whole of @req as rest, and true is returned. */
 bool http_takeover_host(enum listener l, int fd, const void *req, size_t len);
+bool http_host_claimed(enum listener l, const struct reqhead *h); /* whether one would */
 /* An error answer of the v1 surface as a whole HTTP/1.1 response (head and JSON body), for a
  * raw route's socket; malloc'd, NULL without memory. */
 char *http_error_answer(const struct svc_err *err);

@@ -184,7 +184,8 @@ static void sweep(void)
 {
 	for (struct poller *p = pollers, *next; p; p = next) {
 		next = p->next;
-		if (!p->open && !p->pending && !sbx_find(NULL, p->sbx))
+		struct sbx *s = sbx_find(NULL, p->sbx);
+		if (!p->open && !p->pending && (!s || s->state == SBX_DESTROYED))
 			poller_free(p);
 	}
 }

@@ -345,7 +345,7 @@ static void gate_process(struct gate *g)
 	}
 	struct reqhead h;
 	reqhead_parse(p, n, &h);
-	if (!h.bad && take_over(g, &h, n, len, true))
+	if (!h.bad && http_host_claimed(g->f->kind, &h) && take_over(g, &h, n, len, true))
 		return;
 	if (check_head(g, &h) && !take_over(g, &h, n, len, false))
 		hand_over(g, n);

@@ -625,15 +625,28 @@ bool http_takeover(enum listener l, int method, const char *raw, const char *aut
 	return true;
 }
 
+/* The raw handler a surface of @l claims @h for, its parameters into @params; or NULL. */
+static raw_fn host_claim(enum listener l, const struct reqhead *h, char params[2][80])
+{
+	raw_fn fn = NULL;
+	for (size_t k = 0; !fn && k < n_surfaces; k++)
+		if ((surfaces[k]->listeners & (1u << l)) && surfaces[k]->claim)
+			fn = surfaces[k]->claim(h, params);
+	return fn;
+}
+
+bool http_host_claimed(enum listener l, const struct reqhead *h)
+{
+	char params[2][80];
+	return host_claim(l, h, params) != NULL;
+}
+
 bool http_takeover_host(enum listener l, int fd, const void *req, size_t len)
 {
 	struct reqhead h;
 	char params[2][80] = {};
-	raw_fn fn = NULL;
 	reqhead_parse(req, reqhead_end(req, len), &h);
-	for (size_t k = 0; !fn && k < n_surfaces; k++)
-		if ((surfaces[k]->listeners & (1u << l)) && surfaces[k]->claim)
-			fn = surfaces[k]->claim(&h, params);
+	raw_fn fn = host_claim(l, &h, params);
 	int dfd = fn ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
 	if (dfd < 0)
 		return false;
