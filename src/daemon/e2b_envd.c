@@ -191,8 +191,10 @@ struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode, bool (*signed_ok)(st
 	bool named = named_id(c, id, &port);
 	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
 	if (named && port != E2B_ENVD_PORT) {
-		connect_refuse(c->req, mode, CONNECT_UNAVAILABLE, 503,
-			       "the connection to this port could not be taken over; retry");
+		bool valid = port > 0 && port < 65536;
+		connect_refuse(c->req, mode, CONNECT_UNAVAILABLE, valid ? 503 : 502,
+			       valid ? "the connection to this port could not be taken over; retry"
+				     : "the host names no port 1..65535 of the sandbox");
 		return NULL;
 	}
 	if (!live(s)) {

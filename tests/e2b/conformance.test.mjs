@@ -400,6 +400,32 @@ test('PTY: resizing a process without one is refused; exit ends the handle', asy
   await assert.rejects(h.wait(), (e) => e instanceof CommandExitError && e.exitCode === 5)
 })
 
+test('StreamInput: a client stream of envelopes, start first, then the input in order', async () => {
+  const sbx = await box()
+  const cat = await sbx.commands.run('cat', { background: true, stdin: true })
+  const info = await (await fetch(`${API}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
+  const env = (m) => {
+    const b = Buffer.from(JSON.stringify(m))
+    const h = Buffer.alloc(5)
+    h.writeUInt32BE(b.length, 1)
+    return Buffer.concat([h, b])
+  }
+  const b64 = (t) => Buffer.from(t).toString('base64')
+  const send = (body) => fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/StreamInput`, {
+    method: 'POST', body,
+    headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': info.envdAccessToken, 'Content-Type': 'application/connect+json' },
+  })
+  const r = await send(Buffer.concat([env({ start: { process: { pid: cat.pid } } }), env({ data: { input: { stdin: b64('one ') } } }),
+    env({ keepalive: {} }), env({ data: { input: { stdin: b64('two\n') } } })]))
+  assert.equal(r.status, 200)
+  const buf = Buffer.from(await r.arrayBuffer())
+  assert.equal(buf[5 + buf.readUInt32BE(1)], 2, 'a message, then the END envelope')
+  const early = Buffer.from(await (await send(env({ data: { input: { stdin: b64('x') } } }))).arrayBuffer())
+  assert.equal(JSON.parse(early.subarray(5).toString()).error.code, 'invalid_argument', 'data before start')
+  await sbx.commands.closeStdin(cat.pid)
+  assert.equal((await cat.wait()).stdout, 'one two\n')
+})
+
 // ---- watch ----
 
 test('watchDir: create, write, remove, recursive, and the handle stops', async () => {
