@@ -9,11 +9,11 @@
  * the sandbox's key. */
 #include <errno.h>
 #include <stdio.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/http.h>
 #include <openssl/crypto.h>
