@@ -529,6 +529,20 @@ test('ports by host: a server inside, its token, nothing listening, an unknown s
   const unknown = await byHost('a'.repeat(20), 8000, '/')
   assert.equal(unknown.status, 502)
   assert.equal(JSON.parse(unknown.body).code, 502)
+  assert.equal(sbx.getHost(8000).split('.')[0], `8000-${sbx.sandboxId}`, "the SDK's name for it")
+  await srv.kill()
+})
+
+test('ports by host: a sandbox made with secure: false takes no token', async () => {
+  const sbx = await create({ secure: false })
+  const srv = await sbx.commands.run('mkdir -p /tmp/open && cd /tmp/open && echo open > o.txt && exec python3 -m http.server 8002 --bind 127.0.0.1', { background: true })
+  let r
+  for (let i = 0; i < 200 && r?.status !== 200; i++) {
+    r = await byHost(sbx.sandboxId, 8002, '/o.txt')
+    if (r.status !== 200) await new Promise((res) => setTimeout(res, 100))
+  }
+  assert.equal(r.status, 200, JSON.stringify(r))
+  assert.equal(r.body, 'open\n')
   await srv.kill()
 })
 
