@@ -92,12 +92,75 @@ async function fileRoundTrip(sbx, bytes, runs) {
   return out
 }
 
+// A PTY round trip: a line of input to `bash -i` until its output is back (the line the echo
+// prints, which the terminal's own echo of the input does not contain), on one PTY made
+// first (not timed). @open: the PTY, {send(text), kill()}; @seen(): the output so far;
+// @wait(): a promise of the next output.
+async function ptyLoop(open, seen, wait) {
+  const p = await open()
+  const xs = []
+  for (let i = 0; i < N; i++) {
+    const from = seen().length
+    const t = now()
+    await p.send(`echo m''${i}x\n`)
+    while (!seen().slice(from).includes(`m${i}x\r\n`)) await wait()
+    xs.push(ms(t))
+  }
+  await p.kill()
+  return stats(xs)
+}
+
+// Output into out.text, each chunk waking the waiter.
+function collector() {
+  const o = { text: '', wake: () => {} }
+  o.add = (d) => { o.text += Buffer.from(d).toString(); o.wake() }
+  o.wait = () => new Promise((r) => { o.wake = r })
+  return o
+}
+
+// E2B's sbx.pty against Cordon's POST .../processes {pty} (its NDJSON stream read here) and
+// .../stdin, on sandboxes of both.
+async function ptyRoundTrip(sbx, id) {
+  const a = collector(), b = collector()
+  const e2b = await ptyLoop(async () => {
+    const h = await sbx.pty.create({ cols: 80, rows: 24, onData: a.add })
+    return { send: (t) => sbx.pty.sendInput(h.pid, new TextEncoder().encode(t)), kill: () => sbx.pty.kill(h.pid) }
+  }, () => a.text, a.wait)
+  const own = await ptyLoop(async () => {
+    const r = await fetch(`${V1}/v1/sandboxes/${id}/processes`, { method: 'POST', headers: auth,
+      body: JSON.stringify({ argv: ['/bin/bash', '-i'], pty: { cols: 80, rows: 24 } }) })
+    const rd = r.body.getReader(), dec = new TextDecoder()
+    let pid, buf = ''
+    const started = new Promise((res) => {
+      (async () => {
+        for (;;) {
+          const { value, done } = await rd.read()
+          if (done) return
+          buf += dec.decode(value, { stream: true })
+          for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
+            const ev = JSON.parse(buf.slice(0, i))
+            if (ev.type === 'start') res(pid = ev.pid)
+            if (ev.type === 'stdout') b.add(Buffer.from(ev.data, 'base64'))
+          }
+        }
+      })()
+    })
+    await started
+    return {
+      send: (t) => v1('POST', `/v1/sandboxes/${id}/processes/${pid}/stdin`, { data: Buffer.from(t).toString('base64') }),
+      kill: () => v1('POST', `/v1/sandboxes/${id}/processes/${pid}/signal`, { signal: 'SIGKILL' }),
+    }
+  }, () => b.text, b.wait)
+  return { e2b, cordon: own }
+}
+
 const out = { bench: 'e2b', n: N }
 out.create_to_first_command = await createToFirstCommand(true)
 out.create_to_first_command_no_network = await createToFirstCommand(false)
 const sbx = await Sandbox.create({ timeoutMs: 600_000 })
 const own = await v1('POST', '/v1/sandboxes', { timeout_s: 600 })
 out.command = await commandRoundTrip(sbx, own.id)
+out.pty_round_trip = await ptyRoundTrip(sbx, own.id)
 out.file_1mib = await fileRoundTrip(sbx, 1 << 20, Math.min(N, 20))
 if (BIG) {
   out.file_big = { bytes: BIG, ...(await fileRoundTrip(sbx, BIG, 3)) }

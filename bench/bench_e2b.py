@@ -15,6 +15,9 @@ a. `Sandbox.create()` to the end of the first `commands.run('true')`, against
 b. Command round trip: `commands.run('true')` against `POST .../exec` on a live sandbox.
 c. `files.write` and `files.read` of 1 MiB, and of 100 MiB (`--max-upload 128M`; a read over
    the files service's 64 MiB download cap fails, and says so in the figures).
+d. PTY round trip: `pty.sendInput` of a line to `bash -i` until its output is back in
+   `onData` (the marker is split by '' in the input, so the terminal's echo does not count),
+   against `POST .../processes/{pid}/stdin` to a `POST .../processes {"pty": ...}`.
 
 It starts its own cordond (`--pool 4`, templateID "base" naming the host template) in a
 fresh temporary directory and prints the node script's JSON line last.

@@ -31,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t len;
 	} kept[] = {{h.auth, h.auth_len},	      {h.api_key, h.api_key_len},
 		    {h.query, h.query_len},	      {h.host, h.host_len},
-		    {h.sandbox_id, h.sandbox_id_len}, {h.access_token, h.access_token_len}};
+		    {h.sandbox_id, h.sandbox_id_len}, {h.access_token, h.access_token_len},
+		    {h.traffic_token, h.traffic_token_len}};
 	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
 		if (kept[i].v && (kept[i].v < p || kept[i].v + kept[i].len > end))
 			abort();

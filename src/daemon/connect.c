@@ -218,13 +218,9 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 
 /* ---- streams ---- */
 
-static int k_write(struct stream_sink *k, const void *data, size_t len)
+/* @msg (NULL: none) as the stream's next envelope; @end: it is the last. */
+static int envelope_send(struct call *c, json_t *msg, bool end)
 {
-	struct call *c = OWNER_OF(k, struct call, k);
-	bool end = false;
-	_cleanup_(json_decrefp) json_t *line = json_loadb(data, len, 0, NULL);
-	_cleanup_(json_decrefp) json_t *msg =
-		line && c->cc.ops->line ? c->cc.ops->line(&c->cc, line, &end) : NULL;
 	_cleanup_free_ char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	if (!s)
 		return 0;
@@ -236,6 +232,16 @@ static int k_write(struct stream_sink *k, const void *data, size_t len)
 	evbuffer_free(buf);
 	c->ended_well |= end && r == 0;
 	return r;
+}
+
+static int k_write(struct stream_sink *k, const void *data, size_t len)
+{
+	struct call *c = OWNER_OF(k, struct call, k);
+	bool end = false;
+	_cleanup_(json_decrefp) json_t *line = json_loadb(data, len, 0, NULL);
+	_cleanup_(json_decrefp) json_t *msg =
+		line && c->cc.ops->line ? c->cc.ops->line(&c->cc, line, &end) : NULL;
+	return envelope_send(c, msg, end);
 }
 
 static void k_end(struct stream_sink *k, const void *last, size_t len)
@@ -295,6 +301,10 @@ static struct stream_sink *r_stream(struct svc_reply *r, const char *type)
 	c->inner = inner;
 	c->k = (struct stream_sink){.write = k_write, .end = k_end, .backlog = k_backlog,
 				    .watch = k_watch, .watch_hangup = k_watch_hangup};
+	if (c->cc.ops->start) {
+		_cleanup_(json_decrefp) json_t *first = c->cc.ops->start(&c->cc);
+		(void)envelope_send(c, first, false); /* a reader already gone: the next write says */
+	}
 	if (c->keepalive_s) {
 		struct timeval tv = {c->keepalive_s, 0};
 		c->keepalive_ev = evtimer_new(D.base, on_keepalive, c);

@@ -94,6 +94,9 @@ struct connect_ops {
 	/* A stream's NDJSON line: the message to send (NULL: none); *@ret_end when it is the
 	 * last (the stream then ends well when its source ends it). */
 	json_t *(*line)(struct connect_call *cc, json_t *line, bool *ret_end);
+	/* The stream's first message, sent as soon as the service's stream begins (NULL: none;
+	 * returned new). */
+	json_t *(*start)(struct connect_call *cc);
 	void (*free)(void *arg); /* of cc->arg, once the call is over */
 };
 

@@ -267,6 +267,10 @@ struct surface {
 	/* Optional: whether the front may read the body of an upload (a route whose body may be
 	 * over API_MAX_BODY) with head @h: 0, or the HTTP status to refuse it with and why. */
 	int (*admit)(const struct reqhead *h, const char **ret_why);
+	/* Optional: the raw handler of a request its head alone routes, whatever its path (E2B's
+	 * <port>-<id>.<domain> Host for a port of the sandbox), with its two parameters written
+	 * into @params; NULL: the routes decide. */
+	raw_fn (*claim)(const struct reqhead *h, char params[2][80]);
 };
 extern const struct surface v1_surface, e2b_surface, e2b_envd_surface;
 
@@ -325,6 +329,10 @@ int http_route_body_limit(enum listener l, int method, const char *path, size_t 
  * returned (the caller then lets evhttp drop the connection without touching the socket). */
 bool http_takeover(enum listener l, int method, const char *path, const char *auth,
 		   size_t auth_len, int fd, const void *rest, size_t rest_len);
+/* For the gate: when a surface of @l claims the request @req (@len bytes so far, its head
+ * whole), its handler gets a dup of @fd and the whole of @req as rest, and true is returned. */
+bool http_takeover_host(enum listener l, int fd, const void *req, size_t len);
+bool http_host_claimed(enum listener l, const struct reqhead *h); /* whether one would */
 /* An error answer of the v1 surface as a whole HTTP/1.1 response (head and JSON body), for a
  * raw route's socket; malloc'd, NULL without memory. */
 char *http_error_answer(const struct svc_err *err);

@@ -26,8 +26,8 @@ struct sbx;
 struct ctx;
 
 /* The envd version advertised: the lowest whose features E2B's SDK uses are all here
- * (0.5.7: octet-stream and gzip uploads, stdin that can be closed, a default user). The
- * SDK asks nothing of PTYs or watches by version; those answer unimplemented for now. */
+ * (0.5.7: octet-stream and gzip uploads, stdin that can be closed, a default user; PTYs and
+ * recursive watches, which the SDK asks of 0.1.4 and later). */
 #define E2B_ENVD_VERSION "0.5.7"
 #define E2B_ENVD_PORT	 49983
 #define E2B_ID_LEN	 20 /* Cordon's id without "sb-": [a-z2-7] */

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/http.h>
 #include <openssl/crypto.h>
@@ -84,6 +86,84 @@ static bool live(const struct sbx *s)
 
 #define NOT_FOUND_MSG "The sandbox was not found: it does not exist, is not running, or has been killed"
 
+/* ---- a port of the sandbox by host: <port>-<id>.<domain> ---- */
+
+/* A whole HTTP/1.1 answer in E2B's error shape, for a taken-over socket; malloc'd. */
+static char *port_answer(int status, const char *msg)
+{
+	_cleanup_free_ char *body = e2b_render_status(status, msg);
+	char *out = NULL;
+	if (!body || asprintf(&out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+			      "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+			      status, status == 401 ? "Unauthorized" : "Bad Gateway", strlen(body), body) < 0)
+		out = NULL;
+	return out;
+}
+
+/* What a tunnel that could not be made answers: E2B's proxy's 502, the service's code in
+ * the message (port_unreachable: nothing listens there). */
+static char *port_fail(const struct svc_err *err)
+{
+	char msg[700];
+	snprintf(msg, sizeof(msg), "%s: %s", api_error_code(err->code), err->msg);
+	return port_answer(err->code == API_ERR_UNAUTHORIZED ? 401 : 502, msg);
+}
+
+static void port_refuse(int fd, int status, const char *msg)
+{
+	_cleanup_free_ char *a = port_answer(status, msg);
+	if (a)
+		(void)!send(fd, a, strlen(a), MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
+}
+
+/* The request, whole, goes to the port inside (params: the sandbox's id, the port): a live
+ * sandbox, its token if secure (E2b-Traffic-Access-Token or X-Access-Token), then
+ * svc_port_open(), which answers the rest. */
+static void port_tunnel(struct raw_ctx *c)
+{
+	struct reqhead h;
+	struct svc_err err = {};
+	struct sbx *s = sbx_find(NULL, c->params[0]);
+	reqhead_parse(c->rest, reqhead_end(c->rest, c->rest_len), &h);
+	if (!live(s)) {
+		port_refuse(c->fd, 502, NOT_FOUND_MSG);
+		return;
+	}
+	if (e2b_secure(s) && !token_matches(s, h.traffic_token, h.traffic_token_len) &&
+	    !token_matches(s, h.access_token, h.access_token_len)) {
+		port_refuse(c->fd, 401, "this sandbox's ports need its token (E2b-Traffic-Access-Token)");
+		return;
+	}
+	svc_port_open(s, (uint32_t)strtoul(c->params[1], NULL, 10), c->fd, c->rest, c->rest_len,
+		      "", port_fail, &err); /* answered either way */
+}
+
+/* Who serves a port named by host: a raw handler, or NULL for the routes (envd's). The last
+ * row (port 0) is every other port. */
+static const struct {
+	unsigned port;
+	raw_fn fn;
+} host_ports[] = {
+	{E2B_ENVD_PORT, NULL},
+	{0, port_tunnel},
+};
+
+static raw_fn envd_claim(const struct reqhead *h, char params[2][80])
+{
+	char id[E2B_ID_LEN + 4];
+	unsigned port;
+	if (h->sandbox_id || !name_sandbox(NULL, 0, h->host, h->host_len, id, &port) ||
+	    port == 0 || port > 65535)
+		return NULL;
+	size_t i = 0;
+	while (host_ports[i].port && host_ports[i].port != port)
+		i++;
+	snprintf(params[0], 80, "%s", id);
+	snprintf(params[1], 80, "%u", port);
+	return host_ports[i].fn;
+}
+
 int envd_admit(const struct reqhead *h, const char **ret_why)
 {
 	char id[E2B_ID_LEN + 4], query[API_MAX_PATH * 3 + 512];
@@ -91,7 +171,7 @@ int envd_admit(const struct reqhead *h, const char **ret_why)
 	bool named = name_sandbox(h->sandbox_id, h->sandbox_id_len, h->host, h->host_len, id, &port);
 	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
 	if (named && port != E2B_ENVD_PORT)
-		return 0; /* the route answers 501 */
+		return 0; /* envd_claim() did not take it: the route answers */
 	*ret_why = !live(s) ? NOT_FOUND_MSG : "this sandbox needs its access token (X-Access-Token) or a signed URL";
 	if (!live(s))
 		return 502;
@@ -111,8 +191,10 @@ struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode, bool (*signed_ok)(st
 	bool named = named_id(c, id, &port);
 	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
 	if (named && port != E2B_ENVD_PORT) {
-		connect_refuse(c->req, mode, CONNECT_UNIMPLEMENTED, 501,
-			       "ports of a sandbox other than envd's are not served yet (coming: docs/e2b.md)");
+		bool valid = port > 0 && port < 65536;
+		connect_refuse(c->req, mode, CONNECT_UNAVAILABLE, valid ? 503 : 502,
+			       valid ? "the connection to this port could not be taken over; retry"
+				     : "the host names no port 1..65535 of the sandbox");
 		return NULL;
 	}
 	if (!live(s)) {
@@ -185,19 +267,13 @@ json_t *envd_message(struct ctx *c, enum connect_mode mode)
 	return m;
 }
 
-void envd_unimplemented(struct ctx *c, enum connect_mode mode, const char *what)
-{
-	char msg[300];
-	snprintf(msg, sizeof(msg), "%s is not implemented by cordond yet (coming: docs/e2b.md)", what);
-	connect_refuse(c->req, mode, CONNECT_UNIMPLEMENTED, 501, msg);
-}
-
 /* ---- process.Process ---- */
 
 /* What a started process's call keeps. */
 struct start {
 	char id[SBX_ID_LEN + 1];
 	bool stdin; /* E2B's stdin: false closes it at once */
+	bool pty;   /* its output is envd's "pty" data */
 };
 
 /* "exit status 1" / "signal: killed", as Go's os.ProcessState says it (envd's words). */
@@ -248,7 +324,7 @@ static json_t *proc_line(struct connect_call *cc, json_t *ev, bool *ret_end)
 		return json_pack("{s:{s:{s:I}}}", "event", "start", "pid", pid);
 	}
 	if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0)
-		return json_pack("{s:{s:{s:O}}}", "event", "data", type, data);
+		return json_pack("{s:{s:{s:O}}}", "event", "data", st && st->pty ? "pty" : type, data);
 	if (strcmp(type, "keepalive") == 0)
 		return json_pack("{s:{s:{}}}", "event", "keepalive");
 	if (strcmp(type, "exit") == 0) {
@@ -266,7 +342,16 @@ static void exited_bytes(struct connect_call *cc, const char *type, struct evbuf
 }
 
 static const struct connect_ops start_ops = {.line = proc_line, .free = free};
-static const struct connect_ops connect_ops = {.line = proc_line, .bytes = exited_bytes};
+static const struct connect_ops connect_ops = {.line = proc_line, .bytes = exited_bytes, .free = free};
+
+/* envd's PTY {size: {cols, rows}} as Cordon's {cols, rows}; NULL when @pty has no size. */
+static json_t *winsize_json(json_t *pty)
+{
+	json_t *size = json_object_get(pty, "size");
+	return json_is_object(size) ? json_pack("{s:O*, s:O*}", "cols", json_object_get(size, "cols"),
+						"rows", json_object_get(size, "rows"))
+				    : NULL;
+}
 
 /* Cordon's exec request for envd's StartRequest. */
 static json_t *exec_request(json_t *m, const char *user)
@@ -288,6 +373,8 @@ static json_t *exec_request(json_t *m, const char *user)
 		json_object_set(e, "tag", tag);
 	if (e && user)
 		json_object_set_new(e, "user", json_string(user));
+	if (e && json_object_get(m, "pty"))
+		json_object_set_new(e, "pty", winsize_json(json_object_get(m, "pty")) ?: json_object());
 	return e;
 }
 
@@ -300,10 +387,6 @@ static void process_start(struct ctx *c)
 	_cleanup_(json_decrefp) json_t *m = s ? envd_message(c, CONNECT_MODE_STREAM) : NULL;
 	if (!m)
 		return;
-	if (json_object_get(m, "pty")) {
-		envd_unimplemented(c, CONNECT_MODE_STREAM, "a PTY (process.Process/Start with pty)");
-		return;
-	}
 	if (envd_user(c, &user) < 0) {
 		connect_refuse(c->req, CONNECT_MODE_STREAM, CONNECT_INVALID_ARGUMENT, 400,
 			       "Authorization: expected Basic of \"user:\" or \"root:\"");
@@ -322,7 +405,8 @@ static void process_start(struct ctx *c)
 		return;
 	}
 	snprintf(st->id, sizeof(st->id), "%s", s->id);
-	st->stdin = json_is_true(json_object_get(m, "stdin"));
+	st->pty = e->pty_set;
+	st->stdin = st->pty || json_is_true(json_object_get(m, "stdin")); /* a PTY keeps its input */
 	struct connect_call *cc = connect_call_new(c->req, CONNECT_MODE_STREAM, &start_ops, st);
 	if (!cc)
 		free(st);
@@ -331,40 +415,57 @@ static void process_start(struct ctx *c)
 	api_exec_free(e);
 }
 
-/* The process a ProcessSelector names ({pid} or {tag}); NULL with not_found answered. */
-static struct proc *selected(struct ctx *c, struct sbx *s, json_t *m, enum connect_mode mode)
+/* The running process a ProcessSelector names ({pid} or {tag}), or for a stream (Connect) one
+ * that has exited; NULL with not_found answered. Whether it has a PTY in *@ret_pty (may be
+ * NULL). */
+static struct proc *selected(struct ctx *c, struct sbx *s, json_t *m, enum connect_mode mode,
+			     bool *ret_pty)
 {
 	json_t *sel = json_object_get(json_object_get(m, "process"), "pid");
 	const char *tag = json_string_value(json_object_get(json_object_get(m, "process"), "tag"));
 	char pid[24] = "";
 	struct svc_err err = {};
-	if (json_is_integer(sel))
-		snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(sel));
-	if (tag) {
-		_cleanup_(json_decrefp) json_t *l = svc_proc_list(s);
-		json_t *p;
-		size_t i;
-		json_array_foreach(json_object_get(l, "processes"), i, p)
-			if (strcmp(json_string_value(json_object_get(p, "tag")) ?: "", tag) == 0)
-				snprintf(pid, sizeof(pid), "%lld",
-					 (long long)json_integer_value(json_object_get(p, "pid")));
+	bool pty = false;
+	_cleanup_(json_decrefp) json_t *l = svc_proc_list(s);
+	json_t *p;
+	size_t i;
+	json_array_foreach(json_object_get(l, "processes"), i, p) {
+		json_t *id = json_object_get(p, "pid");
+		if (tag ? strcmp(json_string_value(json_object_get(p, "tag")) ?: "", tag) == 0
+			: json_is_integer(sel) && json_integer_value(sel) == json_integer_value(id)) {
+			snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(id));
+			pty = json_is_true(json_object_get(p, "pty"));
+		}
 	}
-	struct proc *p = *pid ? svc_proc_find(s, pid, &err) : NULL;
-	if (!p)
+	if (!*pid && json_is_integer(sel) && mode == CONNECT_MODE_STREAM)
+		/* exited: Connect answers its end as envd does, not_found (exited_bytes()) */
+		snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(sel));
+	struct proc *pr = *pid ? svc_proc_find(s, pid, &err) : NULL;
+	if (!pr)
 		connect_refuse(c->req, mode, CONNECT_NOT_FOUND, 404, "process not found");
-	return p;
+	if (ret_pty)
+		*ret_pty = pty;
+	return pr;
 }
 
 static void process_connect(struct ctx *c)
 {
 	struct sbx *s = envd_sbx(c, CONNECT_MODE_STREAM, NULL);
 	_cleanup_(json_decrefp) json_t *m = s ? envd_message(c, CONNECT_MODE_STREAM) : NULL;
-	struct proc *p = m ? selected(c, s, m, CONNECT_MODE_STREAM) : NULL;
-	if (!p)
+	bool pty = false;
+	struct proc *p = m ? selected(c, s, m, CONNECT_MODE_STREAM, &pty) : NULL;
+	struct start *st = p ? calloc(1, sizeof(*st)) : NULL;
+	if (p && !st)
+		connect_refuse(c->req, CONNECT_MODE_STREAM, CONNECT_INTERNAL, 500, "out of memory");
+	if (!st)
 		return;
-	struct connect_call *cc = connect_call_new(c->req, CONNECT_MODE_STREAM, &connect_ops, NULL);
+	*st = (struct start){.stdin = true, .pty = pty};
+	snprintf(st->id, sizeof(st->id), "%s", s->id);
+	struct connect_call *cc = connect_call_new(c->req, CONNECT_MODE_STREAM, &connect_ops, st);
 	if (cc)
 		svc_proc_events(p, connect_reply(cc));
+	else
+		free(st);
 }
 
 static json_t *process_info(json_t *p)
@@ -410,11 +511,21 @@ static struct proc *unary_proc(struct ctx *c, json_t **ret_m)
 {
 	struct sbx *s = envd_sbx(c, CONNECT_MODE_UNARY, NULL);
 	json_t *m = s ? envd_message(c, CONNECT_MODE_UNARY) : NULL;
-	struct proc *p = m ? selected(c, s, m, CONNECT_MODE_UNARY) : NULL;
+	struct proc *p = m ? selected(c, s, m, CONNECT_MODE_UNARY, NULL) : NULL;
 	if (!p)
 		json_decref(m);
 	*ret_m = p ? m : NULL;
 	return p;
+}
+
+/* envd's ProcessInput {stdin | pty} (base64) as Cordon's; false when it is not base64 of at
+ * most MAX_STDIN bytes. */
+static bool input_bytes(json_t *in, uint8_t **ret, size_t *ret_len)
+{
+	const char *b64 = json_string_value(json_object_get(in, "stdin"))
+				  ?: json_string_value(json_object_get(in, "pty"));
+	*ret = NULL, *ret_len = 0;
+	return !b64 || (base64_decode(b64, strlen(b64), ret, ret_len) == 0 && *ret_len <= MAX_STDIN);
 }
 
 static void process_input(struct ctx *c, bool close)
@@ -425,17 +536,11 @@ static void process_input(struct ctx *c, bool close)
 	_cleanup_(json_decrefp) json_t *m = mm;
 	if (!p)
 		return;
-	json_t *in = json_object_get(m, "input");
-	if (json_object_get(in, "pty")) {
-		envd_unimplemented(c, CONNECT_MODE_UNARY, "PTY input");
-		return;
-	}
-	const char *b64 = json_string_value(json_object_get(in, "stdin"));
 	size_t n = 0;
 	_cleanup_free_ uint8_t *data = NULL;
-	if ((b64 && base64_decode(b64, strlen(b64), &data, &n) < 0) || n > MAX_STDIN) {
+	if (!input_bytes(json_object_get(m, "input"), &data, &n)) {
 		connect_refuse(c->req, CONNECT_MODE_UNARY, CONNECT_INVALID_ARGUMENT, 400,
-			       "input.stdin: must be base64 of at most 512 KiB");
+			       "input: stdin or pty must be base64 of at most 512 KiB");
 		return;
 	}
 	struct api_stdin st = {.data = data, .len = n, .eof = close};
@@ -473,16 +578,78 @@ static void process_signal(struct ctx *c)
 	answer_unary(c, svc_proc_signal(p, signo, &err), &err);
 }
 
+/* Update {process, pty: {size}}: the PTY's new window. */
 static void process_update(struct ctx *c)
 {
-	if (envd_sbx(c, CONNECT_MODE_UNARY, NULL))
-		envd_unimplemented(c, CONNECT_MODE_UNARY, "process.Process/Update (PTY resize)");
+	struct cordon_err perr = {};
+	struct svc_err err = {};
+	struct api_winsize w;
+	json_t *mm;
+	struct proc *p = unary_proc(c, &mm);
+	_cleanup_(json_decrefp) json_t *m = mm;
+	_cleanup_(json_decrefp) json_t *size = p ? winsize_json(json_object_get(m, "pty")) : NULL;
+	_cleanup_free_ char *body = size ? json_dumps(size, JSON_COMPACT) : NULL;
+	if (!p)
+		return;
+	if (!body || api_resize_parse(body, strlen(body), &w, &perr) < 0) {
+		connect_refuse(c->req, CONNECT_MODE_UNARY, CONNECT_INVALID_ARGUMENT, 400,
+			       body ? perr.msg : "pty.size: required");
+		return;
+	}
+	answer_unary(c, svc_proc_resize(p, &w, &err), &err);
+}
+
+/* StreamInput: a client stream, read whole by the front: a start naming the process, then
+ * data envelopes, each the process's input in order; keepalives are skipped. */
+static int stream_input_one(struct proc **p, struct sbx *s, json_t *ev, struct svc_err *err)
+{
+	json_t *start = json_object_get(ev, "start"), *data = json_object_get(ev, "data");
+	size_t n = 0;
+	_cleanup_free_ uint8_t *bytes = NULL;
+	if (start) {
+		char pid[24];
+		json_t *sel = json_object_get(json_object_get(start, "process"), "pid");
+		snprintf(pid, sizeof(pid), "%lld", (long long)json_integer_value(sel));
+		*p = json_is_integer(sel) ? svc_proc_find(s, pid, err) : NULL;
+		return *p ? 0 : svc_fail(err, API_ERR_NOT_FOUND, "process not found");
+	}
+	if (!data)
+		return 0;
+	if (!*p)
+		return svc_fail(err, API_ERR_INVALID_FIELD, "start: must come before data");
+	if (!input_bytes(json_object_get(data, "input"), &bytes, &n))
+		return svc_fail(err, API_ERR_INVALID_FIELD, "input: must be base64 of at most 512 KiB");
+	struct api_stdin in = {.data = bytes, .len = n};
+	return svc_proc_stdin(*p, &in, err);
 }
 
 static void process_stream_input(struct ctx *c)
 {
-	if (envd_sbx(c, CONNECT_MODE_UNARY, NULL))
-		envd_unimplemented(c, CONNECT_MODE_UNARY, "process.Process/StreamInput");
+	struct svc_err err = {};
+	struct connect_frame f;
+	struct proc *p = NULL;
+	struct sbx *s = envd_sbx(c, CONNECT_MODE_STREAM, NULL);
+	const uint8_t *b = (const uint8_t *)c->body;
+	size_t left = c->body_len;
+	int r = 0, n;
+	while (s && r == 0 && left && (n = connect_envelope_next(b, left, CONNECT_MAX_MESSAGE, &f)) > 0) {
+		_cleanup_(json_decrefp) json_t *ev =
+			f.flags & CONNECT_FLAG_END ? NULL : json_loadb((const char *)f.data, f.len, 0, NULL);
+		r = f.flags & CONNECT_FLAG_END ? 0
+		    : json_is_object(ev)       ? stream_input_one(&p, s, ev, &err)
+					       : svc_fail(&err, API_ERR_INVALID_FIELD, "a message is not a JSON object");
+		b += n, left -= (size_t)n;
+	}
+	if (s && r == 0 && left)
+		r = svc_fail(&err, API_ERR_INVALID_FIELD, "the body is not whole Connect envelopes");
+	if (s && r < 0)
+		connect_refuse(c->req, CONNECT_MODE_STREAM, connect_code_from_api(err.code),
+			       api_error_status(err.code), err.msg);
+	else if (s) {
+		struct connect_call *cc = connect_call_new(c->req, CONNECT_MODE_STREAM, NULL, NULL);
+		if (cc)
+			connect_answer(cc, 200, json_object());
+	}
 }
 
 /* envd's GET /health: 204 while the sandbox runs (the SDK asks it when a stream breaks). */
@@ -513,14 +680,14 @@ static const struct route envd_routes[] = {
 	{POST, FS "Move", fs_move},
 	{POST, FS "Remove", fs_remove},
 	{POST, FS "WatchDir", fs_watch},
-	{POST, FS "CreateWatcher", fs_watch_poll},
-	{POST, FS "GetWatcherEvents", fs_watch_poll},
-	{POST, FS "RemoveWatcher", fs_watch_poll},
+	{POST, FS "CreateWatcher", fs_watch_create},
+	{POST, FS "GetWatcherEvents", fs_watch_events},
+	{POST, FS "RemoveWatcher", fs_watch_remove},
 	{GET, "/files", files_get},
 	{POST, "/files", files_post, BODY_UPLOAD},
 };
 
 const struct surface e2b_envd_surface = {
 	"e2b-envd", envd_routes, ELEMENTSOF(envd_routes), e2b_render_error, 1u << LISTEN_E2B,
-	.admit = envd_admit,
+	.admit = envd_admit, .claim = envd_claim,
 };

@@ -26,7 +26,6 @@ int envd_user(const struct ctx *c, const char **ret);
 int envd_path(const char *p, const char *user, char *buf, size_t size, struct cordon_err *err);
 /* The call's request message (a JSON object); NULL with 400 answered. */
 json_t *envd_message(struct ctx *c, enum connect_mode mode);
-void envd_unimplemented(struct ctx *c, enum connect_mode mode, const char *what);
 
 /* One file operation of envd (e2b_files.c, e2b_transfer.c): its sandbox, paths and what
  * the calls in a row need. */
@@ -50,6 +49,10 @@ struct fsop {
 };
 #define E2B_MAX_LIST 100000 /* entries of one ListDir, all pages */
 void fsop_free(void *arg);
+/* A filesystem call's sandbox, message (in *@ret_m, the caller's) and op (cc->arg), the path
+ * of @field (and @field2) resolved as envd resolves it; NULL with the error answered. */
+struct connect_call *fsop_begin(struct ctx *c, enum connect_mode mode, const struct connect_ops *ops,
+				const char *field, const char *field2, struct sbx **ret_s, json_t **ret_m);
 /* The sandbox again, between two service calls; NULL with the call answered. */
 struct sbx *fsop_again(struct connect_call *cc);
 /* Answers the error of a service call that failed at once (@r < 0). */
@@ -63,8 +66,12 @@ void fs_list(struct ctx *c);
 void fs_mkdir(struct ctx *c);
 void fs_move(struct ctx *c);
 void fs_remove(struct ctx *c);
+
+/* e2b_watch.c: WatchDir, and the polling watcher over the same service call */
 void fs_watch(struct ctx *c);
-void fs_watch_poll(struct ctx *c);
+void fs_watch_create(struct ctx *c);
+void fs_watch_events(struct ctx *c);
+void fs_watch_remove(struct ctx *c);
 
 /* Before the body of an upload is read (struct surface.admit): the sandbox its head names,
  * live, and its token or a valid signature; else 502 or 401 and why. */

@@ -89,19 +89,16 @@ static void answer_entry(struct connect_call *cc, json_t *body)
 
 /* ---- the calls ---- */
 
-/* A filesystem call's sandbox, message and op, the path of @field (and @field2) resolved;
- * NULL with the error answered. */
-static struct connect_call *fs_begin(struct ctx *c, const struct connect_ops *ops,
-				     const char *field, const char *field2, struct sbx **ret_s,
-				     json_t **ret_m)
+struct connect_call *fsop_begin(struct ctx *c, enum connect_mode mode, const struct connect_ops *ops,
+				const char *field, const char *field2, struct sbx **ret_s, json_t **ret_m)
 {
 	struct cordon_err perr = {};
 	const char *user;
-	struct sbx *s = envd_sbx(c, CONNECT_MODE_UNARY, NULL);
-	json_t *m = s ? envd_message(c, CONNECT_MODE_UNARY) : NULL;
+	struct sbx *s = envd_sbx(c, mode, NULL);
+	json_t *m = s ? envd_message(c, mode) : NULL;
 	struct fsop *op = m ? calloc(1, sizeof(*op)) : NULL;
 	if (m && !op)
-		connect_refuse(c->req, CONNECT_MODE_UNARY, CONNECT_INTERNAL, 500, "out of memory");
+		connect_refuse(c->req, mode, CONNECT_INTERNAL, 500, "out of memory");
 	int r = op ? envd_user(c, &user) : -1;
 	if (op && r == 0)
 		r = envd_path(json_string_value(json_object_get(m, field)), user, op->path,
@@ -110,9 +107,9 @@ static struct connect_call *fs_begin(struct ctx *c, const struct connect_ops *op
 		r = envd_path(json_string_value(json_object_get(m, field2)), user, op->dst,
 			      sizeof(op->dst), &perr);
 	if (op && r < 0)
-		connect_refuse(c->req, CONNECT_MODE_UNARY, CONNECT_INVALID_ARGUMENT, 400,
+		connect_refuse(c->req, mode, CONNECT_INVALID_ARGUMENT, 400,
 			       perr.msg[0] ? perr.msg : "Authorization: expected Basic of \"user:\" or \"root:\"");
-	struct connect_call *cc = op && r == 0 ? connect_call_new(c->req, CONNECT_MODE_UNARY, ops, op) : NULL;
+	struct connect_call *cc = op && r == 0 ? connect_call_new(c->req, mode, ops, op) : NULL;
 	if (!cc) {
 		free(op);
 		json_decref(m);
@@ -139,7 +136,7 @@ static void on_path(struct ctx *c, const struct connect_ops *ops,
 	struct svc_err err = {};
 	struct sbx *s;
 	json_t *m;
-	struct connect_call *cc = fs_begin(c, ops, "path", NULL, &s, &m);
+	struct connect_call *cc = fsop_begin(c, CONNECT_MODE_UNARY, ops, "path", NULL, &s, &m);
 	json_decref(cc ? m : NULL);
 	if (cc)
 		fsop_go_on(cc, first(s, ((struct fsop *)cc->arg)->path, connect_reply(cc), &err), &err);
@@ -184,7 +181,7 @@ void fs_list(struct ctx *c)
 	struct svc_err err = {};
 	struct sbx *s;
 	json_t *m;
-	struct connect_call *cc = fs_begin(c, &list_ops, "path", NULL, &s, &m);
+	struct connect_call *cc = fsop_begin(c, CONNECT_MODE_UNARY, &list_ops, "path", NULL, &s, &m);
 	if (!cc)
 		return;
 	json_int_t depth = json_is_integer(json_object_get(m, "depth"))
@@ -265,7 +262,7 @@ void fs_move(struct ctx *c)
 	struct svc_err err = {};
 	struct sbx *s;
 	json_t *m;
-	struct connect_call *cc = fs_begin(c, &move_ops, "source", "destination", &s, &m);
+	struct connect_call *cc = fsop_begin(c, CONNECT_MODE_UNARY, &move_ops, "source", "destination", &s, &m);
 	if (!cc)
 		return;
 	json_decref(m);
@@ -292,16 +289,4 @@ static const struct connect_ops remove_ops = {.json = remove_json, .free = fsop_
 void fs_remove(struct ctx *c)
 {
 	on_path(c, &remove_ops, svc_file_delete);
-}
-
-void fs_watch(struct ctx *c)
-{
-	if (envd_sbx(c, CONNECT_MODE_STREAM, NULL))
-		envd_unimplemented(c, CONNECT_MODE_STREAM, "filesystem.Filesystem/WatchDir");
-}
-
-void fs_watch_poll(struct ctx *c)
-{
-	if (envd_sbx(c, CONNECT_MODE_UNARY, NULL))
-		envd_unimplemented(c, CONNECT_MODE_UNARY, "the polling directory watcher");
 }

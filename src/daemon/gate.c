@@ -294,14 +294,18 @@ static void hand_over(struct gate *g, size_t head_len)
  * evhttp, which has seen nothing of this request, drops the connection without touching the
  * socket: its events go first, then /dev/null takes the fd's number, so that evhttp's
  * shutdown() and close() reach nothing of the client's. */
-static bool take_over(struct gate *g, const struct reqhead *h, size_t head_len, size_t len)
+/* With @by_host, for a request its Host alone routes (http_takeover_host()): the whole request
+ * so far is the handler's. */
+static bool take_over(struct gate *g, const struct reqhead *h, size_t head_len, size_t len,
+		      bool by_host)
 {
 	char auth[256]; /* @h points into the buffer, which the pullup below may move */
 	size_t auth_len = h->auth && h->auth_len < sizeof(auth) ? h->auth_len : 0;
 	memcpy(auth, auth_len ? h->auth : "", auth_len);
 	const char *p = (const char *)evbuffer_pullup(g->buf, -1);
-	if (!p || !http_takeover(g->f->kind, h->method, h->path, auth, auth_len, g->fd,
-				 p + head_len, len - head_len))
+	if (!p || !(by_host ? http_takeover_host(g->f->kind, g->fd, p, len)
+			    : http_takeover(g->f->kind, h->method, h->path, auth, auth_len, g->fd,
+					    p + head_len, len - head_len)))
 		return false;
 	g->state = G_REFUSED;
 	event_del(g->work);
@@ -341,7 +345,9 @@ static void gate_process(struct gate *g)
 	}
 	struct reqhead h;
 	reqhead_parse(p, n, &h);
-	if (check_head(g, &h) && !take_over(g, &h, n, len))
+	if (!h.bad && http_host_claimed(g->f->kind, &h) && take_over(g, &h, n, len, true))
+		return;
+	if (check_head(g, &h) && !take_over(g, &h, n, len, false))
 		hand_over(g, n);
 }
 

@@ -25,6 +25,7 @@
 
 #include "basic/log.h"
 #include "daemon/daemon.h"
+#include "daemon/reqhead.h"
 #include "daemon/service.h"
 
 #define MAX_HEADERS (16u << 10)
@@ -621,6 +622,36 @@ bool http_takeover(enum listener l, int method, const char *raw, const char *aut
 	struct raw_ctx c = {.fd = dfd, .principal = l == LISTEN_TCP ? key_find(auth, auth_len) : NULL,
 			    .params = {params[0], params[1]}, .rest = rest, .rest_len = rest_len};
 	rt->raw(&c);
+	return true;
+}
+
+/* The raw handler a surface of @l claims @h for, its parameters into @params; or NULL. */
+static raw_fn host_claim(enum listener l, const struct reqhead *h, char params[2][80])
+{
+	raw_fn fn = NULL;
+	for (size_t k = 0; !fn && k < n_surfaces; k++)
+		if ((surfaces[k]->listeners & (1u << l)) && surfaces[k]->claim)
+			fn = surfaces[k]->claim(h, params);
+	return fn;
+}
+
+bool http_host_claimed(enum listener l, const struct reqhead *h)
+{
+	char params[2][80];
+	return host_claim(l, h, params) != NULL;
+}
+
+bool http_takeover_host(enum listener l, int fd, const void *req, size_t len)
+{
+	struct reqhead h;
+	char params[2][80] = {};
+	reqhead_parse(req, reqhead_end(req, len), &h);
+	raw_fn fn = host_claim(l, &h, params);
+	int dfd = fn ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1;
+	if (dfd < 0)
+		return false;
+	struct raw_ctx c = {.fd = dfd, .params = {params[0], params[1]}, .rest = req, .rest_len = len};
+	fn(&c);
 	return true;
 }
 

@@ -104,6 +104,8 @@ static const struct {
 	{"E2b-Sandbox-Id", offsetof(struct reqhead, sandbox_id), offsetof(struct reqhead, sandbox_id_len)},
 	{"X-Access-Token", offsetof(struct reqhead, access_token),
 	 offsetof(struct reqhead, access_token_len)},
+	{"E2b-Traffic-Access-Token", offsetof(struct reqhead, traffic_token),
+	 offsetof(struct reqhead, traffic_token_len)},
 };
 
 static void kept(const char *l, size_t len, struct reqhead *h)

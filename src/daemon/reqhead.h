@@ -30,6 +30,8 @@ struct reqhead {
 	size_t query_len;
 	const char *host, *sandbox_id, *access_token; /* Host, E2b-Sandbox-Id, X-Access-Token */
 	size_t host_len, sandbox_id_len, access_token_len;
+	const char *traffic_token;	/* E2b-Traffic-Access-Token: a port's, by host (e2b_envd.c) */
+	size_t traffic_token_len;
 	bool has_cl, chunked;
 	uint64_t cl;
 	const char *bad;		/* NULL, or why the head is refused */

@@ -5,7 +5,7 @@
 import { test, after } from 'node:test'
 import http from 'node:http'
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, NotFoundError, SandboxError } from 'e2b'
+import { Sandbox, CommandExitError, NotFoundError, SandboxError, FilesystemEventType } from 'e2b'
 
 const API = process.env.E2B_API_URL
 const KEY2 = process.env.CORDON_E2B_KEY2
@@ -341,14 +341,6 @@ test('signed URLs: download and upload, expiry, tampering, host routing', async 
   const u = await direct(sbx, up, { method: 'POST', body, headers: { 'Content-Type': `multipart/form-data; boundary=${boundary}` } })
   assert.equal(u.status, 200)
   assert.equal(await sbx.files.read('/tmp/e2b/uploaded.txt'), 'via url')
-  // another port of the sandbox: not served yet
-  const port = await new Promise((resolve, reject) => {
-    const req = http.request({ host: new URL(url).hostname, port: new URL(url).port, path: '/health',
-      headers: { Host: `8080-${sbx.sandboxId}.${process.env.CORDON_E2B_DOMAIN}` } }, (res) => { res.resume(); resolve(res.statusCode) })
-    req.on('error', reject)
-    req.end()
-  })
-  assert.equal(port, 501)
 })
 
 // ---- metrics ----
@@ -364,12 +356,194 @@ test('metrics from the cgroup', async () => {
   assert.ok(last.timestamp instanceof Date)
 })
 
-// ---- what is not here yet ----
+// ---- PTY ----
 
-test('PTY and watch answer unimplemented', async () => {
+const enc = (t) => new TextEncoder().encode(t)
+
+// Polls @cond (a function) every 50 ms until it holds, at most @ms.
+async function until(cond, what, ms = 15_000) {
+  const t0 = Date.now()
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what()}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+test('PTY: bash -i, input read back, resize seen by stty, kill', async () => {
   const sbx = await box()
-  await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }), /unimplemented|not implemented/i)
-  await assert.rejects(sbx.files.watchDir('/tmp', () => {}), /unimplemented|not implemented/i)
+  let out = ''
+  const h = await sbx.pty.create({ cols: 80, rows: 24, envs: { FOO: 'bar' }, cwd: '/tmp', user: 'root',
+    onData: (d) => { out += Buffer.from(d).toString() } })
+  assert.ok(h.pid > 0)
+  const seen = (re) => until(() => re.test(out), () => `${re} in ${JSON.stringify(out.slice(-500))}`)
+  await sbx.pty.sendInput(h.pid, enc('echo hi-$((6*7)) $FOO $PWD $(id -u) $TERM\n'))
+  await seen(/hi-42 bar \/tmp 0 xterm-256color/)
+  await sbx.pty.sendInput(h.pid, enc('stty size\n'))
+  await seen(/[\r\n]24 80\r\n/)
+  await sbx.pty.resize(h.pid, { cols: 100, rows: 30 })
+  await sbx.pty.sendInput(h.pid, enc('stty size\n'))
+  await seen(/[\r\n]30 100\r\n/)
+  assert.ok((await sbx.commands.list()).some((p) => p.pid === h.pid), 'a PTY is listed')
+  assert.equal(await sbx.pty.kill(h.pid), true)
+  await assert.rejects(h.wait(), (e) => e instanceof CommandExitError && e.exitCode === -1, "killed: no exit code")
+  assert.equal(await sbx.pty.kill(h.pid), false, 'gone after its kill')
+  await assert.rejects(sbx.pty.resize(h.pid, { cols: 10, rows: 10 }), NotFoundError)
+})
+
+test('PTY: resizing a process without one is refused; exit ends the handle', async () => {
+  const sbx = await box()
+  const cat = await sbx.commands.run('cat', { background: true, stdin: true })
+  await assert.rejects(sbx.pty.resize(cat.pid, { cols: 100, rows: 30 }), /pty|terminal/)
+  await cat.kill()
+  const h = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} })
+  await sbx.pty.sendInput(h.pid, enc('exit 5\n'))
+  await assert.rejects(h.wait(), (e) => e instanceof CommandExitError && e.exitCode === 5)
+})
+
+test('StreamInput: a client stream of envelopes, start first, then the input in order', async () => {
+  const sbx = await box()
+  const cat = await sbx.commands.run('cat', { background: true, stdin: true })
+  const info = await (await fetch(`${API}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
+  const env = (m) => {
+    const b = Buffer.from(JSON.stringify(m))
+    const h = Buffer.alloc(5)
+    h.writeUInt32BE(b.length, 1)
+    return Buffer.concat([h, b])
+  }
+  const b64 = (t) => Buffer.from(t).toString('base64')
+  const send = (body) => fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/StreamInput`, {
+    method: 'POST', body,
+    headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': info.envdAccessToken, 'Content-Type': 'application/connect+json' },
+  })
+  const r = await send(Buffer.concat([env({ start: { process: { pid: cat.pid } } }), env({ data: { input: { stdin: b64('one ') } } }),
+    env({ keepalive: {} }), env({ data: { input: { stdin: b64('two\n') } } })]))
+  assert.equal(r.status, 200)
+  const buf = Buffer.from(await r.arrayBuffer())
+  assert.equal(buf[5 + buf.readUInt32BE(1)], 2, 'a message, then the END envelope')
+  const early = Buffer.from(await (await send(env({ data: { input: { stdin: b64('x') } } }))).arrayBuffer())
+  assert.equal(JSON.parse(early.subarray(5).toString()).error.code, 'invalid_argument', 'data before start')
+  await sbx.commands.closeStdin(cat.pid)
+  assert.equal((await cat.wait()).stdout, 'one two\n')
+})
+
+// ---- watch ----
+
+test('watchDir: create, write, remove, recursive, and the handle stops', async () => {
+  const sbx = await box()
+  await sbx.files.makeDir('/tmp/e2b/w/sub')
+  const flat = [], deep = []
+  const w1 = await sbx.files.watchDir('/tmp/e2b/w', (e) => flat.push(e))
+  const w2 = await sbx.files.watchDir('/tmp/e2b/w', (e) => deep.push(e), { recursive: true, timeoutMs: 60_000 })
+  await sbx.commands.run('echo a > /tmp/e2b/w/a.txt; echo more >> /tmp/e2b/w/a.txt; echo b > /tmp/e2b/w/sub/b.txt; rm /tmp/e2b/w/a.txt')
+  const has = (l, name, type) => l.some((e) => e.name === name && e.type === type)
+  const show = (l) => () => JSON.stringify(l)
+  await until(() => has(flat, 'a.txt', FilesystemEventType.REMOVE), show(flat))
+  assert.ok(has(flat, 'a.txt', FilesystemEventType.CREATE), 'create')
+  assert.ok(has(flat, 'a.txt', FilesystemEventType.WRITE), 'write')
+  await until(() => has(deep, 'sub/b.txt', FilesystemEventType.CREATE), show(deep))
+  assert.ok(!flat.some((e) => e.name.startsWith('sub/')), 'not recursive: nothing from sub/')
+  await sbx.commands.run('chmod 600 /tmp/e2b/w/sub/b.txt; mv /tmp/e2b/w/sub/b.txt /tmp/e2b/w/sub/c.txt')
+  await until(() => has(deep, 'sub/b.txt', FilesystemEventType.RENAME), show(deep))
+  assert.ok(has(deep, 'sub/b.txt', FilesystemEventType.CHMOD), 'chmod')
+  await w1.stop()
+  await w2.stop()
+  await assert.rejects(sbx.files.watchDir('/tmp/e2b/nope', () => {}), NotFoundError)
+})
+
+// One unary envd call, raw.
+async function envdCall(sbx, method, msg) {
+  const info = await (await fetch(`${API}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
+  const r = await fetch(`${process.env.E2B_SANDBOX_URL}/${method}`, {
+    method: 'POST', body: JSON.stringify(msg),
+    headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': info.envdAccessToken, 'Content-Type': 'application/json' },
+  })
+  return { status: r.status, body: await r.json() }
+}
+
+test('the polling watcher: CreateWatcher, GetWatcherEvents, RemoveWatcher', async () => {
+  const sbx = await box()
+  await sbx.files.makeDir('/tmp/e2b/pw')
+  const FS = 'filesystem.Filesystem'
+  const c = await envdCall(sbx, `${FS}/CreateWatcher`, { path: '/tmp/e2b/pw', recursive: true })
+  assert.equal(c.status, 200)
+  assert.match(c.body.watcherId, /^[0-9a-f]{32}$/)
+  await sbx.commands.run('mkdir /tmp/e2b/pw/d; echo x > /tmp/e2b/pw/d/f')
+  const events = []
+  for (let i = 0; i < 100 && !events.some((e) => e.name === 'd/f'); i++) {
+    const g = await envdCall(sbx, `${FS}/GetWatcherEvents`, { watcherId: c.body.watcherId })
+    assert.equal(g.status, 200)
+    events.push(...g.body.events)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  assert.ok(events.some((e) => e.name === 'd' && e.type === 'EVENT_TYPE_CREATE'), JSON.stringify(events))
+  assert.ok(events.some((e) => e.name === 'd/f' && e.type === 'EVENT_TYPE_CREATE'), 'recursive, into a new directory')
+  const again = await envdCall(sbx, `${FS}/GetWatcherEvents`, { watcherId: c.body.watcherId })
+  assert.deepEqual(again.body.events ?? [], [], 'each event once')
+  assert.equal((await envdCall(sbx, `${FS}/RemoveWatcher`, { watcherId: c.body.watcherId })).status, 200)
+  const gone = await envdCall(sbx, `${FS}/GetWatcherEvents`, { watcherId: c.body.watcherId })
+  assert.equal(gone.status, 404)
+  assert.equal(gone.body.code, 'not_found')
+  const file = await envdCall(sbx, `${FS}/CreateWatcher`, { path: '/etc/hostname' })
+  assert.equal(file.status, 400, 'a file is no directory')
+  const none = await envdCall(sbx, `${FS}/CreateWatcher`, { path: '/tmp/e2b/nope' })
+  assert.equal(none.status, 404)
+})
+
+// ---- ports by host: <port>-<id>.<domain> ----
+
+// @port of @sbx by host, sent to cordond's own listener on loopback with the Host header E2B's
+// URL would carry (no resolver needed): {status, body}.
+function byHost(id, port, path = '/', headers = {}) {
+  const u = new URL(process.env.E2B_SANDBOX_URL)
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, path,
+      headers: { ...headers, Host: `${port}-${id}.${process.env.CORDON_E2B_DOMAIN}` } }, (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+test('ports by host: a server inside, its token, nothing listening, an unknown sandbox', async () => {
+  const sbx = await box()
+  const info = await (await fetch(`${API}/sandboxes/${sbx.sandboxId}`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
+  const tok = { 'E2b-Traffic-Access-Token': info.envdAccessToken }
+  await sbx.files.write('/tmp/e2b/www/hello.txt', 'served from inside')
+  const srv = await sbx.commands.run('cd /tmp/e2b/www && exec python3 -m http.server 8000 --bind 127.0.0.1', { background: true })
+  let r
+  for (let i = 0; i < 200 && r?.status !== 200; i++) {
+    r = await byHost(sbx.sandboxId, 8000, '/hello.txt', tok)
+    if (r.status !== 200) await new Promise((res) => setTimeout(res, 100))
+  }
+  assert.equal(r.status, 200, JSON.stringify(r))
+  assert.equal(r.body, 'served from inside')
+  const noTok = await byHost(sbx.sandboxId, 8000, '/hello.txt')
+  assert.equal(noTok.status, 401, 'a secure sandbox\'s ports need its token')
+  assert.equal(JSON.parse(noTok.body).code, 401)
+  const closed = await byHost(sbx.sandboxId, 8001, '/', tok)
+  assert.equal(closed.status, 502)
+  assert.match(JSON.parse(closed.body).message, /port_unreachable/)
+  const unknown = await byHost('a'.repeat(20), 8000, '/')
+  assert.equal(unknown.status, 502)
+  assert.equal(JSON.parse(unknown.body).code, 502)
+  assert.equal(sbx.getHost(8000).split('.')[0], `8000-${sbx.sandboxId}`, "the SDK's name for it")
+  await srv.kill()
+})
+
+test('ports by host: a sandbox made with secure: false takes no token', async () => {
+  const sbx = await create({ secure: false })
+  const srv = await sbx.commands.run('mkdir -p /tmp/open && cd /tmp/open && echo open > o.txt && exec python3 -m http.server 8002 --bind 127.0.0.1', { background: true })
+  let r
+  for (let i = 0; i < 200 && r?.status !== 200; i++) {
+    r = await byHost(sbx.sandboxId, 8002, '/o.txt')
+    if (r.status !== 200) await new Promise((res) => setTimeout(res, 100))
+  }
+  assert.equal(r.status, 200, JSON.stringify(r))
+  assert.equal(r.body, 'open\n')
+  await srv.kill()
 })
 
 // ---- one key never reaches another key's sandbox ----

@@ -244,3 +244,18 @@ def test_upload_admitted_before_the_body(cordond):
         time.sleep(0.3)
         s.sendall(b"hello")
         assert s.recv(4096).split(b"\r\n", 1)[0] == b"HTTP/1.1 200 OK"
+
+
+def test_ports_by_host_taken_before_routes(cordond):
+    """A request whose Host names a port of a sandbox other than envd's is the tunnel's
+    whatever its path, method or body: it is answered as soon as its head is in (502 for a
+    sandbox that is not there, E2B's body), never by the routes' 404 or 413; a Host that
+    names no port 1..65535 is no tunnel: envd's routes answer it, 502 too."""
+    big = "Content-Type: application/octet-stream\r\nContent-Length: 50000000\r\n"
+    for host, line, extra in (("8000-" + "a" * 20, "POST /no/such/route", big),
+                              ("99999-" + "a" * 20, "GET /health", "")):
+        t0 = time.monotonic()
+        status, data = raw_head(cordond, f"{line} HTTP/1.1\r\nHost: {host}.{DOMAIN}\r\n{extra}\r\n")
+        assert status.split()[1] == "502", (host, status)
+        assert time.monotonic() - t0 < 3
+        assert b'"code":502' in data

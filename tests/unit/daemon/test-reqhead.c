@@ -60,7 +60,7 @@ static void test_simple(void **state)
 	assert_memory_equal(h.api_key, "e2b_00ff", 8);
 
 	h = parse("POST /files?path=/a&signature=v1_x#f HTTP/1.1\r\nHost: 49983-abc.e2b.test\r\n"
-		  "E2b-Sandbox-Id: abc\r\nX-Access-Token:  t0k \r\n\r\n");
+		  "E2b-Sandbox-Id: abc\r\nX-Access-Token:  t0k \r\ne2b-traffic-access-token: tr\r\n\r\n");
 	assert_null(h.bad);
 	assert_string_equal(h.path, "/files");
 	assert_int_equal(h.query_len, 22);
@@ -69,6 +69,8 @@ static void test_simple(void **state)
 	assert_memory_equal(h.sandbox_id, "abc", h.sandbox_id_len);
 	assert_int_equal(h.access_token_len, 3);
 	assert_memory_equal(h.access_token, "t0k", 3);
+	assert_int_equal(h.traffic_token_len, 2);
+	assert_memory_equal(h.traffic_token, "tr", 2);
 
 	h = parse("POST /v1/sandboxes HTTP/1.0\nTransfer-Encoding: Chunked\n\n");
 	assert_null(h.bad);
