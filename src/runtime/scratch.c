@@ -176,7 +176,8 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 		return open_failed(loop, "a loop device", err);
 	char dev[32];
 	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
-	sc->mnt = blockdev_mount_ext4(dev, BLOCKDEV_SCRATCH, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	sc->mnt = blockdev_mount_ext4(dev, BLOCKDEV_SCRATCH,
+				      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME);
 	if (sc->mnt < 0)
 		return open_failed(sc->mnt, "mount ext4 on a loop device", err);
 	sc->img = fcntl(img, F_DUPFD_CLOEXEC, 3); /* -1 is only less to count */

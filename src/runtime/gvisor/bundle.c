@@ -202,6 +202,43 @@ static int host_image(struct gvisor_bundle *b, const char *dir, struct cordon_er
 	return 0;
 }
 
+/* The resolver is the host end of the link, as in the jail; false without a link. */
+static bool resolver_conf(const struct runtime_host *h, char *conf, size_t size)
+{
+	char ip[16];
+	if (!h->privileged || !inet_ntop(AF_INET, &h->link.host, ip, sizeof(ip)))
+		return false;
+	snprintf(conf, size, "nameserver %s\n", ip);
+	return true;
+}
+
+/* A template's /etc/resolv.conf, as the jail's bind_resolver() (lib/rootfs.c): <dir>/resolv.conf
+ * bound read-only over it, made where the image has none, so that the overlay's upper records
+ * an empty file at most; a symlink (a resolver's stub) is left as the image has it, and so is
+ * an image without /etc. */
+static int image_resolver(struct gvisor_bundle *b, const char *dir, const struct runtime_host *h,
+			  struct cordon_err *err)
+{
+	char conf[64], src[PATH_MAX], dst[PATH_MAX];
+	struct stat st;
+	pathf(dst, sizeof(dst), "%s/%s", b->root, "etc");
+	if (!resolver_conf(h, conf, sizeof(conf)) || lstat(dst, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	pathf(dst, sizeof(dst), "%s/%s", b->root, "etc/resolv.conf");
+	if (lstat(dst, &st) < 0) {
+		int r = gvisor_create_file(dst, "", 0644);
+		if (r < 0)
+			return cordon_err_set(err, r, "gvisor: create '%s'", dst);
+	} else if (!S_ISREG(st.st_mode)) {
+		return 0;
+	}
+	pathf(src, sizeof(src), "%s/%s", dir, "resolv.conf");
+	int r = gvisor_create_file(src, conf, 0644);
+	if (r < 0)
+		return cordon_err_set(err, r, "gvisor: write '%s'", src);
+	return add_mount(b, src, "/etc/resolv.conf", false, err);
+}
+
 /* /etc: the host's harmless entries read-only (lib/rootfs.c's list), the sandbox's own. */
 static int host_etc(struct gvisor_bundle *b, const struct cordon_spec *spec,
 		    const struct runtime_host *h, struct cordon_err *err)
@@ -228,13 +265,9 @@ static int host_etc(struct gvisor_bundle *b, const struct cordon_spec *spec,
 		if ((r = add_mount(b, dst, src, false, err)) < 0)
 			return r;
 	}
-	/* The resolver is the host end of the link, as in the jail. */
-	char ip[16] = "", conf[64];
-	if (h->privileged)
-		inet_ntop(AF_INET, &h->link.host, ip, sizeof(ip));
-	snprintf(conf, sizeof(conf), "nameserver %s\n", ip);
+	char conf[64];
 	pathf(dst, sizeof(dst), "%s/etc/%s", b->root, "resolv.conf");
-	if (ip[0] && (r = gvisor_create_file(dst, conf, 0644)) < 0)
+	if (resolver_conf(h, conf, sizeof(conf)) && (r = gvisor_create_file(dst, conf, 0644)) < 0)
 		return cordon_err_set(err, r, "gvisor: write '%s'", dst);
 	snprintf(ns, sizeof(ns), "%s\n", spec->hostname ? spec->hostname : "cordon");
 	pathf(dst, sizeof(dst), "%s/etc/%s", b->root, "hostname");
@@ -275,7 +308,7 @@ static int make_root(struct gvisor_bundle *b, const char *dir, const struct cord
 		return r;
 	if (spec->rootfs) {
 		if ((r = overlay_at(dir, spec->rootfs, "image", b->root, sizeof(b->root), err)) < 0 ||
-		    (r = make_new_dirs(b->root, err)) < 0)
+		    (r = make_new_dirs(b->root, err)) < 0 || (r = image_resolver(b, dir, h, err)) < 0)
 			return r;
 		return tmp_on_disk(b, err);
 	}
