@@ -30,9 +30,12 @@ const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N] = {"usr",   "bin",   "s
 /* apt's credentials for its mirrors: never in a sandbox. Its keyrings (trusted.gpg,
  * trusted.gpg.d, keyrings) are public keys and stay. */
 static const char *const apt_hidden[] = {"auth.conf", "auth.conf.d", NULL};
+/* dpkg's owner overrides name the host's system users and groups (ssl-cert), which the
+ * sandbox's /etc/group does not have: dpkg refuses to run with one it cannot resolve. */
+static const char *const dpkg_hidden[] = {"statoverride", NULL};
 
 const struct rootfs_host_pkg rootfs_host_pkg[ROOTFS_HOST_PKG_N] = {
-	{"var/lib/dpkg", "var-lib-dpkg", NULL},
+	{"var/lib/dpkg", "var-lib-dpkg", dpkg_hidden},
 	{"etc/apt", "etc-apt", apt_hidden},
 };
 

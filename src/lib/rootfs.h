@@ -28,7 +28,8 @@ extern const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N];
 /* The host's package state, for installs as root at run time (`apt-get install`): each a
  * writable overlay of the host's directory (copy-on-write into the sandbox's disk, never the
  * host), never a bind: without an overlay it is not shown. @hidden names entries of it
- * that hold secrets, whited out in the overlay's upper before the mount. */
+ * whited out in the overlay's upper before the mount: secrets, and what names the host's
+ * users and groups (the sandbox has its own). */
 struct rootfs_host_pkg {
 	const char *path;		  /* below /, no leading slash: "var/lib/dpkg" */
 	const char *key;		  /* a single name for its layer's directories */
