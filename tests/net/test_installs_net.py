@@ -64,10 +64,6 @@ def fetched(fakenet, mark):
     return [os.path.normpath(r["path"]) for r in fakenet.seen(mark) if r.get("kind") == "static"]
 
 
-@pytest.mark.skipif(RUNTIME == "gvisor",
-                    reason="gvisor gives a template's sandbox no /etc/resolv.conf (its bundle writes "
-                    "one for the host template only; the jail's rootfs_setup() binds one): apt "
-                    "cannot resolve its mirror, after 48 s of retries")
 def test_apt_get_install_from_an_allowed_mirror(fakenet, aptbox):
     mark = fakenet.mark()
     r = install(fakenet, "mirror.test", APT, template=aptbox)
