@@ -27,6 +27,33 @@
 const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N] = {"usr",   "bin",   "sbin",  "lib",
 							    "lib32", "lib64", "libx32"};
 
+/* apt's credentials for its mirrors: never in a sandbox. Its keyrings (trusted.gpg,
+ * trusted.gpg.d, keyrings) are public keys and stay. */
+static const char *const apt_hidden[] = {"auth.conf", "auth.conf.d", NULL};
+/* dpkg's owner overrides name the host's system users and groups (ssl-cert), which the
+ * sandbox's /etc/group does not have: dpkg refuses to run with one it cannot resolve. */
+static const char *const dpkg_hidden[] = {"statoverride", NULL};
+
+const struct rootfs_host_pkg rootfs_host_pkg[ROOTFS_HOST_PKG_N] = {
+	{"var/lib/dpkg", "var-lib-dpkg", dpkg_hidden},
+	{"etc/apt", "etc-apt", apt_hidden},
+};
+
+const char *rootfs_host_tree_path(size_t i)
+{
+	return i < ROOTFS_HOST_IMAGE_N ? rootfs_host_image[i] : rootfs_host_pkg[i - ROOTFS_HOST_IMAGE_N].path;
+}
+
+const char *rootfs_host_tree_key(size_t i)
+{
+	return i < ROOTFS_HOST_IMAGE_N ? rootfs_host_image[i] : rootfs_host_pkg[i - ROOTFS_HOST_IMAGE_N].key;
+}
+
+const char *const rootfs_host_dirs[] = {
+	"var/lib", "var/lib/apt", "var/lib/apt/lists", "var/cache", "var/cache/apt", "var/log", "var/log/apt",
+};
+const size_t rootfs_host_dirs_n = ELEMENTSOF(rootfs_host_dirs);
+
 /* From the host's /etc, read-only: what makes programs work and holds no secret. */
 const char *const rootfs_host_etc[] = {
 	"ssl",	      "ca-certificates", "ca-certificates.conf", "ld.so.cache", "ld.so.conf",
@@ -238,6 +265,40 @@ static int seal_tree(const char *path)
 	return 0;
 }
 
+/* Mount points of the package state's overlays below @prefix, where the host made them. */
+static int host_pkg_points(const struct rootfs_config *cfg, const char *prefix, struct cordon_err *err)
+{
+	for (size_t i = ROOTFS_HOST_IMAGE_N; i < ROOTFS_HOST_TREES_N; i++) {
+		char path[PATH_MAX];
+		const char *p = rootfs_host_tree_path(i);
+		if (cfg->host_trees[i] < 0 || strncmp(p, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), NEWROOT "/%s", p);
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return cordon_err_set(err, -errno, "mkdir '/%s'", p);
+	}
+	return 0;
+}
+
+/* The package manager's directories and the package state's overlays (rootfs.h), after
+ * /etc: its mount points there were made before it was sealed. */
+static int setup_host_pkg(const struct rootfs_config *cfg, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	for (size_t i = 0; i < rootfs_host_dirs_n; i++) {
+		snprintf(path, sizeof(path), NEWROOT "/%s", rootfs_host_dirs[i]);
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return cordon_err_set(err, -errno, "mkdir '/%s'", rootfs_host_dirs[i]);
+	}
+	for (size_t i = ROOTFS_HOST_IMAGE_N; i < ROOTFS_HOST_TREES_N; i++) {
+		snprintf(path, sizeof(path), NEWROOT "/%s", rootfs_host_tree_path(i));
+		int r = cfg->host_trees[i] >= 0 ? attach_tree(cfg->host_trees[i], path, err) : 0;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *err)
 {
 	char path[PATH_MAX];
@@ -269,6 +330,8 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 	char hn[128];
 	snprintf(hn, sizeof(hn), "%s\n", cfg->hostname);
 	if ((r = write_new_file(NEWROOT "/etc/hostname", hn, 0644, err)) < 0)
+		return r;
+	if ((r = host_pkg_points(cfg, "etc/", err)) < 0)
 		return r;
 	if (sealing) {
 		sealing = false;
@@ -601,8 +664,8 @@ int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
 		r = setup_image_tree(cfg->image_tree, cfg->image_writable, err);
 	else if (cfg->image_fd >= 0)
 		r = setup_image_dir(cfg->image_fd, err);
-	else if ((r = setup_host_image(cfg, err)) >= 0)
-		r = setup_host_etc(cfg, err);
+	else if ((r = setup_host_image(cfg, err)) >= 0 && (r = setup_host_etc(cfg, err)) >= 0)
+		r = setup_host_pkg(cfg, err);
 	if (r < 0)
 		return r;
 	bool image = cfg->image_tree >= 0 || cfg->image_fd >= 0; /* the host's /etc has its own */

@@ -25,6 +25,30 @@ struct rootfs_bind {
 #define ROOTFS_HOST_IMAGE_N 7
 extern const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N];
 
+/* The host's package state, for installs as root at run time (`apt-get install`): each a
+ * writable overlay of the host's directory (copy-on-write into the sandbox's disk, never the
+ * host), never a bind: without an overlay it is not shown. @hidden names entries of it
+ * whited out in the overlay's upper before the mount: secrets, and what names the host's
+ * users and groups (the sandbox has its own). */
+struct rootfs_host_pkg {
+	const char *path;		  /* below /, no leading slash: "var/lib/dpkg" */
+	const char *key;		  /* a single name for its layer's directories */
+	const char *const *hidden;	  /* NULL-terminated, or NULL */
+};
+#define ROOTFS_HOST_PKG_N 2
+extern const struct rootfs_host_pkg rootfs_host_pkg[ROOTFS_HOST_PKG_N];
+
+/* The `host` template's overlays: the image's (0 .. IMAGE_N-1), then the package state's. */
+#define ROOTFS_HOST_TREES_N (ROOTFS_HOST_IMAGE_N + ROOTFS_HOST_PKG_N)
+#define ROOTFS_HOST_TREES_NONE {-1, -1, -1, -1, -1, -1, -1, -1, -1}
+/* Tree @i's path below / and its layer's name. */
+const char *rootfs_host_tree_path(size_t i);
+const char *rootfs_host_tree_key(size_t i);
+/* Directories made empty and writable in the `host` template's root (the package manager's
+ * cache, lists and logs), after lib/rootfs.c's fresh ones; each with its parents first. */
+extern const char *const rootfs_host_dirs[];
+extern const size_t rootfs_host_dirs_n;
+
 /* From the host's /etc, read-only: what makes programs work and holds no secret. */
 extern const char *const rootfs_host_etc[];
 extern const size_t rootfs_host_etc_n;
@@ -42,7 +66,7 @@ struct rootfs_config {
 	int image_tree; /* the same as a detached idmapped mount (open_tree) of the host's, or -1 */
 	bool image_writable; /* image_tree is a writable overlay: its entries are bound writable */
 	int root_tree; /* the root as a detached mount of a disk-backed scratch; -1: a tmpfs */
-	int host_trees[ROOTFS_HOST_IMAGE_N]; /* `host` template: an overlay per entry, or -1 */
+	int host_trees[ROOTFS_HOST_TREES_N]; /* `host` template: an overlay per entry, or -1 */
 	bool image_is_root; /* build mode: image_tree is a writable overlay, the root itself */
 	uint64_t disk_bytes;
 	const char *hostname;

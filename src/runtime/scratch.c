@@ -11,6 +11,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <linux/fs.h>
 #include <linux/magic.h>
@@ -176,7 +177,8 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 		return open_failed(loop, "a loop device", err);
 	char dev[32];
 	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
-	sc->mnt = blockdev_mount_ext4(dev, BLOCKDEV_SCRATCH, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	sc->mnt = blockdev_mount_ext4(dev, BLOCKDEV_SCRATCH,
+				      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME);
 	if (sc->mnt < 0)
 		return open_failed(sc->mnt, "mount ext4 on a loop device", err);
 	sc->img = fcntl(img, F_DUPFD_CLOEXEC, 3); /* -1 is only less to count */
@@ -204,13 +206,28 @@ static int make_dir(int parent, const char *name, mode_t mode, uid_t uid)
 	return 0;
 }
 
+/* @hidden's names whited out (a 0:0 character device) in the upper @key: the overlay shows
+ * nothing of the host's there. */
+static int whiteouts(int stage_fd, const char *key, const char *const *hidden)
+{
+	if (!hidden)
+		return 0;
+	_cleanup_close_ int fd = openat(stage_fd, key, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (; *hidden; hidden++)
+		if (mknodat(fd, *hidden, S_IFCHR | 0600, makedev(0, 0)) < 0 && errno != EEXIST)
+			return -errno;
+	return 0;
+}
+
 /* An overlay of @lower (shown idmapped through @userns) under <stage>/upper/<name>. The
  * upper's root takes the lower's owner and mode, as seen inside: it is the overlay's root.
  * The lower is attached at <stage>/l/<name> for the moment of the mount (overlay.c). */
 static int overlay_one(int stage_fd, const char *stage, const char *lower, const char *name,
-		       int userns, uid_t base, struct cordon_err *err)
+		       const char *const *hidden, int userns, uid_t base, struct cordon_err *err)
 {
-	char up[PATH_MAX], wk[PATH_MAX], lo[PATH_MAX], key[16];
+	char up[PATH_MAX], wk[PATH_MAX], lo[PATH_MAX], key[64];
 	struct stat st;
 	int r;
 
@@ -220,6 +237,8 @@ static int overlay_one(int stage_fd, const char *stage, const char *lower, const
 	snprintf(key, sizeof(key), "upper/%s", name);
 	if ((r = make_dir(stage_fd, key, st.st_mode & 07777, owner)) < 0)
 		return cordon_err_set(err, r, "scratch: mkdir %s", key);
+	if ((r = whiteouts(stage_fd, key, hidden)) < 0)
+		return cordon_err_set(err, r, "scratch: hide what %s holds of the host's", key);
 	snprintf(key, sizeof(key), "work/%s", name);
 	if ((r = make_dir(stage_fd, key, 0700, 0)) < 0)
 		return cordon_err_set(err, r, "scratch: mkdir %s", key);
@@ -259,15 +278,17 @@ static void make_overlays(int stage_fd, const char *stage, int userns, uid_t bas
 {
 	struct cordon_err e = {};
 	if (rootfs) {
-		t->image = overlay_one(stage_fd, stage, rootfs, "image", userns, base, &e);
+		t->image = overlay_one(stage_fd, stage, rootfs, "image", NULL, userns, base, &e);
 	} else {
-		for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N && e.code == 0; i++) {
+		for (size_t i = 0; i < ROOTFS_HOST_TREES_N && e.code == 0; i++) {
 			char path[64];
 			struct stat st;
-			snprintf(path, sizeof(path), "/%s", rootfs_host_image[i]);
+			const struct rootfs_host_pkg *pkg =
+				i < ROOTFS_HOST_IMAGE_N ? NULL : &rootfs_host_pkg[i - ROOTFS_HOST_IMAGE_N];
+			snprintf(path, sizeof(path), "/%s", rootfs_host_tree_path(i));
 			if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-				t->host[i] = overlay_one(stage_fd, stage, path, rootfs_host_image[i],
-							 userns, base, &e);
+				t->host[i] = overlay_one(stage_fd, stage, path, rootfs_host_tree_key(i),
+							 pkg ? pkg->hidden : NULL, userns, base, &e);
 		}
 	}
 	if (e.code < 0) {
@@ -275,7 +296,7 @@ static void make_overlays(int stage_fd, const char *stage, int userns, uid_t bas
 		if (!said)
 			log_info("scratch: %s; the image stays read-only", e.msg);
 		said = true;
-		for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
+		for (size_t i = 0; i < ROOTFS_HOST_TREES_N; i++)
 			if (t->host[i] >= 0)
 				close(TAKE_FD(t->host[i]));
 		if (t->image >= 0)
@@ -389,7 +410,7 @@ void scratch_trees_close(struct scratch_trees *t)
 	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
 		if (*fds[i] >= 0)
 			close(TAKE_FD(*fds[i]));
-	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
+	for (size_t i = 0; i < ROOTFS_HOST_TREES_N; i++)
 		if (t->host[i] >= 0)
 			close(TAKE_FD(t->host[i]));
 }

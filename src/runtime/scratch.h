@@ -37,11 +37,11 @@ struct scratch {
 struct scratch_trees {
 	int root;  /* the sandbox's `/`: a directory of the scratch */
 	int image; /* --rootfs: a writable overlay of the image */
-	int host[ROOTFS_HOST_IMAGE_N]; /* `host` template: overlays of its directories */
+	int host[ROOTFS_HOST_TREES_N]; /* `host` template: overlays of its directories */
 };
 
 #define SCRATCH_TREES_NONE                                                                         \
-	{.root = -1, .image = -1, .host = {-1, -1, -1, -1, -1, -1, -1}}
+	{.root = -1, .image = -1, .host = ROOTFS_HOST_TREES_NONE}
 
 /* Makes slot @slot's scratch of @bytes (rounded up to MiB). Sets sc->mnt to -1 and returns 0
  * when the host has no disk-backed scratch to give (the caller then uses a tmpfs). */

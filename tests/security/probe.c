@@ -1075,11 +1075,40 @@ static void p_host_shadow(struct result *r)
 
 static void p_host_etc_ssh(struct result *r) { expect_dir_hidden(r, "/etc/ssh", NULL); }
 static void p_host_root(struct result *r) { expect_dir_hidden(r, "/root", NULL); }
+/* /var is the sandbox's: its tmp, and apt's and dpkg's state (the `host` template shows the
+ * host's dpkg database copy-on-write; apt's cache, lists and logs are fresh and empty).
+ * Nothing else of the host's /var. */
 static void p_host_var(struct result *r)
 {
-        static const char *const allowed[] = { "tmp", NULL };
+        static const struct {
+                const char *dir;
+                const char *const allowed[5];
+        } views[] = {
+                { "/var", { "tmp", "lib", "cache", "log", NULL } },
+                { "/var/lib", { "apt", "dpkg", NULL } },
+                { "/var/lib/apt", { "lists", NULL } },
+                { "/var/cache", { "apt", NULL } },
+                { "/var/log", { "apt", NULL } },
+                { "/var/lib/apt/lists", { NULL } },
+                { "/var/cache/apt", { NULL } },
+                { "/var/log/apt", { NULL } },
+        };
 
-        expect_dir_hidden(r, "/var", allowed);
+        for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++) {
+                expect_dir_hidden(r, views[i].dir, views[i].allowed);
+                if (r->v == V_ESCAPE)
+                        return;
+        }
+        OK(r, "/var shows nothing of the host's but its dpkg database");
+}
+
+/* apt's credentials for the host's mirrors (the `host` template's /etc/apt is the host's,
+ * copy-on-write, with these whited out). */
+static void p_host_etc_apt_auth(struct result *r)
+{
+        expect_open_denied(r, "/etc/apt/auth.conf", O_RDONLY, ERRS(ENOENT, EACCES, EPERM));
+        if (r->v != V_ESCAPE)
+                expect_dir_hidden(r, "/etc/apt/auth.conf.d", NULL);
 }
 static void p_host_run(struct result *r) { expect_dir_hidden(r, "/run", NULL); }
 
@@ -1804,6 +1833,7 @@ static const struct probe probes[] = {
         PROBE("host-root", p_host_root),
         PROBE("host-home", p_host_home),
         PROBE("host-var", p_host_var),
+        PROBE("host-etc-apt-auth", p_host_etc_apt_auth),
         PROBE("host-run", p_host_run),
         PROBE("host-sys", p_host_sys),
         PROBE("host-toplevel", p_host_toplevel),

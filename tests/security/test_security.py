@@ -59,7 +59,7 @@ proc-kallsyms
 dev-sda dev-vda dev-mem dev-port dev-kmsg dev-kvm dev-fuse dev-net-tun dev-loop-control
 dev-userfaultfd dev-minimal dev-nodes mknod-char mknod-block
 fd-leak
-host-etc-shadow host-etc-ssh host-root host-home host-var host-run host-sys host-toplevel
+host-etc-shadow host-etc-ssh host-etc-apt-auth host-root host-home host-var host-run host-sys host-toplevel
 host-dev-shm mount-fstypes mount-host-root
 env-canary env-allowlist hostname
 net-host-tcp net-host-abstract net-metadata net-external net-only-loopback
@@ -311,7 +311,7 @@ def test_sandbox_closes_inherited_fds(canaries):
 # that would touch the host: its files, processes, sockets, environment, devices, network,
 # its binaries (writes stay in the sandbox's layer), and no fd of ours inside.
 GVISOR_HOST_EXPOSURE = """
-host-etc-shadow host-etc-ssh host-root host-home host-var host-run host-dev-shm
+host-etc-shadow host-etc-ssh host-etc-apt-auth host-root host-home host-var host-run host-dev-shm
 env-canary env-allowlist hostname net-host-tcp net-host-abstract net-only-loopback
 host-pid-kill host-pid-proc process_vm_readv process_vm_writev pidfd_getfd fd-leak
 proc-kcore proc-kallsyms proc-sysrq-trigger proc-core-pattern proc-modprobe proc-drop-caches

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,9 +130,22 @@ static int disk_fill(const struct gvisor *g, int from, struct cordon_err *err)
 	return scratch_dir_fill(fd, 0, from, err);
 }
 
-/* ov/@name: @lower copy-on-write, its layer on the disk. */
-static int overlay_at(const char *dir, const char *lower, const char *name, char *ret,
-		      size_t size, struct cordon_err *err)
+/* @hidden's names whited out (0:0 character devices) in the upper @upper. */
+static int whiteouts(const char *upper, const char *const *hidden, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	for (; hidden && *hidden; hidden++) {
+		if (pathf(path, sizeof(path), "%s/%s", upper, *hidden) < 0)
+			return cordon_err_setf(err, -ENAMETOOLONG, "gvisor: path too long");
+		if (mknod(path, S_IFCHR | 0600, makedev(0, 0)) < 0 && errno != EEXIST)
+			return cordon_err_set(err, -errno, "gvisor: hide '%s'", path);
+	}
+	return 0;
+}
+
+/* ov/@name: @lower copy-on-write, its layer on the disk, @hidden's names not shown. */
+static int overlay_at(const char *dir, const char *lower, const char *name,
+		      const char *const *hidden, char *ret, size_t size, struct cordon_err *err)
 {
 	char upper[PATH_MAX], work[PATH_MAX], opts[3 * PATH_MAX + 64];
 	struct stat st;
@@ -143,6 +157,7 @@ static int overlay_at(const char *dir, const char *lower, const char *name, char
 	if (pathf(ret, size, "%s/ov/%s", dir, name) < 0)
 		return cordon_err_setf(err, -ENAMETOOLONG, "gvisor: path too long");
 	if ((r = make_dir(upper, st.st_mode & 07777, st.st_uid, err)) < 0 ||
+	    (r = whiteouts(upper, hidden, err)) < 0 ||
 	    (r = make_dir(work, 0700, 0, err)) < 0 || (r = make_dir(ret, 0755, 0, err)) < 0)
 		return r;
 	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work);
@@ -178,13 +193,23 @@ static int copy_symlink(const char *src, const char *dst, struct cordon_err *err
 	return 0;
 }
 
-/* The `host` template's image directories: each an overlay, bound at its place. */
+/* The `host` template's image directories and package state (lib/rootfs.h): each an
+ * overlay, bound at its place; the package manager's empty directories. */
 static int host_image(struct gvisor_bundle *b, const char *dir, struct cordon_err *err)
 {
-	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++) {
+	for (size_t i = 0; i < rootfs_host_dirs_n; i++) {
+		char dst[PATH_MAX];
+		pathf(dst, sizeof(dst), "%s/%s", b->root, rootfs_host_dirs[i]);
+		int r = make_dir(dst, 0755, 0, err);
+		if (r < 0)
+			return r;
+	}
+	for (size_t i = 0; i < ROOTFS_HOST_TREES_N; i++) {
 		char src[PATH_MAX], dst[PATH_MAX], ov[PATH_MAX];
 		struct stat st;
-		const char *name = rootfs_host_image[i];
+		const char *name = rootfs_host_tree_path(i);
+		const char *const *hidden = i < ROOTFS_HOST_IMAGE_N ? NULL
+								    : rootfs_host_pkg[i - ROOTFS_HOST_IMAGE_N].hidden;
 		pathf(src, sizeof(src), "/%s%s", name, "");
 		pathf(dst, sizeof(dst), "%s/%s", b->root, name);
 		int r = 0;
@@ -193,13 +218,50 @@ static int host_image(struct gvisor_bundle *b, const char *dir, struct cordon_er
 		if (S_ISLNK(st.st_mode))
 			r = copy_symlink(src, dst, err);
 		else if (S_ISDIR(st.st_mode) &&
-			 (r = overlay_at(dir, src, name, ov, sizeof(ov), err)) == 0 &&
+			 (r = overlay_at(dir, src, rootfs_host_tree_key(i), hidden, ov, sizeof(ov), err)) == 0 &&
 			 (r = make_dir(dst, 0755, 0, err)) == 0)
 			r = add_mount(b, ov, src, true, err);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+/* The resolver is the host end of the link, as in the jail; false without a link. */
+static bool resolver_conf(const struct runtime_host *h, char *conf, size_t size)
+{
+	char ip[16];
+	if (!h->privileged || !inet_ntop(AF_INET, &h->link.host, ip, sizeof(ip)))
+		return false;
+	snprintf(conf, size, "nameserver %s\n", ip);
+	return true;
+}
+
+/* A template's /etc/resolv.conf, as the jail's bind_resolver() (lib/rootfs.c): <dir>/resolv.conf
+ * bound read-only over it, made where the image has none, so that the overlay's upper records
+ * an empty file at most; a symlink (a resolver's stub) is left as the image has it, and so is
+ * an image without /etc. */
+static int image_resolver(struct gvisor_bundle *b, const char *dir, const struct runtime_host *h,
+			  struct cordon_err *err)
+{
+	char conf[64], src[PATH_MAX], dst[PATH_MAX];
+	struct stat st;
+	pathf(dst, sizeof(dst), "%s/%s", b->root, "etc");
+	if (!resolver_conf(h, conf, sizeof(conf)) || lstat(dst, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	pathf(dst, sizeof(dst), "%s/%s", b->root, "etc/resolv.conf");
+	if (lstat(dst, &st) < 0) {
+		int r = gvisor_create_file(dst, "", 0644);
+		if (r < 0)
+			return cordon_err_set(err, r, "gvisor: create '%s'", dst);
+	} else if (!S_ISREG(st.st_mode)) {
+		return 0;
+	}
+	pathf(src, sizeof(src), "%s/%s", dir, "resolv.conf");
+	int r = gvisor_create_file(src, conf, 0644);
+	if (r < 0)
+		return cordon_err_set(err, r, "gvisor: write '%s'", src);
+	return add_mount(b, src, "/etc/resolv.conf", false, err);
 }
 
 /* /etc: the host's harmless entries read-only (lib/rootfs.c's list), the sandbox's own. */
@@ -228,13 +290,9 @@ static int host_etc(struct gvisor_bundle *b, const struct cordon_spec *spec,
 		if ((r = add_mount(b, dst, src, false, err)) < 0)
 			return r;
 	}
-	/* The resolver is the host end of the link, as in the jail. */
-	char ip[16] = "", conf[64];
-	if (h->privileged)
-		inet_ntop(AF_INET, &h->link.host, ip, sizeof(ip));
-	snprintf(conf, sizeof(conf), "nameserver %s\n", ip);
+	char conf[64];
 	pathf(dst, sizeof(dst), "%s/etc/%s", b->root, "resolv.conf");
-	if (ip[0] && (r = gvisor_create_file(dst, conf, 0644)) < 0)
+	if (resolver_conf(h, conf, sizeof(conf)) && (r = gvisor_create_file(dst, conf, 0644)) < 0)
 		return cordon_err_set(err, r, "gvisor: write '%s'", dst);
 	snprintf(ns, sizeof(ns), "%s\n", spec->hostname ? spec->hostname : "cordon");
 	pathf(dst, sizeof(dst), "%s/etc/%s", b->root, "hostname");
@@ -274,8 +332,8 @@ static int make_root(struct gvisor_bundle *b, const char *dir, const struct cord
 	if (r < 0)
 		return r;
 	if (spec->rootfs) {
-		if ((r = overlay_at(dir, spec->rootfs, "image", b->root, sizeof(b->root), err)) < 0 ||
-		    (r = make_new_dirs(b->root, err)) < 0)
+		if ((r = overlay_at(dir, spec->rootfs, "image", NULL, b->root, sizeof(b->root), err)) < 0 ||
+		    (r = make_new_dirs(b->root, err)) < 0 || (r = image_resolver(b, dir, h, err)) < 0)
 			return r;
 		return tmp_on_disk(b, err);
 	}

@@ -182,7 +182,7 @@ static int recv_go(struct jail_child *c)
 	c->image_writable = go.image_writable && c->image_tree >= 0;
 	if (go.root && k < n)
 		c->root_tree = fds[k++];
-	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
+	for (size_t i = 0; i < ROOTFS_HOST_TREES_N; i++)
 		if ((go.host_mask & (1u << i)) && k < n)
 			c->host_trees[i] = fds[k++];
 	/* Each volume is a tree to move into place, as the binds are (rootfs.h). */

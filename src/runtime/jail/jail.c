@@ -234,7 +234,7 @@ static int host_go(struct jail *j, const struct cordon_spec *spec, struct cordon
 		go.root = 1;
 		fds[n++] = t.root;
 	}
-	for (size_t i = 0; i < ROOTFS_HOST_IMAGE_N; i++)
+	for (size_t i = 0; i < ROOTFS_HOST_TREES_N; i++)
 		if (t.host[i] >= 0) {
 			go.host_mask |= 1u << i;
 			fds[n++] = t.host[i];
@@ -328,7 +328,7 @@ static int start_from(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 
 	struct jail_child c = {.spec = spec, .sync_fd = -1, .chan_fd = -1, .image_fd = -1,
 			       .image_tree = -1, .root_tree = -1,
-			       .host_trees = {-1, -1, -1, -1, -1, -1, -1},
+			       .host_trees = ROOTFS_HOST_TREES_NONE,
 			       .host_fds = {-1, -1, -1}, .privileged = sb->host.privileged};
 	int sync[2] = {-1, -1}, chan[2] = {-1, -1};
 	int r;

@@ -50,7 +50,7 @@ struct jail_child {
 	int image_tree; /* --rootfs as an idmapped detached mount from the host, or -1 */
 	bool image_writable; /* image_tree is its writable overlay on the scratch */
 	int root_tree;  /* the disk-backed scratch root from the host (scratch.h), or -1 */
-	int host_trees[ROOTFS_HOST_IMAGE_N]; /* overlays of the `host` template's, or -1 */
+	int host_trees[ROOTFS_HOST_TREES_N]; /* overlays of the `host` template's, or -1 */
 	struct rootfs_bind binds[CORDON_MAX_BINDS + CORDON_MAX_VOLUMES]; /* the volumes' last */
 	size_t n_binds;
 	char **envp;
@@ -64,9 +64,11 @@ struct jail_child {
 /* The host's "go": which trees follow as SCM_RIGHTS, in this order: the image tree, the
  * scratch root, one per bit of host_mask, then the spec's volumes (all of them, in order). */
 struct jail_go {
-	uint8_t image, image_writable, root, host_mask, n_volumes;
+	uint8_t image, image_writable, root, n_volumes;
+	uint16_t host_mask;
 };
-#define JAIL_GO_MAX_FDS (2 + ROOTFS_HOST_IMAGE_N + CORDON_MAX_VOLUMES)
+_Static_assert(ROOTFS_HOST_TREES_N <= 16, "a bit of jail_go.host_mask per host tree");
+#define JAIL_GO_MAX_FDS (2 + ROOTFS_HOST_TREES_N + CORDON_MAX_VOLUMES)
 
 enum { JAIL_MSG_OK = 1, JAIL_MSG_ERR = 2 };
 
