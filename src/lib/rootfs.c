@@ -27,9 +27,10 @@
 const char *const rootfs_host_image[ROOTFS_HOST_IMAGE_N] = {"usr",   "bin",   "sbin",  "lib",
 							    "lib32", "lib64", "libx32"};
 
-/* apt's credentials for its mirrors: never in a sandbox. Its keyrings (trusted.gpg,
- * trusted.gpg.d, keyrings) are public keys and stay. */
-static const char *const apt_hidden[] = {"auth.conf", "auth.conf.d", NULL};
+/* apt's credentials for its mirrors, and its configuration, where a proxy's password may be
+ * (Acquire::http::Proxy): never in a sandbox, which needs neither to install. Its sources and
+ * keyrings (trusted.gpg, trusted.gpg.d, keyrings: public keys) stay. */
+static const char *const apt_hidden[] = {"auth.conf", "auth.conf.d", "apt.conf", "apt.conf.d", NULL};
 /* dpkg's owner overrides name the host's system users and groups (ssl-cert), which the
  * sandbox's /etc/group does not have: dpkg refuses to run with one it cannot resolve. */
 static const char *const dpkg_hidden[] = {"statoverride", NULL};

@@ -77,7 +77,7 @@ def test_apt_get_install_from_an_allowed_mirror(fakenet, aptbox):
 # The `host` template: its apt and dpkg state are the host's, copy-on-write; its sources are
 # the host's too, so the test's mirror replaces them (in the sandbox's layer only).
 APT_HOST = ("rm -f /etc/apt/sources.list.d/* && " + APT + " && dpkg -s cordon-hello >/dev/null && "
-            "test ! -e /etc/apt/auth.conf && test ! -e /etc/apt/auth.conf.d && echo clean")
+            "test ! -e /etc/apt/auth.conf && test ! -e /etc/apt/auth.conf.d && test ! -e /etc/apt/apt.conf.d && echo clean")
 
 
 def dpkg_state():
