@@ -57,10 +57,32 @@ static bool name_sandbox(const char *hdr, size_t hlen, const char *host, size_t 
 	return e2b_sbx_id(dash + 1, (size_t)(dot - dash - 1), id);
 }
 
-static bool named_id(const struct ctx *c, char id[E2B_ID_LEN + 4], unsigned *port)
+/* By header, the port is E2b-Sandbox-Port's (E2B's SDKs send it with the id), or else
+ * @dflt: the port of the route table asking. */
+static bool named_id(const struct ctx *c, char id[E2B_ID_LEN + 4], unsigned dflt, unsigned *port)
 {
 	const char *h = header(c, "E2b-Sandbox-Id"), *host = header(c, "Host");
-	return name_sandbox(h, h ? strlen(h) : 0, host, host ? strlen(host) : 0, id, port);
+	const char *p = h ? header(c, "E2b-Sandbox-Port") : NULL;
+	bool named = name_sandbox(h, h ? strlen(h) : 0, host, host ? strlen(host) : 0, id, port);
+	if (h) {
+		char *end = NULL;
+		unsigned long v = p ? strtoul(p, &end, 10) : dflt;
+		*port = p && (end == p || *end || v > 65535) ? 0 : (unsigned)v;
+	}
+	return named;
+}
+
+/* The ports of a sandbox this surface serves, each by its own route table: envd's
+ * (e2b_envd.c, e2b_files.c, e2b_transfer.c) and the code interpreter's (e2b_code.c).
+ * Any other port is 501 for now. */
+static const unsigned served_ports[] = {E2B_ENVD_PORT, E2B_CODE_PORT};
+
+static bool port_served(unsigned port)
+{
+	for (size_t i = 0; i < ELEMENTSOF(served_ports); i++)
+		if (served_ports[i] == port)
+			return true;
+	return false;
 }
 
 /* @t (@len bytes) is the sandbox's token. */
@@ -91,7 +113,7 @@ int envd_admit(const struct reqhead *h, const char **ret_why)
 	bool named = name_sandbox(h->sandbox_id, h->sandbox_id_len, h->host, h->host_len, id, &port);
 	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
 	if (named && port != E2B_ENVD_PORT)
-		return 0; /* the route answers 501 */
+		return 0; /* the route answers 404 or 501 */
 	*ret_why = !live(s) ? NOT_FOUND_MSG : "this sandbox needs its access token (X-Access-Token) or a signed URL";
 	if (!live(s))
 		return 502;
@@ -104,15 +126,20 @@ int envd_admit(const struct reqhead *h, const char **ret_why)
 	return e2b_signature_ok(s, query, h->method == EVHTTP_REQ_GET ? "read" : "write") ? 0 : 401;
 }
 
-struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode, bool (*signed_ok)(struct ctx *c, const struct sbx *s))
+struct sbx *e2b_port_sbx(struct ctx *c, unsigned want, enum connect_mode mode,
+			 bool (*signed_ok)(struct ctx *c, const struct sbx *s))
 {
 	char id[E2B_ID_LEN + 4];
 	unsigned port;
-	bool named = named_id(c, id, &port);
+	bool named = named_id(c, id, want, &port);
 	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
-	if (named && port != E2B_ENVD_PORT) {
+	if (named && port != want && port_served(port)) {
+		connect_refuse(c->req, mode, CONNECT_NOT_FOUND, 404, "no such path on this port");
+		return NULL;
+	}
+	if (named && port != want) {
 		connect_refuse(c->req, mode, CONNECT_UNIMPLEMENTED, 501,
-			       "ports of a sandbox other than envd's are not served yet (coming: docs/e2b.md)");
+			       "this port of a sandbox is not served yet (coming: docs/e2b.md)");
 		return NULL;
 	}
 	if (!live(s)) {
@@ -126,6 +153,12 @@ struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode, bool (*signed_ok)(st
 	}
 	c->principal = s->owner;
 	return s;
+}
+
+struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode,
+		     bool (*signed_ok)(struct ctx *c, const struct sbx *s))
+{
+	return e2b_port_sbx(c, E2B_ENVD_PORT, mode, signed_ok);
 }
 
 /* Basic "<user>:" names the user; none is the template's default. */
