@@ -44,6 +44,9 @@ function raw(sbx, path, headers, body = '{"code": "1"}', host) {
   })
 }
 
+// runCode leaves its request timer (requestTimeoutMs, 60 s by default) running when it throws
+// on an HTTP status, which keeps node up: a call expected to fail so gets a short one.
+
 test('create() makes the code-interpreter template; runCode keeps state between cells', async () => {
   const sbx = await box()
   assert.equal((await sbx.getInfo()).templateId, 'code-interpreter')
@@ -132,7 +135,7 @@ test('contexts: their own state and cwd, listed, restarted, removed', async () =
   assert.equal((await sbx.runCode('y', { context: ctx })).error.name, 'NameError', 'restarted: y is gone')
   await sbx.removeCodeContext(ctx.id)
   assert.equal((await sbx.listCodeContexts()).find((x) => x.id === ctx.id), undefined)
-  await assert.rejects(sbx.runCode('1', { context: ctx }), NotFoundError)
+  await assert.rejects(sbx.runCode('1', { context: ctx, requestTimeoutMs: 3000 }), NotFoundError)
   await assert.rejects(sbx.removeCodeContext(ctx), NotFoundError)
   await assert.rejects(sbx.restartCodeContext('cx-none'), NotFoundError)
   await assert.rejects(sbx.createCodeContext({ language: 'cobol' }), SandboxError, 'only python')
@@ -179,7 +182,6 @@ test('a killed sandbox: runCode is a TimeoutError (502), as on E2B', async () =>
   const sbx = await create()
   assert.equal((await sbx.runCode('1')).text, '1')
   await sbx.kill()
-  // (the SDK leaves its request timer running when it throws on a status: keep it short)
   await assert.rejects(sbx.runCode('1', { requestTimeoutMs: 3000 }), TimeoutError)
   await assert.rejects(sbx.listCodeContexts(), TimeoutError)
 })

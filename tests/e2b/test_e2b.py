@@ -119,14 +119,19 @@ def cordond():
     stop_cordond(p, d)
 
 
-def test_conformance(sdk, cordond):
-    r = subprocess.run(["node", "--test", "--test-reporter=spec", "conformance.test.mjs"], cwd=sdk,
-                       env=sdk_env(cordond), capture_output=True, text=True, timeout=600)
+def run_node_suite(sdk, info, script, timeout=600):
+    """node --test @script (in tests/e2b) against the cordond of @info; fails with its log."""
+    r = subprocess.run(["node", "--test", "--test-reporter=spec", script], cwd=sdk,
+                       env=sdk_env(info), capture_output=True, text=True, timeout=timeout)
     print(r.stdout[-20000:])
     print(r.stderr[-5000:])
     if r.returncode != 0:
-        log = open(os.path.join(cordond["dir"], "cordond.log")).read()
-        pytest.fail(f"the E2B conformance suite failed (rc {r.returncode}); cordond's log:\n{log[-3000:]}")
+        log = open(os.path.join(info["dir"], "cordond.log")).read()
+        pytest.fail(f"{script} failed (rc {r.returncode}); cordond's log:\n{log[-3000:]}")
+
+
+def test_conformance(sdk, cordond):
+    run_node_suite(sdk, cordond, "conformance.test.mjs")
 
 
 def test_v1_listener_has_no_e2b_routes(cordond):
