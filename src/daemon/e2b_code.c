@@ -179,7 +179,7 @@ static void code_execute(struct ctx *c)
 		return;
 	}
 	struct connect_call *cc = connect_call_new(c->req, CONNECT_MODE_NDJSON, &exec_ops, NULL);
-	if (cc && svc_code_run(s, req, connect_reply(cc), &err) < 0)
+	if (cc && svc_code_run_attended(s, req, connect_reply(cc), &err) < 0)
 		connect_answer_svc_err(cc, &err);
 	api_code_free(req);
 }

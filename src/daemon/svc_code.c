@@ -34,8 +34,8 @@ static int audit_cell(struct sbx *s, const char *ctx, const struct api_code *req
 }
 
 /* The server is asked to stop a cell's output at 15/16 of our bound: its lines carry ids. */
-int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp,
-		 struct svc_err *err)
+static int run_cell(struct sbx *s, const struct api_code *req, bool stop_when_gone,
+		    struct svc_reply *rp, struct svc_err *err)
 {
 	struct code *c = code_ready(s, err);
 	struct code_ctx *x = NULL;
@@ -74,9 +74,23 @@ int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp
 		}
 		return send_failed(r, err);
 	}
+	if (stop_when_gone)
+		code_op_stop_when_gone(op);
 	if (c->up)
 		code_op_open(op);
 	return 0;
+}
+
+int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp,
+		 struct svc_err *err)
+{
+	return run_cell(s, req, false, rp, err);
+}
+
+int svc_code_run_attended(struct sbx *s, const struct api_code *req, struct svc_reply *rp,
+			  struct svc_err *err)
+{
+	return run_cell(s, req, true, rp, err);
 }
 
 int svc_code_context_create(struct sbx *s, const struct api_code_context *req,

@@ -151,6 +151,21 @@ test('a cell past timeoutMs is a TimeoutError; other contexts answer meanwhile',
   await sbx.removeCodeContext(ctx)
 })
 
+const fresh = process.env.CORDON_CODE_SERVER_FRESH === '1'
+test('a cell whose client gave up is interrupted, as E2B does: its context answers next', {
+  skip: !fresh && 'the template store was built from an older recipe (its server has no interrupt)',
+}, async () => {
+  const sbx = await box()
+  const ctx = await sbx.createCodeContext()
+  await sbx.runCode('z = 5', { context: ctx })
+  const t0 = Date.now()
+  await assert.rejects(sbx.runCode('import time; time.sleep(120)', { context: ctx, timeoutMs: 1000 }), TimeoutError)
+  const r = await sbx.runCode('z * 2', { context: ctx, timeoutMs: 30_000 })
+  assert.equal(r.text, '10', 'interrupted, not restarted: the state is kept')
+  assert.ok(Date.now() - t0 < 15_000, `${Date.now() - t0} ms`)
+  await sbx.removeCodeContext(ctx)
+})
+
 test('the port-49999 routes need the token, the port and a live sandbox', async () => {
   const sbx = await box()
   const id = sbx.sandboxId

@@ -119,10 +119,12 @@ def cordond():
     stop_cordond(p, d)
 
 
-def run_node_suite(sdk, info, script, timeout=600):
-    """node --test @script (in tests/e2b) against the cordond of @info; fails with its log."""
+def run_node_suite(sdk, info, script, timeout=600, env=None):
+    """node --test @script (in tests/e2b) against the cordond of @info (@env added to its
+    environment); fails with cordond's log."""
     r = subprocess.run(["node", "--test", "--test-reporter=spec", script], cwd=sdk,
-                       env=sdk_env(info), capture_output=True, text=True, timeout=timeout)
+                       env=dict(sdk_env(info), **(env or {})), capture_output=True, text=True,
+                       timeout=timeout)
     print(r.stdout[-20000:])
     print(r.stderr[-5000:])
     if r.returncode != 0:
