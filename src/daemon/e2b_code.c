@@ -153,7 +153,10 @@ static json_t *code_body(struct ctx *c, json_t *m)
 			  "yet (docs/e2b.md); give them at create (envs)");
 		return NULL;
 	}
-	json_t *b = json_pack("{s:O}", "code", code ? code : json_null());
+	/* E2B's server gives a cell no timeout: its client's going ends it (attended), and
+	 * Cordon's longest bounds one that nobody waits for. */
+	json_t *b = json_pack("{s:O, s:i}", "code", code ? code : json_null(), "timeout_s",
+			      API_MAX_CODE_TIMEOUT);
 	if (b && ctx && !json_is_null(ctx))
 		json_object_set(b, "context", ctx); /* checked by Cordon's parser */
 	if (b && lang && !json_is_null(lang))
