@@ -157,6 +157,8 @@ static json_t *code_body(struct ctx *c, json_t *m)
 	 * Cordon's longest bounds one that nobody waits for. */
 	json_t *b = json_pack("{s:O, s:i}", "code", code ? code : json_null(), "timeout_s",
 			      API_MAX_CODE_TIMEOUT);
+	if (!b)
+		connect_refuse(c->req, CONNECT_MODE_REST, CONNECT_INTERNAL, 500, "out of memory");
 	if (b && ctx && !json_is_null(ctx))
 		json_object_set(b, "context", ctx); /* checked by Cordon's parser */
 	if (b && lang && !json_is_null(lang))
@@ -173,6 +175,8 @@ static void code_execute(struct ctx *c)
 	_cleanup_(json_decrefp) json_t *m = s ? body_object(c) : NULL;
 	_cleanup_(json_decrefp) json_t *b = m ? code_body(c, m) : NULL;
 	_cleanup_free_ char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+	if (b && !body)
+		connect_refuse(c->req, CONNECT_MODE_REST, CONNECT_INTERNAL, 500, "out of memory");
 	if (!body)
 		return;
 	int r = api_code_parse(body, strlen(body), &req, &perr);

@@ -112,8 +112,11 @@ int envd_admit(const struct reqhead *h, const char **ret_why)
 	unsigned port;
 	bool named = name_sandbox(h->sandbox_id, h->sandbox_id_len, h->host, h->host_len, id, &port);
 	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
-	if (named && port != E2B_ENVD_PORT)
-		return 0; /* the route answers 404 or 501 */
+	if (named && port != E2B_ENVD_PORT) { /* no body for envd's routes on another port */
+		*ret_why = port_served(port) ? "no such path on this port"
+					     : "this port of a sandbox is not served yet (coming: docs/e2b.md)";
+		return port_served(port) ? 404 : 501;
+	}
 	*ret_why = !live(s) ? NOT_FOUND_MSG : "this sandbox needs its access token (X-Access-Token) or a signed URL";
 	if (!live(s))
 		return 502;

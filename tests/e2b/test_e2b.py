@@ -235,7 +235,10 @@ def test_upload_admitted_before_the_body(cordond):
     cases = [("E2b-Sandbox-Id: " + "a" * 20, "502"),
              ("E2b-Sandbox-Id: " + sb["sandboxID"], "401"),
              ("E2b-Sandbox-Id: " + sb["sandboxID"] + "\r\nX-Access-Token: " + "0" * 64, "401"),
-             ("Host: 49983-" + sb["sandboxID"] + "." + DOMAIN, "401")]
+             ("Host: 49983-" + sb["sandboxID"] + "." + DOMAIN, "401"),
+             # another port's: the code interpreter's has no /files, others are not served
+             ("Host: 49999-" + sb["sandboxID"] + "." + DOMAIN, "404"),
+             ("Host: 8080-" + sb["sandboxID"] + "." + DOMAIN, "501")]
     for hdr, want in cases:
         t0 = time.monotonic()
         status, data = raw_head(cordond, "POST /files?path=/tmp/big&signature=v1_x HTTP/1.1\r\n" + hdr + "\r\n" + big)
