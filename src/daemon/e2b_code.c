@@ -4,7 +4,7 @@
  * (E2b-Sandbox-Id with E2b-Sandbox-Port: 49999, or the Host 49999-<id>.<domain>) and carry
  * the sandbox's traffic token (E2B-Traffic-Access-Token) or its envd token (X-Access-Token).
  *
- *   POST   /execute {code, context_id, language, env_vars}   JSON lines: stdout, stderr,
+ *   POST   /execute {code, context_id, language, env_vars (this cell's)}   JSON lines: stdout, stderr,
  *          result, error, number_of_executions, end_of_execution (keepalive lines between)
  *   POST   /contexts {language, cwd}      the context {id, language, cwd}
  *   GET    /contexts                      [context...]
@@ -139,6 +139,29 @@ static json_t *exec_failed(struct connect_call *cc, const char *msg)
 
 static const struct connect_ops exec_ops = {.line = exec_line, .failed = exec_failed};
 
+#define MAX_CELL_ENV	  64	     /* variables of env_vars */
+#define MAX_CELL_ENV_BYTES (64u << 10) /* their names and values */
+
+/* env_vars: null, or {NAME: value} of strings, names without '=' (1..256 bytes), no NUL. */
+static bool cell_env_ok(const json_t *env)
+{
+	const char *k;
+	json_t *v;
+	size_t total = 0;
+	if (!env || json_is_null(env))
+		return true;
+	if (!json_is_object(env) || json_object_size(env) > MAX_CELL_ENV)
+		return false;
+	json_object_foreach((json_t *)env, k, v) {
+		size_t kl = strlen(k), vl = json_string_length(v);
+		if (!json_is_string(v) || !kl || kl > 256 || strchr(k, '=') ||
+		    strlen(json_string_value(v)) != vl)
+			return false;
+		total += kl + vl;
+	}
+	return total <= MAX_CELL_ENV_BYTES;
+}
+
 /* E2B's ExecutionRequest as Cordon's /code body; NULL with 400 answered. */
 static json_t *code_body(struct ctx *c, json_t *m)
 {
@@ -148,9 +171,9 @@ static json_t *code_body(struct ctx *c, json_t *m)
 		refuse(c, "only one of context_id or language can be provided");
 		return NULL;
 	}
-	if (json_object_size(env)) {
-		refuse(c, "env_vars: per-cell environment variables are not supported by cordond "
-			  "yet (docs/e2b.md); give them at create (envs)");
+	if (!cell_env_ok(env)) {
+		refuse(c, "env_vars: must be an object of at most 64 string values (64 KiB in all), "
+			  "names of 1 to 256 bytes without '='");
 		return NULL;
 	}
 	/* E2B's server gives a cell no timeout: its client's going ends it (attended), and
@@ -186,7 +209,9 @@ static void code_execute(struct ctx *c)
 		return;
 	}
 	struct connect_call *cc = connect_call_new(c->req, CONNECT_MODE_NDJSON, &exec_ops, NULL);
-	if (cc && svc_code_run_attended(s, req, connect_reply(cc), &err) < 0)
+	json_t *env = json_object_get(m, "env_vars");
+	if (cc && svc_code_run_attended(s, req, json_is_object(env) ? env : NULL, connect_reply(cc),
+					&err) < 0)
 		connect_answer_svc_err(cc, &err);
 	api_code_free(req);
 }

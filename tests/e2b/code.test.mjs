@@ -9,6 +9,8 @@ import assert from 'node:assert/strict'
 import { Sandbox, TimeoutError, NotFoundError, SandboxError } from '@e2b/code-interpreter'
 
 const made = []
+// test_e2b_code.py: the store's template has this recipe's server (else its newer tests skip)
+const fresh = process.env.CORDON_CODE_SERVER_FRESH === '1'
 let shared
 
 async function create() {
@@ -151,7 +153,6 @@ test('a cell past timeoutMs is a TimeoutError; other contexts answer meanwhile',
   await sbx.removeCodeContext(ctx)
 })
 
-const fresh = process.env.CORDON_CODE_SERVER_FRESH === '1'
 test('a cell whose client gave up is interrupted, as E2B does: its context answers next', {
   skip: !fresh && 'the template store was built from an older recipe (its server has no interrupt)',
 }, async () => {
@@ -164,6 +165,19 @@ test('a cell whose client gave up is interrupted, as E2B does: its context answe
   assert.equal(r.text, '10', 'interrupted, not restarted: the state is kept')
   assert.ok(Date.now() - t0 < 15_000, `${Date.now() - t0} ms`)
   await sbx.removeCodeContext(ctx)
+})
+
+test("envs of runCode are the cell's alone", {
+  skip: !fresh && 'the template store was built from an older recipe (its server takes no env)',
+}, async () => {
+  const sbx = await box()
+  const r = await sbx.runCode('import os; os.environ["CELL_VAR"] + " " + os.environ["HOME"]', {
+    envs: { CELL_VAR: 'only-here', HOME: '/elsewhere' },
+  })
+  assert.equal(r.text, 'only-here /elsewhere')
+  const after = await sbx.runCode('os.environ.get("CELL_VAR", "gone") + " " + os.environ["HOME"]')
+  assert.equal(after.text, 'gone /home/user', 'as they were before the cell')
+  await assert.rejects(sbx.runCode('1', { envs: { 'A=B': 'x' }, requestTimeoutMs: 3000 }), SandboxError)
 })
 
 test('the port-49999 routes need the token, the port and a live sandbox', async () => {
