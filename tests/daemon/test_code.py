@@ -311,6 +311,25 @@ def test_a_long_cell_holds_no_other_context(client, sbx):
         client.delete(ctx_path(sbx, ctx))
 
 
+@pytest.mark.parametrize("first, error", [("import time; time.sleep(1); 1 / 0", "ZeroDivisionError"),
+                                          ("import time; time.sleep(30)", "KeyboardInterrupt")])
+def test_a_cell_queued_behind_one_that_fails_runs(client, sbx, first, error):
+    """The next cell of a context goes to the kernel the moment the one before ends: after an
+    error (an interrupt's too), ipykernel would abort it unseen (stop_on_error) were the
+    server not to ask it not to."""
+    s = client.stream("POST", f"/v1/sandboxes/{sbx}/code", {"code": first, "timeout_s": 2}, timeout=60)
+    try:
+        time.sleep(0.3)  # the first cell runs; the next waits in the server's queue
+        evs = cell(client, sbx, "6 * 7")
+        got = []
+        while (ev := s.next()) is not None:
+            got.append(ev)
+        assert of(got, "error")[0]["name"] == error, got
+        assert main_text(evs) == "42", evs
+    finally:
+        s.close()
+
+
 def test_a_client_that_leaves_mid_cell_harms_nothing(client, daemon, sbx):
     s = client.stream("POST", f"/v1/sandboxes/{sbx}/code",
                       {"code": "import time\nfor i in range(20):\n    print(i, flush=True); time.sleep(0.05)\ngone = 1"},
