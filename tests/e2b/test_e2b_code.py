@@ -18,7 +18,7 @@ import pytest
 from test_e2b import HERE, REPO, pytestmark, run_node_suite, sdk, start_cordond, stop_cordond  # noqa: F401
 
 sys.path.insert(0, os.path.join(REPO, "tests", "daemon"))
-from test_code import store  # noqa: E402,F401  (the code-interpreter template, built or reused)
+from test_code import server_fresh, store  # noqa: E402,F401  (the template, built or reused)
 
 sys.path.pop(0)
 
@@ -43,16 +43,6 @@ def cordond(store):
     p, info = start_cordond(d, env=dict(os.environ, CORDON_TEMPLATES=store))
     yield info
     stop_cordond(p, d)
-
-
-def server_fresh(store):
-    """Whether @store's template has this recipe's server (one built before may not)."""
-    try:
-        with open(os.path.join(store, "code-interpreter", "rootfs", "usr", "lib", "cordon", "code-interpreter"), "rb") as a, \
-             open(os.path.join(REPO, "recipes", "code-interpreter", "code-interpreter"), "rb") as b:
-            return a.read() == b.read()
-    except OSError:
-        return False
 
 
 def test_code_interpreter_sdk(code_sdk, cordond, store):
