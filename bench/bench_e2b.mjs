@@ -154,7 +154,39 @@ async function ptyRoundTrip(sbx, id) {
   return { e2b, cordon: own }
 }
 
+// runCode('1+1') of @e2b/code-interpreter against POST /v1/.../code on the same sandbox (an
+// E2B sandbox is its key's on /v1 too) and its default context, interleaved.
+async function codeRoundTrip() {
+  const { Sandbox: CodeSandbox } = await import(new URL('../tests/e2b/node_modules/@e2b/code-interpreter/dist/index.mjs', import.meta.url))
+  const sbx = await CodeSandbox.create({ timeoutMs: 600_000 })
+  const path = `/v1/sandboxes/sb-${sbx.sandboxId}/code`
+  const cell = async () => {
+    const r = await fetch(`${V1}${path}`, { method: 'POST', headers: auth, body: '{"code": "1+1"}' })
+    const text = await r.text()
+    if (r.status !== 200 || !text.includes('"text/plain":"2"')) throw new Error(`${r.status} ${text.slice(0, 200)}`)
+  }
+  await sbx.runCode('1+1')
+  await cell()
+  const e2b = [], own = []
+  for (let i = 0; i < N; i++) {
+    let t = now()
+    const r = await sbx.runCode('1+1')
+    e2b.push(ms(t))
+    if (r.text !== '2') throw new Error(`runCode: ${JSON.stringify(r)}`)
+    t = now()
+    await cell()
+    own.push(ms(t))
+  }
+  await sbx.kill()
+  return { e2b_run_code: stats(e2b), cordon_code: stats(own) }
+}
+
 const out = { bench: 'e2b', n: N }
+if (process.env.BENCH_CODE_ONLY) {
+  out.code = await codeRoundTrip()
+  console.log(JSON.stringify(out))
+  process.exit(0)
+}
 out.create_to_first_command = await createToFirstCommand(true)
 out.create_to_first_command_no_network = await createToFirstCommand(false)
 const sbx = await Sandbox.create({ timeoutMs: 600_000 })

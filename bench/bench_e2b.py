@@ -7,6 +7,7 @@ which tests/e2b/test_e2b.py does):
 
     /usr/bin/python3 bench/bench_e2b.py            # 50 iterations, files of 1 MiB and 100 MiB
     /usr/bin/python3 bench/bench_e2b.py --quick    # 5 iterations, no big file
+    /usr/bin/python3 bench/bench_e2b.py --code-store DIR [-n 300]   # d. alone
 
 What it measures, p50 and p99 of each:
 
@@ -18,6 +19,11 @@ c. `files.write` and `files.read` of 1 MiB, and of 100 MiB (`--max-upload 128M`;
 d. PTY round trip: `pty.sendInput` of a line to `bash -i` until its output is back in
    `onData` (the marker is split by '' in the input, so the terminal's echo does not count),
    against `POST .../processes/{pid}/stdin` to a `POST .../processes {"pty": ...}`.
+
+d. With --code-store DIR (a template store with `code-interpreter` built, as
+   tests/daemon/test_code.py's CORDON_TEST_CODE_STORE): @e2b/code-interpreter's
+   `runCode('1+1')` against Cordon's own `POST .../code {"code": "1+1"}` (the whole NDJSON
+   answer read) on the same sandbox and context, interleaved, after a warm-up cell.
 
 It starts its own cordond (`--pool 4`, templateID "base" naming the host template) in a
 fresh temporary directory and prints the node script's JSON line last.
@@ -61,6 +67,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("-n", type=int, default=50)
     ap.add_argument("--cordond", default=os.path.join(BUILD, "cordond"))
+    ap.add_argument("--code-store", help="a template store with code-interpreter: measure d. only")
     a = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("node"):
         print("bench_e2b: needs root and node", file=sys.stderr)
@@ -82,7 +89,8 @@ def main():
                           "--listen", f"127.0.0.1:{v1_port}", "--e2b-listen", f"127.0.0.1:{e2b_port}",
                           "--e2b-base-template", "host", "--pool", "4", "--max-upload", "128M",
                           "--max-peer-connections", "0"],
-                         stdout=log, stderr=subprocess.STDOUT)
+                         stdout=log, stderr=subprocess.STDOUT,
+                         env=dict(os.environ, **({"CORDON_TEMPLATES": a.code_store} if a.code_store else {})))
     try:
         if not wait_port(e2b_port, p) or not wait_port(v1_port, p):
             print("bench_e2b: cordond did not start:", open(f"{d}/cordond.log").read()[-2000:], file=sys.stderr)
@@ -91,7 +99,7 @@ def main():
         url = f"http://127.0.0.1:{e2b_port}"
         env = dict(os.environ, E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_API_KEY=key,
                    CORDON_URL=f"http://127.0.0.1:{v1_port}", BENCH_N=str(5 if a.quick else a.n),
-                   BENCH_BIG="0" if a.quick else str(100 << 20))
+                   BENCH_BIG="0" if a.quick else str(100 << 20), BENCH_CODE_ONLY="1" if a.code_store else "")
         r = subprocess.run(["node", os.path.join(REPO, "bench", "bench_e2b.mjs")], cwd=SDK, env=env,
                            capture_output=True, text=True, timeout=1800)
         sys.stderr.write(r.stderr[-3000:])

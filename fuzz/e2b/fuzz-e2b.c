@@ -15,7 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct cordon_err err = {};
 	struct e2b_create c = {};
-	if (e2b_create_parse((const char *)data, size, 3600, "base", size & 1, &c, &err) < 0)
+	static const struct e2b_alias base = {"base", "base"};
+	if (e2b_create_parse((const char *)data, size, 3600, &base, 1, size & 1, &c, &err) < 0)
 		return 0;
 	if (!c.req || !c.req->template_name || c.req->timeout_s < 1 || c.req->timeout_s > 3600)
 		abort();

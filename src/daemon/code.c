@@ -123,16 +123,59 @@ void code_op_free(struct code_op *op)
 	free(op);
 }
 
+static struct code_op *op_find(struct code *c, uint64_t id);
+
+/* A cell whose client went, named by ids (the op may be gone by the time this runs). */
+struct interrupt {
+	char sbx[SBX_ID_LEN + 1], ctx[API_MAX_CONTEXT_ID + 1];
+	uint64_t cell;
+};
+
+/* Run from the loop, not from inside the surface's gone(): the server is told to interrupt
+ * the cell if it is still in flight. */
+static void send_interrupt(evutil_socket_t fd, short what, void *arg)
+{
+	_cleanup_free_ struct interrupt *q = arg;
+	struct sbx *s = sbx_find(NULL, q->sbx);
+	struct code *c = s ? s->code : NULL;
+	if (!c || !c->p || !op_find(c, q->cell))
+		return;
+	struct code_op *op = code_op_new(c, OP_QUIET, q->ctx, NULL, CODE_CTL_MS);
+	if (op && code_send(c, json_pack("{s:I, s:s, s:s, s:I}", "id", (json_int_t)op->id, "op",
+					 "interrupt", "ctx", q->ctx, "cell", (json_int_t)q->cell)) < 0)
+		code_op_free(op);
+}
+
+static void client_went(struct code_op *op)
+{
+	static const struct timeval now = {0, 0};
+	struct interrupt *q = op->stop_when_gone ? calloc(1, sizeof(*q)) : NULL;
+	if (!q)
+		return; /* the request runs on */
+	snprintf(q->sbx, sizeof(q->sbx), "%s", op->c->s->id);
+	snprintf(q->ctx, sizeof(q->ctx), "%s", op->ctx);
+	q->cell = op->id;
+	if (event_base_once(D.base, -1, EV_TIMEOUT, send_interrupt, q, &now) < 0)
+		free(q);
+}
+
+void code_op_stop_when_gone(struct code_op *op)
+{
+	op->stop_when_gone = op->kind == OP_EXEC;
+}
+
 static void on_rep_gone(void *arg)
 {
 	struct code_op *op = arg;
-	op->rep = NULL; /* the client left; the request runs on */
+	op->rep = NULL; /* the client left */
+	client_went(op);
 }
 
 static void on_sink_gone(void *arg)
 {
 	struct code_op *op = arg;
 	op->k = NULL;
+	client_went(op);
 }
 
 struct code_op *code_op_new(struct code *c, enum op_kind kind, const char *ctx,

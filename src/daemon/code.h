@@ -59,6 +59,7 @@ struct code_op {
 	char ctx[API_MAX_CONTEXT_ID + 1];
 	size_t bytes;
 	bool truncated;
+	bool stop_when_gone; /* an exec: its client's going interrupts it (code_op_stop_when_gone) */
 	struct event *watchdog;
 	struct code_op *next;
 };
@@ -99,6 +100,8 @@ struct code_op *code_op_new(struct code *c, enum op_kind kind, const char *ctx,
 			    struct svc_reply *rp, uint64_t ms);
 void code_op_free(struct code_op *op);
 void code_op_open(struct code_op *op); /* a cell's client gets its stream */
+/* Exec @op ends as at its timeout once its client goes (the server's "interrupt"). */
+void code_op_stop_when_gone(struct code_op *op);
 /* Steals @msg: one line to the server, written as its acks allow. -E2BIG past
  * CODE_MAX_REQUEST, -ENOBUFS past CODE_MAX_PENDING, -EPIPE when it does not run. */
 int code_send(struct code *c, json_t *msg);

@@ -27,6 +27,7 @@ static const struct option_def {
 	{"e2b-listen", OPT_STR, offsetof(struct config, e2b_listen), NULL, "also serve the E2B-compatible API (control plane and envd) on HOST:PORT (needs --api-keys; docs/e2b.md)"},
 	{"e2b-domain", OPT_STR, offsetof(struct config, e2b_domain), NULL, "route envd requests by Host <port>-<id>.DOMAIN as well as by the E2b-Sandbox-Id header"},
 	{"e2b-base-template", OPT_STR, offsetof(struct config, e2b_base_template), "base", "the template E2B's templateID \"base\" (the SDK's default) names"},
+	{"e2b-code-template", OPT_STR, offsetof(struct config, e2b_code_template), "code-interpreter", "the template E2B's templateID \"code-interpreter-v1\" (the code interpreter SDK's default) names"},
 	{"api-keys", OPT_STR, offsetof(struct config, api_keys), NULL, "file of 'KEY NAME MAX_SANDBOXES [widen-network]' lines"},
 	{"config", OPT_STR, offsetof(struct config, config_file), NULL, "read settings from FILE (key = value)"},
 	{"default-runtime", OPT_STR, offsetof(struct config, default_runtime), "jail", "jail, gvisor, microvm or auto (the strongest this host can run): the runtime of a create that names none"},

@@ -48,9 +48,14 @@ static void call_free(struct call *c)
 
 /* ---- rendering ---- */
 
+static bool rest_like(enum connect_mode m)
+{
+	return m == CONNECT_MODE_REST || m == CONNECT_MODE_NDJSON;
+}
+
 static char *error_body(const struct call *c, enum connect_code code, int status, const char *msg)
 {
-	json_t *e = c->cc.mode == CONNECT_MODE_REST
+	json_t *e = rest_like(c->cc.mode)
 			    ? json_pack("{s:i, s:s}", "code", status, "message", msg)
 			    : json_pack("{s:s, s:s}", "code", connect_code_name(code), "message", msg);
 	if (e && c->cc.mode == CONNECT_MODE_STREAM)
@@ -90,7 +95,7 @@ static void render_error(struct call *c, enum connect_code code, int status, con
 	}
 	if (body)
 		evbuffer_add(buf, body, strlen(body));
-	send_buf(c->cc.req, c->cc.mode == CONNECT_MODE_REST ? status : connect_code_status(code),
+	send_buf(c->cc.req, rest_like(c->cc.mode) ? status : connect_code_status(code),
 		  "application/json", buf);
 }
 
@@ -103,9 +108,41 @@ void connect_refuse(struct evhttp_request *req, enum connect_mode mode, enum con
 
 /* ---- the end of a call ---- */
 
+/* NDJSON mode: @msg (an array: its elements) as lines into @buf; -ENOMEM. */
+static int lines_add(struct evbuffer *buf, const json_t *msg)
+{
+	size_t i, n = json_is_array(msg) ? json_array_size(msg) : 1;
+	for (i = 0; i < n; i++) {
+		const json_t *m = json_is_array(msg) ? json_array_get(msg, i) : msg;
+		_cleanup_free_ char *s = json_dumps(m, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (!s || evbuffer_add(buf, s, strlen(s)) < 0 || evbuffer_add(buf, "\n", 1) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* NDJSON mode: the stream ends with @last (stolen; NULL: the failed() hook's line unless it
+ * ended well). */
+static void ndjson_finish(struct call *c, json_t *last, const char *msg)
+{
+	_cleanup_(json_decrefp) json_t *m = last;
+	struct evbuffer *buf = evbuffer_new();
+	if (!m && !c->ended_well && c->cc.ops->failed)
+		m = c->cc.ops->failed(&c->cc, msg);
+	if (buf && m && lines_add(buf, m) == 0)
+		c->inner->end(c->inner, evbuffer_pullup(buf, -1), evbuffer_get_length(buf));
+	else
+		c->inner->end(c->inner, NULL, 0);
+	if (buf)
+		evbuffer_free(buf);
+	call_free(c);
+}
+
 /* The stream's last envelope: {} when its last message went, else @code and @msg. */
 static void stream_finish(struct call *c, enum connect_code code, const char *msg)
 {
+	if (c->cc.mode == CONNECT_MODE_NDJSON)
+		return ndjson_finish(c, NULL, msg);
 	_cleanup_free_ char *err = c->ended_well ? NULL : error_body(c, code, 0, msg);
 	struct evbuffer *buf = evbuffer_new();
 	if (buf) {
@@ -125,7 +162,7 @@ void connect_answer(struct connect_call *cc, int status, json_t *msg)
 	_cleanup_(json_decrefp) json_t *m = msg;
 	_cleanup_free_ char *s = m ? json_dumps(m, JSON_COMPACT) : strdup("{}");
 	struct evbuffer *buf = s ? evbuffer_new() : NULL;
-	bool empty = cc->mode == CONNECT_MODE_REST && !m && status == 204;
+	bool empty = rest_like(cc->mode) && !m && status == 204;
 	if (!buf) {
 		render_error(c, CONNECT_INTERNAL, 500, "out of memory");
 	} else if (cc->mode == CONNECT_MODE_STREAM) {
@@ -136,7 +173,7 @@ void connect_answer(struct connect_call *cc, int status, json_t *msg)
 		send_buf(cc->req, 204, NULL, buf);
 	} else {
 		evbuffer_add(buf, s, strlen(s));
-		send_buf(cc->req, cc->mode == CONNECT_MODE_REST ? status : 200, "application/json", buf);
+		send_buf(cc->req, rest_like(cc->mode) ? status : 200, "application/json", buf);
 	}
 	call_free(c);
 }
@@ -218,16 +255,30 @@ static void on_close(struct evhttp_connection *evcon, void *arg)
 
 /* ---- streams ---- */
 
-/* @msg (NULL: none) as the stream's next envelope; @end: it is the last. */
+/* What the line hook makes of one line the service wrote (NULL: nothing to send). */
+static json_t *k_message(struct call *c, const void *data, size_t len, bool *end)
+{
+	_cleanup_(json_decrefp) json_t *line = json_loadb(data, len, 0, NULL);
+	return line && c->cc.ops->line ? c->cc.ops->line(&c->cc, line, end) : NULL;
+}
+
+/* @msg (NULL: none) as the stream's next envelope, or its next lines in NDJSON mode; @end:
+ * it is the last. */
 static int envelope_send(struct call *c, json_t *msg, bool end)
 {
-	_cleanup_free_ char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-	if (!s)
+	bool nd = c->cc.mode == CONNECT_MODE_NDJSON;
+	_cleanup_free_ char *s = msg && !nd ? json_dumps(msg, JSON_COMPACT) : NULL;
+	if (!s && !(nd && msg))
 		return 0;
 	struct evbuffer *buf = evbuffer_new();
 	if (!buf)
 		return -ENOBUFS;
-	envelope_add(buf, 0, s);
+	if (nd && lines_add(buf, msg) < 0) {
+		evbuffer_free(buf);
+		return -ENOBUFS;
+	}
+	if (!nd)
+		envelope_add(buf, 0, s);
 	int r = c->inner->write(c->inner, evbuffer_pullup(buf, -1), evbuffer_get_length(buf));
 	evbuffer_free(buf);
 	c->ended_well |= end && r == 0;
@@ -238,15 +289,19 @@ static int k_write(struct stream_sink *k, const void *data, size_t len)
 {
 	struct call *c = OWNER_OF(k, struct call, k);
 	bool end = false;
-	_cleanup_(json_decrefp) json_t *line = json_loadb(data, len, 0, NULL);
-	_cleanup_(json_decrefp) json_t *msg =
-		line && c->cc.ops->line ? c->cc.ops->line(&c->cc, line, &end) : NULL;
+	_cleanup_(json_decrefp) json_t *msg = k_message(c, data, len, &end);
 	return envelope_send(c, msg, end);
 }
 
 static void k_end(struct stream_sink *k, const void *last, size_t len)
 {
 	struct call *c = OWNER_OF(k, struct call, k);
+	bool end = false;
+	if (c->cc.mode == CONNECT_MODE_NDJSON && last) { /* the source's own last line */
+		json_t *m = k_message(c, last, len, &end);
+		c->ended_well |= end;
+		return ndjson_finish(c, m, "the reader fell too far behind");
+	}
 	stream_finish(c, CONNECT_UNAVAILABLE,
 		      last ? "the reader fell too far behind the process's output"
 			   : "the sandbox was killed or the process is gone");
@@ -295,7 +350,8 @@ static struct stream_sink *r_stream(struct svc_reply *r, const char *type)
 	struct stream_sink *inner = http_sink_new(c->cc.req);
 	if (!inner)
 		return NULL;
-	http_sink_start(inner, "application/connect+json"); /* its close callback replaces ours */
+	/* its close callback replaces ours */
+	http_sink_start(inner, c->cc.mode == CONNECT_MODE_NDJSON ? type : "application/connect+json");
 	inner->gone = on_inner_gone;
 	inner->gone_arg = c;
 	c->inner = inner;
@@ -367,6 +423,8 @@ struct connect_call *connect_call_new(struct evhttp_request *req, enum connect_m
 		unsigned k = header_uint(req, "Keepalive-Ping-Interval", KEEPALIVE_MAX_S);
 		c->keepalive_s = k ? (k < KEEPALIVE_MIN_S ? KEEPALIVE_MIN_S : k) : 0;
 	}
+	if (mode == CONNECT_MODE_NDJSON)
+		c->keepalive_s = CONNECT_NDJSON_KEEPALIVE_S;
 	if (ms) {
 		struct timeval tv = {ms / 1000, ms % 1000 * 1000};
 		c->deadline_ev = evtimer_new(D.base, on_deadline, c);

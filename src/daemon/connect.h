@@ -78,9 +78,12 @@ struct svc_err;
 typedef struct json_t json_t;
 
 /* How an answer is rendered: Connect unary (errors: an HTTP status and {"code": "not_found",
- * "message"}), Connect server-streaming (200; errors in the END envelope), or E2B's envd REST
- * (/files: errors as an HTTP status and {"code": 404, "message"}). */
-enum connect_mode { CONNECT_MODE_UNARY, CONNECT_MODE_STREAM, CONNECT_MODE_REST };
+ * "message"}), Connect server-streaming (200; errors in the END envelope), E2B's envd REST
+ * (/files: errors as an HTTP status and {"code": 404, "message"}), or NDJSON: REST whose
+ * stream is JSON lines (the code interpreter's /execute), with a keepalive line every
+ * CONNECT_NDJSON_KEEPALIVE_S seconds. */
+enum connect_mode { CONNECT_MODE_UNARY, CONNECT_MODE_STREAM, CONNECT_MODE_REST, CONNECT_MODE_NDJSON };
+#define CONNECT_NDJSON_KEEPALIVE_S 5
 
 /* What a call makes of the service's answers. Every hook is optional; without one, a JSON
  * answer goes to the client as it is, bytes as they are, an error as the mode renders it. A
@@ -92,11 +95,14 @@ struct connect_ops {
 	void (*bytes)(struct connect_call *cc, const char *type, struct evbuffer *buf);
 	void (*error)(struct connect_call *cc, const struct svc_err *err);
 	/* A stream's NDJSON line: the message to send (NULL: none); *@ret_end when it is the
-	 * last (the stream then ends well when its source ends it). */
+	 * last (the stream then ends well when its source ends it). In NDJSON mode an array is
+	 * several lines, and the source's last line (stream_sink.end) comes here too. */
 	json_t *(*line)(struct connect_call *cc, json_t *line, bool *ret_end);
 	/* The stream's first message, sent as soon as the service's stream begins (NULL: none;
 	 * returned new). */
 	json_t *(*start)(struct connect_call *cc);
+	/* NDJSON mode: the last line of a stream that did not end well (NULL: none). */
+	json_t *(*failed)(struct connect_call *cc, const char *msg);
 	void (*free)(void *arg); /* of cc->arg, once the call is over */
 };
 

@@ -44,6 +44,7 @@ struct config {
 	char *listen;
 	char *e2b_listen, *e2b_domain; /* the E2B-compatible surface (e2b_api.c): HOST:PORT, DOMAIN */
 	char *e2b_base_template;       /* the Cordon template E2B's templateID "base" names */
+	char *e2b_code_template;       /* ... and "code-interpreter-v1" (@e2b/code-interpreter's) */
 	char *api_keys;
 	char *config_file;
 	char *egress_limits;
@@ -272,7 +273,7 @@ struct surface {
 	 * into @params; NULL: the routes decide. */
 	raw_fn (*claim)(const struct reqhead *h, char params[2][80]);
 };
-extern const struct surface v1_surface, e2b_surface, e2b_envd_surface;
+extern const struct surface v1_surface, e2b_surface, e2b_envd_surface, e2b_code_surface;
 
 struct ctx {
 	struct evhttp_request *req;

@@ -30,6 +30,7 @@ struct ctx;
  * recursive watches, which the SDK asks of 0.1.4 and later). */
 #define E2B_ENVD_VERSION "0.5.7"
 #define E2B_ENVD_PORT	 49983
+#define E2B_CODE_PORT	 49999 /* @e2b/code-interpreter's server (e2b_code.c) */
 #define E2B_ID_LEN	 20 /* Cordon's id without "sb-": [a-z2-7] */
 #define E2B_TOKEN_LEN	 64 /* hex of an HMAC-SHA256 */
 /* Reserved metadata key: present ("false") on a sandbox made with secure: false, whose envd
@@ -41,15 +42,20 @@ struct ctx;
 /* E2B's NewSandbox {templateID, timeout, metadata, envVars, secure, allow_internet_access,
  * autoPause, mcp, network, ...} as Cordon's create request, parsed and checked by
  * api_create_parse(). What Cordon does not do is accepted and ignored (docs/e2b.md);
- * @base_template is the Cordon template E2B's "base" names; @have_network: whether the server
- * can give sandboxes a network (allow_internet_access asks for "public" only then). */
+ * @aliases (@n of them) map E2B's template names (its SDKs' defaults: "base",
+ * "code-interpreter-v1") onto Cordon templates, any other name is Cordon's; @have_network:
+ * whether the server can give sandboxes a network (allow_internet_access asks for "public"
+ * only then). */
 struct e2b_create {
 	struct api_create *req;
 	bool secure;
 };
+struct e2b_alias {
+	const char *e2b, *cordon;
+};
 int e2b_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
-		     const char *base_template, bool have_network, struct e2b_create *ret,
-		     struct cordon_err *err);
+		     const struct e2b_alias *aliases, size_t n, bool have_network,
+		     struct e2b_create *ret, struct cordon_err *err);
 void e2b_create_done(struct e2b_create *c);
 
 /* ---- shared by both planes (e2b_api.c) ---- */
@@ -59,6 +65,10 @@ bool e2b_sbx_id(const char *e2b_id, size_t len, char ret[E2B_ID_LEN + 4]);
 /* The access token of envd for sandbox @id (Cordon's): HMAC of the server's key; false
  * without a key. */
 bool e2b_access_token(const char *id, char ret[E2B_TOKEN_LEN + 1]);
+/* The token of the sandbox's other ports (E2B-Traffic-Access-Token): what
+ * @e2b/code-interpreter sends to port 49999 on every call (its contexts' calls carry no
+ * X-Access-Token); another HMAC, so that it opens no envd call. */
+bool e2b_traffic_token(const char *id, char ret[E2B_TOKEN_LEN + 1]);
 bool e2b_secure(const struct sbx *s);
 /* A sandbox of the service's JSON (sbx_json) as E2B's Sandbox, SandboxDetail or
  * ListedSandbox: @detail adds what GET /sandboxes/{id} has, @token the access token. */

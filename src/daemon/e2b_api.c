@@ -35,6 +35,11 @@ bool e2b_access_token(const char *id, char ret[E2B_TOKEN_LEN + 1])
 	return token_derive("e2b-envd", id, ret);
 }
 
+bool e2b_traffic_token(const char *id, char ret[E2B_TOKEN_LEN + 1])
+{
+	return token_derive("e2b-traffic", id, ret);
+}
+
 bool e2b_secure(const struct sbx *s)
 {
 	return !json_object_get(s->metadata, E2B_META_INSECURE);
@@ -64,6 +69,8 @@ json_t *e2b_sandbox_json(const json_t *v1, bool detail, bool token, bool secure)
 			      E2B_ENVD_VERSION, "domain");
 	if (o && token && secure && e2b_access_token(id, tok))
 		json_object_set_new(o, "envdAccessToken", json_string(tok));
+	if (o && token && secure && e2b_traffic_token(id, tok))
+		json_object_set_new(o, "trafficAccessToken", json_string(tok));
 	if (!o || !detail)
 		return o;
 	json_t *lim = json_object_get(v1, "limits");
@@ -139,8 +146,10 @@ static void e2b_create(struct ctx *c)
 	struct svc_caller who = {NULL};
 	if (!(who.principal = e2b_auth(c)))
 		return;
-	int r = e2b_create_parse(c->body, c->body_len, D.cfg.max_timeout_s,
-				 D.cfg.e2b_base_template, D.egress != NULL, &ec, &perr);
+	const struct e2b_alias aliases[] = {{"base", D.cfg.e2b_base_template},
+					    {"code-interpreter-v1", D.cfg.e2b_code_template}};
+	int r = e2b_create_parse(c->body, c->body_len, D.cfg.max_timeout_s, aliases,
+				 ELEMENTSOF(aliases), D.egress != NULL, &ec, &perr);
 	if (c->body_len)
 		explicit_bzero((char *)c->body, c->body_len); /* envVars may hold secrets */
 	if (r < 0) {

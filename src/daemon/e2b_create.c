@@ -34,15 +34,21 @@ static int check_types(json_t *body, struct cordon_err *err)
 }
 
 /* Cordon's request for @body. */
-static json_t *translate(json_t *body, const char *base_template, bool have_network, bool secure)
+static json_t *translate(json_t *body, const struct e2b_alias *aliases, size_t n,
+			 bool have_network, bool secure)
 {
 	const char *tpl = json_string_value(json_object_get(body, "templateID"));
+	tpl = tpl ? tpl : "base";
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(tpl, aliases[i].e2b) == 0) {
+			tpl = aliases[i].cordon;
+			break;
+		}
 	json_t *timeout = json_object_get(body, "timeout");
 	json_t *net = json_object_get(body, "allow_internet_access");
 	bool internet = have_network && (!net || json_is_null(net) || json_is_true(net));
 	json_t *md = json_object_get(body, "metadata"), *env = json_object_get(body, "envVars");
-	json_t *req = json_pack("{s:s, s:{s:s}, s:o, s:o}", "template",
-				!tpl || strcmp(tpl, "base") == 0 ? base_template : tpl, "network",
+	json_t *req = json_pack("{s:s, s:{s:s}, s:o, s:o}", "template", tpl, "network",
 				"policy", internet ? "public" : "deny", "metadata",
 				json_is_object(md) ? json_deep_copy(md) : json_object(), "env",
 				json_is_object(env) ? json_deep_copy(env) : json_object());
@@ -74,8 +80,8 @@ static void e2b_field_names(struct cordon_err *err)
 }
 
 int e2b_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
-		     const char *base_template, bool have_network, struct e2b_create *ret,
-		     struct cordon_err *err)
+		     const struct e2b_alias *aliases, size_t n, bool have_network,
+		     struct e2b_create *ret, struct cordon_err *err)
 {
 	json_error_t je;
 	if (len > API_MAX_BODY)
@@ -91,7 +97,7 @@ int e2b_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 		return cordon_err_setf(err, -EINVAL, "metadata: %s is reserved", E2B_META_INSECURE);
 	json_t *sec = json_object_get(b, "secure");
 	bool secure = !json_is_false(sec);
-	_cleanup_(json_decrefp) json_t *req = translate(b, base_template, have_network, secure);
+	_cleanup_(json_decrefp) json_t *req = translate(b, aliases, n, have_network, secure);
 	_cleanup_free_ char *s = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	if (!s)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");

@@ -59,10 +59,32 @@ static bool name_sandbox(const char *hdr, size_t hlen, const char *host, size_t 
 	return e2b_sbx_id(dash + 1, (size_t)(dot - dash - 1), id);
 }
 
-static bool named_id(const struct ctx *c, char id[E2B_ID_LEN + 4], unsigned *port)
+/* By header, the port is E2b-Sandbox-Port's (E2B's SDKs send it with the id), or else
+ * @dflt: the port of the route table asking. */
+static bool named_id(const struct ctx *c, char id[E2B_ID_LEN + 4], unsigned dflt, unsigned *port)
 {
 	const char *h = header(c, "E2b-Sandbox-Id"), *host = header(c, "Host");
-	return name_sandbox(h, h ? strlen(h) : 0, host, host ? strlen(host) : 0, id, port);
+	const char *p = h ? header(c, "E2b-Sandbox-Port") : NULL;
+	bool named = name_sandbox(h, h ? strlen(h) : 0, host, host ? strlen(host) : 0, id, port);
+	if (h) {
+		char *end = NULL;
+		unsigned long v = p ? strtoul(p, &end, 10) : dflt;
+		*port = p && (end == p || *end || v > 65535) ? 0 : (unsigned)v;
+	}
+	return named;
+}
+
+/* The ports of a sandbox this surface serves, each by its own route table: envd's
+ * (e2b_envd.c, e2b_files.c, e2b_transfer.c) and the code interpreter's (e2b_code.c).
+ * Any other port, named by host, is tunnelled into the sandbox (envd_claim()). */
+static const unsigned served_ports[] = {E2B_ENVD_PORT, E2B_CODE_PORT};
+
+static bool port_served(unsigned port)
+{
+	for (size_t i = 0; i < ELEMENTSOF(served_ports); i++)
+		if (served_ports[i] == port)
+			return true;
+	return false;
 }
 
 /* @t (@len bytes) is the sandbox's token. */
@@ -70,6 +92,14 @@ static bool token_matches(const struct sbx *s, const char *t, size_t len)
 {
 	char tok[E2B_TOKEN_LEN + 1];
 	return t && len == E2B_TOKEN_LEN && e2b_access_token(s->id, tok) &&
+	       CRYPTO_memcmp(t, tok, E2B_TOKEN_LEN) == 0;
+}
+
+/* @t (@len bytes) is the sandbox's traffic token, its other ports' (e2b_traffic_token()). */
+static bool traffic_matches(const struct sbx *s, const char *t, size_t len)
+{
+	char tok[E2B_TOKEN_LEN + 1];
+	return t && len == E2B_TOKEN_LEN && e2b_traffic_token(s->id, tok) &&
 	       CRYPTO_memcmp(t, tok, E2B_TOKEN_LEN) == 0;
 }
 
@@ -130,7 +160,8 @@ static void port_tunnel(struct raw_ctx *c)
 		port_refuse(c->fd, 502, NOT_FOUND_MSG);
 		return;
 	}
-	if (e2b_secure(s) && !token_matches(s, h.traffic_token, h.traffic_token_len) &&
+	if (e2b_secure(s) && !traffic_matches(s, h.traffic_token, h.traffic_token_len) &&
+	    !token_matches(s, h.traffic_token, h.traffic_token_len) &&
 	    !token_matches(s, h.access_token, h.access_token_len)) {
 		port_refuse(c->fd, 401, "this sandbox's ports need its token (E2b-Traffic-Access-Token)");
 		return;
@@ -139,16 +170,6 @@ static void port_tunnel(struct raw_ctx *c)
 		      "", port_fail, &err); /* answered either way */
 }
 
-/* Who serves a port named by host: a raw handler, or NULL for the routes (envd's). The last
- * row (port 0) is every other port. */
-static const struct {
-	unsigned port;
-	raw_fn fn;
-} host_ports[] = {
-	{E2B_ENVD_PORT, NULL},
-	{0, port_tunnel},
-};
-
 static raw_fn envd_claim(const struct reqhead *h, char params[2][80])
 {
 	char id[E2B_ID_LEN + 4];
@@ -156,12 +177,9 @@ static raw_fn envd_claim(const struct reqhead *h, char params[2][80])
 	if (h->sandbox_id || !name_sandbox(NULL, 0, h->host, h->host_len, id, &port) ||
 	    port == 0 || port > 65535)
 		return NULL;
-	size_t i = 0;
-	while (host_ports[i].port && host_ports[i].port != port)
-		i++;
 	snprintf(params[0], 80, "%s", id);
 	snprintf(params[1], 80, "%u", port);
-	return host_ports[i].fn;
+	return port_served(port) ? NULL : port_tunnel; /* cordond's own routes, or the sandbox's */
 }
 
 int envd_admit(const struct reqhead *h, const char **ret_why)
@@ -170,8 +188,10 @@ int envd_admit(const struct reqhead *h, const char **ret_why)
 	unsigned port;
 	bool named = name_sandbox(h->sandbox_id, h->sandbox_id_len, h->host, h->host_len, id, &port);
 	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
-	if (named && port != E2B_ENVD_PORT)
-		return 0; /* envd_claim() did not take it: the route answers */
+	if (named && port != E2B_ENVD_PORT) { /* envd_claim() did not take it: a port we serve */
+		*ret_why = "no such path on this port";
+		return port_served(port) ? 404 : 0; /* 0: the route answers */
+	}
 	*ret_why = !live(s) ? NOT_FOUND_MSG : "this sandbox needs its access token (X-Access-Token) or a signed URL";
 	if (!live(s))
 		return 502;
@@ -184,13 +204,18 @@ int envd_admit(const struct reqhead *h, const char **ret_why)
 	return e2b_signature_ok(s, query, h->method == EVHTTP_REQ_GET ? "read" : "write") ? 0 : 401;
 }
 
-struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode, bool (*signed_ok)(struct ctx *c, const struct sbx *s))
+struct sbx *e2b_port_sbx(struct ctx *c, unsigned want, enum connect_mode mode,
+			 bool (*signed_ok)(struct ctx *c, const struct sbx *s))
 {
 	char id[E2B_ID_LEN + 4];
 	unsigned port;
-	bool named = named_id(c, id, &port);
+	bool named = named_id(c, id, want, &port);
 	struct sbx *s = named ? sbx_find(NULL, id) : NULL;
-	if (named && port != E2B_ENVD_PORT) {
+	if (named && port != want && port_served(port)) {
+		connect_refuse(c->req, mode, CONNECT_NOT_FOUND, 404, "no such path on this port");
+		return NULL;
+	}
+	if (named && port != want) {
 		bool valid = port > 0 && port < 65536;
 		connect_refuse(c->req, mode, CONNECT_UNAVAILABLE, valid ? 503 : 502,
 			       valid ? "the connection to this port could not be taken over; retry"
@@ -208,6 +233,12 @@ struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode, bool (*signed_ok)(st
 	}
 	c->principal = s->owner;
 	return s;
+}
+
+struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode,
+		     bool (*signed_ok)(struct ctx *c, const struct sbx *s))
+{
+	return e2b_port_sbx(c, E2B_ENVD_PORT, mode, signed_ok);
 }
 
 /* Basic "<user>:" names the user; none is the template's default. */

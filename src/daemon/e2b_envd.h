@@ -15,9 +15,12 @@ struct sbx;
 struct cordon_err;
 struct svc_err;
 
-/* The running sandbox the request names, which it may reach (its token, or @signed_ok);
- * else NULL with 502 (unknown, dead), 401 or 501 (another port) answered. Sets
- * c->principal to the sandbox's key. */
+/* The running sandbox the request names on port @port, which it may reach (its token, or
+ * @signed_ok); else NULL with 502 (unknown, dead), 401, 404 (another port this surface
+ * serves) or 501 (another port) answered. Sets c->principal to the sandbox's key. */
+struct sbx *e2b_port_sbx(struct ctx *c, unsigned port, enum connect_mode mode,
+			 bool (*signed_ok)(struct ctx *c, const struct sbx *s));
+/* e2b_port_sbx() of envd's port. */
 struct sbx *envd_sbx(struct ctx *c, enum connect_mode mode,
 		     bool (*signed_ok)(struct ctx *c, const struct sbx *s));
 /* The user of Authorization: Basic "user:" or "root:"; NULL (none given): the default. */

@@ -89,7 +89,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 /* The API surfaces, matched in this order: one route table and error renderer each. */
 static const struct surface *const surfaces[] = {&v1_surface, &e2b_surface,
-							&e2b_envd_surface};
+							&e2b_envd_surface, &e2b_code_surface};
 
 static int setup(int argc, char **argv)
 {

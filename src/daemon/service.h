@@ -250,6 +250,12 @@ int svc_template_build(const struct svc_caller *who, const struct api_build *b,
  * last) once the interpreter runs. 409 no_interpreter, 404 for an unknown context. */
 int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *r,
 		 struct svc_err *err);
+/* svc_code_run(), but the cell ends (interrupted, as at its timeout) when its client goes,
+ * rather than run on: E2B's code interpreter does so, and its SDK's timeoutMs counts on it.
+ * @env (NULL: none; {NAME: value} strings, checked by the caller): environment variables of
+ * this cell alone, as they were after it (their names are in its audit record). */
+int svc_code_run_attended(struct sbx *s, const struct api_code *req, const json_t *env,
+			  struct svc_reply *r, struct svc_err *err);
 /* A new context (its own kernel): 201 and {id, language, cwd} to @r once its kernel is up. */
 int svc_code_context_create(struct sbx *s, const struct api_code_context *req,
 			    struct svc_reply *r, struct svc_err *err);

@@ -21,21 +21,28 @@ static int send_failed(int r, struct svc_err *err)
 	return svc_fail(err, API_ERR_INTERNAL, "could not reach the code interpreter");
 }
 
-/* The cell's record, before it is sent: its context, size, hash and code (cut if long). */
-static int audit_cell(struct sbx *s, const char *ctx, const struct api_code *req)
+/* The cell's record, before it is sent: its context, size, hash and code (cut if long), and
+ * the names of the variables it is given (@env; their values may be secrets). */
+static int audit_cell(struct sbx *s, const char *ctx, const struct api_code *req, const json_t *env)
 {
 	char sha[AUDIT_SHA256_HEX];
+	const char *k;
+	json_t *v, *names = env ? json_array() : NULL;
 	audit_sha256_hex(req->code, req->code_len, sha);
-	return sbx_audit_rc(s, AUDIT_CODE_RUN,
-			    json_pack("{s:s, s:s, s:I, s:s, s:s%}", "context", ctx, "language",
-				      api_language_name(req->language), "bytes",
-				      (json_int_t)req->code_len, "sha256", sha, "code", req->code,
-				      req->code_len));
+	json_t *rec = json_pack("{s:s, s:s, s:I, s:s, s:s%}", "context", ctx, "language",
+				api_language_name(req->language), "bytes", (json_int_t)req->code_len,
+				"sha256", sha, "code", req->code, req->code_len);
+	json_object_foreach((json_t *)env, k, v)
+		json_array_append_new(names, json_string(k));
+	if (rec && names)
+		json_object_set(rec, "env", names);
+	json_decref(names);
+	return sbx_audit_rc(s, AUDIT_CODE_RUN, rec);
 }
 
 /* The server is asked to stop a cell's output at 15/16 of our bound: its lines carry ids. */
-int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp,
-		 struct svc_err *err)
+static int run_cell(struct sbx *s, const struct api_code *req, const json_t *env,
+		    bool stop_when_gone, struct svc_reply *rp, struct svc_err *err)
 {
 	struct code *c = code_ready(s, err);
 	struct code_ctx *x = NULL;
@@ -57,7 +64,9 @@ int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp
 				   "op", "exec", "ctx", id, "code", req->code, req->code_len,
 				   "timeout_ms", (json_int_t)t * 1000, "max_bytes",
 				   (json_int_t)(CODE_MAX_OUTPUT - CODE_MAX_OUTPUT / 16)) : NULL;
-	int r = op ? audit_cell(s, id, req) : -ENOMEM;
+	if (m && env && json_object_size(env))
+		json_object_set_new(m, "env", json_deep_copy(env));
+	int r = op ? audit_cell(s, id, req, json_object_size(env) ? env : NULL) : -ENOMEM;
 	if (r < 0) { /* nothing runs unrecorded */
 		json_decref(m);
 		if (op) {
@@ -74,9 +83,23 @@ int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp
 		}
 		return send_failed(r, err);
 	}
+	if (stop_when_gone)
+		code_op_stop_when_gone(op);
 	if (c->up)
 		code_op_open(op);
 	return 0;
+}
+
+int svc_code_run(struct sbx *s, const struct api_code *req, struct svc_reply *rp,
+		 struct svc_err *err)
+{
+	return run_cell(s, req, NULL, false, rp, err);
+}
+
+int svc_code_run_attended(struct sbx *s, const struct api_code *req, const json_t *env,
+			  struct svc_reply *rp, struct svc_err *err)
+{
+	return run_cell(s, req, env, true, rp, err);
 }
 
 int svc_code_context_create(struct sbx *s, const struct api_code_context *req,

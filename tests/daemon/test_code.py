@@ -60,6 +60,16 @@ def mirror_unreachable():
     return None
 
 
+def server_fresh(store):
+    """Whether @store's template has this recipe's server (a store built before may not)."""
+    try:
+        with open(os.path.join(store, "code-interpreter", "rootfs", SERVER.lstrip("/")), "rb") as a, \
+             open(os.path.join(RECIPE, "code-interpreter"), "rb") as b:
+            return a.read() == b.read()
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def store():
     why = mirror_unreachable()
@@ -309,6 +319,27 @@ def test_a_long_cell_holds_no_other_context(client, sbx):
     finally:
         s.close()
         client.delete(ctx_path(sbx, ctx))
+
+
+@pytest.mark.parametrize("first, error", [("import time; time.sleep(1); 1 / 0", "ZeroDivisionError"),
+                                          ("import time; time.sleep(30)", "KeyboardInterrupt")])
+def test_a_cell_queued_behind_one_that_fails_runs(client, sbx, store, first, error):
+    """The next cell of a context goes to the kernel the moment the one before ends: after an
+    error (an interrupt's too), ipykernel would abort it unseen (stop_on_error) were the
+    server not to ask it not to."""
+    if not server_fresh(store):
+        pytest.skip("CORDON_TEST_CODE_STORE's template was built from an older recipe")
+    s = client.stream("POST", f"/v1/sandboxes/{sbx}/code", {"code": first, "timeout_s": 2}, timeout=60)
+    try:
+        time.sleep(0.3)  # the first cell runs; the next waits in the server's queue
+        evs = cell(client, sbx, "6 * 7")
+        got = []
+        while (ev := s.next()) is not None:
+            got.append(ev)
+        assert of(got, "error")[0]["name"] == error, got
+        assert main_text(evs) == "42", evs
+    finally:
+        s.close()
 
 
 def test_a_client_that_leaves_mid_cell_harms_nothing(client, daemon, sbx):

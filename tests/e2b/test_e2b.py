@@ -119,14 +119,21 @@ def cordond():
     stop_cordond(p, d)
 
 
-def test_conformance(sdk, cordond):
-    r = subprocess.run(["node", "--test", "--test-reporter=spec", "conformance.test.mjs"], cwd=sdk,
-                       env=sdk_env(cordond), capture_output=True, text=True, timeout=600)
+def run_node_suite(sdk, info, script, timeout=600, env=None):
+    """node --test @script (in tests/e2b) against the cordond of @info (@env added to its
+    environment); fails with cordond's log."""
+    r = subprocess.run(["node", "--test", "--test-reporter=spec", script], cwd=sdk,
+                       env=dict(sdk_env(info), **(env or {})), capture_output=True, text=True,
+                       timeout=timeout)
     print(r.stdout[-20000:])
     print(r.stderr[-5000:])
     if r.returncode != 0:
-        log = open(os.path.join(cordond["dir"], "cordond.log")).read()
-        pytest.fail(f"the E2B conformance suite failed (rc {r.returncode}); cordond's log:\n{log[-3000:]}")
+        log = open(os.path.join(info["dir"], "cordond.log")).read()
+        pytest.fail(f"{script} failed (rc {r.returncode}); cordond's log:\n{log[-3000:]}")
+
+
+def test_conformance(sdk, cordond):
+    run_node_suite(sdk, cordond, "conformance.test.mjs")
 
 
 def test_v1_listener_has_no_e2b_routes(cordond):
@@ -228,7 +235,10 @@ def test_upload_admitted_before_the_body(cordond):
     cases = [("E2b-Sandbox-Id: " + "a" * 20, "502"),
              ("E2b-Sandbox-Id: " + sb["sandboxID"], "401"),
              ("E2b-Sandbox-Id: " + sb["sandboxID"] + "\r\nX-Access-Token: " + "0" * 64, "401"),
-             ("Host: 49983-" + sb["sandboxID"] + "." + DOMAIN, "401")]
+             ("Host: 49983-" + sb["sandboxID"] + "." + DOMAIN, "401"),
+             # another port's: the code interpreter's has no /files, others are not served
+             ("Host: 49999-" + sb["sandboxID"] + "." + DOMAIN, "404"),
+             ("Host: 8080-" + sb["sandboxID"] + "." + DOMAIN, "501")]
     for hdr, want in cases:
         t0 = time.monotonic()
         status, data = raw_head(cordond, "POST /files?path=/tmp/big&signature=v1_x HTTP/1.1\r\n" + hdr + "\r\n" + big)
