@@ -215,6 +215,11 @@ struct sbx *e2b_port_sbx(struct ctx *c, unsigned want, enum connect_mode mode,
 		connect_refuse(c->req, mode, CONNECT_NOT_FOUND, 404, "no such path on this port");
 		return NULL;
 	}
+	if (named && port != want && header(c, "E2b-Sandbox-Id")) { /* tunnels go by host */
+		connect_refuse(c->req, mode, CONNECT_UNIMPLEMENTED, 501,
+			       "a sandbox's other ports are reached by host name (<port>-<id>.<domain>)");
+		return NULL;
+	}
 	if (named && port != want) {
 		bool valid = port > 0 && port < 65536;
 		connect_refuse(c->req, mode, CONNECT_UNAVAILABLE, valid ? 503 : 502,

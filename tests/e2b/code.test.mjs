@@ -188,7 +188,7 @@ test('the port-49999 routes need the token, the port and a live sandbox', async 
   assert.equal((await raw(sbx, '/execute', hdr('49999', { 'E2B-Traffic-Access-Token': '0'.repeat(64) }))).status, 401)
   const tok = { 'X-Access-Token': sbx.envdAccessToken }
   assert.equal((await raw(sbx, '/execute', hdr('49983', tok))).status, 404, "envd's port has no /execute")
-  assert.equal((await raw(sbx, '/execute', hdr('8080', tok))).status, 501, 'other ports: not yet')
+  assert.equal((await raw(sbx, '/execute', hdr('8080', tok))).status, 501, 'other ports go by host name only')
   assert.equal((await raw(sbx, '/process.Process/List', hdr('49999', tok), '{}')).status, 404, "the code port has no envd")
   const ok = await raw(sbx, '/execute', hdr('49999', tok), '{"code": "6 * 7"}')
   assert.equal(ok.status, 200)

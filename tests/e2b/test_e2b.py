@@ -236,9 +236,10 @@ def test_upload_admitted_before_the_body(cordond):
              ("E2b-Sandbox-Id: " + sb["sandboxID"], "401"),
              ("E2b-Sandbox-Id: " + sb["sandboxID"] + "\r\nX-Access-Token: " + "0" * 64, "401"),
              ("Host: 49983-" + sb["sandboxID"] + "." + DOMAIN, "401"),
-             # another port's: the code interpreter's has no /files, others are not served
+             # another port's: the code interpreter's has no /files; any other is a tunnel
+             # into the sandbox, which wants the sandbox's token before anything is read
              ("Host: 49999-" + sb["sandboxID"] + "." + DOMAIN, "404"),
-             ("Host: 8080-" + sb["sandboxID"] + "." + DOMAIN, "501")]
+             ("Host: 8080-" + sb["sandboxID"] + "." + DOMAIN, "401")]
     for hdr, want in cases:
         t0 = time.monotonic()
         status, data = raw_head(cordond, "POST /files?path=/tmp/big&signature=v1_x HTTP/1.1\r\n" + hdr + "\r\n" + big)
