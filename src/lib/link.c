@@ -168,3 +168,51 @@ int link_configure_inside(const struct link_addrs *a, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "network: default route");
 	return 0;
 }
+
+/* RTM_NEWLINK for the existing @ifindex: its master (0: none) and up. */
+static int link_up_in(struct mnl_socket *nl, unsigned ifindex, unsigned master)
+{
+	char buf[256];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWLINK;
+	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	*ifm = (struct ifinfomsg){.ifi_family = AF_UNSPEC, .ifi_index = (int)ifindex,
+				  .ifi_flags = IFF_UP, .ifi_change = IFF_UP};
+	if (master)
+		mnl_attr_put_u32(nlh, IFLA_MASTER, master);
+	return nl_talk(nl, nlh);
+}
+
+static int bridge_new(struct mnl_socket *nl, const char *name)
+{
+	char buf[256];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWLINK;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
+	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	ifm->ifi_family = AF_UNSPEC;
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	struct nlattr *linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
+	mnl_attr_nest_end(nlh, linkinfo);
+	return nl_talk(nl, nlh);
+}
+
+int link_bridge(const char *bridge, const char *const ports[], size_t n, struct cordon_err *err)
+{
+	struct mnl_socket *nl = nl_open();
+	if (!nl)
+		return cordon_err_set(err, -errno, "network: netlink");
+	int r = bridge_new(nl, bridge);
+	unsigned br = r == 0 ? if_nametoindex(bridge) : 0;
+	if (r == 0 && !br)
+		r = -ENODEV;
+	if (r == 0)
+		r = link_up_in(nl, br, 0);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		unsigned idx = if_nametoindex(ports[i]);
+		r = idx ? link_up_in(nl, idx, br) : -ENODEV;
+	}
+	mnl_socket_close(nl);
+	return r < 0 ? cordon_err_set(err, r, "network: bridge %s", bridge) : 0;
+}

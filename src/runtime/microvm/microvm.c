@@ -47,6 +47,10 @@ struct microvm {
 	struct microvm_vm vm;
 	int pidfd;    /* QEMU's: the exit fd */
 	int chan;     /* our end of the channel: the agent's stream, or the one-shot status */
+	int ctl;      /* our end of the control port (struct vm_control) */
+	int tap;      /* the virtio-net's host end (net.c), a copy of QEMU's */
+	int netns;    /* the tap's network namespace, held */
+	struct vm_control ident; /* who the guest is: sent before the boot, and at a restore */
 	int setup_fd; /* epoll of @chan and @timer until the hello */
 	int timer;    /* the boot deadline */
 	pid_t pump;   /* one-shot stdio, or -1 */
@@ -145,7 +149,7 @@ static int watch_boot(struct microvm *m, struct cordon_err *err)
 }
 
 /* QEMU and, in one-shot mode, the pump; the ends that are theirs closed here. */
-static int spawn(struct microvm *m, int guest[4], int host_io[3], struct cordon_err *err)
+static int spawn(struct microvm *m, int guest[MICROVM_FDS], int host_io[3], struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	int go[2];
@@ -182,30 +186,51 @@ static void close_fds(int *fds, size_t n)
 		fd_close(TAKE_FD(fds[i]));
 }
 
-/* The channel and, one-shot, stdin/stdout/stderr: socketpairs, QEMU's ends in @guest. */
-static int make_channels(struct microvm *m, int guest[4], int host_io[3], struct cordon_err *err)
+/* The channel, the control port and, one-shot, stdin/stdout/stderr: socketpairs, QEMU's
+ * ends in @guest. */
+static int make_channels(struct microvm *m, int guest[MICROVM_FDS], int host_io[3],
+			 struct cordon_err *err)
 {
-	for (int i = 0; i < (m->vm.oneshot ? 4 : 1); i++) {
+	const int ctl = MICROVM_FD_CONTROL - MICROVM_FD_CHANNEL;
+	for (int i = 0; i <= ctl; i++) {
 		int sp[2];
+		if (i > 0 && i < ctl && !m->vm.oneshot)
+			continue;
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 			return cordon_err_set(err, -errno, "microvm: socketpair");
 		guest[i] = sp[1];
 		if (i == 0)
 			m->chan = sp[0];
+		else if (i == ctl)
+			m->ctl = sp[0];
 		else
 			host_io[i - 1] = sp[0];
 	}
 	return 0;
 }
 
+/* Who the guest is, with the clock and a seed of now, on the control port. */
+static int send_identity(struct microvm *m, struct cordon_err *err)
+{
+	microvm_identity_fresh(&m->ident);
+	if (m->ident.magic != VM_CONTROL_MAGIC)
+		return cordon_err_setf(err, -EIO, "microvm: no fresh entropy for the guest");
+	ssize_t n = send(m->ctl, &m->ident, sizeof(m->ident), MSG_DONTWAIT | MSG_NOSIGNAL);
+	return n == (ssize_t)sizeof(m->ident) ? 0 : cordon_err_set(err, -errno, "microvm: send the identity");
+}
+
 /* One boot: the channels, the args block on ours, QEMU (and the pump), the deadline. */
 static int boot(struct microvm *m, struct cordon_err *err)
 {
-	int guest[4] = {-1, -1, -1, -1}, host_io[3] = {-1, -1, -1};
+	int guest[MICROVM_FDS] = {-1, -1, -1, -1, -1, -1}, host_io[3] = {-1, -1, -1};
 	int r = make_channels(m, guest, host_io, err);
 	if (r == 0 && send(m->chan, m->args, m->args_len, MSG_DONTWAIT | MSG_NOSIGNAL) !=
 			      (ssize_t)m->args_len)
 		r = cordon_err_set(err, -errno, "microvm: send the command");
+	if (r == 0)
+		r = send_identity(m, err);
+	if (r == 0 && (guest[MICROVM_FD_TAP - MICROVM_FD_CHANNEL] = fcntl(m->tap, F_DUPFD_CLOEXEC, 3)) < 0)
+		r = cordon_err_set(err, -errno, "microvm: the tap");
 	if (r == 0 && (r = spawn(m, guest, host_io, err)) == 0)
 		r = watch_boot(m, err);
 	close_fds(guest, ELEMENTSOF(guest));
@@ -222,20 +247,29 @@ static int keep_stdio(struct microvm *m, const struct cordon_spec *spec, struct 
 	return 0;
 }
 
+static int make_net(struct microvm *m, const struct cordon_spec *spec, struct cordon_err *err)
+{
+	m->tap = microvm_net_open(&m->sb.host, spec, &m->netns, err);
+	if (m->tap < 0)
+		return m->tap;
+	microvm_identity(&m->sb.host, spec, &m->ident);
+	memcpy(m->vm.mac, m->ident.mac, sizeof(m->vm.mac));
+	return 0;
+}
+
 static int microvm_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 			 struct cordon_err *err)
 {
 	struct microvm *m = microvm_of(sb);
-	m->pidfd = m->chan = m->setup_fd = m->timer = m->pump = -1;
+	m->pidfd = m->chan = m->ctl = m->tap = m->netns = m->setup_fd = m->timer = m->pump = -1;
 	m->io[0] = m->io[1] = m->io[2] = -1;
 	struct init_args a = {};
 	int r;
 	if (!sb->host.privileged)
 		return cordon_err_setf(err, -EPERM, "runtime 'microvm': needs root");
-	if (spec->net != CORDON_NET_NONE)
-		return cordon_err_setf(err, -EOPNOTSUPP, "runtime 'microvm': no network yet (--net none)");
 	if ((r = microvm_probe(&m->vm.host, err)) < 0 ||
 	    (r = runtime_host_acquire(&sb->host, spec, err)) < 0 || (r = make_dir(m, err)) < 0 ||
+	    (r = make_net(m, spec, err)) < 0 ||
 	    (r = make_images(m, spec, err)) < 0 || (r = give_to_vmm(m, err)) < 0 ||
 	    (r = keep_stdio(m, spec, err)) < 0)
 		return r;
@@ -260,9 +294,9 @@ static void stop_vm(struct microvm *m)
 		child_wait_deadline(m->pump, MICROVM_KILL_MS, NULL);
 	}
 	m->pump = -1;
-	int fds[] = {m->pidfd, m->chan};
+	int fds[] = {m->pidfd, m->chan, m->ctl};
 	close_fds(fds, ELEMENTSOF(fds));
-	m->pidfd = m->chan = -1;
+	m->pidfd = m->chan = m->ctl = -1;
 }
 
 /* A boot past its deadline is tried once more, on a fresh scratch (the first may have
@@ -399,9 +433,11 @@ static void microvm_free(struct cordon_sandbox *sb)
 		child_wait_deadline(m->pump, MICROVM_KILL_MS, NULL);
 		m->pump = -1;
 	}
-	int fds[] = {m->pidfd, m->chan, m->setup_fd, m->timer, m->io[0], m->io[1], m->io[2]};
+	int fds[] = {m->pidfd, m->chan,  m->ctl,   m->tap,   m->netns,
+		     m->setup_fd, m->timer, m->io[0], m->io[1], m->io[2]};
 	close_fds(fds, ELEMENTSOF(fds));
-	m->pidfd = m->chan = m->setup_fd = m->timer = m->io[0] = m->io[1] = m->io[2] = -1;
+	m->pidfd = m->chan = m->ctl = m->tap = m->netns = m->setup_fd = m->timer = -1;
+	m->io[0] = m->io[1] = m->io[2] = -1;
 	free(TAKE_PTR(m->args));
 	runtime_host_kill(&sb->host);
 	if (m->made)
@@ -458,6 +494,12 @@ static int microvm_available(struct cordon_err *err)
 	return microvm_probe(NULL, err);
 }
 
+static bool microvm_auto_ok(void)
+{
+	const struct microvm_host *h;
+	return microvm_probe(&h, NULL) == 0 && strcmp(h->accel, "kvm") == 0;
+}
+
 static const char *microvm_mode(char *why, size_t size)
 {
 	const struct microvm_host *h;
@@ -471,11 +513,12 @@ const struct runtime_ops microvm_ops = {
     .name = "microvm",
     .strength = 30,
     .caps = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT | CORDON_RUNTIME_CAP_LIMITS |
-	    CORDON_RUNTIME_CAP_STATS,
+	    CORDON_RUNTIME_CAP_STATS | CORDON_RUNTIME_CAP_EGRESS,
     .size = sizeof(struct microvm),
     .setup_ms = 2 * MICROVM_BOOT_MS + 5000, /* a boot, its retry, and the agent's hello */
     .available = microvm_available,
     .mode = microvm_mode,
+    .auto_ok = microvm_auto_ok,
     .start = microvm_start,
     .setup_fd = microvm_setup_fd,
     .finish = microvm_finish,

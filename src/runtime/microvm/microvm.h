@@ -9,6 +9,7 @@
 
 #include <cordon/cordon.h>
 
+#include "lib/initproto.h"
 #include "runtime/runtime.h"
 
 #define MICROVM_PROBE_MS 10000 /* the KVM probe: a guest that hangs there is killed */
@@ -27,6 +28,9 @@
 #define MICROVM_PORT_STDIN   "cordon.stdin"
 #define MICROVM_PORT_STDOUT  "cordon.stdout"
 #define MICROVM_PORT_STDERR  "cordon.stderr"
+/* Who the guest is (struct vm_control): before the boot and after each restore. */
+#define MICROVM_PORT_CONTROL "cordon.control"
+#define MICROVM_CONTROL_MS   5000 /* a restored guest's answer to it */
 /* The guest's disks, by their virtio-blk serial. */
 #define MICROVM_DISK_ROOT    "cordon-root"
 #define MICROVM_DISK_SCRATCH "cordon-scratch"
@@ -58,6 +62,7 @@ struct microvm_vm {
 	uint64_t memory_bytes;
 	bool oneshot; /* the stdio ports too */
 	uid_t uid;    /* QEMU runs as it (vmm.c): the slot's, or 0 under KVM */
+	uint8_t mac[6];
 };
 
 /* Where QEMU's jail shows the VM's files (vmm.c); its command line names these. */
@@ -70,13 +75,31 @@ struct microvm_vm {
  * capability, no_new_privs, vm->uid. -errno (the child then exits). */
 int microvm_vmm_enter(const struct microvm_vm *vm);
 
-/* QEMU's fds: the channel, then (one-shot) stdin, stdout, stderr. */
-#define MICROVM_FD_CHANNEL 3
+/* QEMU's fds: the channel, then (one-shot) stdin, stdout, stderr, then the control port
+ * and the tap. */
+enum {
+	MICROVM_FD_CHANNEL = 3,
+	MICROVM_FD_CONTROL = MICROVM_FD_CHANNEL + 4,
+	MICROVM_FD_TAP,
+	MICROVM_FDS = MICROVM_FD_TAP - MICROVM_FD_CHANNEL + 1,
+};
 
-/* qemu.c: forks QEMU for @vm with @fds (the channel, stdin, stdout, stderr; -1: none) as
- * its MICROVM_FD_CHANNEL.., its own output to @log; it execs once @go is readable. Returns
- * its pid or -errno. */
-pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[4], int log, int go);
+/* qemu.c: forks QEMU for @vm with @fds (the channel, stdin, stdout, stderr, control, tap;
+ * -1: none) as its MICROVM_FD_CHANNEL.., its own output to @log; it execs once @go is
+ * readable. Returns its pid or -errno. */
+pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[MICROVM_FDS], int log, int go);
+
+/* net.c: the tap for the guest's virtio-net in the sandbox's network namespace (bridged
+ * with the slot's veth for CORDON_NET_EGRESS, alone otherwise), which *@ret_ns holds;
+ * returns the tap's fd or -errno. */
+int microvm_net_open(struct runtime_host *h, const struct cordon_spec *spec, int *ret_ns,
+		     struct cordon_err *err);
+/* The control message for this sandbox now: the clock, a fresh seed, hostname, MAC
+ * (52:54:00:cd + the slot), address and gateway of the slot. */
+void microvm_identity(const struct runtime_host *h, const struct cordon_spec *spec,
+		      struct vm_control *ret);
+/* Its clock and seed now (a restore's). */
+void microvm_identity_fresh(struct vm_control *c);
 
 /* pump.c: a process that copies @in (-1: none) to @to_vm and @from_vm[0..1] to @out[0..1]
  * (-1: read and dropped) until both of @from_vm end. Returns its pid or -errno. */

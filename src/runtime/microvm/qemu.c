@@ -103,16 +103,22 @@ static void build_argv(struct argv_buf *a, const struct microvm_vm *vm)
 		add_port(a, MICROVM_FD_CHANNEL + 2, MICROVM_PORT_STDOUT);
 		add_port(a, MICROVM_FD_CHANNEL + 3, MICROVM_PORT_STDERR);
 	}
+	add_port(a, MICROVM_FD_CONTROL, MICROVM_PORT_CONTROL);
+	add(a, "-netdev");
+	addf(a, "tap,id=n0,fd=%d", MICROVM_FD_TAP);
+	add(a, "-device");
+	addf(a, "virtio-net-device,netdev=n0,mac=%02x:%02x:%02x:%02x:%02x:%02x", vm->mac[0],
+	     vm->mac[1], vm->mac[2], vm->mac[3], vm->mac[4], vm->mac[5]);
 	a->v[a->n] = NULL;
 }
 
-/* The child: our fds @fds[0..3] (-1: none) at MICROVM_FD_CHANNEL.., QEMU's own output in
- * @log, nothing else. Waits for the parent's "go" (it is in the cgroup then). */
+/* The child: our fds @fds (-1: none) at MICROVM_FD_CHANNEL.., QEMU's own output in @log,
+ * nothing else. Waits for the parent's "go" (it is in the cgroup then). */
 static _Noreturn void exec_qemu(const struct microvm_vm *vm, const struct argv_buf *a,
-				const int fds[4], int log, int go)
+				const int fds[MICROVM_FDS], int log, int go)
 {
 	char c;
-	int tmp[4];
+	int tmp[MICROVM_FDS];
 	if (read(go, &c, 1) != 1)
 		_exit(127);
 	setsid();
@@ -130,18 +136,18 @@ static _Noreturn void exec_qemu(const struct microvm_vm *vm, const struct argv_b
 	int null = open("/dev/null", O_RDONLY);
 	if (null < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
 		_exit(127);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < MICROVM_FDS; i++)
 		if ((tmp[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 32) : -1) < 0 && fds[i] >= 0)
 			_exit(127);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < MICROVM_FDS; i++)
 		if (tmp[i] >= 0 && dup2(tmp[i], MICROVM_FD_CHANNEL + i) < 0)
 			_exit(127);
-	syscall(SYS_close_range, MICROVM_FD_CHANNEL + 4, ~0U, 0);
+	syscall(SYS_close_range, MICROVM_FD_CHANNEL + MICROVM_FDS, ~0U, 0);
 	execv(a->v[0], (char *const *)a->v);
 	_exit(127);
 }
 
-pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[4], int log, int go)
+pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[MICROVM_FDS], int log, int go)
 {
 	struct argv_buf *a = calloc(1, sizeof(*a));
 	if (!a)
