@@ -242,7 +242,7 @@ static int net_apply(const struct vm_control *c)
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
 	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
 	memcpy(ifr.ifr_hwaddr.sa_data, c->mac, 6);
-	if (s < 0 || if_flags(s, "lo", IFF_UP, 0) < 0)
+	if (s < 0)
 		return -errno;
 	if (ioctl(s, SIOCSIFHWADDR, &ifr) < 0 &&
 	    (if_flags(s, "eth0", 0, IFF_UP) < 0 || ioctl(s, SIOCSIFHWADDR, &ifr) < 0))
@@ -271,7 +271,9 @@ static int control_apply(const struct vm_control *c)
 		return -EINVAL;
 	clock_settime(CLOCK_REALTIME, &now);
 	reseed(c->seed);
-	if (sethostname(c->hostname, strnlen(c->hostname, sizeof(c->hostname))) < 0)
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sethostname(c->hostname, strnlen(c->hostname, sizeof(c->hostname))) < 0 || s < 0 ||
+	    if_flags(s, "lo", IFF_UP, 0) < 0)
 		return -errno;
 	return c->net ? net_apply(c) : 0;
 }

@@ -60,7 +60,8 @@ def rootfs(tmp_path_factory):
     os.makedirs(root / "etc")
     shutil.copy(BUSYBOX, root / "bin" / "busybox")
     for applet in ("sh", "cat", "echo", "id", "wc", "head", "dd", "nproc", "grep", "uname",
-                   "sleep", "ls", "mount", "true"):
+                   "sleep", "ls", "mount", "true", "ip", "wget", "nslookup", "tr", "cut", "sed",
+                   "od", "ping", "hostname", "date", "sha256sum", "kill", "ps"):
         os.symlink("busybox", root / "bin" / applet)
     (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n")
     return str(root)
