@@ -129,8 +129,9 @@ static void mount_disks(void)
 	if (chown(ROOT "/home/user", 1000, 1000) < 0)
 		die("chown /home/user");
 	if (mount("devtmpfs", ROOT "/dev", "devtmpfs", MS_NOSUID, NULL) < 0 ||
-	    mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		die("mount /dev, /proc in the root");
+	    mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
+	    mount("sysfs", ROOT "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) < 0)
+		die("mount /dev, /proc, /sys in the root");
 }
 
 /* The ports by name; -1 for one the host did not give (agent mode has the channel only). */

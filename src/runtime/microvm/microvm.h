@@ -63,13 +63,73 @@ struct microvm_vm {
 	bool oneshot; /* the stdio ports too */
 	uid_t uid;    /* QEMU runs as it (vmm.c): the slot's, or 0 under KVM */
 	uint8_t mac[6];
+	/* The guest's RAM is a file: the VM's own <dir>/mem, shared (share=on: a snapshot
+	 * copies it), or, restored, a snapshot's @mem mapped copy-on-write (share=off) from a
+	 * read-only fd (@shim preloaded: qemu-ro.c), QEMU waiting for the state (-incoming). */
+	bool restore;
+	char mem[256];
+	char shim[256];
 };
+
+/* The sandbox object (microvm.c; snap.c for the snapshot verbs). */
+struct microvm {
+	struct cordon_sandbox sb;
+	struct microvm_vm vm;
+	int pidfd;    /* QEMU's: the exit fd */
+	int chan;     /* our end of the channel: the agent's stream, or the one-shot status */
+	int ctl;      /* our end of the control port (struct vm_control) */
+	int qmp;      /* our end of QEMU's monitor */
+	int tap;      /* the virtio-net's host end (net.c), a copy of QEMU's */
+	int netns;    /* the tap's network namespace, held */
+	int state;    /* restore: the snapshot's device state, until QEMU has it */
+	struct vm_control ident; /* who the guest is: sent before the boot, and at a restore */
+	int setup_fd; /* epoll of @chan (or @ctl, restored) and @timer until the guest is up */
+	int timer;    /* the boot deadline */
+	pid_t pump;   /* one-shot stdio, or -1 */
+	int sent;     /* the signal we ended QEMU with, or 0 */
+	int io[3];    /* one-shot: our copies of the caller's stdio (-1: none) */
+	char *args;   /* cordon-init's argv and environment, as sent (a retry sends it again) */
+	size_t args_len;
+	uint64_t disk_bytes;
+	bool hello, made, retried;
+	bool qmp_ready; /* its greeting answered (qmp_capabilities) */
+};
+
+/* Files of a memory snapshot, in its directory. */
+#define MICROVM_SNAP_STATE   "vm-state"	  /* QEMU's device state (x-ignore-shared migration) */
+#define MICROVM_SNAP_MEM     "vm-mem"	  /* the guest's RAM */
+#define MICROVM_SNAP_DISK    "vm-scratch" /* the scratch disk as the RAM knows it */
+#define MICROVM_SNAP_MACHINE "vm-machine" /* what a restore must match */
+#define MICROVM_QMP_MS	     10000
+
+/* microvm.c: who the guest is, with the clock and a seed of now, on the control port. */
+int microvm_send_identity(struct microvm *m, struct cordon_err *err);
+
+/* snap.c: the runtime's pause, resume, snapshot (the sandbox paused) and restore verbs. */
+int microvm_pause(struct cordon_sandbox *sb);
+int microvm_resume(struct cordon_sandbox *sb);
+int microvm_snapshot(struct cordon_sandbox *sb, int dirfd, struct cordon_snapshot_info *ret,
+		     struct cordon_err *err);
+/* Fills what a restore needs from @dirfd: the machine checked, the scratch copied to
+ * vm->scratch, vm->mem, the state opened into m->state. */
+int microvm_restore_prepare(struct microvm *m, int dirfd, struct cordon_err *err);
+/* After QEMU started: the state in, the guest running again. */
+int microvm_restore_load(struct microvm *m, struct cordon_err *err);
+
+/* qmp.c: a command (JSON) on QEMU's monitor @fd, with @pass_fd (-1: none) as SCM_RIGHTS;
+ * its answer's line in @reply; -EIO for an error answer, -ETIMEDOUT past @ms. */
+int microvm_qmp(int fd, const char *cmd, int pass_fd, char *reply, size_t size, int ms);
+int microvm_qmp_hello(int fd, int ms);
+/* query-migrate until completed (0), failed (-EIO) or @ms. */
+int microvm_qmp_migrated(int fd, int ms, char *reply, size_t size);
 
 /* Where QEMU's jail shows the VM's files (vmm.c); its command line names these. */
 #define MICROVM_JAIL_KERNEL "/img/vmlinuz"
 #define MICROVM_JAIL_INITRD "/img/initrd"
 #define MICROVM_JAIL_ROOTFS "/img/rootfs"
 #define MICROVM_JAIL_DIR    "/vm"
+#define MICROVM_JAIL_MEM    "/img/mem" /* a snapshot's RAM, restored */
+#define MICROVM_JAIL_SHIM   "/img/ro.so"
 
 /* vmm.c: in QEMU's child, cloned into its own namespaces: its root of only its files, no
  * capability, no_new_privs, vm->uid. -errno (the child then exits). */
@@ -81,7 +141,9 @@ enum {
 	MICROVM_FD_CHANNEL = 3,
 	MICROVM_FD_CONTROL = MICROVM_FD_CHANNEL + 4,
 	MICROVM_FD_TAP,
-	MICROVM_FDS = MICROVM_FD_TAP - MICROVM_FD_CHANNEL + 1,
+	MICROVM_FD_QMP,
+	MICROVM_FD_STATE, /* restore: the device state, `migrate-incoming fd:N` */
+	MICROVM_FDS = MICROVM_FD_STATE - MICROVM_FD_CHANNEL + 1,
 };
 
 /* qemu.c: forks QEMU for @vm with @fds (the channel, stdin, stdout, stderr, control, tap;

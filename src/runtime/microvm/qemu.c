@@ -79,7 +79,20 @@ static void build_argv(struct argv_buf *a, const struct microvm_vm *vm)
 	for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
 		add(a, fixed[i]);
 	add(a, "-M");
-	addf(a, "microvm,x-option-roms=off,pit=%s,pic=off,rtc=off,isa-serial=on", tsc ? "off" : "on");
+	addf(a, "microvm,x-option-roms=off,pit=%s,pic=off,rtc=off,isa-serial=on,memory-backend=mem",
+	     tsc ? "off" : "on");
+	add(a, "-object");
+	addf(a, "memory-backend-file,id=mem,size=%lluM,mem-path=%s,share=%s",
+	     (unsigned long long)(vm->memory_bytes >> 20),
+	     vm->restore ? MICROVM_JAIL_MEM : MICROVM_JAIL_DIR "/mem", vm->restore ? "off" : "on");
+	add(a, "-chardev");
+	addf(a, "socket,id=qmp,fd=%d", MICROVM_FD_QMP);
+	add(a, "-mon");
+	add(a, "chardev=qmp,mode=control");
+	if (vm->restore) {
+		add(a, "-incoming");
+		add(a, "defer");
+	}
 	add(a, "-append");
 	if (tsc)
 		addf(a, "console=ttyS0 quiet panic=-1 tsc_early_khz=%u", h->tsc_khz);
@@ -143,7 +156,9 @@ static _Noreturn void exec_qemu(const struct microvm_vm *vm, const struct argv_b
 		if (tmp[i] >= 0 && dup2(tmp[i], MICROVM_FD_CHANNEL + i) < 0)
 			_exit(127);
 	syscall(SYS_close_range, MICROVM_FD_CHANNEL + MICROVM_FDS, ~0U, 0);
-	execv(a->v[0], (char *const *)a->v);
+	/* Nothing of ours in its environment; the shim for a restore's read-only RAM file. */
+	char *const env[] = {"LD_PRELOAD=" MICROVM_JAIL_SHIM, "CORDON_QEMU_RO_PATH=" MICROVM_JAIL_MEM, NULL};
+	execve(a->v[0], (char *const *)a->v, vm->restore ? env : env + 2);
 	_exit(127);
 }
 
