@@ -138,6 +138,30 @@ def test_snapshot_memory_file_unchanged_by_children(fam):
         assert st.st_uid == 0 and st.st_mode & 0o222 == 0o200, oct(st.st_mode)
 
 
+def test_fork_of_a_restored_sandbox(fam):
+    """A restored sandbox's RAM is a private mapping, so its snapshot carries every page in
+    the state stream: its fork child has its memory all the same (counter, files)."""
+    cl = fam["cl"]
+    src = fam["restored"]
+    cl.sh(src, "echo grand > /tmp/gen")
+    r = cl.post(f"/v1/sandboxes/{src}/fork", {"count": 1, "timeout_s": 120})
+    assert r.status == 200 and "id" in r.json()[0], r.describe()
+    g = r.json()[0]["id"]
+    gsnap = cl.info(g)["snapshot"]
+    try:
+        assert cl.sh(g, "cat /tmp/gen /tmp/who") == "grand\nparent\n"
+        a = int(cl.sh(g, "cat /tmp/count"))
+        time.sleep(0.6)
+        assert fam["count_at_snap"] <= a < int(cl.sh(g, "cat /tmp/count"))
+        assert cl.sh(g, "hostname") == g + "\n"
+    finally:
+        cl.destroy(g)
+        assert cl.delete(f"/v1/snapshots/{gsnap}").status == 204
+    b = int(cl.sh(src, "cat /tmp/count"))
+    time.sleep(0.6)
+    assert int(cl.sh(src, "cat /tmp/count")) > b  # the source goes on after its fork
+
+
 def test_restored_qemu_maps_the_snapshot_read_only(fam):
     """The child's QEMU holds the snapshot's RAM file through a read-only fd (the shim), and
     runs jailed like any other."""
