@@ -9,6 +9,7 @@ no QEMU, tap, VM directory or mount."""
 
 import hashlib
 import os
+import signal
 import time
 
 import pytest
@@ -184,6 +185,23 @@ def test_restored_qemu_maps_the_snapshot_read_only(fam):
     # and map it privately (copy-on-write): rw-p, never rw-s
     maps = [l for pid in pids for l in open(f"/proc/{pid}/maps") if l.rstrip().endswith(" /img/mem")]
     assert len(maps) == 3 and all(l.split()[1] == "rw-p" for l in maps), maps
+
+
+def test_a_guest_that_stops_answering_is_destroyed_at_its_deadline(fam):
+    """A restored VM whose QEMU is stopped (SIGSTOP: the guest answers nothing) is destroyed
+    at its TTL all the same: QEMU killed, its directory gone."""
+    cl, vms = fam["cl"], fam["d"].vms
+    before = set(qemu_procs(vms))
+    c = cl.create({"snapshot": fam["snap"]["id"], "timeout_s": 4})
+    new = set(qemu_procs(vms)) - before
+    assert len(new) == 1, new
+    pid = new.pop()
+    os.kill(pid, signal.SIGSTOP)
+    t = time.monotonic()
+    assert dc.wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 20), "the stopped QEMU lives on"
+    assert time.monotonic() - t < 15
+    assert cl.get(f"/v1/sandboxes/{c['id']}").status == 404 or cl.info(c["id"])["state"] != "running"
+    assert len(os.listdir(vms)) == len(before), os.listdir(vms)
 
 
 def test_destroy_leaves_nothing(fam):
