@@ -49,17 +49,26 @@ static struct mnl_socket *nl_open(void)
 	return nl;
 }
 
-static int veth_new(struct mnl_socket *nl, pid_t pid, const char *name)
+/* RTM_NEWLINK that creates @name of @kind, its IFLA_LINKINFO nest left open in *@ret. */
+static struct nlmsghdr *newlink_start(char *buf, const char *name, const char *kind,
+				      struct nlattr **ret)
 {
-	char buf[1024];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = RTM_NEWLINK;
 	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
 	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
 	ifm->ifi_family = AF_UNSPEC;
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-	struct nlattr *linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
+	*ret = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, kind);
+	return nlh;
+}
+
+static int veth_new(struct mnl_socket *nl, pid_t pid, const char *name)
+{
+	char buf[1024];
+	struct nlattr *linkinfo;
+	struct nlmsghdr *nlh = newlink_start(buf, name, "veth", &linkinfo);
 	struct nlattr *data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
 	struct nlattr *peer = mnl_attr_nest_start(nlh, VETH_INFO_PEER);
 	struct ifinfomsg *pifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*pifm));
@@ -186,14 +195,8 @@ static int link_up_in(struct mnl_socket *nl, unsigned ifindex, unsigned master)
 static int bridge_new(struct mnl_socket *nl, const char *name)
 {
 	char buf[256];
-	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = RTM_NEWLINK;
-	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
-	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
-	ifm->ifi_family = AF_UNSPEC;
-	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-	struct nlattr *linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
+	struct nlattr *linkinfo;
+	struct nlmsghdr *nlh = newlink_start(buf, name, "bridge", &linkinfo);
 	mnl_attr_nest_end(nlh, linkinfo);
 	return nl_talk(nl, nlh);
 }

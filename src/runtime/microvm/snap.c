@@ -20,16 +20,15 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <linux/fs.h>
 
 #include "basic/cleanup.h"
 #include "basic/fdwatch.h"
 #include "basic/fileio.h"
 #include "basic/helper.h"
 #include "runtime/microvm/microvm.h"
+#include "runtime/scratch.h"
 
 static struct microvm *microvm_of(struct cordon_sandbox *sb)
 {
@@ -63,38 +62,13 @@ int microvm_resume(struct cordon_sandbox *sb)
 	return r < 0 ? r : microvm_send_identity(m, NULL);
 }
 
-/* @src's data into @dst: a reflink, else its data extents only (holes stay holes). */
-static int copy_sparse(int src, int dst)
-{
-	struct stat st;
-	if (fstat(src, &st) < 0 || ftruncate(dst, st.st_size) < 0)
-		return -errno;
-	if (ioctl(dst, FICLONE, src) == 0)
-		return 0;
-	for (off_t off = 0; off < st.st_size;) {
-		off_t data = lseek(src, off, SEEK_DATA);
-		if (data < 0)
-			return errno == ENXIO ? 0 : -errno;
-		off_t hole = lseek(src, data, SEEK_HOLE);
-		if (hole < 0)
-			return -errno;
-		for (loff_t in = data, out = data; in < hole;) {
-			ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
-			if (n <= 0)
-				return n < 0 ? -errno : -EIO;
-		}
-		off = hole;
-	}
-	return 0;
-}
-
 static int copy_at(int sdir, const char *sname, int ddir, const char *dname, mode_t mode)
 {
 	_cleanup_close_ int src = openat(sdir, sname, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	_cleanup_close_ int dst = src < 0 ? -1 : openat(ddir, dname, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (src < 0 || dst < 0)
 		return -errno;
-	return copy_sparse(src, dst);
+	return scratch_copy_sparse(src, dst);
 }
 
 /* What a restore must match: the same guest kernel, initramfs, template image, and shape. */
