@@ -332,7 +332,8 @@ static int microvm_setup_fd(const struct cordon_sandbox *sb)
 	return ((const struct microvm *)sb)->setup_fd;
 }
 
-/* The last line of @name in the VM's directory, for a failure's message. */
+/* The last lines of @name in the VM's directory (up to 3, on one line), for a failure's
+ * message: a guest stage's own error comes just before the kernel's power-off line. */
 static const char *last_line(struct microvm *m, const char *name, char *buf, size_t size)
 {
 	char path[PATH_MAX];
@@ -343,14 +344,20 @@ static const char *last_line(struct microvm *m, const char *name, char *buf, siz
 	buf[n > 0 ? n : 0] = '\0';
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
-	char *nl = strrchr(buf, '\n');
-	return nl ? nl + 1 : buf;
+	char *p = buf + (n > 0 ? n : 0);
+	for (int lines = 0; p > buf && lines < 3;)
+		lines += *--p == '\n';
+	p += *p == '\n';
+	for (char *q = p; *q; q++)
+		if (*q == '\n' || *q == '\r')
+			*q = ' ';
+	return p;
 }
 
 static int microvm_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 {
 	struct microvm *m = microvm_of(sb);
-	char c, line[160], log[160];
+	char c, line[240], log[160];
 	uint64_t ticks;
 	if (m->hello)
 		return 0;
