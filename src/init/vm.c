@@ -134,17 +134,29 @@ static void mount_disks(void)
 		die("mount /dev, /proc, /sys in the root");
 }
 
-/* The ports by name; -1 for one the host did not give (agent mode has the channel only). */
-static void open_ports(int fds[PORTS_N])
+/* The port @name, waited for up to @ms: the driver adds ports one by one after the device
+ * (the host announces each), so a later one may not be there yet; -1 if it never came. */
+static int open_port(const char *name, int ms)
 {
 	char dev[64];
-	for (size_t i = 0; i < ELEMENTSOF(ports); i++) {
-		fds[i] = -1;
-		if (find_by("/sys/class/virtio-ports", "name", ports[i], dev, sizeof(dev)) == 0)
-			fds[i] = open(dev, O_RDWR | O_CLOEXEC);
+	for (int waited = 0; find_by("/sys/class/virtio-ports", "name", name, dev, sizeof(dev)) < 0;
+	     waited += 5) {
+		if (waited >= ms)
+			return -1;
+		usleep(5000);
 	}
-	if (fds[0] < 0 || fds[PORT_CONTROL] < 0)
-		die("open the ports %s, %s", ports[0], ports[PORT_CONTROL]);
+	return open(dev, O_RDWR | O_CLOEXEC);
+}
+
+/* The channel and the control port, which every VM has; the one-shot stdio ports once the
+ * command says it is one (agent mode has none). */
+static void open_ports(int fds[PORTS_N], bool oneshot)
+{
+	for (size_t i = 0; i < ELEMENTSOF(ports); i++) {
+		bool needed = i == 0 || i == PORT_CONTROL || oneshot;
+		if (fds[i] < 0 && needed && (fds[i] = open_port(ports[i], 5000)) < 0)
+			die("open the port %s", ports[i]);
+	}
 }
 
 /* Until the host has connected, a port reads 0: wait (the host sent the block first). */
@@ -345,15 +357,17 @@ static void supervise(pid_t child, int chan, int ctl, bool oneshot)
 
 _Noreturn void vm_main(void)
 {
-	int fds[PORTS_N];
+	int fds[PORTS_N] = {-1, -1, -1, -1, -1};
 	struct vm_control c;
 	char **argv, **envp;
 	uid_t uid;
 	early_mounts();
 	load_modules();
 	mount_disks();
-	open_ports(fds);
+	open_ports(fds, false);
 	read_args(fds[0], &argv, &envp, &uid);
+	bool oneshot = argv[1] && strcmp(argv[1], "--run") == 0;
+	open_ports(fds, oneshot);
 	if (read_port(fds[PORT_CONTROL], &c, sizeof(c)) < 0 || control_apply(&c) < 0)
 		die("the host's control message");
 	int self = open("/init", O_RDONLY | O_CLOEXEC);
@@ -367,6 +381,6 @@ _Noreturn void vm_main(void)
 		die("fork");
 	if (child == 0)
 		exec_init(self, fds, argv, envp, uid);
-	supervise(child, fds[0], fds[PORT_CONTROL], argv[1] && strcmp(argv[1], "--run") == 0);
+	supervise(child, fds[0], fds[PORT_CONTROL], oneshot);
 	power_off();
 }
