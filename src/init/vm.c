@@ -275,6 +275,18 @@ static int net_apply(const struct vm_control *c)
 	return resolver_write(c->gw);
 }
 
+/* No network: eth0 without an address, down (a restored guest may have had one). */
+static int net_none(int s)
+{
+	struct ifreq ifr = {};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+	set_in(&ifr.ifr_addr, 0);
+	if (ioctl(s, SIOCSIFADDR, &ifr) < 0 && errno != EADDRNOTAVAIL && errno != ENODEV)
+		return -errno;
+	int r = if_flags(s, "eth0", 0, IFF_UP);
+	return r == -ENODEV ? 0 : r;
+}
+
 /* Who the guest is now (initproto.h): the clock first, then entropy, name and network. */
 static int control_apply(const struct vm_control *c)
 {
@@ -288,7 +300,7 @@ static int control_apply(const struct vm_control *c)
 	if (sethostname(c->hostname, strnlen(c->hostname, sizeof(c->hostname))) < 0 || s < 0 ||
 	    if_flags(s, "lo", IFF_UP, 0) < 0)
 		return -errno;
-	return c->net ? net_apply(c) : 0;
+	return c->net ? net_apply(c) : net_none(s);
 }
 
 /* A message on the control port (after a restore): applied, then answered. 0 when the
