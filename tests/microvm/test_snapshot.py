@@ -187,6 +187,27 @@ def test_restored_qemu_maps_the_snapshot_read_only(fam):
     assert len(maps) == 3 and all(l.split()[1] == "rw-p" for l in maps), maps
 
 
+def test_restore_with_a_network(fam):
+    """A create from the (deny) parent's snapshot with a policy: the restored guest's eth0
+    gets its own slot's address, route and resolver (the host end of its veth), which the
+    host has; its address is not the parent's or a sibling's."""
+    cl = fam["cl"]
+    c = cl.create({"snapshot": fam["snap"]["id"], "timeout_s": 120,
+                   "network": {"policy": "allow", "allow": ["example.test"]}})
+    try:
+        out = cl.sh(c["id"], "cat /proc/net/route | awk 'NR>1 && $2==\"00000000\" {print $3}'; "
+                             "cat /etc/resolv.conf; ip -4 -o addr show eth0 2>/dev/null || "
+                             "cat /proc/net/fib_trie | grep -m1 -A1 '10.201' ")
+        assert "nameserver 10.201." in out, out
+        gw_hex = out.split()[0]
+        gw = ".".join(str(int(gw_hex[i:i + 2], 16)) for i in (6, 4, 2, 0))
+        assert f"nameserver {gw}" in out, out
+        links = os.popen("ip -4 -o addr show").read()
+        assert f" {gw}/30 " in links, (gw, links)  # the host end of this sandbox's veth
+    finally:
+        cl.destroy(c["id"])
+
+
 def test_a_guest_that_stops_answering_is_destroyed_at_its_deadline(fam):
     """A restored VM whose QEMU is stopped (SIGSTOP: the guest answers nothing) is destroyed
     at its TTL all the same: QEMU killed, its directory gone."""
