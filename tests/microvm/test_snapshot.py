@@ -187,6 +187,28 @@ def test_restored_qemu_maps_the_snapshot_read_only(fam):
     assert len(maps) == 3 and all(l.split()[1] == "rw-p" for l in maps), maps
 
 
+def test_restore_of_another_runtimes_snapshot_is_refused(fam):
+    """A jail's (filesystem) snapshot is not a microvm memory snapshot: a 400 naming it, and
+    no QEMU started."""
+    cl = fam["cl"]
+    j = cl.create({"runtime": "jail"})
+    try:
+        r = cl.post(f"/v1/sandboxes/{j['id']}/snapshots")
+        assert r.status in (200, 201), r.describe()
+        snap = r.json()["id"]
+    finally:
+        cl.destroy(j["id"])
+    try:
+        r = cl.post("/v1/sandboxes", {"snapshot": snap, "runtime": "microvm"})
+        if r.status == 201:
+            cl.destroy(r.json()["id"])
+        dc.assert_error(r, 400, "invalid_field")
+        assert "not a memory snapshot" in r.json()["error"]["message"], r.describe()
+        assert len(qemu_procs(fam["d"].vms)) == 4
+    finally:
+        cl.delete(f"/v1/snapshots/{snap}")
+
+
 def test_restore_with_a_network(fam):
     """A create from the (deny) parent's snapshot with a policy: the restored guest's eth0
     gets its own slot's address, route and resolver (the host end of its veth), which the
