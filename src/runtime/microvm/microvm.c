@@ -293,6 +293,8 @@ static int microvm_start(struct cordon_sandbox *sb, const struct cordon_spec *sp
 	if ((r = init_args_make(&a, spec, NULL, err)) == 0)
 		r = microvm_args_block(a.argv, a.envp, uid, &m->args, &m->args_len, err);
 	init_args_free(&a);
+	if (r == 0)
+		r = microvm_template_use(m, err);
 	return r < 0 ? r : boot(m, err); /* on failure runtime.c kills and frees */
 }
 
@@ -364,6 +366,8 @@ static int microvm_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 	ssize_t n = recv(m->vm.restore ? m->ctl : m->chan, &c, 1, MSG_DONTWAIT);
 	if (n == 1 && c == (m->vm.restore ? VM_CONTROL_ACK : MICROVM_HELLO)) {
 		m->hello = true;
+		if (m->save_template)
+			microvm_template_save(m); /* a failure only means the next one boots too */
 		return 0;
 	}
 	if (n == 1)

@@ -93,6 +93,7 @@ struct microvm {
 	uint64_t disk_bytes;
 	bool hello, made, retried;
 	bool qmp_ready; /* its greeting answered (qmp_capabilities) */
+	bool save_template; /* snapshot it into the cache at its hello (snap.c) */
 };
 
 /* Files of a memory snapshot, in its directory. */
@@ -115,6 +116,12 @@ int microvm_snapshot(struct cordon_sandbox *sb, int dirfd, struct cordon_snapsho
 int microvm_restore_prepare(struct microvm *m, int dirfd, struct cordon_err *err);
 /* After QEMU started: the state in, the guest running again. */
 int microvm_restore_load(struct microvm *m, struct cordon_err *err);
+
+/* A restore from the template's snapshot in the cache when there is one (1: set up, boot()
+ * restores), else 0 (it boots and microvm_template_save() runs at its hello); only with
+ * CORDON_MICROVM_TEMPLATES=1 and in agent mode. */
+int microvm_template_use(struct microvm *m, struct cordon_err *err);
+void microvm_template_save(struct microvm *m);
 
 /* qmp.c: a command (JSON) on QEMU's monitor @fd, with @pass_fd (-1: none) as SCM_RIGHTS;
  * its answer's line in @reply; -EIO for an error answer, -ETIMEDOUT past @ms. */

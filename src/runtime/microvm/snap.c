@@ -193,3 +193,75 @@ int microvm_restore_load(struct microvm *m, struct cordon_err *err)
 		return r;
 	return microvm_send_identity(m, err);
 }
+
+/* ---- every create a restore: a template's first VM snapshotted at its hello ----
+ *
+ * With CORDON_MICROVM_TEMPLATES=1, an agent-mode VM whose template snapshot exists in the
+ * cache is restored from it instead of booted; one whose snapshot does not exist boots and
+ * is snapshotted into the cache once its guest has said hello (before any command of the
+ * sandbox's ran: the snapshot holds a freshly booted template, no user data), then goes
+ * on. The key is the machine (QEMU, kernel, initramfs, template image, cpus, memory), the
+ * disk's size and cordon-init's command without the boot's time. */
+
+static bool templates_on(void)
+{
+	const char *e = getenv("CORDON_MICROVM_TEMPLATES");
+	return e && strcmp(e, "1") == 0;
+}
+
+static void template_path(const struct microvm *m, char *buf, size_t size)
+{
+	char line[1024];
+	int n = machine_line(&m->vm, line, sizeof(line));
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	for (int i = 0; i < n && i < (int)sizeof(line); i++)
+		h = (h ^ (uint8_t)line[i]) * 1099511628211ULL;
+	for (size_t i = 0; i < m->args_len; i++) /* bytes 16..23: the host's time */
+		h = (h ^ (i >= 16 && i < 24 ? 0 : (uint8_t)m->args[i])) * 1099511628211ULL;
+	h = (h ^ m->disk_bytes) * 1099511628211ULL;
+	snprintf(buf, size, "%s/vm-template-%016llx", microvm_cache(), (unsigned long long)h);
+}
+
+int microvm_template_use(struct microvm *m, struct cordon_err *err)
+{
+	char path[PATH_MAX];
+	if (!templates_on() || m->vm.oneshot)
+		return 0;
+	template_path(m, path, sizeof(path));
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		m->save_template = true;
+		return 0;
+	}
+	(void)unlink(m->vm.scratch); /* the template's disk instead */
+	m->vm.restore = true;
+	int r = microvm_restore_prepare(m, fd, err);
+	if (r == 0 && chown(m->vm.scratch, m->vm.uid, m->vm.uid) < 0)
+		r = cordon_err_set(err, -errno, "microvm: chown the scratch");
+	return r < 0 ? r : 1;
+}
+
+static const char *const snap_files[] = {MICROVM_SNAP_STATE, MICROVM_SNAP_MEM, MICROVM_SNAP_DISK,
+					 MICROVM_SNAP_MACHINE};
+
+void microvm_template_save(struct microvm *m)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 32];
+	struct cordon_snapshot_info info;
+	template_path(m, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid());
+	if (mkdir(tmp, 0700) < 0)
+		return;
+	_cleanup_close_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	int r = fd < 0 ? -errno : microvm_pause(&m->sb);
+	if (r == 0) {
+		r = microvm_snapshot(&m->sb, fd, &info, NULL);
+		if (microvm_resume(&m->sb) < 0)
+			r = -EIO;
+	}
+	if (r == 0 && rename(tmp, path) == 0)
+		return;
+	for (size_t i = 0; fd >= 0 && i < ELEMENTSOF(snap_files); i++)
+		(void)unlinkat(fd, snap_files[i], 0);
+	(void)rmdir(tmp);
+}
