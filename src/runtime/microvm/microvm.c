@@ -484,7 +484,8 @@ static int microvm_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 /* What the VMs of a killed daemon left: the directory of each s<slot> whose slot nobody
  * holds (their QEMUs died with the daemon: PR_SET_PDEATHSIG; the cgroup is the host
  * sweep's, which runs after). */
-/* Image files (*.tmp.<tid>) and staging directories (stage.<tid>) of a maker that died:
+/* Image files (*.tmp.<tid>), template snapshots (vm-template-*.tmp.<tid>/) and staging
+ * directories (stage.<tid>) of a maker that died:
  * an erofs image of the host may be gigabytes. */
 static void sweep_cache(void)
 {
@@ -497,7 +498,8 @@ static void sweep_cache(void)
 		long tid = dot ? strtol(dot + 1, &end, 10) : 0;
 		if ((!tmp && !stage) || tid <= 0 || *end || kill((pid_t)tid, 0) == 0 || errno != ESRCH)
 			continue;
-		(void)unlinkat(dirfd(d), e->d_name, stage ? AT_REMOVEDIR : 0);
+		if (unlinkat(dirfd(d), e->d_name, stage ? AT_REMOVEDIR : 0) < 0 && errno == EISDIR)
+			microvm_snap_dir_remove(dirfd(d), e->d_name); /* a template's, half saved */
 	}
 }
 

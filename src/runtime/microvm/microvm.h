@@ -122,6 +122,8 @@ int microvm_restore_load(struct microvm *m, struct cordon_err *err);
  * CORDON_MICROVM_TEMPLATES=1 and in agent mode. */
 int microvm_template_use(struct microvm *m, struct cordon_err *err);
 void microvm_template_save(struct microvm *m);
+/* A snapshot directory's files and the directory (a template save that did not finish). */
+void microvm_snap_dir_remove(int dirfd, const char *name);
 
 /* qmp.c: a command (JSON) on QEMU's monitor @fd, with @pass_fd (-1: none) as SCM_RIGHTS;
  * its answer's line in @reply; -EIO for an error answer, -ETIMEDOUT past @ms. */

@@ -261,7 +261,13 @@ void microvm_template_save(struct microvm *m)
 	}
 	if (r == 0 && rename(tmp, path) == 0)
 		return;
+	microvm_snap_dir_remove(AT_FDCWD, tmp);
+}
+
+void microvm_snap_dir_remove(int dirfd, const char *name)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	for (size_t i = 0; fd >= 0 && i < ELEMENTSOF(snap_files); i++)
 		(void)unlinkat(fd, snap_files[i], 0);
-	(void)rmdir(tmp);
+	(void)unlinkat(dirfd, name, AT_REMOVEDIR);
 }
