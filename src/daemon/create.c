@@ -665,6 +665,8 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 		if (from->fd >= 0 && err.code == -ENOSPC)
 			svc_fail(e, API_ERR_INVALID_FIELD, "limits.disk_mb: the snapshot does not "
 				 "fit in a disk of %u MiB", req->limits.disk_mb);
+		else if (from->fd >= 0 && err.code == -EINVAL) /* a request the snapshot cannot be */
+			svc_fail(e, API_ERR_INVALID_FIELD, "snapshot: %s", err.msg);
 		else
 			svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
 				 "could not make the sandbox: %s", err.msg);

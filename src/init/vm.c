@@ -14,7 +14,14 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <grp.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/random.h>
 #include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,7 +35,8 @@
 #define ARGS_MAX (256u << 10) /* MICROVM_ARGS_MAX */
 
 static const char *const ports[] = {"cordon.channel", "cordon.stdin", "cordon.stdout",
-				    "cordon.stderr"};
+				    "cordon.stderr", "cordon.control"};
+enum { PORT_CONTROL = 4, PORTS_N = 5 };
 
 static _Noreturn void power_off(void)
 {
@@ -121,21 +129,34 @@ static void mount_disks(void)
 	if (chown(ROOT "/home/user", 1000, 1000) < 0)
 		die("chown /home/user");
 	if (mount("devtmpfs", ROOT "/dev", "devtmpfs", MS_NOSUID, NULL) < 0 ||
-	    mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		die("mount /dev, /proc in the root");
+	    mount("proc", ROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
+	    mount("sysfs", ROOT "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) < 0)
+		die("mount /dev, /proc, /sys in the root");
 }
 
-/* The ports by name; -1 for one the host did not give (agent mode has the channel only). */
-static void open_ports(int fds[4])
+/* The port @name, waited for up to @ms: the driver adds ports one by one after the device
+ * (the host announces each), so a later one may not be there yet; -1 if it never came. */
+static int open_port(const char *name, int ms)
 {
 	char dev[64];
-	for (size_t i = 0; i < ELEMENTSOF(ports); i++) {
-		fds[i] = -1;
-		if (find_by("/sys/class/virtio-ports", "name", ports[i], dev, sizeof(dev)) == 0)
-			fds[i] = open(dev, O_RDWR | O_CLOEXEC);
+	for (int waited = 0; find_by("/sys/class/virtio-ports", "name", name, dev, sizeof(dev)) < 0;
+	     waited += 5) {
+		if (waited >= ms)
+			return -1;
+		usleep(5000);
 	}
-	if (fds[0] < 0)
-		die("open the port %s", ports[0]);
+	return open(dev, O_RDWR | O_CLOEXEC);
+}
+
+/* The channel and the control port, which every VM has; the one-shot stdio ports once the
+ * command says it is one (agent mode has none). */
+static void open_ports(int fds[PORTS_N], bool oneshot)
+{
+	for (size_t i = 0; i < ELEMENTSOF(ports); i++) {
+		bool needed = i == 0 || i == PORT_CONTROL || oneshot;
+		if (fds[i] < 0 && needed && (fds[i] = open_port(ports[i], 5000)) < 0)
+			die("open the port %s", ports[i]);
+	}
 }
 
 /* Until the host has connected, a port reads 0: wait (the host sent the block first). */
@@ -181,6 +202,121 @@ static void read_args(int fd, char ***ret_argv, char ***ret_envp, uid_t *ret_uid
 	clock_settime(CLOCK_REALTIME, &now);
 }
 
+/* Fresh entropy from the host: credited, and the CRNG reseeded at once (a restored guest
+ * starts from its snapshot's RNG state, the same in every child). */
+static void reseed(const uint8_t seed[64])
+{
+	union {
+		struct rand_pool_info info;
+		char buf[sizeof(struct rand_pool_info) + 64];
+	} u;
+	u.info.entropy_count = 64 * 8;
+	u.info.buf_size = 64;
+	memcpy(u.info.buf, seed, 64);
+	_cleanup_close_ int fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && ioctl(fd, RNDADDENTROPY, &u.info) == 0)
+		(void)ioctl(fd, RNDRESEEDCRNG);
+}
+
+static void set_in(struct sockaddr *sa, uint32_t addr)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)sa;
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = addr;
+}
+
+static int if_flags(int s, const char *name, short set, short clear)
+{
+	struct ifreq ifr = {};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return -errno;
+	ifr.ifr_flags = (short)((ifr.ifr_flags | set) & ~clear);
+	return ioctl(s, SIOCSIFFLAGS, &ifr) < 0 ? -errno : 0;
+}
+
+/* The resolver is the host end of the link (its DNS filter), as in the jail. */
+static int resolver_write(uint32_t gw)
+{
+	const uint8_t *b = (const uint8_t *)&gw;
+	_cleanup_close_ int fd = -1;
+	mkdir(ROOT "/etc", 0755);
+	(void)unlink(ROOT "/etc/resolv.conf"); /* the template's, a link perhaps */
+	fd = open(ROOT "/etc/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	return fd < 0 || dprintf(fd, "nameserver %u.%u.%u.%u\n", b[0], b[1], b[2], b[3]) < 0 ? -errno : 0;
+}
+
+/* eth0 as the host says: its MAC (a restored guest has its snapshot's), address, route. */
+static int net_apply(const struct vm_control *c)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = {};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	memcpy(ifr.ifr_hwaddr.sa_data, c->mac, 6);
+	if (s < 0)
+		return -errno;
+	if (ioctl(s, SIOCSIFHWADDR, &ifr) < 0 &&
+	    (if_flags(s, "eth0", 0, IFF_UP) < 0 || ioctl(s, SIOCSIFHWADDR, &ifr) < 0))
+		return -errno;
+	set_in(&ifr.ifr_addr, c->ip);
+	if (ioctl(s, SIOCSIFADDR, &ifr) < 0)
+		return -errno;
+	set_in(&ifr.ifr_netmask, htonl(~0u << (32 - c->prefix)));
+	if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0 || if_flags(s, "eth0", IFF_UP, 0) < 0)
+		return -errno;
+	struct rtentry rt = {.rt_flags = RTF_UP | RTF_GATEWAY, .rt_dev = (char *)"eth0"};
+	set_in(&rt.rt_dst, 0);
+	set_in(&rt.rt_genmask, 0);
+	set_in(&rt.rt_gateway, c->gw);
+	if (ioctl(s, SIOCADDRT, &rt) < 0 && errno != EEXIST)
+		return -errno;
+	return resolver_write(c->gw);
+}
+
+/* No network: eth0 without an address, down (a restored guest may have had one). */
+static int net_none(int s)
+{
+	struct ifreq ifr = {};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+	set_in(&ifr.ifr_addr, 0);
+	if (ioctl(s, SIOCSIFADDR, &ifr) < 0 && errno != EADDRNOTAVAIL && errno != ENODEV)
+		return -errno;
+	int r = if_flags(s, "eth0", 0, IFF_UP);
+	return r == -ENODEV ? 0 : r;
+}
+
+/* Who the guest is now (initproto.h): the clock first, then entropy, name and network. */
+static int control_apply(const struct vm_control *c)
+{
+	struct timespec now = {.tv_sec = (time_t)(c->time_ns / 1000000000u),
+			       .tv_nsec = (long)(c->time_ns % 1000000000u)};
+	if (c->magic != VM_CONTROL_MAGIC)
+		return -EINVAL;
+	clock_settime(CLOCK_REALTIME, &now);
+	reseed(c->seed);
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sethostname(c->hostname, strnlen(c->hostname, sizeof(c->hostname))) < 0 || s < 0 ||
+	    if_flags(s, "lo", IFF_UP, 0) < 0)
+		return -errno;
+	return c->net ? net_apply(c) : net_none(s);
+}
+
+/* A message on the control port (after a restore): applied, then answered. 0 when the
+ * port had nothing (no host connected: it reads 0). */
+static int control_serve(int fd)
+{
+	struct vm_control c;
+	ssize_t n = read(fd, &c, sizeof(c));
+	if (n <= 0)
+		return 0;
+	if ((size_t)n < sizeof(c) && read_port(fd, (char *)&c + n, sizeof(c) - n) < 0)
+		return -EIO;
+	char ack = control_apply(&c) == 0 ? VM_CONTROL_ACK : 'E';
+	return write(fd, &ack, 1) == 1 ? 1 : -EIO;
+}
+
 /* One-shot: cordon-init --run as the sandbox's user (agent mode keeps root to start
  * processes as either). */
 static _Noreturn void exec_init(int self, const int fds[4], char **argv, char **envp, uid_t uid)
@@ -204,8 +340,9 @@ static _Noreturn void exec_init(int self, const int fds[4], char **argv, char **
 
 /* Reaps until cordon-init ends; meanwhile each byte the host sends on the channel is a
  * signal for cordon-init, which forwards it to the command (one-shot mode: the channel is
- * otherwise cordon-init's for its status alone; in agent mode the host sends none here). */
-static void supervise(pid_t child, int chan, bool oneshot)
+ * otherwise cordon-init's for its status alone; in agent mode the host sends none here),
+ * and each message on the control port is served (a restore's new identity). */
+static void supervise(pid_t child, int chan, int ctl, bool oneshot)
 {
 	for (;;) {
 		int status;
@@ -215,26 +352,36 @@ static void supervise(pid_t child, int chan, bool oneshot)
 				return;
 		if (pid < 0 && errno == ECHILD)
 			return;
-		struct pollfd p = {chan, POLLIN, 0};
+		struct pollfd p[2] = {{oneshot ? chan : -1, POLLIN, 0}, {ctl, POLLIN, 0}};
 		unsigned char sig;
+		bool busy = false;
+		if (poll(p, 2, 50) > 0) {
+			if (p[0].revents & POLLIN && read(chan, &sig, 1) == 1 && sig > 0 && sig < 65)
+				busy = kill(child, sig) == 0;
+			if (p[1].revents & POLLIN)
+				busy |= control_serve(ctl) > 0;
+		}
 		/* A port with no host reads 0 at once: no busy loop then. */
-		if (!oneshot || poll(&p, 1, 50) != 1 || read(chan, &sig, 1) != 1)
+		if (!busy && (p[0].revents | p[1].revents))
 			usleep(50000);
-		else if (sig > 0 && sig < 65)
-			kill(child, sig);
 	}
 }
 
 _Noreturn void vm_main(void)
 {
-	int fds[4];
+	int fds[PORTS_N] = {-1, -1, -1, -1, -1};
+	struct vm_control c;
 	char **argv, **envp;
 	uid_t uid;
 	early_mounts();
 	load_modules();
 	mount_disks();
-	open_ports(fds);
+	open_ports(fds, false);
 	read_args(fds[0], &argv, &envp, &uid);
+	bool oneshot = argv[1] && strcmp(argv[1], "--run") == 0;
+	open_ports(fds, oneshot);
+	if (read_port(fds[PORT_CONTROL], &c, sizeof(c)) < 0 || control_apply(&c) < 0)
+		die("the host's control message");
 	int self = open("/init", O_RDONLY | O_CLOEXEC);
 	if (self < 0)
 		die("open /init");
@@ -246,6 +393,6 @@ _Noreturn void vm_main(void)
 		die("fork");
 	if (child == 0)
 		exec_init(self, fds, argv, envp, uid);
-	supervise(child, fds[0], argv[1] && strcmp(argv[1], "--run") == 0);
+	supervise(child, fds[0], fds[PORT_CONTROL], oneshot);
 	power_off();
 }

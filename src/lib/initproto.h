@@ -39,3 +39,22 @@ struct init_status {
 	 CAP_BIT(CAP_FSETID) | CAP_BIT(CAP_KILL) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_SETUID) |     \
 	 CAP_BIT(CAP_SETPCAP) | CAP_BIT(CAP_NET_BIND_SERVICE) | CAP_BIT(CAP_SYS_CHROOT) |          \
 	 CAP_BIT(CAP_SETFCAP))
+
+/* The microVM's control message (runtime/microvm -> init/vm.c), on the virtio-serial port
+ * "cordon.control": who the guest is now. The host sends it before the boot (the guest's
+ * stage applies it before its hello) and after every restore from a memory snapshot (the
+ * guest's PID 1 applies it and answers VM_CONTROL_ACK): the clock, fresh entropy for the
+ * kernel's RNG, the hostname, and eth0's MAC, address and gateway (net: 0, no link). */
+#define VM_CONTROL_MAGIC 0x43564d31u /* "CVM1" */
+#define VM_CONTROL_ACK	 'R'
+struct vm_control {
+	uint32_t magic;
+	uint32_t net;
+	uint64_t time_ns; /* CLOCK_REALTIME */
+	uint8_t mac[6];
+	uint8_t prefix;
+	uint8_t pad;
+	uint32_t ip, gw; /* network order */
+	char hostname[64];
+	uint8_t seed[64];
+};

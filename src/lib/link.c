@@ -49,17 +49,26 @@ static struct mnl_socket *nl_open(void)
 	return nl;
 }
 
-static int veth_new(struct mnl_socket *nl, pid_t pid, const char *name)
+/* RTM_NEWLINK that creates @name of @kind, its IFLA_LINKINFO nest left open in *@ret. */
+static struct nlmsghdr *newlink_start(char *buf, const char *name, const char *kind,
+				      struct nlattr **ret)
 {
-	char buf[1024];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	nlh->nlmsg_type = RTM_NEWLINK;
 	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_EXCL;
 	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
 	ifm->ifi_family = AF_UNSPEC;
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-	struct nlattr *linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
+	*ret = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, kind);
+	return nlh;
+}
+
+static int veth_new(struct mnl_socket *nl, pid_t pid, const char *name)
+{
+	char buf[1024];
+	struct nlattr *linkinfo;
+	struct nlmsghdr *nlh = newlink_start(buf, name, "veth", &linkinfo);
 	struct nlattr *data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
 	struct nlattr *peer = mnl_attr_nest_start(nlh, VETH_INFO_PEER);
 	struct ifinfomsg *pifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*pifm));
@@ -167,4 +176,46 @@ int link_configure_inside(const struct link_addrs *a, struct cordon_err *err)
 	if (ioctl(fd, SIOCADDRT, &rt) < 0)
 		return cordon_err_set(err, -errno, "network: default route");
 	return 0;
+}
+
+/* RTM_NEWLINK for the existing @ifindex: its master (0: none) and up. */
+static int link_up_in(struct mnl_socket *nl, unsigned ifindex, unsigned master)
+{
+	char buf[256];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_NEWLINK;
+	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifm));
+	*ifm = (struct ifinfomsg){.ifi_family = AF_UNSPEC, .ifi_index = (int)ifindex,
+				  .ifi_flags = IFF_UP, .ifi_change = IFF_UP};
+	if (master)
+		mnl_attr_put_u32(nlh, IFLA_MASTER, master);
+	return nl_talk(nl, nlh);
+}
+
+static int bridge_new(struct mnl_socket *nl, const char *name)
+{
+	char buf[256];
+	struct nlattr *linkinfo;
+	struct nlmsghdr *nlh = newlink_start(buf, name, "bridge", &linkinfo);
+	mnl_attr_nest_end(nlh, linkinfo);
+	return nl_talk(nl, nlh);
+}
+
+int link_bridge(const char *bridge, const char *const ports[], size_t n, struct cordon_err *err)
+{
+	struct mnl_socket *nl = nl_open();
+	if (!nl)
+		return cordon_err_set(err, -errno, "network: netlink");
+	int r = bridge_new(nl, bridge);
+	unsigned br = r == 0 ? if_nametoindex(bridge) : 0;
+	if (r == 0 && !br)
+		r = -ENODEV;
+	if (r == 0)
+		r = link_up_in(nl, br, 0);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		unsigned idx = if_nametoindex(ports[i]);
+		r = idx ? link_up_in(nl, idx, br) : -ENODEV;
+	}
+	mnl_socket_close(nl);
+	return r < 0 ? cordon_err_set(err, r, "network: bridge %s", bridge) : 0;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,3 +31,8 @@ int link_delete(const char *ifname);
 /* In the sandbox (its own namespace, CAP_NET_ADMIN): eth0 up with @a->sandbox/30 and a
  * default route through @a->host. ioctl only: async-signal-safe. */
 int link_configure_inside(const struct link_addrs *a, struct cordon_err *err);
+
+/* In the current network namespace: a bridge @bridge up, with @ports (existing interfaces)
+ * its ports, up. The microVM's tap and eth0 (the veth's far end) so: the guest owns the
+ * sandbox's address, the host's side of the link is the jail's. */
+int link_bridge(const char *bridge, const char *const ports[], size_t n, struct cordon_err *err);

@@ -71,6 +71,27 @@ int runtime_host_link(struct runtime_host *h, pid_t pid, cordon_net_hook hook, v
 	return 0;
 }
 
+pid_t runtime_host_netns_holder(int *ready_fd)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		if (unshare(CLONE_NEWNET) < 0 || write(p[1], "n", 1) != 1)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	if (pid < 0)
+		close(p[0]);
+	else
+		*ready_fd = p[0];
+	return pid;
+}
+
 /* From a host thread that enters @pid's network namespace for the few ioctls of eth0 and
  * comes back. */
 int runtime_host_link_inside(struct runtime_host *h, pid_t pid, struct cordon_err *err)

@@ -49,6 +49,11 @@ uid_t runtime_host_uid(const struct runtime_host *h);
 int runtime_host_link(struct runtime_host *h, pid_t pid, cordon_net_hook hook, void *data,
 		      struct cordon_err *err);
 
+/* A child that unshares a network namespace, writes a byte to *@ready_fd once it has, and
+ * waits to be killed: the namespace a runtime links and keeps (by a bind or an fd) before
+ * its sandbox runs (gvisor, microvm). Its pid, or -1 with errno. */
+pid_t runtime_host_netns_holder(int *ready_fd);
+
 /* After runtime_host_link(): eth0 inside @pid's network namespace up with its address and
  * route. On failure the sandbox is not linked. Root only. */
 int runtime_host_link_inside(struct runtime_host *h, pid_t pid, struct cordon_err *err);

@@ -32,8 +32,9 @@ static int refuse(const struct runtime_ops *const *list, size_t n, const char *n
 	return cordon_err_setf(err, code, "runtime '%s': %s; this host can run: %s", name, why, avail);
 }
 
-/* auto takes only a runtime that has both modes and a network: what a caller of auto may
- * ask for without naming a runtime (microvm, without a network yet, is asked for by name). */
+/* auto takes only a runtime that has both modes and a network, and that does not refuse
+ * auto here (microvm under TCG: emulated, 10-100x slower, asked for by name): what a caller
+ * of auto may ask for without naming a runtime. */
 static const struct runtime_ops *strongest(const struct runtime_ops *const *list, size_t n)
 {
 	const uint32_t both = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT |
@@ -41,7 +42,7 @@ static const struct runtime_ops *strongest(const struct runtime_ops *const *list
 	const struct runtime_ops *best = NULL;
 	for (size_t i = 0; i < n; i++)
 		if ((!best || list[i]->strength > best->strength) && (list[i]->caps & both) == both &&
-		    list[i]->available(NULL) == 0)
+		    list[i]->available(NULL) == 0 && (!list[i]->auto_ok || list[i]->auto_ok()))
 			best = list[i];
 	return best;
 }

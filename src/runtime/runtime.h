@@ -35,6 +35,9 @@ struct runtime_ops {
 	/* Optional: how it runs on this host when available (microvm: "kvm" or "tcg"), and in
 	 * @why why not the stronger way ("" when nothing is missing). */
 	const char *(*mode)(char *why, size_t size);
+	/* Optional: false when `auto` must not take it here though it is available (microvm
+	 * under TCG). */
+	bool (*auto_ok)(void);
 	/* Optional: what the runtime caches per process (cordon_prepare()). */
 	int (*prepare)(struct cordon_err *err);
 

@@ -90,7 +90,7 @@ static int golden_open(int dirfd, uint64_t mb)
 
 /* A copy of @src's data extents only: the holes stay holes. A reflink where the directory's
  * filesystem has them (xfs, btrfs), copy_file_range otherwise: a few MiB of metadata. */
-static int copy_sparse(int src, int dst)
+int scratch_copy_sparse(int src, int dst)
 {
 	struct stat st;
 	if (fstat(src, &st) < 0 || ftruncate(dst, st.st_size) < 0)
@@ -167,7 +167,7 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	_cleanup_close_ int img = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (img < 0)
 		return open_failed(-errno, "create an image", err);
-	int r = copy_sparse(golden, img), nr = -1;
+	int r = scratch_copy_sparse(golden, img), nr = -1;
 	_cleanup_close_ int loop = r < 0 ? r : blockdev_loop_attach(img, &nr);
 	/* The loop device holds the file now; the name has done its work. */
 	(void)unlinkat(dirfd, name, 0);
@@ -192,7 +192,7 @@ int scratch_image_copy(int dst, uint64_t bytes)
 	if (dirfd < 0)
 		return dirfd;
 	_cleanup_close_ int golden = golden_open(dirfd, (bytes + (1ULL << 20) - 1) >> 20);
-	return golden < 0 ? golden : copy_sparse(golden, dst);
+	return golden < 0 ? golden : scratch_copy_sparse(golden, dst);
 }
 
 /* mkdir at @parent/@name owned by @uid, mode @mode (the umask does not apply). */

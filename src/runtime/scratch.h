@@ -88,3 +88,7 @@ bool scratch_on_disk(void);
 
 /* The scratch directory: $CORDON_SCRATCH_DIR, else /var/lib/cordon/scratch. */
 const char *scratch_dir(void);
+
+/* A copy of @src's data extents into @dst (sized as @src): a reflink where the filesystem
+ * has them, else copy_file_range of the data only, the holes kept. */
+int scratch_copy_sparse(int src, int dst);

@@ -157,8 +157,9 @@ def test_runtimes_listing(client):
     assert {"oneshot", "agent", "egress", "limits", "stats", "pause",
             "snapshot"} == set(gv["capabilities"]), gv
     assert (gv["reason"] is None) == gv["available"], gv
-    # auto takes a runtime with a network: not microvm (yet).
-    assert body["auto"] == ("gvisor" if gv["available"] else "jail"), body
+    # auto takes the strongest with a network, microvm only under KVM (TCG: named).
+    mv_auto = mv["available"] and mv["mode"]["name"] == "kvm"
+    assert body["auto"] == ("microvm" if mv_auto else "gvisor" if gv["available"] else "jail"), body
     # Every runtime the listing says is available with agent mode is one a create accepts,
     # and none that is not available.
     for x in body["runtimes"]:

@@ -34,6 +34,9 @@ def runnable():
 
 
 RUNNABLE = runnable()
+# microvm is auto's pick only where it runs under KVM (under TCG it is asked for by name).
+if "microvm" in RUNNABLE and listing()["runtimes"][0].get("mode", {}).get("name") == "kvm":
+    AUTO = "microvm"
 CAN = "this host can run: " + ", ".join(RUNNABLE)
 
 

@@ -10,6 +10,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -60,7 +61,8 @@ def rootfs(tmp_path_factory):
     os.makedirs(root / "etc")
     shutil.copy(BUSYBOX, root / "bin" / "busybox")
     for applet in ("sh", "cat", "echo", "id", "wc", "head", "dd", "nproc", "grep", "uname",
-                   "sleep", "ls", "mount", "true"):
+                   "sleep", "ls", "mount", "true", "ip", "wget", "nslookup", "tr", "cut", "sed",
+                   "od", "ping", "hostname", "date", "sha256sum", "kill", "ps"):
         os.symlink("busybox", root / "bin" / applet)
     (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n")
     return str(root)
@@ -88,3 +90,26 @@ def qemu_procs(vms_dir):
         if any(t.startswith(vms_dir + "/") for t in fds):
             out.append(int(pid))
     return out
+
+
+@pytest.fixture(scope="module")
+def mvdaemon(tmp_path_factory, request):
+    """One cordond for the module, its VMs in a directory of its own (the `host` template's
+    erofs image is the shared cache's: made once, tens of seconds for a large /usr)."""
+    vms = str(tmp_path_factory.mktemp("daemon-vms"))
+    old = os.environ.get("CORDON_MICROVM_DIR")
+    os.environ["CORDON_MICROVM_DIR"] = vms
+    try:
+        d = dc.start_daemon(pool=getattr(request.module, "POOL", 1), max_sandboxes=16, max_timeout=600)
+    finally:
+        if old is None:
+            del os.environ["CORDON_MICROVM_DIR"]
+        else:
+            os.environ["CORDON_MICROVM_DIR"] = old
+    d.vms = vms
+    yield d
+    alive = d.alive()
+    d.cleanup()
+    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+    assert dc.wait_until(lambda: qemu_procs(vms) == [] and os.listdir(vms) == [], 10), \
+        (qemu_procs(vms), os.listdir(vms))

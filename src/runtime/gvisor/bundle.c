@@ -362,25 +362,6 @@ static int binds(struct gvisor_bundle *b, const struct cordon_spec *spec, struct
 	return 0;
 }
 
-/* A process that only holds a new network namespace until it is bound to <dir>/netns. */
-static pid_t netns_holder(int *ready_fd)
-{
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(p[0]);
-		if (unshare(CLONE_NEWNET) < 0 || write(p[1], "n", 1) != 1)
-			_exit(1);
-		for (;;)
-			pause();
-	}
-	close(p[1]);
-	*ready_fd = p[0];
-	return pid;
-}
-
 /* Egress: the sandbox's own network namespace with the veth of its slot, eth0 configured,
  * before runsc boots: the Sentry's netstack takes the interfaces it finds there. */
 static int netns_make(struct gvisor *g, const struct cordon_spec *spec, struct gvisor_bundle *b,
@@ -388,7 +369,7 @@ static int netns_make(struct gvisor *g, const struct cordon_spec *spec, struct g
 {
 	int ready = -1;
 	char c, src[64];
-	pid_t pid = netns_holder(&ready);
+	pid_t pid = runtime_host_netns_holder(&ready);
 	if (pid < 0)
 		return cordon_err_set(err, -errno, "gvisor: fork the network namespace's holder");
 	int r = read(ready, &c, 1) == 1 ? 0 : cordon_err_setf(err, -EIO, "gvisor: unshare network");

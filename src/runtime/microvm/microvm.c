@@ -42,28 +42,12 @@
 #include "runtime/microvm/microvm.h"
 #include "runtime/runtime.h"
 
-struct microvm {
-	struct cordon_sandbox sb;
-	struct microvm_vm vm;
-	int pidfd;    /* QEMU's: the exit fd */
-	int chan;     /* our end of the channel: the agent's stream, or the one-shot status */
-	int setup_fd; /* epoll of @chan and @timer until the hello */
-	int timer;    /* the boot deadline */
-	pid_t pump;   /* one-shot stdio, or -1 */
-	int sent;     /* the signal we ended QEMU with, or 0 */
-	int io[3];    /* one-shot: our copies of the caller's stdio (-1: none) */
-	char *args;   /* cordon-init's argv and environment, as sent (a retry sends it again) */
-	size_t args_len;
-	uint64_t disk_bytes;
-	bool hello, made, retried;
-};
-
 static struct microvm *microvm_of(struct cordon_sandbox *sb)
 {
 	return (struct microvm *)sb;
 }
 
-static const char *const leftovers[] = {"console.log", "qemu.log", "scratch.ext4", "root"};
+static const char *const leftovers[] = {"console.log", "qemu.log", "scratch.ext4", "mem", "root"};
 
 static void dir_remove(const char *dir)
 {
@@ -100,8 +84,10 @@ static int make_dir(struct microvm *m, struct cordon_err *err)
 	return 0;
 }
 
-/* The guest's shape from the spec, and its three images. */
-static int make_images(struct microvm *m, const struct cordon_spec *spec, struct cordon_err *err)
+/* The guest's shape from the spec, and its three images (a restore's scratch is the
+ * snapshot's, @dirfd). */
+static int make_images(struct microvm *m, const struct cordon_spec *spec, int dirfd,
+		       struct cordon_err *err)
 {
 	struct microvm_vm *vm = &m->vm;
 	vm->cpus = spec->cpus_milli ? (spec->cpus_milli + 999) / 1000 : 1;
@@ -112,7 +98,9 @@ static int make_images(struct microvm *m, const struct cordon_spec *spec, struct
 	int r = microvm_initrd(vm->host, vm->initrd, sizeof(vm->initrd), err);
 	if (r == 0)
 		r = microvm_rootfs_image(spec->rootfs, vm->rootfs, sizeof(vm->rootfs), err);
-	if (r == 0)
+	if (r == 0 && dirfd >= 0)
+		r = microvm_restore_prepare(m, dirfd, err);
+	else if (r == 0)
 		r = microvm_scratch_make(vm->scratch, m->disk_bytes, err);
 	return r;
 }
@@ -138,14 +126,16 @@ static int watch_boot(struct microvm *m, struct cordon_err *err)
 		    epoll_ctl(m->setup_fd, EPOLL_CTL_ADD, m->timer, &ev) < 0)
 			return cordon_err_set(err, -errno, "microvm: boot watch");
 	}
+	if (m->vm.restore) /* the guest's answer to its new identity */
+		t.it_value = (struct timespec){MICROVM_CONTROL_MS / 1000, 0};
 	if (timerfd_settime(m->timer, 0, &t, NULL) < 0 ||
-	    epoll_ctl(m->setup_fd, EPOLL_CTL_ADD, m->chan, &ev) < 0)
+	    epoll_ctl(m->setup_fd, EPOLL_CTL_ADD, m->vm.restore ? m->ctl : m->chan, &ev) < 0)
 		return cordon_err_set(err, -errno, "microvm: boot watch");
 	return 0;
 }
 
 /* QEMU and, in one-shot mode, the pump; the ends that are theirs closed here. */
-static int spawn(struct microvm *m, int guest[4], int host_io[3], struct cordon_err *err)
+static int spawn(struct microvm *m, int guest[MICROVM_FDS], int host_io[3], struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	int go[2];
@@ -182,31 +172,56 @@ static void close_fds(int *fds, size_t n)
 		fd_close(TAKE_FD(fds[i]));
 }
 
-/* The channel and, one-shot, stdin/stdout/stderr: socketpairs, QEMU's ends in @guest. */
-static int make_channels(struct microvm *m, int guest[4], int host_io[3], struct cordon_err *err)
+/* The channel, the control port and, one-shot, stdin/stdout/stderr: socketpairs, QEMU's
+ * ends in @guest. */
+static int make_channels(struct microvm *m, int guest[MICROVM_FDS], int host_io[3],
+			 struct cordon_err *err)
 {
-	for (int i = 0; i < (m->vm.oneshot ? 4 : 1); i++) {
+	const int ctl = MICROVM_FD_CONTROL - MICROVM_FD_CHANNEL, qmp = MICROVM_FD_QMP - MICROVM_FD_CHANNEL;
+	for (int i = 0; i <= qmp; i++) {
 		int sp[2];
+		if ((i > 0 && i < ctl && !m->vm.oneshot) || i == MICROVM_FD_TAP - MICROVM_FD_CHANNEL)
+			continue;
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 			return cordon_err_set(err, -errno, "microvm: socketpair");
 		guest[i] = sp[1];
-		if (i == 0)
-			m->chan = sp[0];
-		else
-			host_io[i - 1] = sp[0];
+		int *mine = i == 0 ? &m->chan : i == ctl ? &m->ctl : i == qmp ? &m->qmp : &host_io[i - 1];
+		*mine = sp[0];
 	}
 	return 0;
+}
+
+/* Who the guest is, with the clock and a seed of now, on the control port. */
+int microvm_send_identity(struct microvm *m, struct cordon_err *err)
+{
+	microvm_identity_fresh(&m->ident);
+	if (m->ident.magic != VM_CONTROL_MAGIC)
+		return cordon_err_setf(err, -EIO, "microvm: no fresh entropy for the guest");
+	ssize_t n = send(m->ctl, &m->ident, sizeof(m->ident), MSG_DONTWAIT | MSG_NOSIGNAL);
+	return n == (ssize_t)sizeof(m->ident) ? 0 : cordon_err_set(err, -errno, "microvm: send the identity");
 }
 
 /* One boot: the channels, the args block on ours, QEMU (and the pump), the deadline. */
 static int boot(struct microvm *m, struct cordon_err *err)
 {
-	int guest[4] = {-1, -1, -1, -1}, host_io[3] = {-1, -1, -1};
+	int guest[MICROVM_FDS], host_io[3] = {-1, -1, -1};
+	for (size_t i = 0; i < ELEMENTSOF(guest); i++)
+		guest[i] = -1;
 	int r = make_channels(m, guest, host_io, err);
-	if (r == 0 && send(m->chan, m->args, m->args_len, MSG_DONTWAIT | MSG_NOSIGNAL) !=
-			      (ssize_t)m->args_len)
+	/* A boot gets cordon-init's command and its identity first; a restore runs already. */
+	if (r == 0 && !m->vm.restore &&
+	    send(m->chan, m->args, m->args_len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)m->args_len)
 		r = cordon_err_set(err, -errno, "microvm: send the command");
-	if (r == 0 && (r = spawn(m, guest, host_io, err)) == 0)
+	if (r == 0 && !m->vm.restore)
+		r = microvm_send_identity(m, err);
+	if (r == 0 && (guest[MICROVM_FD_TAP - MICROVM_FD_CHANNEL] = fcntl(m->tap, F_DUPFD_CLOEXEC, 3)) < 0)
+		r = cordon_err_set(err, -errno, "microvm: the tap");
+	if (r == 0 && m->vm.restore &&
+	    (guest[MICROVM_FD_STATE - MICROVM_FD_CHANNEL] = fcntl(m->state, F_DUPFD_CLOEXEC, 3)) < 0)
+		r = cordon_err_set(err, -errno, "microvm: the snapshot's state");
+	if (r == 0 && (r = spawn(m, guest, host_io, err)) == 0 && m->vm.restore)
+		r = microvm_restore_load(m, err);
+	if (r == 0)
 		r = watch_boot(m, err);
 	close_fds(guest, ELEMENTSOF(guest));
 	close_fds(host_io, ELEMENTSOF(host_io));
@@ -222,29 +237,64 @@ static int keep_stdio(struct microvm *m, const struct cordon_spec *spec, struct 
 	return 0;
 }
 
+static int make_net(struct microvm *m, const struct cordon_spec *spec, struct cordon_err *err)
+{
+	m->tap = microvm_net_open(&m->sb.host, spec, &m->netns, err);
+	if (m->tap < 0)
+		return m->tap;
+	microvm_identity(&m->sb.host, spec, &m->ident);
+	memcpy(m->vm.mac, m->ident.mac, sizeof(m->vm.mac));
+	return 0;
+}
+
+/* What a boot and a restore make alike: the slot, cgroup, directory, tap, images. */
+static int make_vm(struct microvm *m, const struct cordon_spec *spec, int dirfd,
+		   struct cordon_err *err)
+{
+	struct cordon_sandbox *sb = &m->sb;
+	m->pidfd = m->chan = m->ctl = m->qmp = m->tap = m->netns = m->state = -1;
+	m->setup_fd = m->timer = m->pump = -1;
+	m->io[0] = m->io[1] = m->io[2] = -1;
+	int r;
+	if (!sb->host.privileged)
+		return cordon_err_setf(err, -EPERM, "runtime 'microvm': needs root");
+	if ((r = microvm_probe(&m->vm.host, err)) < 0 ||
+	    (r = runtime_host_acquire(&sb->host, spec, err)) < 0 || (r = make_dir(m, err)) < 0 ||
+	    (r = make_net(m, spec, err)) < 0 || (r = make_images(m, spec, dirfd, err)) < 0 ||
+	    (r = give_to_vmm(m, err)) < 0 || (r = keep_stdio(m, spec, err)) < 0)
+		return r;
+	if (sb->host.cg && (r = set_limits(sb, 0, spec->cpus_milli, spec->pids)) < 0)
+		return cordon_err_set(err, r, "microvm: cgroup limits");
+	return 0;
+}
+
+/* A restore: the snapshot's scratch and RAM, QEMU loads its state, the guest told who it
+ * is now; setup is over at its answer. One-shot sandboxes are not snapshotted. */
+static int microvm_restore(struct cordon_sandbox *sb, const struct cordon_spec *spec, int dirfd,
+			   struct cordon_err *err)
+{
+	struct microvm *m = microvm_of(sb);
+	if (spec->argv)
+		return cordon_err_setf(err, -EINVAL, "microvm: a one-shot command cannot restore");
+	m->vm.restore = true;
+	int r = make_vm(m, spec, dirfd, err);
+	return r < 0 ? r : boot(m, err);
+}
+
 static int microvm_start(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 			 struct cordon_err *err)
 {
 	struct microvm *m = microvm_of(sb);
-	m->pidfd = m->chan = m->setup_fd = m->timer = m->pump = -1;
-	m->io[0] = m->io[1] = m->io[2] = -1;
 	struct init_args a = {};
-	int r;
-	if (!sb->host.privileged)
-		return cordon_err_setf(err, -EPERM, "runtime 'microvm': needs root");
-	if (spec->net != CORDON_NET_NONE)
-		return cordon_err_setf(err, -EOPNOTSUPP, "runtime 'microvm': no network yet (--net none)");
-	if ((r = microvm_probe(&m->vm.host, err)) < 0 ||
-	    (r = runtime_host_acquire(&sb->host, spec, err)) < 0 || (r = make_dir(m, err)) < 0 ||
-	    (r = make_images(m, spec, err)) < 0 || (r = give_to_vmm(m, err)) < 0 ||
-	    (r = keep_stdio(m, spec, err)) < 0)
+	int r = make_vm(m, spec, -1, err);
+	if (r < 0)
 		return r;
-	if (sb->host.cg && (r = set_limits(sb, 0, spec->cpus_milli, spec->pids)) < 0)
-		return cordon_err_set(err, r, "microvm: cgroup limits");
 	uid_t uid = spec->argv && spec->user != CORDON_USER_ROOT ? 1000 : 0;
 	if ((r = init_args_make(&a, spec, NULL, err)) == 0)
 		r = microvm_args_block(a.argv, a.envp, uid, &m->args, &m->args_len, err);
 	init_args_free(&a);
+	if (r == 0)
+		r = microvm_template_use(m, err);
 	return r < 0 ? r : boot(m, err); /* on failure runtime.c kills and frees */
 }
 
@@ -260,9 +310,10 @@ static void stop_vm(struct microvm *m)
 		child_wait_deadline(m->pump, MICROVM_KILL_MS, NULL);
 	}
 	m->pump = -1;
-	int fds[] = {m->pidfd, m->chan};
+	int fds[] = {m->pidfd, m->chan, m->ctl, m->qmp};
 	close_fds(fds, ELEMENTSOF(fds));
-	m->pidfd = m->chan = -1;
+	m->pidfd = m->chan = m->ctl = m->qmp = -1;
+	m->qmp_ready = false;
 }
 
 /* A boot past its deadline is tried once more, on a fresh scratch (the first may have
@@ -283,7 +334,8 @@ static int microvm_setup_fd(const struct cordon_sandbox *sb)
 	return ((const struct microvm *)sb)->setup_fd;
 }
 
-/* The last line of @name in the VM's directory, for a failure's message. */
+/* The last lines of @name in the VM's directory (up to 3, on one line), for a failure's
+ * message: a guest stage's own error comes just before the kernel's power-off line. */
 static const char *last_line(struct microvm *m, const char *name, char *buf, size_t size)
 {
 	char path[PATH_MAX];
@@ -294,32 +346,44 @@ static const char *last_line(struct microvm *m, const char *name, char *buf, siz
 	buf[n > 0 ? n : 0] = '\0';
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		buf[--n] = '\0';
-	char *nl = strrchr(buf, '\n');
-	return nl ? nl + 1 : buf;
+	char *p = buf + (n > 0 ? n : 0);
+	for (int lines = 0; p > buf && lines < 3;)
+		lines += *--p == '\n';
+	p += *p == '\n';
+	for (char *q = p; *q; q++)
+		if (*q == '\n' || *q == '\r')
+			*q = ' ';
+	return p;
 }
 
 static int microvm_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 {
 	struct microvm *m = microvm_of(sb);
-	char c, line[160], log[160];
+	char c, line[240], log[160];
 	uint64_t ticks;
 	if (m->hello)
 		return 0;
-	ssize_t n = recv(m->chan, &c, 1, MSG_DONTWAIT);
-	if (n == 1 && c == MICROVM_HELLO) {
+	ssize_t n = recv(m->vm.restore ? m->ctl : m->chan, &c, 1, MSG_DONTWAIT);
+	if (n == 1 && c == (m->vm.restore ? VM_CONTROL_ACK : MICROVM_HELLO)) {
 		m->hello = true;
+		if (m->save_template)
+			microvm_template_save(m); /* a failure only means the next one boots too */
 		return 0;
 	}
+	if (n == 1)
+		return cordon_err_setf(err, -EIO, "microvm: the guest refused its identity ('%c')", c);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
 		if (read(m->timer, &ticks, sizeof(ticks)) != sizeof(ticks))
 			return -EAGAIN;
-		if (!m->retried) {
+		if (!m->retried && !m->vm.restore) {
 			int r = retry_boot(m, err);
 			return r < 0 ? r : -EAGAIN;
 		}
 		return cordon_err_setf(err, -ETIMEDOUT,
-				       "microvm: the guest did not start in %d s; its console's last line: '%s'",
-				       MICROVM_BOOT_MS / 1000, last_line(m, "console.log", line, sizeof(line)));
+				       "microvm: the guest did not %s in %d s; its console's last line: '%s'",
+				       m->vm.restore ? "answer after its restore" : "start",
+				       (m->vm.restore ? MICROVM_CONTROL_MS : MICROVM_BOOT_MS) / 1000,
+				       last_line(m, "console.log", line, sizeof(line)));
 	}
 	return cordon_err_setf(err, -EIO, "microvm: the VM ended before the guest started: '%s' (console: '%s')",
 			       last_line(m, "qemu.log", log, sizeof(log)),
@@ -399,9 +463,12 @@ static void microvm_free(struct cordon_sandbox *sb)
 		child_wait_deadline(m->pump, MICROVM_KILL_MS, NULL);
 		m->pump = -1;
 	}
-	int fds[] = {m->pidfd, m->chan, m->setup_fd, m->timer, m->io[0], m->io[1], m->io[2]};
+	int fds[] = {m->pidfd,	  m->chan,  m->ctl,   m->qmp,	m->tap,	  m->netns,
+		     m->state,	  m->setup_fd, m->timer, m->io[0], m->io[1], m->io[2]};
 	close_fds(fds, ELEMENTSOF(fds));
-	m->pidfd = m->chan = m->setup_fd = m->timer = m->io[0] = m->io[1] = m->io[2] = -1;
+	m->pidfd = m->chan = m->ctl = m->qmp = m->tap = m->netns = m->state = -1;
+	m->setup_fd = m->timer = -1;
+	m->io[0] = m->io[1] = m->io[2] = -1;
 	free(TAKE_PTR(m->args));
 	runtime_host_kill(&sb->host);
 	if (m->made)
@@ -417,7 +484,8 @@ static int microvm_stats(struct cordon_sandbox *sb, struct cordon_stats *ret)
 /* What the VMs of a killed daemon left: the directory of each s<slot> whose slot nobody
  * holds (their QEMUs died with the daemon: PR_SET_PDEATHSIG; the cgroup is the host
  * sweep's, which runs after). */
-/* Image files (*.tmp.<tid>) and staging directories (stage.<tid>) of a maker that died:
+/* Image files (*.tmp.<tid>), template snapshots (vm-template-*.tmp.<tid>/) and staging
+ * directories (stage.<tid>) of a maker that died:
  * an erofs image of the host may be gigabytes. */
 static void sweep_cache(void)
 {
@@ -430,7 +498,8 @@ static void sweep_cache(void)
 		long tid = dot ? strtol(dot + 1, &end, 10) : 0;
 		if ((!tmp && !stage) || tid <= 0 || *end || kill((pid_t)tid, 0) == 0 || errno != ESRCH)
 			continue;
-		(void)unlinkat(dirfd(d), e->d_name, stage ? AT_REMOVEDIR : 0);
+		if (unlinkat(dirfd(d), e->d_name, stage ? AT_REMOVEDIR : 0) < 0 && errno == EISDIR)
+			microvm_snap_dir_remove(dirfd(d), e->d_name); /* a template's, half saved */
 	}
 }
 
@@ -458,6 +527,12 @@ static int microvm_available(struct cordon_err *err)
 	return microvm_probe(NULL, err);
 }
 
+static bool microvm_auto_ok(void)
+{
+	const struct microvm_host *h;
+	return microvm_probe(&h, NULL) == 0 && strcmp(h->accel, "kvm") == 0;
+}
+
 static const char *microvm_mode(char *why, size_t size)
 {
 	const struct microvm_host *h;
@@ -471,11 +546,13 @@ const struct runtime_ops microvm_ops = {
     .name = "microvm",
     .strength = 30,
     .caps = CORDON_RUNTIME_CAP_ONESHOT | CORDON_RUNTIME_CAP_AGENT | CORDON_RUNTIME_CAP_LIMITS |
-	    CORDON_RUNTIME_CAP_STATS,
+	    CORDON_RUNTIME_CAP_STATS | CORDON_RUNTIME_CAP_EGRESS | CORDON_RUNTIME_CAP_PAUSE |
+	    CORDON_RUNTIME_CAP_SNAPSHOT,
     .size = sizeof(struct microvm),
     .setup_ms = 2 * MICROVM_BOOT_MS + 5000, /* a boot, its retry, and the agent's hello */
     .available = microvm_available,
     .mode = microvm_mode,
+    .auto_ok = microvm_auto_ok,
     .start = microvm_start,
     .setup_fd = microvm_setup_fd,
     .finish = microvm_finish,
@@ -488,5 +565,9 @@ const struct runtime_ops microvm_ops = {
     .free = microvm_free,
     .set_limits = set_limits,
     .stats = microvm_stats,
+    .pause = microvm_pause,
+    .resume = microvm_resume,
+    .snapshot = microvm_snapshot,
+    .restore = microvm_restore,
     .sweep = microvm_sweep,
 };

@@ -9,6 +9,7 @@
 
 #include <cordon/cordon.h>
 
+#include "lib/initproto.h"
 #include "runtime/runtime.h"
 
 #define MICROVM_PROBE_MS 10000 /* the KVM probe: a guest that hangs there is killed */
@@ -27,6 +28,9 @@
 #define MICROVM_PORT_STDIN   "cordon.stdin"
 #define MICROVM_PORT_STDOUT  "cordon.stdout"
 #define MICROVM_PORT_STDERR  "cordon.stderr"
+/* Who the guest is (struct vm_control): before the boot and after each restore. */
+#define MICROVM_PORT_CONTROL "cordon.control"
+#define MICROVM_CONTROL_MS   5000 /* a restored guest's answer to it */
 /* The guest's disks, by their virtio-blk serial. */
 #define MICROVM_DISK_ROOT    "cordon-root"
 #define MICROVM_DISK_SCRATCH "cordon-scratch"
@@ -58,25 +62,115 @@ struct microvm_vm {
 	uint64_t memory_bytes;
 	bool oneshot; /* the stdio ports too */
 	uid_t uid;    /* QEMU runs as it (vmm.c): the slot's, or 0 under KVM */
+	uint8_t mac[6];
+	/* The guest's RAM is a file: the VM's own <dir>/mem, shared (share=on: a snapshot
+	 * copies it), or, restored, a snapshot's @mem mapped copy-on-write (share=off) from a
+	 * read-only fd (@shim preloaded: qemu-ro.c), QEMU waiting for the state (-incoming). */
+	bool restore;
+	char mem[256];
+	char shim[256];
 };
+
+/* The sandbox object (microvm.c; snap.c for the snapshot verbs). */
+struct microvm {
+	struct cordon_sandbox sb;
+	struct microvm_vm vm;
+	int pidfd;    /* QEMU's: the exit fd */
+	int chan;     /* our end of the channel: the agent's stream, or the one-shot status */
+	int ctl;      /* our end of the control port (struct vm_control) */
+	int qmp;      /* our end of QEMU's monitor */
+	int tap;      /* the virtio-net's host end (net.c), a copy of QEMU's */
+	int netns;    /* the tap's network namespace, held */
+	int state;    /* restore: the snapshot's device state, until QEMU has it */
+	struct vm_control ident; /* who the guest is: sent before the boot, and at a restore */
+	int setup_fd; /* epoll of @chan (or @ctl, restored) and @timer until the guest is up */
+	int timer;    /* the boot deadline */
+	pid_t pump;   /* one-shot stdio, or -1 */
+	int sent;     /* the signal we ended QEMU with, or 0 */
+	int io[3];    /* one-shot: our copies of the caller's stdio (-1: none) */
+	char *args;   /* cordon-init's argv and environment, as sent (a retry sends it again) */
+	size_t args_len;
+	uint64_t disk_bytes;
+	bool hello, made, retried;
+	bool qmp_ready; /* its greeting answered (qmp_capabilities) */
+	bool save_template; /* snapshot it into the cache at its hello (snap.c) */
+};
+
+/* Files of a memory snapshot, in its directory. */
+#define MICROVM_SNAP_STATE   "vm-state"	  /* QEMU's device state (x-ignore-shared migration) */
+#define MICROVM_SNAP_MEM     "vm-mem"	  /* the guest's RAM */
+#define MICROVM_SNAP_DISK    "vm-scratch" /* the scratch disk as the RAM knows it */
+#define MICROVM_SNAP_MACHINE "vm-machine" /* what a restore must match */
+#define MICROVM_QMP_MS	     10000
+
+/* microvm.c: who the guest is, with the clock and a seed of now, on the control port. */
+int microvm_send_identity(struct microvm *m, struct cordon_err *err);
+
+/* snap.c: the runtime's pause, resume, snapshot (the sandbox paused) and restore verbs. */
+int microvm_pause(struct cordon_sandbox *sb);
+int microvm_resume(struct cordon_sandbox *sb);
+int microvm_snapshot(struct cordon_sandbox *sb, int dirfd, struct cordon_snapshot_info *ret,
+		     struct cordon_err *err);
+/* Fills what a restore needs from @dirfd: the machine checked, the scratch copied to
+ * vm->scratch, vm->mem, the state opened into m->state. */
+int microvm_restore_prepare(struct microvm *m, int dirfd, struct cordon_err *err);
+/* After QEMU started: the state in, the guest running again. */
+int microvm_restore_load(struct microvm *m, struct cordon_err *err);
+
+/* A restore from the template's snapshot in the cache when there is one (1: set up, boot()
+ * restores), else 0 (it boots and microvm_template_save() runs at its hello); only with
+ * CORDON_MICROVM_TEMPLATES=1 and in agent mode. */
+int microvm_template_use(struct microvm *m, struct cordon_err *err);
+void microvm_template_save(struct microvm *m);
+/* A snapshot directory's files and the directory (a template save that did not finish). */
+void microvm_snap_dir_remove(int dirfd, const char *name);
+
+/* qmp.c: a command (JSON) on QEMU's monitor @fd, with @pass_fd (-1: none) as SCM_RIGHTS;
+ * its answer's line in @reply; -EIO for an error answer, -ETIMEDOUT past @ms. */
+int microvm_qmp(int fd, const char *cmd, int pass_fd, char *reply, size_t size, int ms);
+int microvm_qmp_hello(int fd, int ms);
+/* query-migrate until completed (0), failed (-EIO) or @ms. */
+int microvm_qmp_migrated(int fd, int ms, char *reply, size_t size);
 
 /* Where QEMU's jail shows the VM's files (vmm.c); its command line names these. */
 #define MICROVM_JAIL_KERNEL "/img/vmlinuz"
 #define MICROVM_JAIL_INITRD "/img/initrd"
 #define MICROVM_JAIL_ROOTFS "/img/rootfs"
 #define MICROVM_JAIL_DIR    "/vm"
+#define MICROVM_JAIL_MEM    "/img/mem" /* a snapshot's RAM, restored */
+#define MICROVM_JAIL_SHIM   "/img/ro.so"
 
 /* vmm.c: in QEMU's child, cloned into its own namespaces: its root of only its files, no
  * capability, no_new_privs, vm->uid. -errno (the child then exits). */
 int microvm_vmm_enter(const struct microvm_vm *vm);
 
-/* QEMU's fds: the channel, then (one-shot) stdin, stdout, stderr. */
-#define MICROVM_FD_CHANNEL 3
+/* QEMU's fds: the channel, then (one-shot) stdin, stdout, stderr, then the control port
+ * and the tap. */
+enum {
+	MICROVM_FD_CHANNEL = 3,
+	MICROVM_FD_CONTROL = MICROVM_FD_CHANNEL + 4,
+	MICROVM_FD_TAP,
+	MICROVM_FD_QMP,
+	MICROVM_FD_STATE, /* restore: the device state, `migrate-incoming fd:N` */
+	MICROVM_FDS = MICROVM_FD_STATE - MICROVM_FD_CHANNEL + 1,
+};
 
-/* qemu.c: forks QEMU for @vm with @fds (the channel, stdin, stdout, stderr; -1: none) as
- * its MICROVM_FD_CHANNEL.., its own output to @log; it execs once @go is readable. Returns
- * its pid or -errno. */
-pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[4], int log, int go);
+/* qemu.c: forks QEMU for @vm with @fds (the channel, stdin, stdout, stderr, control, tap;
+ * -1: none) as its MICROVM_FD_CHANNEL.., its own output to @log; it execs once @go is
+ * readable. Returns its pid or -errno. */
+pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[MICROVM_FDS], int log, int go);
+
+/* net.c: the tap for the guest's virtio-net in the sandbox's network namespace (bridged
+ * with the slot's veth for CORDON_NET_EGRESS, alone otherwise), which *@ret_ns holds;
+ * returns the tap's fd or -errno. */
+int microvm_net_open(struct runtime_host *h, const struct cordon_spec *spec, int *ret_ns,
+		     struct cordon_err *err);
+/* The control message for this sandbox now: the clock, a fresh seed, hostname, MAC
+ * (52:54:00:cd + the slot), address and gateway of the slot. */
+void microvm_identity(const struct runtime_host *h, const struct cordon_spec *spec,
+		      struct vm_control *ret);
+/* Its clock and seed now (a restore's). */
+void microvm_identity_fresh(struct vm_control *c);
 
 /* pump.c: a process that copies @in (-1: none) to @to_vm and @from_vm[0..1] to @out[0..1]
  * (-1: read and dropped) until both of @from_vm end. Returns its pid or -errno. */

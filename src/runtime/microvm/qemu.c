@@ -79,7 +79,20 @@ static void build_argv(struct argv_buf *a, const struct microvm_vm *vm)
 	for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
 		add(a, fixed[i]);
 	add(a, "-M");
-	addf(a, "microvm,x-option-roms=off,pit=%s,pic=off,rtc=off,isa-serial=on", tsc ? "off" : "on");
+	addf(a, "microvm,x-option-roms=off,pit=%s,pic=off,rtc=off,isa-serial=on,memory-backend=mem",
+	     tsc ? "off" : "on");
+	add(a, "-object");
+	addf(a, "memory-backend-file,id=mem,size=%lluM,mem-path=%s,share=%s",
+	     (unsigned long long)(vm->memory_bytes >> 20),
+	     vm->restore ? MICROVM_JAIL_MEM : MICROVM_JAIL_DIR "/mem", vm->restore ? "off" : "on");
+	add(a, "-chardev");
+	addf(a, "socket,id=qmp,fd=%d", MICROVM_FD_QMP);
+	add(a, "-mon");
+	add(a, "chardev=qmp,mode=control");
+	if (vm->restore) {
+		add(a, "-incoming");
+		add(a, "defer");
+	}
 	add(a, "-append");
 	if (tsc)
 		addf(a, "console=ttyS0 quiet panic=-1 tsc_early_khz=%u", h->tsc_khz);
@@ -103,16 +116,22 @@ static void build_argv(struct argv_buf *a, const struct microvm_vm *vm)
 		add_port(a, MICROVM_FD_CHANNEL + 2, MICROVM_PORT_STDOUT);
 		add_port(a, MICROVM_FD_CHANNEL + 3, MICROVM_PORT_STDERR);
 	}
+	add_port(a, MICROVM_FD_CONTROL, MICROVM_PORT_CONTROL);
+	add(a, "-netdev");
+	addf(a, "tap,id=n0,fd=%d", MICROVM_FD_TAP);
+	add(a, "-device");
+	addf(a, "virtio-net-device,netdev=n0,mac=%02x:%02x:%02x:%02x:%02x:%02x", vm->mac[0],
+	     vm->mac[1], vm->mac[2], vm->mac[3], vm->mac[4], vm->mac[5]);
 	a->v[a->n] = NULL;
 }
 
-/* The child: our fds @fds[0..3] (-1: none) at MICROVM_FD_CHANNEL.., QEMU's own output in
- * @log, nothing else. Waits for the parent's "go" (it is in the cgroup then). */
+/* The child: our fds @fds (-1: none) at MICROVM_FD_CHANNEL.., QEMU's own output in @log,
+ * nothing else. Waits for the parent's "go" (it is in the cgroup then). */
 static _Noreturn void exec_qemu(const struct microvm_vm *vm, const struct argv_buf *a,
-				const int fds[4], int log, int go)
+				const int fds[MICROVM_FDS], int log, int go)
 {
 	char c;
-	int tmp[4];
+	int tmp[MICROVM_FDS];
 	if (read(go, &c, 1) != 1)
 		_exit(127);
 	setsid();
@@ -130,18 +149,20 @@ static _Noreturn void exec_qemu(const struct microvm_vm *vm, const struct argv_b
 	int null = open("/dev/null", O_RDONLY);
 	if (null < 0 || dup2(null, 0) < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
 		_exit(127);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < MICROVM_FDS; i++)
 		if ((tmp[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 32) : -1) < 0 && fds[i] >= 0)
 			_exit(127);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < MICROVM_FDS; i++)
 		if (tmp[i] >= 0 && dup2(tmp[i], MICROVM_FD_CHANNEL + i) < 0)
 			_exit(127);
-	syscall(SYS_close_range, MICROVM_FD_CHANNEL + 4, ~0U, 0);
-	execv(a->v[0], (char *const *)a->v);
+	syscall(SYS_close_range, MICROVM_FD_CHANNEL + MICROVM_FDS, ~0U, 0);
+	/* Nothing of ours in its environment; the shim for a restore's read-only RAM file. */
+	char *const env[] = {"LD_PRELOAD=" MICROVM_JAIL_SHIM, "CORDON_QEMU_RO_PATH=" MICROVM_JAIL_MEM, NULL};
+	execve(a->v[0], (char *const *)a->v, vm->restore ? env : env + 2);
 	_exit(127);
 }
 
-pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[4], int log, int go)
+pid_t microvm_qemu_spawn(const struct microvm_vm *vm, const int fds[MICROVM_FDS], int log, int go)
 {
 	struct argv_buf *a = calloc(1, sizeof(*a));
 	if (!a)

@@ -89,6 +89,8 @@ static int populate(const struct microvm_vm *vm, const char *root)
 	    {vm->initrd, MICROVM_JAIL_INITRD, false, true, false},
 	    {vm->rootfs, MICROVM_JAIL_ROOTFS, false, true, false},
 	    {vm->dir, MICROVM_JAIL_DIR, true, true, false},
+	    {vm->mem, MICROVM_JAIL_MEM, false, vm->restore, false},
+	    {vm->shim, MICROVM_JAIL_SHIM, false, vm->restore, false},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(binds); i++) {
 		if (!binds[i].when || (binds[i].optional && access(binds[i].src, F_OK) < 0))
