@@ -162,7 +162,9 @@ def test_job_control_and_ctrl_c(client, sandbox):
     wait_foreground(client, sandbox["id"], "sleep 102")
     t.send("\x1a")  # Ctrl-Z: stopped, bash has the terminal back
     t.expect(r"Stopped\s+sleep 102")
-    t.send("kill %1; wait; echo gone\n")
+    # SIGKILL ends a stopped job at once (SIGTERM waits for the SIGCONT bash sends after it),
+    # so that no job is left stopped for `exit` to refuse to leave.
+    t.send("kill -9 %1; wait; echo gone\n")
     t.expect(r"gone")
     t.send("exit\n")
     assert t.until_exit()["exit_code"] == 0
