@@ -10,7 +10,6 @@
 #include <stdint.h>
 
 #include <cordon/err.h>
-#include <cordon/seccomp.h>
 
 enum cordon_user {
 	CORDON_USER_USER = 0, /* uid/gid 1000 inside, named "user" */
@@ -29,6 +28,13 @@ enum cordon_net {
 typedef int (*cordon_net_hook)(void *data, const char *sandbox_ip, const char *host_ifname,
 			       struct cordon_err *err);
 
+struct sock_filter;
+
+/* A classic BPF seccomp program (what seccomp-compile makes of a policy file). */
+struct cordon_seccomp {
+	const struct sock_filter *filter;
+	unsigned short len;
+};
 
 #define CORDON_MAX_BINDS 32
 #define CORDON_MAX_ENV   256

@@ -9,7 +9,7 @@
 
 #include <linux/filter.h>
 
-#include <cordon/seccomp.h>
+#include <cordon/spec.h>
 
 /* policy/seccomp.policy: every sandbox (the runtime's default of spec->seccomp, also declared in cordon.h). */
 extern const struct cordon_seccomp cordon_seccomp_sandbox;

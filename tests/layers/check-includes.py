@@ -49,7 +49,7 @@ def target_of(delim, path):
     """The layer (or public header) an include names; None for a system header."""
     if path == "cordon/err.h":
         return "err"
-    if path in ("cordon/spec.h", "cordon/seccomp.h"):
+    if path == "cordon/spec.h":
         return "types"
     if path == "cordon/cordon.h":
         return "cordon"

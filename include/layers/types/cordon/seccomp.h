@@ -1,1 +1,0 @@
-../../../cordon/seccomp.h
