@@ -8,6 +8,7 @@
 #endif
 #include "init/agent.h"
 #include "init/agent-int.h"
+#include "init/preload.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -336,7 +337,7 @@ static _Noreturn void child_exec(const struct frame_spawn *sp, int in_r, int out
 		goto fail;
 	umask(022);
 	f.step = STEP_EXEC;
-	r = exec_search((char *const *)sp->argv, (char *const *)sp->envp);
+	r = exec_search((char *const *)sp->argv, preload_env((char *const *)sp->envp));
 	goto fail_r;
 fail:
 	r = -errno;

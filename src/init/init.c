@@ -29,6 +29,7 @@
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
 #include "init/agent.h"
+#include "init/preload.h"
 #include "init/vm.h"
 #include "lib/initproto.h"
 
@@ -53,6 +54,7 @@ static _noreturn_ void exec_child(const char *workdir, char **cmd, int errfd)
 	if (isatty(0) && setsid() >= 0)
 		(void)ioctl(0, TIOCSCTTY, 0);
 	if (chdir(workdir) == 0) {
+		environ = preload_env(environ);
 		execvp(cmd[0], cmd);
 		st.kind = INIT_EXEC_FAILED;
 	}
@@ -170,6 +172,7 @@ int main(int argc, char **argv)
 {
 	/* Nothing in the sandbox may read our memory or environment through /proc/1. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	preload_take();
 	/* The kernel runs a microVM's /init with no argument as PID 1. */
 	if (argc == 1 && getpid() == 1 && strcmp(argv[0], "/init") == 0)
 		vm_main();

@@ -84,8 +84,8 @@ def sh(client, sid, cmd, code=0, **kw):
     return r["stdout"]
 
 
-# The listing and the metadata through find(1): coreutils' ls and stat call statx() with
-# AT_NO_AUTOMOUNT, which Debian's gVisor refuses (README, gvisor section).
+# The listing and the metadata through find(1), whose output format is the same on every
+# runtime (gvisor's statx needed a shim for ls and stat: README, gvisor section).
 def ls(d):
     return f"find {d} -mindepth 1 -maxdepth 1 -printf '%f\\n' | LC_ALL=C sort"
 

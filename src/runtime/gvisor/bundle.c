@@ -397,6 +397,8 @@ int gvisor_bundle_make(struct gvisor *g, const struct cordon_spec *spec, int fro
 	char path[PATH_MAX];
 	if (helper_path("cordon-init", "CORDON_INIT", b->init, sizeof(b->init)) < 0)
 		return cordon_err_setf(err, -ENOENT, "gvisor: cordon-init not found");
+	if (helper_path("cordon-gvisor-stat.so", "CORDON_GVISOR_STAT", b->stat, sizeof(b->stat)) < 0)
+		return cordon_err_setf(err, -ENOENT, "gvisor: cordon-gvisor-stat.so not found");
 	mkdir(gvisor_base(), 0700);
 	if ((r = make_dir(g->dir, 0700, 0, err)) < 0)
 		return r;

@@ -29,6 +29,8 @@
  * a donated stdio socket for good when any process of the sandbox closes its copy. */
 #define GVISOR_AGENT_DIR    "/dev/.cordon"
 #define GVISOR_INIT_PATH    "/dev/.cordon-init"
+/* stat-compat.c, preloaded into every program (src/init/preload.c) */
+#define GVISOR_STAT_PATH    "/dev/.cordon-stat.so"
 #define GVISOR_AGENT_SOCKET GVISOR_AGENT_DIR "/agent.sock"
 
 struct gvisor {
@@ -78,6 +80,7 @@ struct gvisor_mount {
 struct gvisor_bundle {
 	char root[160];	 /* host path of the container's root */
 	char init[256];	 /* host path of cordon-init */
+	char stat[256];	 /* host path of cordon-gvisor-stat.so */
 	char netns[160]; /* the network namespace with the veth, or "" */
 	char sock[160];	 /* agent mode: <dir>/sock, or "" */
 	struct gvisor_mount m[GVISOR_MAX_MOUNTS];

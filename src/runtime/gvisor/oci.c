@@ -82,6 +82,9 @@ static json_t *process(const struct cordon_spec *spec, const struct gvisor_bundl
 			      "cwd", "/", "capabilities", capabilities(spec), "rlimits", rlimits(spec),
 			      "noNewPrivileges", 1);
 	init_args_free(&ia);
+	json_t *env = p ? json_object_get(p, "env") : NULL;
+	if (env)
+		json_array_append_new(env, json_string("CORDON_INIT_PRELOAD=" GVISOR_STAT_PATH));
 	return p;
 }
 
@@ -102,6 +105,8 @@ static json_t *mounts(const struct gvisor_bundle *b)
 			      mount("/dev/shm", "tmpfs", "shm", json_pack("[s, s, s]", "nosuid", "nodev",
 									  "mode=1777")));
 	json_array_append_new(m, mount(GVISOR_INIT_PATH, "bind", b->init,
+				       json_pack("[s, s]", "bind", "ro")));
+	json_array_append_new(m, mount(GVISOR_STAT_PATH, "bind", b->stat,
 				       json_pack("[s, s]", "bind", "ro")));
 	if (b->sock[0])
 		json_array_append_new(m, mount(GVISOR_AGENT_DIR, "bind", b->sock,
