@@ -736,14 +736,15 @@ static int create_records(struct sbx *s, const struct api_create *req, bool read
  * answers its waiter if it has one (then 0); else -1 with @e set. */
 static int create_failed(struct sbx *s, int r, bool audit, struct svc_err *e)
 {
-	bool waiting = s->waiters != NULL;
-	metric_inc(M_CREATE_FAILURES);
-	sbx_destroy(s, "create_failed"); /* answers a waiter */
-	if (waiting)
-		return 0;
 	if (audit)
-		return svc_fail_audit(e, r);
-	return svc_fail(e, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
+		svc_fail_audit(e, r);
+	else
+		svc_fail(e, API_ERR_INTERNAL, "could not set the sandbox up: %s", strerror(-r));
+	bool waiting = s->waiters != NULL;
+	waiters_fail(s, e->code, e->msg); /* the request's own waiter, if it has one */
+	metric_inc(M_CREATE_FAILURES);
+	sbx_destroy(s, "create_failed");
+	return waiting ? 0 : -1;
 }
 
 int svc_sandbox_create_at(const struct svc_caller *who, const struct api_create *req, int from_fd,
@@ -799,9 +800,15 @@ static int on_up(struct sbx *s)
 	return 0;
 }
 
+/* A setup that failed for want of the host's disk is the operator's to free (507), not a
+ * fault of ours. */
 static void on_down(struct sbx *s)
 {
-	waiters_fail(s, API_ERR_INTERNAL, "the sandbox failed while it was being made");
+	if (s->setup_err == -ENOSPC || s->setup_err == -EDQUOT)
+		waiters_fail(s, API_ERR_INSUFFICIENT_STORAGE, "no space on the host to make the "
+			     "sandbox (its disk or state): the sandbox was not made");
+	else
+		waiters_fail(s, API_ERR_INTERNAL, "the sandbox failed while it was being made");
 }
 
 static const struct sbx_hooks create_hooks = {.up = on_up, .down = on_down, .after = pool_fill};

@@ -119,6 +119,7 @@ struct sbx {
 	enum sbx_state state;
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */
+	int setup_err;             /* -errno of a setup that failed, for its waiters' answer */
 	struct cordon_sandbox *rt; /* the runtime's handle (cordon_sandbox_*), whichever runtime */
 	const char *runtime;       /* the registry's name of what made it ("jail") */
 	struct cordon_spec spec;   /* as created; pointers owned below */

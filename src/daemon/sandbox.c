@@ -530,6 +530,7 @@ static void on_setup(evutil_socket_t fd, short what, void *arg)
 	cordon_sandbox_setup_close(s->rt);
 	if (r < 0 || (r = agent_connect(s)) < 0) {
 		log_error("sandbox %s: setup failed: %s", s->id, err.msg[0] ? err.msg : strerror(-r));
+		s->setup_err = r;
 		metric_inc(M_CREATE_FAILURES);
 		sbx_destroy(s, "setup_failed");
 	}

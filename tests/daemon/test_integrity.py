@@ -216,6 +216,27 @@ def test_full_disk_refuses_every_recorded_action_and_changes_nothing(full):
     assert d.alive()
 
 
+def test_create_made_on_a_full_disk_is_refused_by_its_record():
+    """No pool: the sandbox is made for the request, then its record does not fit. The answer
+    names the audit log (503 audit_unavailable), not a fault of ours (500), and nothing of the
+    sandbox is left."""
+    f = FullDisk(pool=0)
+    try:
+        d = f.d.start()
+        c = d.client()
+        f.fill()
+        for _ in range(3):
+            assert_error(c.post("/v1/sandboxes", {}), 503, "audit_unavailable")
+        assert c.list() == []
+        f.free()
+        sid = c.create({})["id"]
+        assert c.sh(sid, "echo ok").strip() == "ok"
+        assert [s["id"] for s in c.list()] == [sid]
+        assert d.alive()
+    finally:
+        f.close()
+
+
 def test_destroy_on_a_full_disk_then_a_crash_is_repaired_at_start(full):
     d = full.d.start()
     c = d.client()
