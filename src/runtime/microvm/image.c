@@ -152,6 +152,8 @@ int microvm_initrd(const struct microvm_host *h, char *path, size_t size, struct
 		return 0;
 	struct initrd_job j = {init, h};
 	r = publish(path, fill_initrd, &j);
+	if (r == 0)
+		microvm_cache_sweep(path, false);
 	return r < 0 ? cordon_err_set(err, r, "microvm: initramfs '%s'", path) : 0;
 }
 
@@ -231,6 +233,25 @@ static int fill_erofs(const char *tmp, void *data)
 	return r;
 }
 
+/* rootfs-K.src beside rootfs-K.erofs, before the image: what the cache's sweep keeps it for
+ * (cache.c). Published as the image is, so that no sweep reads half of one. */
+static int fill_source(const char *tmp, void *data)
+{
+	const char *rootfs = data;
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	int r = write_all(fd, rootfs ? rootfs : "host", strlen(rootfs ? rootfs : "host"));
+	return r < 0 ? r : write_all(fd, "\n", 1);
+}
+
+static int write_source(const char *image, const char *rootfs)
+{
+	char src[PATH_MAX - 32]; /* room for publish()'s .tmp.TID */
+	snprintf(src, sizeof(src), "%.*s.src", (int)(strlen(image) - strlen(".erofs")), image);
+	return publish(src, fill_source, (void *)rootfs);
+}
+
 /* A template is a directory whose content does not change under its name; the host's
  * changes with its packages (dpkg's status file). */
 int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cordon_err *err)
@@ -244,9 +265,16 @@ int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cor
 		return 0;
 	struct erofs_job j = {rootfs, ""};
 	snprintf(j.stage, sizeof(j.stage), "%s/stage.%d", microvm_cache(), (int)gettid());
-	r = publish(path, fill_erofs, &j);
+	r = write_source(path, rootfs);
+	if (r == 0)
+		r = publish(path, fill_erofs, &j);
+	if (r == 0)
+		microvm_cache_sweep(path, !rootfs);
 	if (r == -ENOENT)
 		return cordon_err_setf(err, r, "microvm: mkfs.erofs not found (apt-get install erofs-utils)");
+	if (r == -ETIMEDOUT)
+		return cordon_err_setf(err, r, "microvm: mkfs.erofs of '%s' did not finish in %d s",
+				       rootfs ? rootfs : "the host", MICROVM_TOOL_MS / 1000);
 	return r < 0 ? cordon_err_set(err, r, "microvm: erofs image of '%s'", rootfs ? rootfs : "the host") : 0;
 }
 

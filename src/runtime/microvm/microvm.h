@@ -122,6 +122,10 @@ int microvm_restore_load(struct microvm *m, struct cordon_err *err);
  * CORDON_MICROVM_TEMPLATES=1 and in agent mode. */
 int microvm_template_use(struct microvm *m, struct cordon_err *err);
 void microvm_template_save(struct microvm *m);
+/* cache.c: what the cache no longer needs, after @fresh (a path in it) was published;
+ * @host: @fresh is the `host` template's image, which supersedes the host's others. */
+void microvm_cache_sweep(const char *fresh, bool host);
+
 /* A snapshot directory's files and the directory (a template save that did not finish). */
 void microvm_snap_dir_remove(int dirfd, const char *name);
 
