@@ -81,6 +81,10 @@ const char *cordon_runtime_cap_name(uint32_t cap);
  * *ret_name is the registry's own string. -ENOENT for an unknown name, -EOPNOTSUPP for one
  * that cannot run here; @err then names the runtimes that can. */
 int cordon_runtime_resolve(const char *name, const char **ret_name, struct cordon_err *err);
+/* Makes what a start of @spec on its runtime would cache first (the microvm's images of
+ * spec->rootfs); 0 at once where there is nothing to make. Slow the first time: for a thread
+ * of its own (a start with spec->cached_only said -EINPROGRESS). */
+int cordon_runtime_warm(const struct cordon_spec *spec, struct cordon_err *err);
 /* Whether runtime @name can be given a network after it started (cordon_sandbox_attach_net);
  * one that cannot (gvisor: its netstack takes the interfaces it finds at boot) gets its link
  * at start (spec->net) from a caller that may give it one later. */

@@ -102,4 +102,8 @@ struct cordon_spec {
 	int stdio[3];
 	/* Installed last before cordon-init runs; cordon_spec_init(): &cordon_seccomp_sandbox. */
 	const struct cordon_seccomp *seccomp;
+	/* A start that would first make an image it caches (microvm: the template's erofs,
+	 * minutes for the host's /usr) fails with -EINPROGRESS instead; cordon_runtime_warm()
+	 * makes it. For a caller's event loop, which must not wait that long. */
+	bool cached_only;
 };

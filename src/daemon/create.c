@@ -170,13 +170,16 @@ struct started {
 	struct store_version *version; /* NULL for host; the sandbox's once adopted */
 	struct cordon_sandbox *rt;
 	struct cordon_err err;
+	bool warm_only;                /* the runtime's images of it made, no sandbox */
 };
+
+static void images_made(struct started *st);
 
 static int creator_req[2] = {-1, -1}, creator_res[2] = {-1, -1}, release_fd = -1;
 static size_t creator_pending;
 static struct event *creator_ev;
 
-/* Starts one pooled sandbox for the loop. */
+/* Starts one pooled sandbox for the loop, or makes the images a start needs (warm_only). */
 static void creator_start(struct started *st)
 {
 	struct cordon_spec spec;
@@ -185,7 +188,9 @@ static void creator_start(struct started *st)
 	spec.rootfs = st->version ? st->version->rootfs : NULL;
 	spec.runtime = st->runtime;
 	network_spec(&spec, st->runtime);
-	if (cordon_sandbox_start(&spec, &st->rt, &st->err) < 0)
+	if (st->warm_only)
+		(void)cordon_runtime_warm(&spec, &st->err);
+	else if (cordon_sandbox_start(&spec, &st->rt, &st->err) < 0)
 		st->rt = NULL;
 	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
 		cordon_sandbox_free(st->rt);
@@ -301,6 +306,10 @@ static void on_started(evutil_socket_t fd, short what, void *arg)
 	while (read(creator_res[0], &st, sizeof(st)) == sizeof(st)) {
 		struct warm *w = warm_find(st->name, st->runtime);
 		creator_pending--;
+		if (st->warm_only) {
+			images_made(st);
+			continue;
+		}
 		if (w && w->pending)
 			w->pending--;
 		struct sbx *s = st->rt && !D.stopping ? sbx_alloc(true, (uint64_t)API_DEFAULT_DISK_MB << 20) : NULL;
@@ -357,6 +366,75 @@ static size_t pooled_of(const struct warm *w)
 		n += s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, w->name) == 0 &&
 		     strcmp(s->runtime, w->runtime) == 0;
 	return n;
+}
+
+/* ---- images a runtime caches, made off the loop ----
+ *
+ * A start on the loop never makes the image a runtime caches per template version (the
+ * microvm's erofs: minutes for the host's /usr): sbx_new() asks for cached_only, and a start
+ * whose image is not made yet fails with -EINPROGRESS. The create is answered 503 and the image
+ * made on the creator thread, one job per template and runtime at a time; the pool's starts,
+ * on that thread already, make theirs as they go. */
+
+static struct {
+	char name[65];
+	const char *runtime;
+} making[8];
+
+static bool making_find(const char *name, const char *runtime, size_t *ret)
+{
+	for (size_t i = 0; i < ELEMENTSOF(making); i++)
+		if (making[i].runtime && making[i].runtime == runtime && strcmp(making[i].name, name) == 0)
+			return *ret = i, true;
+	return false;
+}
+
+/* The images of @name ("" for host) on @runtime asked of the creator thread, unless they are
+ * being made already (or eight others are). */
+static void images_make(const char *name, const char *runtime)
+{
+	size_t i;
+	struct cordon_err err = {};
+	if (making_find(name, runtime, &i))
+		return;
+	for (i = 0; i < ELEMENTSOF(making) && making[i].runtime; i++)
+		;
+	if (i == ELEMENTSOF(making))
+		return;
+	struct started *st = calloc(1, sizeof(*st));
+	if (!st)
+		return;
+	snprintf(st->name, sizeof(st->name), "%s", name);
+	st->runtime = runtime;
+	st->warm_only = true;
+	if (name[0] && ((st->version = malloc(sizeof(*st->version))) == NULL ||
+			store_version_open(name, st->version, &err) < 0)) {
+		free(st->version);
+		free(st);
+		return;
+	}
+	if (write(creator_req[1], &st, sizeof(st)) != sizeof(st)) {
+		version_free(st->version);
+		free(st);
+		return;
+	}
+	snprintf(making[i].name, sizeof(making[i].name), "%s", name);
+	making[i].runtime = runtime;
+	creator_pending++;
+}
+
+static void images_made(struct started *st)
+{
+	size_t i;
+	if (making_find(st->name, st->runtime, &i))
+		making[i] = (typeof(making[i])){0};
+	if (st->err.code)
+		log_error("%s images of template '%s': %s", st->runtime, st->name[0] ? st->name : "host",
+			  st->err.msg);
+	else
+		log_info("%s images of template '%s' made", st->runtime, st->name[0] ? st->name : "host");
+	version_free(st->version);
+	free(st);
 }
 
 /* One more pooled sandbox of @w asked of the thread; -errno if none can be (a template
@@ -667,7 +745,11 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 				 "fit in a disk of %u MiB", req->limits.disk_mb);
 		else if (from->fd >= 0 && err.code == -EINVAL) /* a request the snapshot cannot be */
 			svc_fail(e, API_ERR_INVALID_FIELD, "snapshot: %s", err.msg);
-		else
+		else if (err.code == -EINPROGRESS) { /* cached_only: made on the thread */
+			images_make(warm_name, runtime);
+			svc_fail(e, API_ERR_UNAVAILABLE, "%s: it is being made now (minutes the "
+				 "first time); retry later", err.msg);
+		} else
 			svc_fail(e, err.code == -EAGAIN ? API_ERR_UNAVAILABLE : API_ERR_INTERNAL,
 				 "could not make the sandbox: %s", err.msg);
 		return NULL;

@@ -591,6 +591,7 @@ struct sbx *sbx_new(bool pooled, const struct sbx_start *st, struct cordon_err *
 	}
 	s->spec.rootfs = st->rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = st->runtime;
+	s->spec.cached_only = true; /* on the loop: an image to make first is the creator's (create.c) */
 	if (st->spec_hook)
 		st->spec_hook(&s->spec, st->runtime);
 	if (st->bind) /* opened by the child before start returns, like the rootfs */

@@ -138,6 +138,13 @@ int cordon_sandbox_start(const struct cordon_spec *spec, struct cordon_sandbox *
 	return r < 0 ? r : runtime_start(ops, spec, ret_sb, err);
 }
 
+int cordon_runtime_warm(const struct cordon_spec *spec, struct cordon_err *err)
+{
+	const struct runtime_ops *ops;
+	int r = runtime_pick(runtime_registry, runtime_registry_len, spec->runtime, &ops, err);
+	return r < 0 || !ops->warm ? r : ops->warm(spec, err);
+}
+
 int cordon_sandbox_setup_fd(const struct cordon_sandbox *sb)
 {
 	return sb->ops->setup_fd(sb);

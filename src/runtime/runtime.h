@@ -40,6 +40,8 @@ struct runtime_ops {
 	bool (*auto_ok)(void);
 	/* Optional: what the runtime caches per process (cordon_prepare()). */
 	int (*prepare)(struct cordon_err *err);
+	/* Optional: what it caches per spec, made before a start (cordon_runtime_warm()). */
+	int (*warm)(const struct cordon_spec *spec, struct cordon_err *err);
 
 	/* Every runtime has these. start() returns once the sandbox is on its way; the setup fd
 	 * becomes readable with news, and finish() returns 0 once cordon-init runs, -EAGAIN while

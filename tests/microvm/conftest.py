@@ -113,3 +113,16 @@ def mvdaemon(tmp_path_factory, request):
     assert alive, f"cordond died during the module:\n{d.log_tail()}"
     assert dc.wait_until(lambda: qemu_procs(vms) == [] and os.listdir(vms) == [], 10), \
         (qemu_procs(vms), os.listdir(vms))
+
+
+def mv_create(cl, body, wait_s=900):
+    """cl.create(body), waiting while cordond makes the template's image: a create on its
+    loop never does (503 unavailable, "being made", until the creator thread has made it:
+    minutes for the host's /usr the first time)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        r = cl.post("/v1/sandboxes", body)
+        if r.status != 503 or "being made" not in r.text or time.monotonic() > deadline:
+            assert r.status == 201, f"create failed: {r.describe()}"
+            return r.json()
+        time.sleep(2)

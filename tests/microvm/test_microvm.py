@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import CORDON, dc, mvdaemon, qemu_procs, requires_microvm, run  # noqa: F401
+from conftest import CORDON, dc, mv_create, mvdaemon, qemu_procs, requires_microvm, run  # noqa: F401
 
 pytestmark = requires_microvm
 
@@ -104,6 +104,55 @@ def test_qemu_confined_and_signals_forwarded(mvenv, rootfs):
     assert_no_leftovers(mvenv)
 
 
+def mkfs_procs(cache):
+    """mkfs.erofs processes writing into @cache."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"mkfs.erofs") and any(a.startswith(cache.encode() + b"/") for a in argv):
+            out.append(int(pid))
+    return out
+
+
+def test_first_create_does_not_wait_for_the_image(tmp_path):
+    """The `host` template's erofs (a few GiB of /usr, minutes) is not made on cordond's
+    loop: a create that finds none is answered 503 at once and the image is made on the
+    creator thread, once however many ask; the daemon answers meanwhile; stopping it
+    stops mkfs.erofs."""
+    cache = str(tmp_path / "cache")
+    saved = {k: os.environ.get(k) for k in ("CORDON_MICROVM_CACHE", "CORDON_MICROVM_DIR")}
+    os.environ.update(CORDON_MICROVM_CACHE=cache, CORDON_MICROVM_DIR=str(tmp_path / "vms"))
+    try:
+        d = dc.start_daemon(pool=0, max_sandboxes=4)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        cl = d.client(timeout=30)
+        for _ in range(3):
+            t = time.monotonic()
+            r = cl.post("/v1/sandboxes", {"runtime": "microvm"})
+            assert r.status == 503 and "being made" in r.text, r.describe()
+            assert r.json()["error"]["code"] == "unavailable", r.describe()
+            assert time.monotonic() - t < 5, f"the create waited {time.monotonic() - t:.1f} s"
+        assert dc.wait_until(lambda: mkfs_procs(cache), 10), "no mkfs.erofs for the image"
+        t = time.monotonic()
+        assert cl.get("/healthz").status == 200
+        assert cl.create({})["id"]  # a jail sandbox meanwhile
+        assert time.monotonic() - t < 5, "the daemon's loop waited for the image"
+        assert len(mkfs_procs(cache)) == 1, "the image is made once"
+        assert cl.list() and all(s["runtime"] == "jail" for s in cl.list())
+    finally:
+        d.cleanup()
+    assert dc.wait_until(lambda: not mkfs_procs(cache), 10), "mkfs.erofs outlived cordond"
+
+
 def test_unknown_runtime_names_microvm(mvenv):
     out = subprocess.run([CORDON, "run", "--runtime", "nope", "--", "true"], capture_output=True,
                          env=mvenv, timeout=60)
@@ -126,7 +175,7 @@ def test_agent_exec_files_and_pool(mvdaemon):
     clock is the host's; the next create is served warm from the pool; destroy leaves
     nothing."""
     cl = mvdaemon.client(timeout=180)
-    a = cl.create({"runtime": "microvm"})
+    a = mv_create(cl, {"runtime": "microvm"})
     try:
         assert a["runtime"] == "microvm"
         r = cl.exec(a["id"], cmd="uname -r; id -u; echo err >&2; exit 3")
@@ -146,7 +195,7 @@ def test_agent_exec_files_and_pool(mvdaemon):
     assert dc.wait_until(lambda: len(os.listdir(mvdaemon.vms)) == 1, 60), os.listdir(mvdaemon.vms)
     time.sleep(8)  # its boot
     t = time.monotonic()
-    b = cl.create({"runtime": "microvm"})
+    b = mv_create(cl, {"runtime": "microvm"})
     took = time.monotonic() - t
     try:
         assert took < 1.0, f"a pooled microvm create took {took:.3f} s"

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import dc, mvdaemon, qemu_procs, requires_microvm  # noqa: F401
+from conftest import dc, mv_create, mvdaemon, qemu_procs, requires_microvm  # noqa: F401
 
 pytestmark = requires_microvm
 POOL = 0  # no warm VMs: every boot here is the test's
@@ -38,7 +38,7 @@ def fam(mvdaemon):
     """The parent (booted), its memory snapshot, two fork children and one restored create."""
     cl = mvdaemon.client(timeout=240)
     made = []
-    parent = cl.create({"runtime": "microvm", "timeout_s": 600})
+    parent = mv_create(cl, {"runtime": "microvm", "timeout_s": 600})
     made.append(parent["id"])
     f = {"cl": cl, "d": mvdaemon, "parent": parent["id"], "made": made}
     try:

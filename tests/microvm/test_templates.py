@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import dc, qemu_procs, requires_microvm
+from conftest import dc, mv_create, qemu_procs, requires_microvm
 
 pytestmark = requires_microvm
 CACHE = os.environ.get("CORDON_MICROVM_CACHE", "/var/cache/cordon-microvm")
@@ -42,7 +42,7 @@ def test_second_create_is_a_restore(tdaemon):
     cl = tdaemon.client(timeout=240)
     before = set(glob.glob(os.path.join(CACHE, "vm-template-*")))
     t = time.monotonic()
-    a = cl.create({"runtime": "microvm"})
+    a = mv_create(cl, {"runtime": "microvm"})
     first = time.monotonic() - t
     try:
         made = set(glob.glob(os.path.join(CACHE, "vm-template-*"))) - before
@@ -52,7 +52,7 @@ def test_second_create_is_a_restore(tdaemon):
     finally:
         cl.destroy(a["id"])
     t = time.monotonic()
-    b = cl.create({"runtime": "microvm"})
+    b = mv_create(cl, {"runtime": "microvm"})
     second = time.monotonic() - t
     print(f"boot {first * 1000:.0f} ms, restore {second * 1000:.0f} ms")
     try:

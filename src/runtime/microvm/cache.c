@@ -10,7 +10,7 @@
  *                    a day after it was made (a second install of Cordon on the host
  *                    rebuilds its own, 1 MiB)
  *   vm-template-K/   a booted template's snapshot: gone with its initramfs or image
- *   *.tmp.TID        what a process that died while it wrote left
+ *   *.tmp.TID        what a process that died while it wrote left, and its stage.TID
  *
  * A file that a running QEMU has open stays readable until it closes it. */
 #include <dirent.h>
@@ -36,14 +36,17 @@ static bool has_suffix(const char *s, const char *suffix)
 	return n > m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* A writer's temporary name, NAME.tmp.TID, of a thread that no longer exists. */
+/* A writer's temporary name, NAME.tmp.TID or stage.TID (the host image's mount point), of
+ * a thread that no longer exists. */
 static bool orphan_tmp(const char *name)
 {
-	const char *t = strstr(name, ".tmp.");
+	const char *t = strncmp(name, "stage.", 6) == 0 ? name + 6 : strstr(name, ".tmp.");
 	char proc[64];
-	if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5))
+	if (t && t != name + 6)
+		t += 5;
+	if (!t || !*t || strspn(t, "0123456789") != strlen(t))
 		return false;
-	snprintf(proc, sizeof(proc), "/proc/%s", t + 5);
+	snprintf(proc, sizeof(proc), "/proc/%s", t);
 	return access(proc, F_OK) < 0 && errno == ENOENT;
 }
 
@@ -103,7 +106,7 @@ void microvm_cache_sweep(const char *fresh, bool host)
 		if (n[0] == '.' || fstatat(dfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (orphan_tmp(n) && S_ISDIR(st.st_mode))
-			microvm_snap_dir_remove(dfd, n);
+			microvm_snap_dir_remove(dfd, n); /* a stage is empty outside its namespace */
 		else if (orphan_tmp(n))
 			(void)unlinkat(dfd, n, 0);
 		else if (strncmp(n, "rootfs-", 7) == 0 && has_suffix(n, ".erofs") &&

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -219,6 +221,8 @@ static int fill_erofs(const char *tmp, void *data)
 		return -errno;
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* with the thread that waits for it: cordond's end is mkfs.erofs's */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int null = open("/dev/null", O_RDWR);
 		if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
 		    (!j->rootfs && stage_host(j->stage) < 0))
@@ -254,7 +258,8 @@ static int write_source(const char *image, const char *rootfs)
 
 /* A template is a directory whose content does not change under its name; the host's
  * changes with its packages (dpkg's status file). */
-int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cordon_err *err)
+int microvm_rootfs_image(const char *rootfs, bool make, char *path, size_t size,
+			 struct cordon_err *err)
 {
 	uint64_t key = fnv_stat(0xcbf29ce484222325ULL, rootfs ? rootfs : "/var/lib/dpkg/status");
 	int r = cache_dir(err);
@@ -263,6 +268,10 @@ int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cor
 	snprintf(path, size, "%s/rootfs-%016llx.erofs", microvm_cache(), (unsigned long long)key);
 	if (access(path, R_OK) == 0)
 		return 0;
+	if (!make)
+		return cordon_err_setf(err, -EINPROGRESS, "microvm: the image of %s is not made yet (the "
+				       "first sandbox of a template version waits for it)",
+				       rootfs ? "this template version" : "the host template");
 	struct erofs_job j = {rootfs, ""};
 	snprintf(j.stage, sizeof(j.stage), "%s/stage.%d", microvm_cache(), (int)gettid());
 	r = write_source(path, rootfs);

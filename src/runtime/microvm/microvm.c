@@ -97,7 +97,8 @@ static int make_images(struct microvm *m, const struct cordon_spec *spec, int di
 	snprintf(vm->scratch, sizeof(vm->scratch), "%s/scratch.ext4", vm->dir);
 	int r = microvm_initrd(vm->host, vm->initrd, sizeof(vm->initrd), err);
 	if (r == 0)
-		r = microvm_rootfs_image(spec->rootfs, vm->rootfs, sizeof(vm->rootfs), err);
+		r = microvm_rootfs_image(spec->rootfs, !spec->cached_only, vm->rootfs,
+					 sizeof(vm->rootfs), err);
 	if (r == 0 && dirfd >= 0)
 		r = microvm_restore_prepare(m, dirfd, err);
 	else if (r == 0)
@@ -527,6 +528,18 @@ static int microvm_available(struct cordon_err *err)
 	return microvm_probe(NULL, err);
 }
 
+/* The images a start of @spec needs, made now if they are not (a thread of the caller's
+ * own: the host's erofs takes minutes). */
+static int microvm_warm(const struct cordon_spec *spec, struct cordon_err *err)
+{
+	const struct microvm_host *h;
+	char path[PATH_MAX];
+	int r = microvm_probe(&h, err);
+	if (r == 0)
+		r = microvm_initrd(h, path, sizeof(path), err);
+	return r < 0 ? r : microvm_rootfs_image(spec->rootfs, true, path, sizeof(path), err);
+}
+
 static bool microvm_auto_ok(void)
 {
 	const struct microvm_host *h;
@@ -553,6 +566,7 @@ const struct runtime_ops microvm_ops = {
     .available = microvm_available,
     .mode = microvm_mode,
     .auto_ok = microvm_auto_ok,
+    .warm = microvm_warm,
     .start = microvm_start,
     .setup_fd = microvm_setup_fd,
     .finish = microvm_finish,

@@ -14,7 +14,7 @@
 
 #define MICROVM_PROBE_MS 10000 /* the KVM probe: a guest that hangs there is killed */
 #define MICROVM_BOOT_MS	 20000 /* QEMU exec to the guest's hello (TCG: 4-7 s); tried twice */
-#define MICROVM_TOOL_MS	 120000 /* mkfs.erofs of a template */
+#define MICROVM_TOOL_MS	 600000 /* mkfs.erofs of a template (the host's /usr: GiBs) */
 #define MICROVM_KILL_MS	 5000
 #define MICROVM_MEM_DEFAULT (512ULL << 20)
 /* QEMU (and TCG's translation cache) on top of the guest's RAM, in the sandbox's cgroup. */
@@ -190,9 +190,11 @@ const char *microvm_cache(void);
 
 /* image.c: the initramfs (cordon-init as /init, the modules), made once per cordon-init and
  * kernel, cached; and the read-only erofs image of @rootfs (NULL: the `host` template), made
- * once per template version. Both fill @path. */
+ * once per template version, unless !@make (-EINPROGRESS when it is not made yet). Both fill
+ * @path. */
 int microvm_initrd(const struct microvm_host *h, char *path, size_t size, struct cordon_err *err);
-int microvm_rootfs_image(const char *rootfs, char *path, size_t size, struct cordon_err *err);
+int microvm_rootfs_image(const char *rootfs, bool make, char *path, size_t size,
+			 struct cordon_err *err);
 /* A sparse ext4 image of @bytes at @path, empty, owned by root. */
 int microvm_scratch_make(const char *path, uint64_t bytes, struct cordon_err *err);
 /* The args block for the channel (malloc'd): u32 length, u32 argc, u32 envc, u32 uid (cordon-init --run

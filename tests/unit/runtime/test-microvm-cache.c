@@ -82,6 +82,7 @@ static void test_a_new_host_image_supersedes_the_others(void **state)
 	put(self, "a live writer's", 0);
 	snprintf(machine, sizeof(machine), "microvm 1\ninitrd /nonexistent/initrd\nrootfs %s/rootfs-2222222222222222.erofs\n", dir);
 	put_dir("vm-template-aaaaaaaaaaaaaaaa", machine);
+	put_dir("stage.999999998", "");
 	snprintf(machine, sizeof(machine), "microvm 1\ninitrd %s/rootfs-2222222222222222.erofs\nrootfs %s/rootfs-2222222222222222.erofs\n", dir, dir);
 	put_dir("vm-template-bbbbbbbbbbbbbbbb", machine);
 
@@ -98,6 +99,7 @@ static void test_a_new_host_image_supersedes_the_others(void **state)
 	assert_true(there("initrd-6666666666666666.cpio")); /* only a new initramfs sweeps them */
 	assert_false(there("rootfs-7777777777777777.erofs.tmp.999999999"));
 	assert_true(there(self));
+	assert_false(there("stage.999999998"));
 	assert_false(there("vm-template-aaaaaaaaaaaaaaaa"));
 	assert_true(there("vm-template-bbbbbbbbbbbbbbbb"));
 }
