@@ -248,6 +248,23 @@ test('files: multipart of several, octet-stream with gzip, 1 MiB', async () => {
   assert.ok(Buffer.from(back).equals(Buffer.from(big)))
 })
 
+// test_e2b.py's cordond takes uploads of up to 128 MiB (--max-upload); reads go to its
+// --max-download (4 GiB), spooled past 8 MiB.
+test('files: 100 MiB written and read back whole', async () => {
+  const sbx = await box()
+  const big = new Uint8Array(100 << 20).map((_, i) => (i * 13 + (i >> 20)) & 255)
+  await sbx.files.write('/tmp/e2b/100m.bin', big.buffer)
+  const sum = (await sbx.commands.run('sha256sum /tmp/e2b/100m.bin')).stdout.split(' ')[0]
+  const { createHash } = await import('node:crypto')
+  assert.equal(sum, createHash('sha256').update(big).digest('hex'))
+  const back = await sbx.files.read('/tmp/e2b/100m.bin', { format: 'bytes' })
+  assert.equal(back.length, big.length)
+  assert.ok(Buffer.from(back).equals(Buffer.from(big)))
+  const gz = await sbx.files.read('/tmp/e2b/100m.bin', { format: 'bytes', gzip: true })
+  assert.ok(Buffer.from(gz).equals(Buffer.from(big)), 'gzip asked for: sent as it is, whole')
+  await sbx.files.remove('/tmp/e2b/100m.bin')
+})
+
 test('files: list, makeDir, rename, remove', async () => {
   const sbx = await box()
   assert.equal(await sbx.files.makeDir('/tmp/e2b/d/e'), true)
