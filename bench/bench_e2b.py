@@ -14,8 +14,12 @@ What it measures, p50 and p99 of each:
 a. `Sandbox.create()` to the end of the first `commands.run('true')`, against
    `POST /v1/sandboxes` then `POST .../exec ["true"]` over --listen (both from the pool).
 b. Command round trip: `commands.run('true')` against `POST .../exec` on a live sandbox.
-c. `files.write` and `files.read` of 1 MiB, and of 100 MiB (`--max-upload 128M`; a read over
-   the files service's 64 MiB download cap fails, and says so in the figures).
+   a. and b. give the fair peer too: exec of the argv the SDK runs (`/bin/bash -l -c true`).
+   Each figure has the client's CPU per operation (node: the SDK or fetch) and cordond's
+   main thread's (its schedstat), to tell whose work the difference is.
+c. `files.write` and `files.read` of 1 MiB, and of 100 MiB (`--max-upload 128M`; reads past
+   8 MiB are spooled by cordond, up to `--max-download`), against PUT and GET
+   /v1/.../files of the same bytes.
 d. PTY round trip: `pty.sendInput` of a line to `bash -i` until its output is back in
    `onData` (the marker is split by '' in the input, so the terminal's echo does not count),
    against `POST .../processes/{pid}/stdin` to a `POST .../processes {"pty": ...}`.
@@ -98,7 +102,8 @@ def main():
         time.sleep(1)  # the pool fills
         url = f"http://127.0.0.1:{e2b_port}"
         env = dict(os.environ, E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_API_KEY=key,
-                   CORDON_URL=f"http://127.0.0.1:{v1_port}", BENCH_N=str(5 if a.quick else a.n),
+                   CORDON_URL=f"http://127.0.0.1:{v1_port}", CORDOND_PID=str(p.pid),
+                   BENCH_N=str(5 if a.quick else a.n),
                    BENCH_BIG="0" if a.quick else str(100 << 20), BENCH_CODE_ONLY="1" if a.code_store else "")
         r = subprocess.run(["node", os.path.join(REPO, "bench", "bench_e2b.mjs")], cwd=SDK, env=env,
                            capture_output=True, text=True, timeout=1800)

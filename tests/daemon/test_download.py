@@ -9,18 +9,11 @@ import re
 
 import pytest
 
-from conftest import BUILD, assert_error, start_daemon
+from conftest import assert_error, skip_if_sanitized, start_daemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (uid ranges)")
 
 MiB = 1 << 20
-
-
-def sanitized():
-    """Whether this build's cordond runs under ASan (its allocator's quarantine keeps freed
-    memory, so peak RSS says nothing of what cordond holds)."""
-    with open(os.path.join(BUILD, "cordond"), "rb") as f:
-        return b"__asan_init" in f.read()
 
 
 def peak_mib(pid):
@@ -38,9 +31,7 @@ def get(c, sid, path):
 
 
 def test_a_100_mib_read_is_spooled_not_held():
-    if sanitized():
-        pytest.skip("cordond under ASan: its allocator's quarantine keeps freed memory, so "
-                    "peak RSS does not measure what cordond holds (the build without it does)")
+    skip_if_sanitized()
     d = start_daemon(pool=0, max_sandboxes=2)
     try:
         c = d.client(timeout=120)
