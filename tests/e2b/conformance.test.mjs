@@ -194,8 +194,13 @@ test('commands: background, list, stdin, kill', async () => {
   assert.equal(await sleeper.kill(), true)
   await assert.rejects(sleeper.wait(), CommandExitError)
   assert.equal(await sbx.commands.kill(999999), false, 'no such process')
-  // stdin: false (the default) is closed: cat ends at once
+  // stdin: false (the default) is closed: cat ends at once; it is /dev/null, as envd's is,
+  // and input to it is refused
   assert.equal((await sbx.commands.run('cat')).stdout, '')
+  assert.equal((await sbx.commands.run('readlink /proc/self/fd/0')).stdout, '/dev/null\n')
+  const quiet = await sbx.commands.run('sleep 30', { background: true })
+  await assert.rejects(sbx.commands.sendStdin(quiet.pid, 'x'))
+  await quiet.kill()
 })
 
 test('commands: connect to a running one', async () => {
