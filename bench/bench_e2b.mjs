@@ -217,7 +217,48 @@ async function codeRoundTrip() {
   return { e2b_run_code: stats(e2b), cordon_code: stats(own) }
 }
 
+// BENCH_TRACE: the requests of @N creates to first command of each API, one JSON line per
+// request (undici's diagnostics channels, which the SDK's undici and node's fetch both
+// publish): when it was made, its head sent, its response head in and its end, ms from the
+// iteration's start, and the connections opened.
+async function trace() {
+  const dc = await import('node:diagnostics_channel')
+  const t0 = { at: now() }
+  const at = () => +ms(t0.at).toFixed(3)
+  const reqs = new WeakMap()
+  let conns = 0
+  const rec = (r) => reqs.get(r) ?? reqs.set(r, { method: r.method, path: r.path.split('?')[0] }).get(r)
+  dc.subscribe('undici:request:create', ({ request }) => { rec(request).made = at() })
+  dc.subscribe('undici:client:sendHeaders', ({ request }) => { rec(request).sent = at() })
+  dc.subscribe('undici:request:headers', ({ request, response }) => Object.assign(rec(request), { head: at(), status: response.statusCode }))
+  dc.subscribe('undici:request:trailers', ({ request }) => { rec(request).end = at(); lines.push(rec(request)) })
+  dc.subscribe('undici:client:connected', () => { conns++ })
+  let lines = []
+  const runs = {
+    e2b: async () => { const s = await Sandbox.create({ timeoutMs: 60_000 }); await s.commands.run('true'); return () => s.kill() },
+    cordon: async () => {
+      const s = await v1('POST', '/v1/sandboxes', { timeout_s: 60, network: { policy: 'public' } })
+      await v1('POST', `/v1/sandboxes/${s.id}/exec`, { argv: ['/bin/bash', '-l', '-c', 'true'] })
+      return () => v1('DELETE', `/v1/sandboxes/${s.id}`)
+    },
+  }
+  for (let i = 0; i < N; i++) {
+    for (const [api, fn] of Object.entries(runs)) {
+      lines = []
+      const c0 = conns
+      t0.at = now()
+      const kill = await fn()
+      console.log(JSON.stringify({ api, i, total_ms: at(), connections: conns - c0, requests: lines }))
+      await kill()
+    }
+  }
+}
+
 const out = { bench: 'e2b', n: N }
+if (process.env.BENCH_TRACE) {
+  await trace()
+  process.exit(0)
+}
 if (process.env.BENCH_CODE_ONLY) {
   out.code = await codeRoundTrip()
   console.log(JSON.stringify(out))

@@ -8,6 +8,7 @@ which tests/e2b/test_e2b.py does):
     /usr/bin/python3 bench/bench_e2b.py            # 50 iterations, files of 1 MiB and 100 MiB
     /usr/bin/python3 bench/bench_e2b.py --quick    # 5 iterations, no big file
     /usr/bin/python3 bench/bench_e2b.py --code-store DIR [-n 300]   # d. alone
+    /usr/bin/python3 bench/bench_e2b.py --trace -n 3   # the requests of a., one line each
 
 What it measures, p50 and p99 of each:
 
@@ -72,6 +73,7 @@ def main():
     ap.add_argument("-n", type=int, default=50)
     ap.add_argument("--cordond", default=os.path.join(BUILD, "cordond"))
     ap.add_argument("--code-store", help="a template store with code-interpreter: measure d. only")
+    ap.add_argument("--trace", action="store_true", help="print the requests of -n creates to first command of each API")
     a = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("node"):
         print("bench_e2b: needs root and node", file=sys.stderr)
@@ -104,11 +106,13 @@ def main():
         env = dict(os.environ, E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_API_KEY=key,
                    CORDON_URL=f"http://127.0.0.1:{v1_port}", CORDOND_PID=str(p.pid),
                    BENCH_N=str(5 if a.quick else a.n),
-                   BENCH_BIG="0" if a.quick else str(100 << 20), BENCH_CODE_ONLY="1" if a.code_store else "")
+                   BENCH_BIG="0" if a.quick else str(100 << 20), BENCH_CODE_ONLY="1" if a.code_store else "",
+                   BENCH_TRACE="1" if a.trace else "")
         r = subprocess.run(["node", os.path.join(REPO, "bench", "bench_e2b.mjs")], cwd=SDK, env=env,
                            capture_output=True, text=True, timeout=1800)
         sys.stderr.write(r.stderr[-3000:])
-        print(r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "{}")
+        out = r.stdout.strip().splitlines() or ["{}"]
+        print("\n".join(out if a.trace else out[-1:]))
         return 0 if r.returncode == 0 else 1
     finally:
         p.send_signal(signal.SIGTERM)
