@@ -389,17 +389,17 @@ static int on_archive_data(struct fileop *op, const struct frame_data *d)
  * maximum, and refused with 413 naming the limit. */
 static int on_file_data(struct fileop *op, const struct frame_data *d)
 {
-	uint64_t have = evbuffer_get_length(op->data) + op->spooled;
+	bool over = evbuffer_get_length(op->data) + op->spooled + d->len > D.cfg.max_download;
 	int w = 0;
 	if (op->failed)
 		return 0;
-	if (have + d->len > D.cfg.max_download)
+	if (over)
 		op_fail(op, API_ERR_PAYLOAD_TOO_LARGE, "%s: larger than --max-download (%llu bytes)",
 			op->path, (unsigned long long)D.cfg.max_download);
 	else if ((w = spool_add(op, d->data, d->len)) < 0)
 		op_fail(op, w == -ENOSPC ? API_ERR_INSUFFICIENT_STORAGE : API_ERR_INTERNAL,
 			"%s: the spool: %s", op->path, strerror(-w));
-	op->failed = op->failed || w < 0 || have + d->len > D.cfg.max_download || !op->rep;
+	op->failed = over || w < 0 || !op->rep;
 	return 0;
 }
 
