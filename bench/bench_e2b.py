@@ -8,14 +8,19 @@ which tests/e2b/test_e2b.py does):
     /usr/bin/python3 bench/bench_e2b.py            # 50 iterations, files of 1 MiB and 100 MiB
     /usr/bin/python3 bench/bench_e2b.py --quick    # 5 iterations, no big file
     /usr/bin/python3 bench/bench_e2b.py --code-store DIR [-n 300]   # d. alone
+    /usr/bin/python3 bench/bench_e2b.py --trace -n 3   # the requests of a., one line each
 
 What it measures, p50 and p99 of each:
 
 a. `Sandbox.create()` to the end of the first `commands.run('true')`, against
    `POST /v1/sandboxes` then `POST .../exec ["true"]` over --listen (both from the pool).
 b. Command round trip: `commands.run('true')` against `POST .../exec` on a live sandbox.
-c. `files.write` and `files.read` of 1 MiB, and of 100 MiB (`--max-upload 128M`; a read over
-   the files service's 64 MiB download cap fails, and says so in the figures).
+   a. and b. give the fair peer too: exec of the argv the SDK runs (`/bin/bash -l -c true`).
+   Each figure has the client's CPU per operation (node: the SDK or fetch) and cordond's
+   main thread's (its schedstat), to tell whose work the difference is.
+c. `files.write` and `files.read` of 1 MiB, and of 100 MiB (`--max-upload 128M`; reads past
+   8 MiB are spooled by cordond, up to `--max-download`), against PUT and GET
+   /v1/.../files of the same bytes.
 d. PTY round trip: `pty.sendInput` of a line to `bash -i` until its output is back in
    `onData` (the marker is split by '' in the input, so the terminal's echo does not count),
    against `POST .../processes/{pid}/stdin` to a `POST .../processes {"pty": ...}`.
@@ -68,6 +73,7 @@ def main():
     ap.add_argument("-n", type=int, default=50)
     ap.add_argument("--cordond", default=os.path.join(BUILD, "cordond"))
     ap.add_argument("--code-store", help="a template store with code-interpreter: measure d. only")
+    ap.add_argument("--trace", action="store_true", help="print the requests of -n creates to first command of each API")
     a = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("node"):
         print("bench_e2b: needs root and node", file=sys.stderr)
@@ -98,12 +104,15 @@ def main():
         time.sleep(1)  # the pool fills
         url = f"http://127.0.0.1:{e2b_port}"
         env = dict(os.environ, E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_API_KEY=key,
-                   CORDON_URL=f"http://127.0.0.1:{v1_port}", BENCH_N=str(5 if a.quick else a.n),
-                   BENCH_BIG="0" if a.quick else str(100 << 20), BENCH_CODE_ONLY="1" if a.code_store else "")
+                   CORDON_URL=f"http://127.0.0.1:{v1_port}", CORDOND_PID=str(p.pid),
+                   BENCH_N=str(5 if a.quick else a.n),
+                   BENCH_BIG="0" if a.quick else str(100 << 20), BENCH_CODE_ONLY="1" if a.code_store else "",
+                   BENCH_TRACE="1" if a.trace else "")
         r = subprocess.run(["node", os.path.join(REPO, "bench", "bench_e2b.mjs")], cwd=SDK, env=env,
                            capture_output=True, text=True, timeout=1800)
         sys.stderr.write(r.stderr[-3000:])
-        print(r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "{}")
+        out = r.stdout.strip().splitlines() or ["{}"]
+        print("\n".join(out if a.trace else out[-1:]))
         return 0 if r.returncode == 0 else 1
     finally:
         p.send_signal(signal.SIGTERM)

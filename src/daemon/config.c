@@ -37,6 +37,7 @@ static const struct option_def {
 	{"max-output", OPT_SIZE, offsetof(struct config, max_output), "1M", "stdout (and stderr) bytes an exec returns"},
 	{"disk-overcommit", OPT_UINT, offsetof(struct config, disk_overcommit), "2000", "percent of the state filesystem's free space that sandbox disks may add up to (what each could still grow into)"},
 	{"max-upload", OPT_SIZE, offsetof(struct config, max_upload), "64M", "largest file upload"},
+	{"max-download", OPT_SIZE, offsetof(struct config, max_download), "4G", "largest file read out of a sandbox (spooled to the state directory past 8 MiB)"},
 	{"max-connections", OPT_UINT, offsetof(struct config, max_connections), "1024", "TCP connections at once (lowered to fit RLIMIT_NOFILE)"},
 	{"max-peer-connections", OPT_UINT, offsetof(struct config, max_peer_connections), "64", "TCP connections at once from one address (0: no limit)"},
 	{"header-timeout", OPT_UINT, offsetof(struct config, header_timeout_s), "5", "seconds a connection has to send its request headers"},

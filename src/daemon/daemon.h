@@ -29,9 +29,8 @@ struct bufferevent;
 #define SBX_ID_LEN          24    /* "sb-" + 20 base32 characters */
 #define DEFAULT_MAX_OUTPUT  (1u << 20) /* bytes of stdout and of stderr an exec returns */
 #define DEFAULT_MAX_UPLOAD  (64u << 20)
-#define DEFAULT_MAX_DOWNLOAD (64u << 20)
 #define MAX_ARCHIVE_BYTES    (4ULL << 30) /* file data of a directory out of a sandbox */
-#define ARCHIVE_MEM_BYTES    (8u << 20) /* held in memory; the rest spooled to disk (files.c) */
+#define ARCHIVE_MEM_BYTES    (8u << 20) /* of a download, held in memory; the rest spooled to disk (files.c) */
 #define MAX_ARCHIVE_ENTRIES  (1u << 20)
 #define SUBSCRIBER_BACKLOG  (8u << 20) /* bytes queued to one slow stream reader */
 #define AGENT_GRACE_MS      10000 /* a request the agent does not answer ends the sandbox */
@@ -58,6 +57,7 @@ struct config {
 	uint64_t max_timeout_s;
 	uint64_t max_output;
 	uint64_t max_upload;
+	uint64_t max_download;         /* a file read out of a sandbox (spooled past ARCHIVE_MEM_BYTES) */
 	uint64_t disk_overcommit;      /* percent of the free space (svc_sandbox.c's admission) */
 	uint64_t max_connections;      /* TCP, at once */
 	uint64_t max_peer_connections; /* TCP, at once from one address; 0: no per-address cap */

@@ -307,9 +307,7 @@ json_t *envd_message(struct ctx *c, enum connect_mode mode)
 
 /* What a started process's call keeps. */
 struct start {
-	char id[SBX_ID_LEN + 1];
-	bool stdin; /* E2B's stdin: false closes it at once */
-	bool pty;   /* its output is envd's "pty" data */
+	bool pty; /* its output is envd's "pty" data */
 };
 
 /* "exit status 1" / "signal: killed", as Go's os.ProcessState says it (envd's words). */
@@ -333,18 +331,6 @@ static json_t *end_event(json_t *ex)
 	return json_pack("{s:{s:o}}", "event", "end", end);
 }
 
-static void close_stdin(struct start *st, json_int_t pid)
-{
-	char pids[24];
-	struct svc_err err;
-	struct api_stdin in = {.eof = true};
-	struct sbx *s = sbx_find(NULL, st->id);
-	snprintf(pids, sizeof(pids), "%lld", (long long)pid);
-	struct proc *p = s ? svc_proc_find(s, pids, &err) : NULL;
-	if (p)
-		svc_proc_stdin(p, &in, &err);
-}
-
 /* Cordon's process events as envd's: start, data (stdout, stderr), end, keepalive. */
 static json_t *proc_line(struct connect_call *cc, json_t *ev, bool *ret_end)
 {
@@ -355,8 +341,6 @@ static json_t *proc_line(struct connect_call *cc, json_t *ev, bool *ret_end)
 		return NULL;
 	if (strcmp(type, "start") == 0) {
 		json_int_t pid = json_integer_value(json_object_get(ev, "pid"));
-		if (st && !st->stdin)
-			close_stdin(st, pid);
 		return json_pack("{s:{s:{s:I}}}", "event", "start", "pid", pid);
 	}
 	if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0)
@@ -440,9 +424,11 @@ static void process_start(struct ctx *c)
 		api_exec_free(e);
 		return;
 	}
-	snprintf(st->id, sizeof(st->id), "%s", s->id);
 	st->pty = e->pty_set;
-	st->stdin = st->pty || json_is_true(json_object_get(m, "stdin")); /* a PTY keeps its input */
+	/* E2B's stdin: false (the default) is /dev/null from the start, as envd gives it: no
+	 * pipe to close after the start event, and no close crossing the exit of a short
+	 * command. A PTY keeps its input. */
+	e->stdin_none = !st->pty && !json_is_true(json_object_get(m, "stdin"));
 	struct connect_call *cc = connect_call_new(c->req, CONNECT_MODE_STREAM, &start_ops, st);
 	if (!cc)
 		free(st);
@@ -495,8 +481,7 @@ static void process_connect(struct ctx *c)
 		connect_refuse(c->req, CONNECT_MODE_STREAM, CONNECT_INTERNAL, 500, "out of memory");
 	if (!st)
 		return;
-	*st = (struct start){.stdin = true, .pty = pty};
-	snprintf(st->id, sizeof(st->id), "%s", s->id);
+	*st = (struct start){.pty = pty};
 	struct connect_call *cc = connect_call_new(c->req, CONNECT_MODE_STREAM, &connect_ops, st);
 	if (cc)
 		svc_proc_events(p, connect_reply(cc));

@@ -1,4 +1,4 @@
-/* E2B's envd /files REST (e2b.h): GET downloads a file (gzip when the client takes it), POST
+/* E2B's envd /files REST (e2b.h): GET downloads a file (gzip when the client asks for it), POST
  * uploads one (octet-stream, maybe gzip) or several (multipart/form-data, each part's
  * filename its path), over the files service. Signed URLs (E2B's v1 signature: sha256 of
  * "path:operation:user:token[:expiry]") stand for the access token. */
@@ -127,10 +127,29 @@ static struct evbuffer *gzip_buf(struct evbuffer *in)
 	return out;
 }
 
+/* Whether Accept-Encoding @ae asks for gzip on purpose: gzip alone ("gzip", "gzip;q=1"), as
+ * the SDK's read({gzip: true}) sends it. A list ("gzip, deflate": what node's fetch and
+ * Python's HTTP clients add to every request) gets the bytes as they are, which identity
+ * always allows: on the links this serves, deflating a file costs more than it saves (a
+ * 1 MiB read over loopback: 22 ms gzip'd, 6 ms not; bench/RESULTS.md). */
+static bool gzip_asked(const char *ae)
+{
+	if (!ae)
+		return false;
+	ae += strspn(ae, " \t");
+	if (strncasecmp(ae, "gzip", 4) != 0)
+		return false;
+	const char *rest = ae + 4 + strspn(ae + 4, " \t"), *q = strstr(rest, "q=");
+	return !*rest || (*rest == ';' && !strchr(rest, ',') && (!q || strtod(q + 2, NULL) > 0));
+}
+
 static void get_bytes(struct connect_call *cc, const char *type, struct evbuffer *buf)
 {
 	struct fsop *op = cc->arg;
-	struct evbuffer *gz = op->gzip ? gzip_buf(buf) : NULL;
+	/* Past ARCHIVE_MEM_BYTES the file is a spool on disk (files.c), sent as it is: gzip
+	 * would pull it into memory; Content-Encoding says which the client got. */
+	bool spooled = evbuffer_get_length(buf) > ARCHIVE_MEM_BYTES;
+	struct evbuffer *gz = op->gzip && !spooled ? gzip_buf(buf) : NULL;
 	if (gz)
 		evhttp_add_header(evhttp_request_get_output_headers(cc->req), "Content-Encoding", "gzip");
 	connect_answer_bytes(cc, "application/octet-stream", gz ? gz : buf);
@@ -149,8 +168,7 @@ void files_get(struct ctx *c)
 	struct fsop *op = files_begin(c, signed_read, &s);
 	if (!op)
 		return;
-	const char *ae = evhttp_find_header(evhttp_request_get_input_headers(c->req), "Accept-Encoding");
-	op->gzip = ae && strstr(ae, "gzip");
+	op->gzip = gzip_asked(evhttp_find_header(evhttp_request_get_input_headers(c->req), "Accept-Encoding"));
 	if (envd_path(query_get(c, "path", raw, sizeof(raw)), op->user, op->path, sizeof(op->path), &perr) < 0) {
 		connect_refuse(c->req, CONNECT_MODE_REST, 0, 400, perr.msg);
 		fsop_free(op);

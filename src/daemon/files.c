@@ -43,7 +43,7 @@ struct fileop {
 	bool list_omitted;    /* F_LIST: entries with paths too long to list were passed */
 	char *path;
 	struct tar_reader *tar; /* F_ARCHIVE_GET: the sandbox's tar, checked as it comes */
-	int spool;		/* F_ARCHIVE_GET: where it goes past ARCHIVE_MEM_BYTES, or -1 */
+	int spool;		/* F_GET, F_ARCHIVE_GET: where it goes past ARCHIVE_MEM_BYTES, or -1 */
 	uint64_t spooled;	/* bytes in the spool */
 	uint64_t archive_bytes, archive_entries; /* F_ARCHIVE_PUT: what the answer says */
 	const uint8_t *body;	/* F_ARCHIVE_PUT: the request's, sent a chunk per OK while the */
@@ -169,12 +169,12 @@ static json_t *entry_json(const struct fileop *op, const struct frame_file_info 
 	return o;
 }
 
-/* ---- an archive out of a sandbox, spooled ----
+/* ---- a file or an archive out of a sandbox, spooled ----
  *
- * The first ARCHIVE_MEM_BYTES of a sandbox's tar stay in memory; past them all of it goes to
- * an unlinked file in the state directory (the sandboxes' disks are on its filesystem too),
- * which the reply sends as a file segment (sendfile): a 4 GiB directory costs cordond no
- * more memory than an 8 MiB one. The writes are to the page cache, on the loop. */
+ * The first ARCHIVE_MEM_BYTES of a sandbox's file or tar stay in memory; past them all of it
+ * goes to an unlinked file in the state directory (the sandboxes' disks are on its filesystem
+ * too), which the reply sends as a file segment (sendfile): a 4 GiB file or directory costs
+ * cordond no more memory than an 8 MiB one. The writes are to the page cache, on the loop. */
 static int spool_write(struct fileop *op, const void *p, size_t n)
 {
 	int r = write_all(op->spool, p, n);
@@ -221,10 +221,10 @@ static void answer(struct fileop *op, int status, json_t *body)
 		json_decref(body);
 		return;
 	}
-	if (op->kind == F_GET)
+	if ((op->kind == F_GET || op->kind == F_ARCHIVE_GET) && spool_done(op) < 0)
+		op_fail(op, API_ERR_INTERNAL, "%s: the spool: %s", op->path, strerror(errno));
+	else if (op->kind == F_GET)
 		op->rep->bytes(op->rep, "application/octet-stream", op->data);
-	else if (op->kind == F_ARCHIVE_GET && spool_done(op) < 0)
-		op_fail(op, API_ERR_INTERNAL, "%s: the archive's spool: %s", op->path, strerror(errno));
 	else if (op->kind == F_ARCHIVE_GET)
 		op->rep->bytes(op->rep, "application/x-tar", op->data);
 	else
@@ -384,22 +384,33 @@ static int on_archive_data(struct fileop *op, const struct frame_data *d)
 	return 0;
 }
 
+/* A chunk of a file: kept (spooled past ARCHIVE_MEM_BYTES) up to --max-download bytes; the
+ * agent reads one byte more than that, so a larger file is told from one of exactly the
+ * maximum, and refused with 413 naming the limit. */
+static int on_file_data(struct fileop *op, const struct frame_data *d)
+{
+	bool over = evbuffer_get_length(op->data) + op->spooled + d->len > D.cfg.max_download;
+	int w = 0;
+	if (op->failed)
+		return 0;
+	if (over)
+		op_fail(op, API_ERR_PAYLOAD_TOO_LARGE, "%s: larger than --max-download (%llu bytes)",
+			op->path, (unsigned long long)D.cfg.max_download);
+	else if ((w = spool_add(op, d->data, d->len)) < 0)
+		op_fail(op, w == -ENOSPC ? API_ERR_INSUFFICIENT_STORAGE : API_ERR_INTERNAL,
+			"%s: the spool: %s", op->path, strerror(-w));
+	op->failed = over || w < 0 || !op->rep;
+	return 0;
+}
+
 static int on_data(struct fileop *op, const struct frame *f)
 {
 	struct frame_data d;
-	if (op->kind == F_ARCHIVE_GET && frame_msg_parse(f->type, f->payload, f->len, &d) == 0)
-		return on_archive_data(op, &d);
-	if (op->kind != F_GET || frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
+	if (frame_msg_parse(f->type, f->payload, f->len, &d) < 0)
 		return -EPROTO;
-	if (evbuffer_get_length(op->data) + d.len > DEFAULT_MAX_DOWNLOAD) {
-		op_fail(op, API_ERR_PAYLOAD_TOO_LARGE, "%s: larger than %u bytes", op->path,
-			DEFAULT_MAX_DOWNLOAD);
-		op->failed = true;
-		return 0;
-	}
-	if (!op->failed)
-		evbuffer_add(op->data, d.data, d.len);
-	return 0;
+	if (op->kind == F_ARCHIVE_GET)
+		return on_archive_data(op, &d);
+	return op->kind == F_GET ? on_file_data(op, &d) : -EPROTO;
 }
 
 /* The next chunk of an archive upload, on the last one's answer; an empty END when the
@@ -526,7 +537,7 @@ static struct fileop *run_op(struct sbx *s, enum fkind kind, uint16_t type,
 
 int svc_file_get(struct sbx *s, const char *path, struct svc_reply *rp, struct svc_err *err)
 {
-	struct frame_file m = {.path = path, .length = DEFAULT_MAX_DOWNLOAD + 1};
+	struct frame_file m = {.path = path, .length = D.cfg.max_download + 1};
 	return run_op(s, F_GET, FRAME_FILE_READ, &m, NULL, NULL, rp, err) ? 0 : -1;
 }
 

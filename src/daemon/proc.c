@@ -593,7 +593,8 @@ static struct proc *proc_start(struct sbx *s, const struct api_exec *e, bool exe
 	sp->envc = build_env(s, e, sp->envp);
 	sp->cwd = p->cwd;
 	sp->user = e->user == CORDON_USER_ROOT ? FRAME_USER_ROOT : FRAME_USER_USER;
-	sp->want_stdin = !exec || e->stdin_data;
+	sp->want_stdin = (!exec && !e->stdin_none) || e->stdin_data;
+	p->stdin_closed = !sp->want_stdin;
 	sp->timeout_ms = (uint64_t)e->timeout_s * 1000;
 	if (p->pty) {
 		sp->cols = e->pty.cols;

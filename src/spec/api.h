@@ -383,6 +383,7 @@ struct api_exec {
 	bool user_given;    /* "user" was in the request (else a template's USER may apply) */
 	const char *stdin_data; /* API_EXEC_RUN only; NULL: none (stdin is /dev/null) */
 	size_t stdin_len;
+	bool stdin_none;    /* API_EXEC_START, set by a caller (no JSON field): stdin is /dev/null */
 	uint32_t timeout_s; /* RUN: 1..86400, default 60; START: 0 (none) ..86400, default 60 */
 	const char *tag;    /* NULL: none */
 	enum api_encoding encoding; /* API_EXEC_RUN: how stdout/stderr are returned */

@@ -13,14 +13,8 @@ import tarfile
 
 import pytest
 
-from conftest import BUILD, assert_error, start_daemon
+from conftest import assert_error, skip_if_sanitized, start_daemon
 
-
-def sanitized():
-    """Whether this build's cordond runs under ASan (its allocator keeps freed memory in a
-    quarantine, so RSS says nothing of what cordond holds)."""
-    with open(os.path.join(BUILD, "cordond"), "rb") as f:
-        return b"__asan_init" in f.read()
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (uid ranges)")
 
@@ -205,9 +199,7 @@ def test_a_big_archive_out_is_spooled_not_held(tmp_path):
     """A directory of 64 MiB out of a sandbox: cordond keeps 8 MiB of it in memory and the
     rest in an unlinked file of its state directory, so its peak RSS grows far less than the
     archive; the bytes arrive whole."""
-    if sanitized():
-        pytest.skip("cordond under ASan: its allocator's quarantine keeps freed memory, so "
-                    "peak RSS does not measure what cordond holds (the build without it does)")
+    skip_if_sanitized()
     d = start_daemon(pool=0, max_sandboxes=2)
     try:
         c = d.client(timeout=120)

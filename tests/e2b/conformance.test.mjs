@@ -194,8 +194,13 @@ test('commands: background, list, stdin, kill', async () => {
   assert.equal(await sleeper.kill(), true)
   await assert.rejects(sleeper.wait(), CommandExitError)
   assert.equal(await sbx.commands.kill(999999), false, 'no such process')
-  // stdin: false (the default) is closed: cat ends at once
+  // stdin: false (the default) is closed: cat ends at once; it is /dev/null, as envd's is,
+  // and input to it is refused
   assert.equal((await sbx.commands.run('cat')).stdout, '')
+  assert.equal((await sbx.commands.run('readlink /proc/self/fd/0')).stdout, '/dev/null\n')
+  const quiet = await sbx.commands.run('sleep 30', { background: true })
+  await assert.rejects(sbx.commands.sendStdin(quiet.pid, 'x'))
+  await quiet.kill()
 })
 
 test('commands: connect to a running one', async () => {
@@ -246,6 +251,23 @@ test('files: multipart of several, octet-stream with gzip, 1 MiB', async () => {
   const back = await sbx.files.read('/tmp/e2b/big.bin', { format: 'bytes' })
   assert.equal(back.length, big.length)
   assert.ok(Buffer.from(back).equals(Buffer.from(big)))
+})
+
+// test_e2b.py's cordond takes uploads of up to 128 MiB (--max-upload); reads go to its
+// --max-download (4 GiB), spooled past 8 MiB.
+test('files: 100 MiB written and read back whole', async () => {
+  const sbx = await box()
+  const big = new Uint8Array(100 << 20).map((_, i) => (i * 13 + (i >> 20)) & 255)
+  await sbx.files.write('/tmp/e2b/100m.bin', big.buffer)
+  const sum = (await sbx.commands.run('sha256sum /tmp/e2b/100m.bin')).stdout.split(' ')[0]
+  const { createHash } = await import('node:crypto')
+  assert.equal(sum, createHash('sha256').update(big).digest('hex'))
+  const back = await sbx.files.read('/tmp/e2b/100m.bin', { format: 'bytes' })
+  assert.equal(back.length, big.length)
+  assert.ok(Buffer.from(back).equals(Buffer.from(big)))
+  const gz = await sbx.files.read('/tmp/e2b/100m.bin', { format: 'bytes', gzip: true })
+  assert.ok(Buffer.from(gz).equals(Buffer.from(big)), 'gzip asked for: sent as it is, whole')
+  await sbx.files.remove('/tmp/e2b/100m.bin')
 })
 
 test('files: list, makeDir, rename, remove', async () => {

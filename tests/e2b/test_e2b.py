@@ -114,7 +114,7 @@ def sdk_env(info):
 @pytest.fixture(scope="module")
 def cordond():
     d = tempfile.mkdtemp(prefix="cordon-e2b-")
-    p, info = start_cordond(d, ["--e2b-base-template", "host"])
+    p, info = start_cordond(d, ["--e2b-base-template", "host", "--max-upload", "128M"])
     yield info
     stop_cordond(p, d)
 
@@ -270,3 +270,65 @@ def test_ports_by_host_taken_before_routes(cordond):
         assert status.split()[1] == "502", (host, status)
         assert time.monotonic() - t0 < 3
         assert b'"code":502' in data
+
+
+def test_download_spooled_bounded_and_gzip_only_when_asked():
+    """GET /files of a 100 MiB file: spooled by the files service past 8 MiB and sent as it
+    is even when gzip is asked for (deflating it would hold it whole), so cordond's peak RSS
+    grows far less than the file; one byte over --max-download is E2B's 413 naming the limit.
+    A small file is gzip'd when the client asks for gzip alone (the SDK's `gzip: true`), not
+    for a library's default list (node's fetch sends "gzip, deflate" with every request)."""
+    import gzip
+    import hashlib
+    import re
+    import urllib.error
+    import urllib.request
+    d = tempfile.mkdtemp(prefix="cordon-e2b-dl-")
+    v1 = free_port()
+    p, info = start_cordond(d, ["--e2b-base-template", "host", "--listen", f"127.0.0.1:{v1}",
+                                "--max-download", "100M"])
+    try:
+        def call(url, data=None, headers=None, method=None):
+            req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=120) as r:
+                    return r.status, dict(r.headers), r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, dict(e.headers), e.read()
+
+        key = info["keys"][0]
+        _, _, b = call(info["url"] + "/sandboxes", b'{"timeout": 300}',
+                       {"X-API-KEY": key, "Content-Type": "application/json"})
+        sb = json.loads(b)
+
+        def sh(cmd):
+            st, _, out = call(f"http://127.0.0.1:{v1}/v1/sandboxes/sb-{sb['sandboxID']}/exec",
+                              json.dumps({"argv": ["sh", "-c", cmd]}).encode(),
+                              {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+            assert st == 200, out
+            return json.loads(out)["stdout"]
+
+        sh("head -c 100M /dev/urandom > /tmp/big && printf %s small > /tmp/small")
+        want = sh("sha256sum /tmp/big").split()[0]
+        envd = {"E2b-Sandbox-Id": sb["sandboxID"], "X-Access-Token": sb["envdAccessToken"]}
+        hwm = lambda: int(re.search(r"VmHWM:\s+(\d+) kB", open(f"/proc/{p.pid}/status").read())[1]) >> 10
+        before = hwm()
+        st, h, body = call(info["url"] + "/files?path=/tmp/big", headers={**envd, "Accept-Encoding": "gzip"})
+        grew = hwm() - before
+        assert st == 200 and "Content-Encoding" not in h, (st, h)
+        assert len(body) == 100 << 20 and hashlib.sha256(body).hexdigest() == want
+        asan = b"__asan_init" in open(CORDOND, "rb").read()
+        assert asan or grew < 32, f"cordond's peak RSS grew {grew} MiB for a 100 MiB download"
+        del body
+        sh("head -c 1 /dev/zero >> /tmp/big")
+        st, h, body = call(info["url"] + "/files?path=/tmp/big", headers=envd)
+        assert st == 413, (st, body[:200])
+        e = json.loads(body)
+        assert e["code"] == 413 and "--max-download" in e["message"], e
+        for ae, zipped in (("gzip", True), ("gzip;q=1", True), ("gzip, deflate", False),
+                           ("gzip;q=0", False), ("identity", False)):
+            st, h, body = call(info["url"] + "/files?path=/tmp/small", headers={**envd, "Accept-Encoding": ae})
+            assert st == 200 and (h.get("Content-Encoding") == "gzip") == zipped, (ae, h)
+            assert (gzip.decompress(body) if zipped else body) == b"small", ae
+    finally:
+        stop_cordond(p, d)
