@@ -89,6 +89,10 @@ int cordon_runtime_warm(const struct cordon_spec *spec, struct cordon_err *err);
  * one that cannot (gvisor: its netstack takes the interfaces it finds at boot) gets its link
  * at start (spec->net) from a caller that may give it one later. */
 bool cordon_runtime_attaches_net(const char *name);
+/* Whether a sandbox of runtime @name has its memory and CPUs from its start (microvm: the
+ * guest's RAM and vCPUs), so that spec->memory_bytes and cpus_milli must be the sandbox's
+ * own at start: cordon_sandbox_set_limits() then moves only the host's cgroup. */
+bool cordon_runtime_fixed_shape(const char *name);
 
 struct cordon_sandbox;
 

@@ -725,6 +725,8 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 	const char *rootfs = version ? version->rootfs : NULL;
 	struct cordon_bind trust = {(char *)secrets_bundle(), (char *)secretenv_bundle_dst(rootfs)};
 	struct sbx_start st = {.disk_bytes = (uint64_t)req->limits.disk_mb << 20, .rootfs = rootfs,
+			       .memory_bytes = (uint64_t)req->limits.memory_mb << 20,
+			       .cpus_milli = req->limits.cpus_milli,
 			       .runtime = runtime, .from = from->fd,
 			       .bind = trusts_ca(req) ? &trust : NULL, .vols = vols,
 			       .n_vols = req->n_volumes, .spec_hook = network_spec};
@@ -763,6 +765,14 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 	return s;
 }
 
+/* A microvm's guest has its RAM and vCPUs from its boot: the pool's have the default ones. */
+static bool default_shape(const struct api_create *req, const char *runtime)
+{
+	return !cordon_runtime_fixed_shape(runtime) ||
+	       (req->limits.memory_mb == API_DEFAULT_MEMORY_MB &&
+		req->limits.cpus_milli == API_DEFAULT_CPUS_MILLI);
+}
+
 /* A sandbox for @req: a pooled one when the pool has it (it holds sandboxes with the default
  * disk and no snapshot only), else one made now; NULL with @e set. */
 static struct sbx *create_obtain(const struct api_create *req, const char *runtime, bool host,
@@ -773,7 +783,7 @@ static struct sbx *create_obtain(const struct api_create *req, const char *runti
 	/* The pool holds sandboxes with the default disk and nothing of their own: no
 	 * snapshot, no secrets or approve rules (trusts_ca()), no volume. */
 	bool from_pool = req->limits.disk_mb == API_DEFAULT_DISK_MB && from->fd < 0 &&
-			 !trusts_ca(req) && req->n_volumes == 0;
+			 !trusts_ca(req) && req->n_volumes == 0 && default_shape(req, runtime);
 	struct sbx *s = from_pool ? pool_claim(warm_name, runtime) : NULL;
 	struct store_version *version = NULL;
 

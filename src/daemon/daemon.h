@@ -366,6 +366,8 @@ struct sbx *sbx_alloc(bool pooled, uint64_t disk_bytes);
 /* What a sandbox is started with. */
 struct sbx_start {
 	uint64_t disk_bytes;
+	uint64_t memory_bytes;		 /* 0: the spec's default (the pool's) */
+	uint32_t cpus_milli;		 /* 0: the spec's default */
 	const char *rootfs;		 /* NULL: the host's */
 	const char *runtime;
 	int from;			 /* a snapshot's directory to fill its scratch from, or -1 */

@@ -439,7 +439,9 @@ static int on_frame(struct sbx *s, const struct frame *f)
 					hooks[i]->pooled(s);
 		} else {
 			s->state = SBX_RUNNING;
-			s->deadline_ms = now_ms() + s->timeout_s * 1000;
+			/* made when it is up (a microvm's boot takes seconds): its TTL counts from then */
+			s->created_ms = now_ms();
+			s->deadline_ms = s->created_ms + s->timeout_s * 1000;
 			sbx_arm_ttl(s);
 			return maker_up(s);
 		}
@@ -592,6 +594,10 @@ struct sbx *sbx_new(bool pooled, const struct sbx_start *st, struct cordon_err *
 	s->spec.rootfs = st->rootfs; /* read by the child, which has its own copy, before start returns */
 	s->spec.runtime = st->runtime;
 	s->spec.cached_only = true; /* on the loop: an image to make first is the creator's (create.c) */
+	if (st->memory_bytes) /* a microvm's guest has them from its boot */
+		s->spec.memory_bytes = st->memory_bytes;
+	if (st->cpus_milli)
+		s->spec.cpus_milli = st->cpus_milli;
 	if (st->spec_hook)
 		st->spec_hook(&s->spec, st->runtime);
 	if (st->bind) /* opened by the child before start returns, like the rootfs */

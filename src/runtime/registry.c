@@ -86,6 +86,14 @@ bool cordon_runtime_attaches_net(const char *name)
 	return false;
 }
 
+bool cordon_runtime_fixed_shape(const char *name)
+{
+	for (size_t i = 0; name && i < runtime_registry_len; i++)
+		if (strcmp(runtime_registry[i]->name, name) == 0)
+			return runtime_registry[i]->fixed_shape;
+	return false;
+}
+
 int cordon_runtime_get(size_t i, struct cordon_runtime_info *ret)
 {
 	if (i >= runtime_registry_len)

@@ -29,6 +29,7 @@ struct runtime_ops {
 	uint32_t caps;	   /* CORDON_RUNTIME_CAP_* */
 	size_t size;	   /* of the runtime's object, >= sizeof(struct cordon_sandbox) */
 	uint32_t setup_ms; /* the longest its setup may take, if longer than a caller's usual */
+	bool fixed_shape;  /* memory and CPUs are its guest's from the start (microvm) */
 
 	/* 0 if this host can run it; else -errno with @err saying why ("not built yet"). */
 	int (*available)(struct cordon_err *err);

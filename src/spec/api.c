@@ -972,7 +972,8 @@ int api_create_parse(const char *body, size_t len, uint32_t max_timeout_s,
 	c->timeout_s =
 	    API_DEFAULT_TIMEOUT_S < max_timeout_s ? API_DEFAULT_TIMEOUT_S : max_timeout_s;
 	c->limits =
-	    (struct api_limits){.cpus_milli = 1000, .memory_mb = 512, .pids = 256,
+	    (struct api_limits){.cpus_milli = API_DEFAULT_CPUS_MILLI,
+			     .memory_mb = API_DEFAULT_MEMORY_MB, .pids = 256,
 			     .disk_mb = API_DEFAULT_DISK_MB};
 	c->network.policy = API_NET_DENY;
 

@@ -185,6 +185,8 @@ struct api_secret_put *api_secret_put_free(struct api_secret_put *p);
 
 /* The disk a sandbox gets unless asked (MiB): a sparse scratch costs nothing until written. */
 #define API_DEFAULT_DISK_MB 4096
+#define API_DEFAULT_MEMORY_MB 512
+#define API_DEFAULT_CPUS_MILLI 1000
 
 struct api_limits {
 	uint32_t cpus_milli; /* 100..64000; 1000 = one CPU */

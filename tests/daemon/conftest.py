@@ -61,6 +61,21 @@ def runtime_missing_reason():
     runsc = os.environ.get("CORDON_RUNSC", "/usr/bin/runsc")
     if TEST_RUNTIME == "gvisor" and not (os.geteuid() == 0 and os.access(runsc, os.X_OK)):
         return "CORDON_TEST_RUNTIME=gvisor: runsc is not installed or we are not root"
+    if TEST_RUNTIME == "microvm":
+        return _local_runtime_missing("microvm")
+    return None
+
+
+def _local_runtime_missing(name):
+    """Why this host cannot run @name, as `cordon runtimes --local` probes it, or None."""
+    try:
+        p = subprocess.run([CORDON, "runtimes", "--local", "--json"], capture_output=True,
+                           text=True, timeout=120)
+        rt = {r["name"]: r for r in json.loads(p.stdout)["runtimes"]}[name]
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+        return f"CORDON_TEST_RUNTIME={name}: cordon runtimes --local: {e}"
+    if not rt.get("available"):
+        return f"CORDON_TEST_RUNTIME={name}: {rt.get('reason', 'not available here')}"
     return None
 
 
@@ -758,19 +773,24 @@ def daemon_fixture(**kw):
     def daemon():
         d = start_daemon(**kw)
         yield d
-        alive = d.alive()
-        d.cleanup()
-        assert alive, f"cordond died during the module:\n{d.log_tail()}"
+        check_alive_and_cleanup(d)
     return daemon
+
+
+def check_alive_and_cleanup(d):
+    """The module's cordond stopped and removed; it must not have died before (its log's
+    tail, read before its directory goes, says how)."""
+    alive, tail = d.alive(), d.log_tail()
+    status = d.proc.poll() if d.proc else None
+    d.cleanup()
+    assert alive, f"cordond died during the module (status {status}):\n{tail}"
 
 
 @pytest.fixture(scope="module")
 def daemon():
     d = start_daemon(pool=2, max_sandboxes=32, max_timeout=600)
     yield d
-    alive = d.alive()
-    d.cleanup()
-    assert alive, f"cordond died during the module:\n{d.log_tail()}"
+    check_alive_and_cleanup(d)
 
 
 @pytest.fixture(scope="module")

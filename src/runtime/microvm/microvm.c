@@ -563,6 +563,7 @@ const struct runtime_ops microvm_ops = {
 	    CORDON_RUNTIME_CAP_SNAPSHOT,
     .size = sizeof(struct microvm),
     .setup_ms = 2 * MICROVM_BOOT_MS + 5000, /* a boot, its retry, and the agent's hello */
+    .fixed_shape = true,
     .available = microvm_available,
     .mode = microvm_mode,
     .auto_ok = microvm_auto_ok,
