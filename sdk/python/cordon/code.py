@@ -158,13 +158,15 @@ def _apply(ex: Execution, ev: Dict[str, Any], on_stdout: Optional[Callable[[str]
     return False
 
 
-def run_code(sbx: "Sandbox", code: str, language: str = "python", context: Any = None,
+def run_code(sbx: "Sandbox", code: str, language: Optional[str] = None, context: Any = None,
              on_stdout: Optional[Callable[[str], Any]] = None,
              on_stderr: Optional[Callable[[str], Any]] = None,
              on_result: Optional[Callable[[Result], Any]] = None,
              timeout: Optional[int] = None,
              on_error: Optional[Callable[[ExecutionError], Any]] = None) -> Execution:
-    body: Dict[str, Any] = {"code": code, "language": language}
+    body: Dict[str, Any] = {"code": code}
+    if language is not None:  # else the context's (a context of R needs no language)
+        body["language"] = language
     if context is not None:
         body["context"] = _context_id(context)
     if timeout is not None:
