@@ -174,12 +174,15 @@ def scatter_chart(ax, chart):
 
 
 def tick_label_at(ax, name, pos):
-    """The label of @ax's @name tick at @pos, or @pos as text."""
+    """What names the category at @pos of @ax's axis @name: its tick's label where the
+    ticks are names (categories, labels the code gave, dates), else @pos as a number."""
+    from matplotlib import ticker
     axis = getattr(ax, name + "axis")
-    for loc, t in zip(axis.get_ticklocs(), axis.get_ticklabels()):
-        if abs(loc - pos) < 1e-9 * max(1.0, abs(pos)) + 1e-9 and t.get_text():
-            return t.get_text()
-    return str(value(pos))
+    if not isinstance(axis.get_major_formatter(), (ticker.ScalarFormatter, ticker.LogFormatter)):
+        for loc, t in zip(axis.get_ticklocs(), axis.get_ticklabels()):
+            if abs(loc - pos) < 1e-9 * max(1.0, abs(pos)) + 1e-9 and t.get_text():
+                return t.get_text()
+    return "%g" % pos
 
 
 def bar_chart(ax, chart):

@@ -595,6 +595,13 @@ for line in sys.stdin:
     elif mode == "result_types":
         out.write(json.dumps({"id": rid, "type": "result", "is_main": "yes",
                               "data": {"text/plain": ["a"]}}).encode() + b"\n")
+    elif mode == "bad_chart":
+        out.write(json.dumps({"id": rid, "type": "result", "is_main": False, "data": {},
+                              "chart": {"type": "line", "elements": [{"points": [[1, {"x": 2}]]}]}}).encode() + b"\n")
+    elif mode == "chart":
+        out.write(json.dumps({"id": rid, "type": "result", "is_main": False, "data": {},
+                              "chart": {"type": "bar", "evil": 1, "elements": [
+                                  {"label": "a", "group": "g", "value": 1, "evil": 2}]}}).encode() + b"\n" + end)
     elif mode == "exit":
         sys.exit(3)
     elif mode == "flood":  # well-formed, but far past the cell's bound
@@ -635,7 +642,13 @@ def test_a_hostile_servers_events_are_rebuilt(client, hostile):
                    {"type": "end", "execution_count": 7, "truncated": False, "timed_out": False}], evs
 
 
-@pytest.mark.parametrize("mode", ["garbage", "huge", "types", "other_id", "deep", "result_types"])
+def test_a_hostile_servers_chart_is_rebuilt(client, hostile):
+    evs = cell(client, hostile, "chart")
+    assert evs[0] == {"type": "result", "is_main": False, "data": {},
+                      "chart": {"type": "bar", "elements": [{"label": "a", "group": "g", "value": 1}]}}, evs
+
+
+@pytest.mark.parametrize("mode", ["garbage", "huge", "types", "other_id", "deep", "result_types", "bad_chart"])
 def test_a_bad_line_ends_the_cell_and_is_reported(client, daemon, hostile, mode):
     before = len(violations(client, hostile))
     evs = cell(client, hostile, mode, timeout_s=30)
