@@ -56,7 +56,7 @@ def value(v):
     """@v as JSON carries it: a number, a string, or None."""
     if isinstance(v, (datetime.datetime, datetime.date)):
         return v.isoformat()
-    if hasattr(v, "dtype") and str(v.dtype).startswith("datetime64"):
+    if getattr(getattr(v, "dtype", None), "kind", None) == "M":  # numpy's datetime64
         return str(v.astype("datetime64[s]"))
     if isinstance(v, str):
         return v
@@ -67,6 +67,15 @@ def value(v):
     if not math.isfinite(f):
         return None
     return int(f) if f.is_integer() and abs(f) < 2 ** 53 and not isinstance(v, float) else f
+
+
+def values(seq):
+    """value() of each of @seq; a numeric array at once (numpy's tolist), for speed."""
+    kind = getattr(getattr(seq, "dtype", None), "kind", "O")
+    if kind in "iubf":  # (a masked array's tolist() has None for what it masks)
+        return [x if x is None or not isinstance(x, float) or math.isfinite(x) else None
+                for x in seq.tolist()]
+    return [value(v) for v in seq]
 
 
 def rounded(v, digits=8):
@@ -148,7 +157,7 @@ def points_chart(ax, chart, series):
     for name in ("x", "y"):
         chart.update(ticks_of(ax, name))
     for label, xs, ys in series:
-        chart["elements"].append({"label": label, "points": [[value(x), value(y)] for x, y in zip(xs, ys)]})
+        chart["elements"].append({"label": label, "points": [list(p) for p in zip(values(xs), values(ys))]})
 
 
 def default_label(label, prefix, name):
@@ -168,8 +177,7 @@ def scatter_chart(ax, chart):
     series = []
     for c in ax.collections:
         offsets = c.get_offsets()
-        series.append((default_label(c.get_label(), "_child", "Series"),
-                       [p[0] for p in offsets], [p[1] for p in offsets]))
+        series.append((default_label(c.get_label(), "_child", "Series"), offsets[:, 0], offsets[:, 1]))
     points_chart(ax, chart, series)
 
 
