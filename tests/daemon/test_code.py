@@ -770,6 +770,13 @@ def test_cli_code_reads_a_cell_from_stdin(daemon, sbx, tmp_path):
     assert p.returncode not in (0, 1, 2, 3) and b"timed out" in p.stderr, p
 
 
+def test_cli_code_runs_r_in_its_default_context(daemon, sbx, fresh):
+    p = cordon_code(daemon, "--context", "default-r", sbx, "-", stdin="v <- c(1, 2, 6)\nmean(v)")
+    assert p.returncode == 0 and p.stdout.decode() == "[1] 3\n", p
+    p = cordon_code(daemon, "--context", "default-r", sbx, "-", stdin="stop('no')")
+    assert p.returncode == 1 and b"no" in p.stderr, p
+
+
 # ---- the warm pool ----
 
 def test_a_pooled_sandbox_has_its_kernel_warm(store):
