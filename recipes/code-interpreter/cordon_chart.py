@@ -96,7 +96,7 @@ def kind_of(ax):
     from matplotlib.text import Text
     artists = [a for a in getattr(ax, "_children", ax.get_children()) if not isinstance(a, Text)]
     if all(isinstance(a, Line2D) for a in artists):
-        return "line"
+        return "box_and_whisker" if outlined_boxes(ax) else "line"
     if all(isinstance(a, (PathPatch, Line2D)) for a in artists):
         return "box_and_whisker"
     artists = [a for a in artists if not (isinstance(a, Line2D) and is_rule(a))]
@@ -214,15 +214,52 @@ def pie_chart(ax, chart):
                                   "radius": value(w.r)})
 
 
+def outline_of(line):
+    """(x0, x1, y0, y1) of a line that draws a rectangle (a boxplot's box without
+    patch_artist: five points, closed, axis-aligned), else None."""
+    x, y = [float(v) for v in line.get_xdata()], [float(v) for v in line.get_ydata()]
+    if len(x) != 5 or len(y) != 5 or (x[0], y[0]) != (x[4], y[4]) or len(set(x)) != 2 or len(set(y)) != 2:
+        return None
+    return min(x), max(x), min(y), max(y)
+
+
+def outlined_boxes(ax):
+    """The boxes of a boxplot drawn with lines only: rectangles, each crossed from side to
+    side by a rule (its median), on an axes whose lines all lack labels. [] for any other."""
+    lines = ax.get_lines()
+    if not lines or any(not ln.get_label().startswith("_") for ln in lines):
+        return []
+    boxes = [b for b in map(outline_of, lines) if b]
+    rules = [(sorted(map(float, ln.get_xdata())), sorted(map(float, ln.get_ydata())))
+             for ln in lines if is_rule(ln)]
+    return boxes if boxes and all(crossed(b, rules) for b in boxes) else []
+
+
+def crossed(box, rules):
+    x0, x1, y0, y1 = box
+    return any((xs == [x0, x1] and ys[0] == ys[1]) or (ys == [y0, y1] and xs[0] == xs[1])
+               for xs, ys in rules)
+
+
+def is_upright(ax, boxes):
+    """Whether @boxes stand on the x axis: boxplot() puts its positions as fixed ticks on the
+    axis of the categories; else upright unless their heights are all one."""
+    from matplotlib import ticker
+    for name, up in (("x", True), ("y", False)):
+        if isinstance(getattr(ax, name + "axis").get_major_locator(), ticker.FixedLocator):
+            return up
+    return not (len(boxes) > 1 and len({round(b[3] - b[2], 9) for b in boxes}) == 1)
+
+
 def box_chart(ax, chart):
-    """Boxes (patch_artist=True) with their medians, whiskers and fliers, told apart by
-    where each line lies: upright boxes unless their heights are all one."""
+    """Boxes (patches with patch_artist=True, else rectangles drawn as lines) with their
+    medians, whiskers and fliers, told apart by where each line lies."""
     boxes = []
     for p in ax.patches:
         v = p.get_path().vertices
         boxes.append((min(v[:, 0]), max(v[:, 0]), min(v[:, 1]), max(v[:, 1])))
-    widths = {round(b[1] - b[0], 9) for b in boxes}  # upright boxes are all as wide
-    upright = len(widths) == 1 and not (len(boxes) > 1 and len({round(b[3] - b[2], 9) for b in boxes}) == 1)
+    boxes = boxes or outlined_boxes(ax)
+    upright = is_upright(ax, boxes)
     name = "x" if upright else "y"
     for b in boxes:
         lo, hi, q1, q3 = b if upright else (b[2], b[3], b[0], b[1])

@@ -313,6 +313,8 @@ def test_scatter_pie_box_and_several_axes_are_described(client, sbx, fresh):
     assert (one["label"], one["min"], one["first_quartile"], one["median"], one["third_quartile"], one["max"],
             one["outliers"]) == ("one", 1, 2.25, 3.5, 4.75, 5, [30]), one
     assert (two["label"], two["min"], two["median"], two["max"], two["outliers"]) == ("two", 2, 3, 4, []), two
+    lined = chart_of(cell(client, sbx, "plt.boxplot([[1, 2, 3, 4, 5, 30]], vert=False); None"))
+    assert lined["type"] == "box_and_whisker" and lined["elements"] == [dict(one, label="1")], lined
     chart = chart_of(cell(client, sbx, "fig, (a, b) = plt.subplots(1, 2); fig.suptitle('both')\n"
                                        "a.plot([1, 2]); b.bar(['x'], [1]); None"))
     assert chart["type"] == "superchart" and chart["title"] == "both", chart
