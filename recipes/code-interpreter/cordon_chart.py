@@ -42,7 +42,7 @@ def chart_of(fig):
 
 
 def size_of(chart):
-    return sum(size_of(e) if "type" in e else len(e.get("points", ())) + len(e.get("outliers", ())) + 1
+    return sum(size_of(e) if "type" in e else 1 + len(e.get("points", ())) + len(e.get("outliers", ()))
                for e in chart["elements"])
 
 
@@ -149,7 +149,10 @@ def ticks_of(ax, name):
     labels = [t.get_text() for t in axis.get_ticklabels()]
     if locs and not any(labels):  # not drawn yet: the formatter's text
         labels = list(axis.get_major_formatter().format_ticks(locs))
-    ticks = [dates.num2date(t).isoformat() for t in locs] if scale == "datetime" else [value(t) for t in locs]
+    if scale == "datetime":
+        ticks = [dates.num2date(t).isoformat() for t in locs]
+    else:
+        ticks = [value(t) for t in locs]
     return {name + "_ticks": ticks, name + "_tick_labels": labels, name + "_scale": scale}
 
 
@@ -157,7 +160,8 @@ def points_chart(ax, chart, series):
     for name in ("x", "y"):
         chart.update(ticks_of(ax, name))
     for label, xs, ys in series:
-        chart["elements"].append({"label": label, "points": [list(p) for p in zip(values(xs), values(ys))]})
+        points = [list(p) for p in zip(values(xs), values(ys))]
+        chart["elements"].append({"label": label, "points": points})
 
 
 def default_label(label, prefix, name):

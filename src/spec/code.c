@@ -291,7 +291,7 @@ static bool shape_ok(json_t *v, enum shape shape)
 	case SH_VALUES:
 		return all_ok(v, SH_VALUE, 0);
 	case SH_POINTS: /* each a pair: an array of two values */
-		return json_is_array(v) && all_ok(v, SH_VALUES, 2);
+		return all_ok(v, SH_VALUES, 2);
 	}
 	return false;
 }
