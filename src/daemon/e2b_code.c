@@ -105,6 +105,8 @@ static json_t *result_line(json_t *ev)
 	if (json_object_size(extra))
 		json_object_set(out, "extra", extra);
 	json_decref(extra);
+	if (json_object_get(ev, "chart")) /* E2B's shape already (checked as the server's line) */
+		json_object_set(out, "chart", json_object_get(ev, "chart"));
 	return out;
 }
 

@@ -48,16 +48,17 @@ static int run_cell(struct sbx *s, const struct api_code *req, const json_t *env
 	struct code_ctx *x = NULL;
 	if (!c)
 		return -1;
-	const char *id = req->context ? req->context : CODE_DEFAULT_CONTEXT;
-	bool named = req->context && strcmp(id, CODE_DEFAULT_CONTEXT) != 0; /* not made on use */
-	if (!(x = code_ctx_find(c, id)) && named)
+	const char *id = req->context ? req->context : api_language_default_context(req->language);
+	enum api_language lang = req->language;
+	bool made_on_use = api_default_context_language(id, &lang); /* a language's default */
+	if (!(x = code_ctx_find(c, id)) && !made_on_use)
 		return svc_fail(err, API_ERR_NOT_FOUND, "no code context %s in sandbox %s", id, s->id);
-	if (!x && (code_ctx_add(c, id, req->language, NULL, &x, err) < 0 ||
+	if (req->language_set && (x ? x->lang : lang) != req->language)
+		return svc_fail(err, API_ERR_INVALID_FIELD, "language: context %s is %s", id,
+				api_language_name(x ? x->lang : lang));
+	if (!x && (code_ctx_add(c, id, lang, NULL, &x, err) < 0 ||
 		   code_ctx_start(c, x, OP_QUIET, NULL, err) < 0))
 		return -1;
-	if (x->lang != req->language)
-		return svc_fail(err, API_ERR_INVALID_FIELD, "language: context %s is %s", id,
-				api_language_name(x->lang));
 	uint32_t t = req->timeout_s ? req->timeout_s : CODE_DEFAULT_TIMEOUT_S;
 	struct code_op *op = code_op_new(c, OP_EXEC, id, rp, (uint64_t)t * 1000 + CODE_GRACE_MS);
 	json_t *m = op ? json_pack("{s:I, s:s, s:s, s:s%, s:I, s:I}", "id", (json_int_t)op->id,

@@ -277,15 +277,20 @@ int api_timeout_parse(const char *body, size_t len, uint32_t max_timeout_s, uint
 #define API_MAX_CONTEXT_ID   64	   /* bytes of a context's id: [A-Za-z0-9_-] */
 #define API_MAX_CODE_TIMEOUT 3600  /* seconds a cell may be given */
 
-enum api_language { API_LANG_PYTHON };
+enum api_language { API_LANG_PYTHON, API_LANG_R, API_LANG_COUNT_ };
 const char *api_language_name(enum api_language l);
+/* The id of @l's default context: "default" (Python's) or "default-<language>". */
+const char *api_language_default_context(enum api_language l);
+/* Whether @id is a language's default context (made on first use), and whose. */
+bool api_default_context_language(const char *id, enum api_language *ret);
 
-/* {code (required), language ("python"), context (NULL: the language's default), timeout_s
- * (0: the default)} */
+/* {code (required), language ("python" or "r"; absent: the context's, else python), context
+ * (NULL: the language's default), timeout_s (0: the default)} */
 struct api_code {
 	const char *code;
 	size_t code_len;
 	enum api_language language;
+	bool language_set; /* given: a context of another language is refused */
 	const char *context;
 	uint32_t timeout_s;
 
@@ -294,7 +299,7 @@ struct api_code {
 int api_code_parse(const char *body, size_t len, struct api_code **ret, struct cordon_err *err);
 struct api_code *api_code_free(struct api_code *c);
 
-/* {language ("python"), cwd (NULL: the sandbox's default)}; an empty body is {}. */
+/* {language ("python" or "r"), cwd (NULL: the sandbox's default)}; an empty body is {}. */
 struct api_code_context {
 	enum api_language language;
 	const char *cwd;
@@ -309,7 +314,8 @@ bool api_context_id_ok(const char *s, size_t len);
 /* One line of the interpreter server's stdout (without its newline): hostile bytes, since the
  * sandbox can write them. A JSON object of a known "type" with fields of the right types:
  * {"type":"ready"}; {"id", "type": stdout|stderr, "text"}; {"id", "type":"result", "is_main",
- * "data": {MIME: string}}; {"id", "type":"error", "name", "value", "traceback"}; {"id",
+ * "data": {MIME: string}, "chart" (optional: a figure's, E2B's shape, its known fields of the
+ * right types)}; {"id", "type":"error", "name", "value", "traceback"}; {"id",
  * "type":"end", "execution_count", "truncated", "timed_out"}; {"id", "type":"ok"}; {"id",
  * "type":"fail", "message"}; {"type":"ack", "bytes"}: it read that many bytes of its stdin
  * (what paces our writes). -EPROTO with @err saying why for anything else. */

@@ -13,11 +13,32 @@
 #include "spec/api.h"
 #include "spec/api-int.h"
 
-static const char *const languages[] = {[API_LANG_PYTHON] = "python"};
+static const struct {
+	const char *name, *default_context;
+} languages[] = {
+	[API_LANG_PYTHON] = {"python", "default"},
+	[API_LANG_R] = {"r", "default-r"},
+};
+_Static_assert(ELEMENTSOF(languages) == API_LANG_COUNT_, "every language is named");
 
 const char *api_language_name(enum api_language l)
 {
-	return (size_t)l < ELEMENTSOF(languages) ? languages[l] : "python";
+	return (size_t)l < ELEMENTSOF(languages) ? languages[l].name : "python";
+}
+
+const char *api_language_default_context(enum api_language l)
+{
+	return (size_t)l < ELEMENTSOF(languages) ? languages[l].default_context : "default";
+}
+
+bool api_default_context_language(const char *id, enum api_language *ret)
+{
+	for (size_t i = 0; i < ELEMENTSOF(languages); i++)
+		if (strcmp(id, languages[i].default_context) == 0) {
+			*ret = (enum api_language)i;
+			return true;
+		}
+	return false;
 }
 
 bool api_context_id_ok(const char *s, size_t len)
@@ -45,12 +66,12 @@ static int language_parse(json_t *v, enum api_language *ret, struct cordon_err *
 	if (!json_is_string(v))
 		return cordon_err_setf(err, -EINVAL, "language: must be a string");
 	for (size_t i = 0; i < ELEMENTSOF(languages); i++)
-		if (strcmp(json_string_value(v), languages[i]) == 0 &&
-		    json_string_length(v) == strlen(languages[i])) {
+		if (strcmp(json_string_value(v), languages[i].name) == 0 &&
+		    json_string_length(v) == strlen(languages[i].name)) {
 			*ret = (enum api_language)i;
 			return 0;
 		}
-	return cordon_err_setf(err, -EINVAL, "language: expected python");
+	return cordon_err_setf(err, -EINVAL, "language: expected python or r");
 }
 
 /* ---- a cell ---- */
@@ -69,6 +90,7 @@ static int code_code(json_t *v, struct api_code *c, struct cordon_err *err)
 
 static int code_language(json_t *v, struct api_code *c, struct cordon_err *err)
 {
+	c->language_set = true;
 	return language_parse(v, &c->language, err);
 }
 
@@ -208,6 +230,116 @@ static json_t *ev_stream(json_t *m, const char *type)
 	return json_is_string(t) ? json_pack("{s:s, s:O}", "type", type, "text", t) : NULL;
 }
 
+/* ---- a result's chart: E2B's shape (docs/e2b.md, "Charts"), rebuilt from its known keys ---- */
+
+enum shape {
+	SH_TEXT,	 /* a string */
+	SH_TEXT_OR_NULL, /* a string or null */
+	SH_VALUE,	 /* a number, a string (a date, a category) or null (NaN) */
+	SH_TEXTS,	 /* [SH_TEXT] */
+	SH_VALUES,	 /* [SH_VALUE] */
+	SH_POINTS,	 /* [[SH_VALUE, SH_VALUE]] */
+};
+
+struct chart_key {
+	const char *name;
+	enum shape shape;
+};
+
+static const struct chart_key chart_keys[] = {
+	{"title", SH_TEXT_OR_NULL},	{"x_label", SH_TEXT_OR_NULL}, {"y_label", SH_TEXT_OR_NULL},
+	{"x_unit", SH_TEXT_OR_NULL},	{"y_unit", SH_TEXT_OR_NULL},  {"x_ticks", SH_VALUES},
+	{"y_ticks", SH_VALUES},		{"x_tick_labels", SH_TEXTS},  {"y_tick_labels", SH_TEXTS},
+	{"x_scale", SH_TEXT},		{"y_scale", SH_TEXT},
+};
+
+static const struct chart_key element_keys[] = {
+	{"label", SH_TEXT},	     {"group", SH_TEXT},	  {"value", SH_VALUE},
+	{"angle", SH_VALUE},	     {"radius", SH_VALUE},	  {"min", SH_VALUE},
+	{"first_quartile", SH_VALUE}, {"median", SH_VALUE},	  {"third_quartile", SH_VALUE},
+	{"max", SH_VALUE},	     {"outliers", SH_VALUES},	  {"points", SH_POINTS},
+};
+
+static const char *const chart_types[] = {"line", "scatter", "bar", "pie", "box_and_whisker",
+					  "superchart", "unknown"};
+
+static bool shape_ok(json_t *v, enum shape shape);
+
+static bool all_ok(json_t *v, enum shape each, size_t n)
+{
+	size_t i;
+	json_t *e;
+	if (!json_is_array(v))
+		return false;
+	json_array_foreach(v, i, e)
+		if (!shape_ok(e, each) || (n && json_array_size(e) != n))
+			return false;
+	return true;
+}
+
+static bool shape_ok(json_t *v, enum shape shape)
+{
+	switch (shape) {
+	case SH_TEXT:
+		return json_is_string(v);
+	case SH_TEXT_OR_NULL:
+		return json_is_string(v) || json_is_null(v);
+	case SH_VALUE:
+		return json_is_number(v) || json_is_string(v) || json_is_null(v);
+	case SH_TEXTS:
+		return all_ok(v, SH_TEXT, 0);
+	case SH_VALUES:
+		return all_ok(v, SH_VALUE, 0);
+	case SH_POINTS: /* each a pair: an array of two values */
+		return all_ok(v, SH_VALUES, 2);
+	}
+	return false;
+}
+
+/* @in's keys of @keys, checked, into @out (other keys are dropped); -1 for one of a wrong type. */
+static int copy_known(json_t *in, const struct chart_key *keys, size_t n, json_t *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		json_t *v = json_object_get(in, keys[i].name);
+		if (v && (!shape_ok(v, keys[i].shape) || json_object_set(out, keys[i].name, v) < 0))
+			return -1;
+	}
+	return 0;
+}
+
+static bool chart_type_ok(const char *t, bool inner)
+{
+	for (size_t i = 0; i < ELEMENTSOF(chart_types); i++)
+		if (strcmp(t, chart_types[i]) == 0)
+			return !inner || strcmp(t, "superchart") != 0; /* one level of charts in one */
+	return false;
+}
+
+/* A chart rebuilt: NULL for one that is not of the shape. */
+static json_t *chart_rebuild(json_t *in, bool inner)
+{
+	json_t *type = json_object_get(in, "type"), *elements = json_object_get(in, "elements"), *e;
+	size_t i;
+	if (!json_is_object(in) || !json_is_string(type) ||
+	    !chart_type_ok(json_string_value(type), inner) || (elements && !json_is_array(elements)))
+		return NULL;
+	bool charts = strcmp(json_string_value(type), "superchart") == 0;
+	_cleanup_(json_decrefp) json_t *out = json_pack("{s:O, s:[]}", "type", type, "elements");
+	json_t *list = json_object_get(out, "elements");
+	if (!out || copy_known(in, chart_keys, ELEMENTSOF(chart_keys), out) < 0)
+		return NULL;
+	json_array_foreach(elements, i, e) {
+		json_t *el = charts ? chart_rebuild(e, true) : json_is_object(e) ? json_object() : NULL;
+		if (!el || (!charts && copy_known(e, element_keys, ELEMENTSOF(element_keys), el) < 0)) {
+			json_decref(el);
+			return NULL;
+		}
+		if (json_array_append_new(list, el) < 0) /* (which takes @el either way) */
+			return NULL;
+	}
+	return TAKE_PTR(out);
+}
+
 static json_t *ev_result(json_t *m, const char *type)
 {
 	json_t *data = json_object_get(m, "data"), *main = json_object_get(m, "is_main"), *v;
@@ -221,7 +353,16 @@ static json_t *ev_result(json_t *m, const char *type)
 		if (is_mime(key) && json_object_set(out, key, v) < 0)
 			return NULL;
 	}
-	return json_pack("{s:s, s:b, s:O}", "type", type, "is_main", json_is_true(main), "data", out);
+	json_t *chart = json_object_get(m, "chart"), *ev;
+	_cleanup_(json_decrefp) json_t *c = chart ? chart_rebuild(chart, false) : NULL;
+	if (chart && !c)
+		return NULL;
+	ev = json_pack("{s:s, s:b, s:O}", "type", type, "is_main", json_is_true(main), "data", out);
+	if (ev && c && json_object_set(ev, "chart", c) < 0) {
+		json_decref(ev);
+		return NULL;
+	}
+	return ev;
 }
 
 static json_t *ev_error(json_t *m, const char *type)

@@ -61,13 +61,24 @@ def mirror_unreachable():
 
 
 def server_fresh(store):
-    """Whether @store's template has this recipe's server (a store built before may not)."""
+    """Whether @store's template has this recipe's server and chart module (a store built
+    before may not)."""
+    root = os.path.join(store, "code-interpreter", "rootfs", os.path.dirname(SERVER).lstrip("/"))
     try:
-        with open(os.path.join(store, "code-interpreter", "rootfs", SERVER.lstrip("/")), "rb") as a, \
-             open(os.path.join(RECIPE, "code-interpreter"), "rb") as b:
-            return a.read() == b.read()
+        for name in ("code-interpreter", "cordon_chart.py"):
+            with open(os.path.join(root, name), "rb") as a, open(os.path.join(RECIPE, name), "rb") as b:
+                if a.read() != b.read():
+                    return False
+        return True
     except OSError:
         return False
+
+
+@pytest.fixture
+def fresh(store):
+    """The tests of what a store built from an older recipe lacks (R, charts) skip on it."""
+    if not server_fresh(store):
+        pytest.skip("CORDON_TEST_CODE_STORE's template was built from an older recipe")
 
 
 @pytest.fixture(scope="module")
@@ -255,6 +266,104 @@ def test_results_are_mime_bundles(client, sbx):
     assert got["text/markdown"] == "**b**" and got["text/html"] == "<i>i</i>", got
     assert got["text/latex"] == "$x^2$" and json.loads(got["application/json"]) == {"k": [1]}, got
     assert got["application/javascript"] == "1;" and got["image/svg+xml"].startswith("<svg"), got
+
+
+# ---- charts: a matplotlib figure described as data, beside its PNG ----
+
+def chart_of(evs):
+    charts = [e for e in of(evs, "result") if "chart" in e]
+    assert len(charts) == 1 and "image/png" in charts[0]["data"], evs
+    return charts[0]["chart"]
+
+
+def test_a_line_charts_points_come_back(client, sbx, fresh):
+    chart = chart_of(cell(client, sbx, "import matplotlib.pyplot as plt\n"
+                                       "plt.plot([1, 2, 3], [4, 5, 9.5], label='up')\nplt.plot([1, 3], [2, 1])\n"
+                                       "plt.title('T'); plt.xlabel('time (s)'); plt.ylabel('m'); None"))
+    assert chart["type"] == "line" and chart["title"] == "T", chart
+    assert (chart["x_label"], chart["x_unit"], chart["y_label"], chart["y_unit"]) == ("time (s)", "s", "m", None)
+    assert chart["elements"] == [{"label": "up", "points": [[1, 4], [2, 5], [3, 9.5]]},
+                                 {"label": "Line 1", "points": [[1, 2], [3, 1]]}], chart
+    assert chart["x_scale"] == "linear" and len(chart["x_ticks"]) == len(chart["x_tick_labels"]) > 2, chart
+
+
+def test_a_bar_charts_labels_and_values_come_back(client, sbx, fresh):
+    chart = chart_of(cell(client, sbx, "import matplotlib.pyplot as plt\n"
+                                       "plt.bar(['apples', 'pears', 'plums'], [3, 1.5, 2])\n"
+                                       "plt.xlabel('fruit'); plt.ylabel('kg'); None"))
+    assert chart["type"] == "bar" and (chart["x_label"], chart["y_label"]) == ("fruit", "kg"), chart
+    assert chart["elements"] == [{"label": "apples", "group": "Group 0", "value": 3},
+                                 {"label": "pears", "group": "Group 0", "value": 1.5},
+                                 {"label": "plums", "group": "Group 0", "value": 2}], chart
+    chart = chart_of(cell(client, sbx, "plt.barh(['a', 'b'], [5, 7], label='h'); plt.xlabel('v'); plt.ylabel('k'); None"))
+    assert [(e["label"], e["value"], e["group"]) for e in chart["elements"]] == [("a", 5, "h"), ("b", 7, "h")], chart
+    assert (chart["x_label"], chart["y_label"]) == ("k", "v"), "x_label names the categories"
+
+
+def test_scatter_pie_box_and_several_axes_are_described(client, sbx, fresh):
+    chart = chart_of(cell(client, sbx, "import matplotlib.pyplot as plt\n"
+                                       "plt.scatter([1, 2], [3, 4], label='s'); None"))
+    assert chart["type"] == "scatter" and chart["elements"] == [{"label": "s", "points": [[1, 3], [2, 4]]}], chart
+    chart = chart_of(cell(client, sbx, "plt.pie([1, 3], labels=['a', 'b']); None"))
+    assert chart["type"] == "pie" and [(e["label"], e["angle"]) for e in chart["elements"]] == [("a", 90), ("b", 270)], chart
+    chart = chart_of(cell(client, sbx, "plt.boxplot([[1, 2, 3, 4, 5, 30], [2, 3, 4]], patch_artist=True)\n"
+                                       "plt.xticks([1, 2], ['one', 'two']); None"))
+    assert chart["type"] == "box_and_whisker", chart
+    one, two = chart["elements"]
+    assert (one["label"], one["min"], one["first_quartile"], one["median"], one["third_quartile"], one["max"],
+            one["outliers"]) == ("one", 1, 2.25, 3.5, 4.75, 5, [30]), one
+    assert (two["label"], two["min"], two["median"], two["max"], two["outliers"]) == ("two", 2, 3, 4, []), two
+    lined = chart_of(cell(client, sbx, "plt.boxplot([[1, 2, 3, 4, 5, 30]], vert=False); None"))
+    assert lined["type"] == "box_and_whisker" and lined["elements"] == [dict(one, label="1")], lined
+    chart = chart_of(cell(client, sbx, "fig, (a, b) = plt.subplots(1, 2); fig.suptitle('both')\n"
+                                       "a.plot([1, 2]); b.bar(['x'], [1]); None"))
+    assert chart["type"] == "superchart" and chart["title"] == "both", chart
+    assert [c["type"] for c in chart["elements"]] == ["line", "bar"], chart
+    evs = cell(client, sbx, "plt.figure(); plt.text(0.5, 0.5, 'words'); None")
+    assert [e for e in of(evs, "result") if "chart" in e] == [], "a figure without data has no chart"
+
+
+# ---- R (IRkernel) ----
+
+def test_r_keeps_state_and_has_its_own_default_context(client, sbx, fresh):
+    evs = cell(client, sbx, "x <- 41\ncat('hello\\n')\nx + 1", language="r")
+    assert stdout(evs) == "hello\n" and main_text(evs) == "[1] 42", evs
+    assert main_text(cell(client, sbx, "x * 2", language="r")) == "[1] 82"
+    assert main_text(cell(client, sbx, "x")) == "41", "Python's default context is its own"
+    ctxs = {c["id"]: c["language"] for c in client.ok("GET", ctx_path(sbx))["contexts"]}
+    assert ctxs["default-r"] == "r" and ctxs["default"] == "python", ctxs
+    assert main_text(cell(client, sbx, "x", context="default-r")) == "[1] 41", "its language is the context's"
+    assert_error(client.post(f"/v1/sandboxes/{sbx}/code", {"code": "x", "context": "default-r",
+                                                          "language": "python"}), 400, "invalid_field")
+
+
+def test_r_plots_come_back_as_png(client, sbx, fresh):
+    evs = cell(client, sbx, "plot(1:10, (1:10)^2, main = 'squares')", language="r")
+    pngs = [e for e in of(evs, "result") if "image/png" in e["data"]]
+    assert len(pngs) == 1, evs
+    w, h = png_size(base64.b64decode(pngs[0]["data"]["image/png"], validate=True))
+    assert 200 <= w <= 4000 and 200 <= h <= 4000, (w, h)
+
+
+def test_r_errors_have_name_value_and_traceback(client, sbx, fresh):
+    evs = cell(client, sbx, "f <- function() stop('boom')\nf()", language="r")
+    errs = of(evs, "error")
+    assert len(errs) == 1, evs
+    assert errs[0]["name"] == "ERROR" and "boom" in errs[0]["value"], errs
+    assert "f()" in errs[0]["traceback"], errs
+    assert main_text(cell(client, sbx, "x", language="r")) == "[1] 41", "the kernel goes on"
+
+
+def test_an_r_context_of_its_own(client, sbx, fresh):
+    ctx = client.ok("POST", ctx_path(sbx), {"language": "r", "cwd": "/tmp"}, status=201)
+    assert ctx["language"] == "r", ctx
+    assert main_text(cell(client, sbx, "getwd()", context=ctx["id"])) == '[1] "/tmp"'
+    cell(client, sbx, "y <- 'mine'", context=ctx["id"])
+    assert of(cell(client, sbx, "y", language="r"), "error"), "the default R context has no y"
+    evs = cell(client, sbx, "Sys.sleep(60)", context=ctx["id"], timeout_s=2)
+    assert evs[-1]["timed_out"] is True, evs
+    assert main_text(cell(client, sbx, "y", context=ctx["id"])) == '[1] "mine"', "the interrupt kept its state"
+    client.ok("DELETE", ctx_path(sbx, ctx["id"]), status=204)
 
 
 def test_the_output_of_a_cell_is_bounded(client, sbx):
@@ -488,6 +597,13 @@ for line in sys.stdin:
     elif mode == "result_types":
         out.write(json.dumps({"id": rid, "type": "result", "is_main": "yes",
                               "data": {"text/plain": ["a"]}}).encode() + b"\n")
+    elif mode == "bad_chart":
+        out.write(json.dumps({"id": rid, "type": "result", "is_main": False, "data": {},
+                              "chart": {"type": "line", "elements": [{"points": [[1, {"x": 2}]]}]}}).encode() + b"\n")
+    elif mode == "chart":
+        out.write(json.dumps({"id": rid, "type": "result", "is_main": False, "data": {},
+                              "chart": {"type": "bar", "evil": 1, "elements": [
+                                  {"label": "a", "group": "g", "value": 1, "evil": 2}]}}).encode() + b"\n" + end)
     elif mode == "exit":
         sys.exit(3)
     elif mode == "flood":  # well-formed, but far past the cell's bound
@@ -528,7 +644,13 @@ def test_a_hostile_servers_events_are_rebuilt(client, hostile):
                    {"type": "end", "execution_count": 7, "truncated": False, "timed_out": False}], evs
 
 
-@pytest.mark.parametrize("mode", ["garbage", "huge", "types", "other_id", "deep", "result_types"])
+def test_a_hostile_servers_chart_is_rebuilt(client, hostile):
+    evs = cell(client, hostile, "chart")
+    assert evs[0] == {"type": "result", "is_main": False, "data": {},
+                      "chart": {"type": "bar", "elements": [{"label": "a", "group": "g", "value": 1}]}}, evs
+
+
+@pytest.mark.parametrize("mode", ["garbage", "huge", "types", "other_id", "deep", "result_types", "bad_chart"])
 def test_a_bad_line_ends_the_cell_and_is_reported(client, daemon, hostile, mode):
     before = len(violations(client, hostile))
     evs = cell(client, hostile, mode, timeout_s=30)
@@ -592,6 +714,13 @@ def test_sdk_run_code_streams_and_returns_an_execution(sdk_sbx):
     assert png.startswith(b"\x89PNG")
 
 
+def test_sdk_results_have_their_chart(sdk_sbx, fresh):
+    ex = sdk_sbx.run_code("import matplotlib.pyplot as plt; plt.plot([1, 2], [3, 4], label='l'); None")
+    fig = [r for r in ex.results if r.chart][0]
+    assert "chart" in fig.formats() and fig.chart["elements"] == [{"label": "l", "points": [[1, 3], [2, 4]]}]
+    assert sdk_sbx.run_code("1 + 1").results[0].chart is None
+
+
 def test_sdk_contexts(sdk_sbx):
     import cordon
     ctx = sdk_sbx.create_code_context(cwd="/tmp")
@@ -641,6 +770,13 @@ def test_cli_code_reads_a_cell_from_stdin(daemon, sbx, tmp_path):
     assert p.returncode == 1 and b"not_found" in p.stderr, p
     p = cordon_code(daemon, "--timeout", "1", sbx, "-", stdin="import time; time.sleep(30)")
     assert p.returncode not in (0, 1, 2, 3) and b"timed out" in p.stderr, p
+
+
+def test_cli_code_runs_r_in_its_default_context(daemon, sbx, fresh):
+    p = cordon_code(daemon, "--context", "default-r", sbx, "-", stdin="v <- c(1, 2, 6)\nmean(v)")
+    assert p.returncode == 0 and p.stdout.decode() == "[1] 3\n", p
+    p = cordon_code(daemon, "--context", "default-r", sbx, "-", stdin="stop('no')")
+    assert p.returncode == 1 and b"no" in p.stderr, p
 
 
 # ---- the warm pool ----

@@ -140,7 +140,7 @@ test('contexts: their own state and cwd, listed, restarted, removed', async () =
   await assert.rejects(sbx.runCode('1', { context: ctx, requestTimeoutMs: 3000 }), NotFoundError)
   await assert.rejects(sbx.removeCodeContext(ctx), NotFoundError)
   await assert.rejects(sbx.restartCodeContext('cx-none'), NotFoundError)
-  await assert.rejects(sbx.createCodeContext({ language: 'cobol' }), SandboxError, 'only python')
+  await assert.rejects(sbx.createCodeContext({ language: 'cobol' }), SandboxError, 'only python and r')
 })
 
 test('a cell past timeoutMs is a TimeoutError; other contexts answer meanwhile', async () => {
@@ -178,6 +178,45 @@ test("envs of runCode are the cell's alone", {
   const after = await sbx.runCode('os.environ.get("CELL_VAR", "gone") + " " + os.environ["HOME"]')
   assert.equal(after.text, 'gone /home/user', 'as they were before the cell')
   await assert.rejects(sbx.runCode('1', { envs: { 'A=B': 'x' }, requestTimeoutMs: 3000 }), SandboxError)
+})
+
+test("a matplotlib figure's result has its chart, as E2B's Chart types it", {
+  skip: !fresh && 'the template store was built from an older recipe (its server has no charts)',
+}, async () => {
+  const sbx = await box()
+  let r = await sbx.runCode("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [2, 4, 8], label='doubling')\n" +
+    "plt.title('growth'); plt.xlabel('day'); plt.show()")
+  const res = r.results.find((x) => x.chart)
+  assert.ok(res, `formats: ${JSON.stringify(r.results.map((x) => x.formats()))}`)
+  assert.ok(res.png, 'beside its PNG') // (2.7.2's formats() lists no chart)
+  assert.equal(res.chart.type, 'line', 'ChartType.LINE')
+  assert.equal(res.chart.title, 'growth')
+  assert.equal(res.chart.x_label, 'day')
+  assert.deepEqual(res.chart.elements, [{ label: 'doubling', points: [[1, 2], [2, 4], [3, 8]] }])
+  r = await sbx.runCode("plt.bar(['a', 'b'], [5, 3]); plt.show()")
+  const bar = r.results.find((x) => x.chart).chart
+  assert.equal(bar.type, 'bar', 'ChartType.BAR')
+  assert.deepEqual(bar.elements.map((e) => [e.label, e.value]), [['a', 5], ['b', 3]])
+})
+
+test("language 'r': its own context, a plot as PNG, an error, the cell's envs", {
+  skip: !fresh && 'the template store was built from an older recipe (it has no R)',
+}, async () => {
+  const sbx = await box()
+  assert.equal((await sbx.runCode('v <- 6 * 7; v', { language: 'r' })).text, '[1] 42')
+  assert.equal((await sbx.runCode('v', { language: 'r' })).text, '[1] 42', 'state kept')
+  const ctx = await sbx.createCodeContext({ language: 'r' })
+  assert.equal(ctx.language, 'r')
+  assert.equal((await sbx.runCode('exists("v")', { context: ctx })).text, '[1] FALSE')
+  const plot = await sbx.runCode('plot(1:3)', { context: ctx })
+  assert.ok(plot.results.find((x) => x.png), JSON.stringify(plot.results.map((x) => x.formats())))
+  const err = await sbx.runCode('stop("no such thing")', { context: ctx })
+  assert.equal(err.error.name, 'ERROR')
+  assert.match(err.error.value, /no such thing/)
+  const env = await sbx.runCode('Sys.getenv("CELL_VAR")', { language: 'r', envs: { CELL_VAR: 'r-only' } })
+  assert.equal(env.text, '[1] "r-only"')
+  assert.equal((await sbx.runCode('Sys.getenv("CELL_VAR", "gone")', { language: 'r' })).text, '[1] "gone"')
+  await sbx.removeCodeContext(ctx)
 })
 
 test('the port-49999 routes need the token, the port and a live sandbox', async () => {

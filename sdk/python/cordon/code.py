@@ -35,10 +35,13 @@ _MIME = {"text": "text/plain", "html": "text/html", "markdown": "text/markdown",
 @dataclass
 class Result:
     """One output of a cell, as a MIME bundle (``data``: MIME type -> string; images and PDF
-    are base64). ``is_main``: the cell's value (``Out[n]``) rather than a display (a plot)."""
+    are base64). ``is_main``: the cell's value (``Out[n]``) rather than a display (a plot).
+    ``chart``: a matplotlib figure described as data (its type, title, axis labels and
+    elements, in E2B's shape: README.md, "Charts"), or None."""
 
     data: Dict[str, str]
     is_main: bool = False
+    chart: Optional[Dict[str, Any]] = None
 
     def _get(self, kind: str) -> Optional[str]:
         return self.data.get(_MIME[kind])
@@ -66,7 +69,7 @@ class Result:
 
     def formats(self) -> List[str]:
         """The short names (``"text"``, ``"png"``, ...) this result has."""
-        return [k for k, m in _MIME.items() if m in self.data]
+        return [k for k, m in _MIME.items() if m in self.data] + (["chart"] if self.chart else [])
 
 
 @dataclass
@@ -137,7 +140,7 @@ def _apply(ex: Execution, ev: Dict[str, Any], on_stdout: Optional[Callable[[str]
         if cb:
             cb(text)
     elif t == "result":
-        r = Result(dict(ev.get("data") or {}), bool(ev.get("is_main")))
+        r = Result(dict(ev.get("data") or {}), bool(ev.get("is_main")), ev.get("chart"))
         ex.results.append(r)
         if on_result:
             on_result(r)
@@ -155,13 +158,15 @@ def _apply(ex: Execution, ev: Dict[str, Any], on_stdout: Optional[Callable[[str]
     return False
 
 
-def run_code(sbx: "Sandbox", code: str, language: str = "python", context: Any = None,
+def run_code(sbx: "Sandbox", code: str, language: Optional[str] = None, context: Any = None,
              on_stdout: Optional[Callable[[str], Any]] = None,
              on_stderr: Optional[Callable[[str], Any]] = None,
              on_result: Optional[Callable[[Result], Any]] = None,
              timeout: Optional[int] = None,
              on_error: Optional[Callable[[ExecutionError], Any]] = None) -> Execution:
-    body: Dict[str, Any] = {"code": code, "language": language}
+    body: Dict[str, Any] = {"code": code}
+    if language is not None:  # else the context's (a context of R needs no language)
+        body["language"] = language
     if context is not None:
         body["context"] = _context_id(context)
     if timeout is not None:

@@ -313,12 +313,12 @@ class Sandbox:
 
     # -- the code interpreter (template "code-interpreter") ---------------------------------
 
-    def run_code(self, code: str, language: str = "python", context: Any = None,
+    def run_code(self, code: str, language: Optional[str] = None, context: Any = None,
                  on_stdout: Any = None, on_stderr: Any = None, on_result: Any = None,
                  timeout: Optional[int] = None, on_error: Any = None) -> "_code.Execution":
         """Run a cell in a Jupyter kernel; its state stays for the next cell of ``context``
         (a :class:`CodeContext` or its id; None: the language's default one, made on first
-        use). The callbacks get each stdout/stderr text and :class:`Result` as it comes.
+        use). ``language``: ``"python"`` or ``"r"`` (None: the context's, else Python). The callbacks get each stdout/stderr text and :class:`Result` as it comes.
         ``timeout``: seconds (server default 300) before the cell is interrupted.
 
         Raises :class:`NoInterpreter` for a sandbox whose template has no interpreter,
@@ -329,8 +329,8 @@ class Sandbox:
 
     def create_code_context(self, language: str = "python",
                             cwd: Optional[str] = None) -> "_code.CodeContext":
-        """A new context (a kernel of its own), started before this returns; at most 8 a
-        sandbox (:class:`QuotaExceeded`)."""
+        """A new context (a kernel of its own: ``language`` ``"python"`` or ``"r"``), started
+        before this returns; at most 8 a sandbox (:class:`QuotaExceeded`)."""
         body: Dict[str, Any] = {"language": language}
         if cwd is not None:
             body["cwd"] = cwd

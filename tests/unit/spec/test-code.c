@@ -35,6 +35,13 @@ static void test_cell(void **state)
 			      "\"timeout_s\":3600}", &c, &err), 0);
 	assert_string_equal(c->context, "cx-1_a");
 	assert_int_equal(c->timeout_s, 3600);
+	assert_true(c->language_set);
+	api_code_free(c);
+	assert_int_equal(cell("{\"code\":\"1\",\"language\":\"r\"}", &c, &err), 0);
+	assert_true(c->language == API_LANG_R && c->language_set);
+	api_code_free(c);
+	assert_int_equal(cell("{\"code\":\"1\"}", &c, &err), 0);
+	assert_false(c->language_set);
 	api_code_free(c);
 	/* Each a 400 naming its field; unknown fields unknown_field. */
 	static const struct {
@@ -45,7 +52,8 @@ static void test_cell(void **state)
 		{"{}", -EINVAL, "code"},
 		{"{\"code\":5}", -EINVAL, "code"},
 		{"{\"code\":\"a\\u0000b\"}", -EINVAL, "code"},
-		{"{\"code\":\"1\",\"language\":\"r\"}", -EINVAL, "language"},
+		{"{\"code\":\"1\",\"language\":\"R\"}", -EINVAL, "language"},
+		{"{\"code\":\"1\",\"language\":\"cobol\"}", -EINVAL, "language"},
 		{"{\"code\":\"1\",\"context\":\"../x\"}", -EINVAL, "context"},
 		{"{\"code\":\"1\",\"context\":\"\"}", -EINVAL, "context"},
 		{"{\"code\":\"1\",\"timeout_s\":0}", -EINVAL, "timeout_s"},
@@ -78,6 +86,9 @@ static void test_context(void **state)
 	assert_true(api_context_id_ok("default", 7));
 	assert_false(api_context_id_ok("a/b", 3));
 	assert_false(api_context_id_ok("a\0b", 3));
+	assert_int_equal(api_code_context_parse("{\"language\":\"r\"}", 16, &x, &err), 0);
+	assert_int_equal(x->language, API_LANG_R);
+	api_code_context_free(x);
 }
 
 static int line(const char *s, struct api_code_line *l, struct cordon_err *err)
@@ -146,6 +157,59 @@ static void test_bad_lines(void **state)
 	assert_int_equal(api_code_line_parse(big, n, &l, &err), -EPROTO);
 }
 
+/* Each language's default context, made on first use, and no other. */
+static void test_default_contexts(void **state)
+{
+	enum api_language l = API_LANG_COUNT_;
+	assert_string_equal(api_language_default_context(API_LANG_PYTHON), "default");
+	assert_string_equal(api_language_default_context(API_LANG_R), "default-r");
+	assert_true(api_default_context_language("default-r", &l) && l == API_LANG_R);
+	assert_true(api_default_context_language("default", &l) && l == API_LANG_PYTHON);
+	assert_false(api_default_context_language("default-go", &l));
+	assert_false(api_default_context_language("cx-1", &l));
+	assert_string_equal(api_language_name(API_LANG_R), "r");
+}
+
+/* A result's chart: its known keys of the right types rebuilt, others dropped; a wrong type,
+ * an unknown chart type or a chart in a chart in a chart is a bad line. */
+static void test_chart(void **state)
+{
+	struct cordon_err err = {};
+	struct api_code_line l;
+	assert_int_equal(line("{\"id\":1,\"type\":\"result\",\"is_main\":false,\"data\":{},"
+			      "\"chart\":{\"type\":\"line\",\"title\":null,\"x_label\":\"t (s)\",\"evil\":1,"
+			      "\"x_ticks\":[0,\"2024-01-01\"],\"elements\":[{\"label\":\"a\",\"x\":2,"
+			      "\"points\":[[1,2.5],[\"b\",null]]}]}}", &l, &err), 0);
+	_cleanup_free_ char *s = json_dumps(json_object_get(l.event, "chart"), JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(s, "{\"elements\":[{\"label\":\"a\",\"points\":[[1,2.5],[\"b\",null]]}],"
+			       "\"title\":null,\"type\":\"line\",\"x_label\":\"t (s)\","
+			       "\"x_ticks\":[0,\"2024-01-01\"]}");
+	json_decref(l.event);
+	assert_int_equal(line("{\"id\":1,\"type\":\"result\",\"is_main\":false,\"data\":{},"
+			      "\"chart\":{\"type\":\"superchart\",\"elements\":[{\"type\":\"bar\","
+			      "\"elements\":[{\"label\":\"x\",\"group\":\"g\",\"value\":3}]}]}}", &l, &err), 0);
+	json_t *bar = json_array_get(json_object_get(json_object_get(l.event, "chart"), "elements"), 0);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(bar, "elements"), 0),
+							    "value")), 3);
+	json_decref(l.event);
+	static const char *const bad[] = {
+		"5", "{}", "{\"type\":\"radar\"}", "{\"type\":\"line\",\"title\":3}",
+		"{\"type\":\"line\",\"elements\":{}}", "{\"type\":\"line\",\"elements\":[5]}",
+		"{\"type\":\"line\",\"elements\":[{\"points\":[[1]]}]}",
+		"{\"type\":\"line\",\"elements\":[{\"points\":[[1,[2]]]}]}",
+		"{\"type\":\"bar\",\"x_tick_labels\":[1]}",
+		"{\"type\":\"superchart\",\"elements\":[{\"type\":\"superchart\"}]}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char buf[512];
+		snprintf(buf, sizeof(buf), "{\"id\":1,\"type\":\"result\",\"is_main\":false,\"data\":{},"
+			 "\"chart\":%s}", bad[i]);
+		l.event = NULL;
+		assert_int_equal(line(buf, &l, &err), -EPROTO);
+		assert_null(l.event);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -153,6 +217,8 @@ int main(void)
 	    cmocka_unit_test(test_context),
 	    cmocka_unit_test(test_lines_made_anew),
 	    cmocka_unit_test(test_bad_lines),
+	    cmocka_unit_test(test_default_contexts),
+	    cmocka_unit_test(test_chart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
