@@ -1,0 +1,179 @@
+/* A large upload's body streamed into a spool file by the gate, not held in memory (front.h).
+ *
+ * libevent 2.1's evhttp reads a whole body into memory before its request callback runs, and
+ * it offers no hook on an incoming request before its headers are parsed (evhttp_set_newreqcb
+ * is 2.2's), so a request's chunk callback cannot be set in time. The gate reads the head
+ * already (gate.c); for a route that reads a spool (BODY_SPOOL) and a Content-Length of
+ * SPOOL_MIN_BYTES or more, it reads the body as well, 64 KiB at a time, into an O_TMPFILE of
+ * the state directory: unlinked from the start, so a client that leaves mid-body, a daemon
+ * killed mid-upload, leave nothing on disk. At the end evhttp gets the head with
+ * Content-Length 0 (Expect dropped: the gate answered 100 Continue itself) and dispatch() the
+ * file (front_spool()), which the gate closes after the reply.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "daemon/daemon.h"
+#include "daemon/front.h"
+
+#define SPOOL_READ (64u << 10)
+
+/* Whether the header line @l (@n bytes, no line end) is named @name. */
+static bool header_is(const char *l, size_t n, const char *name)
+{
+	size_t k = strlen(name);
+	return n > k && l[k] == ':' && strncasecmp(l, name, k) == 0;
+}
+
+/* The head @p (@n bytes, through its empty line) without its Content-Length and Expect
+ * lines, with "Content-Length: 0"; *@ret_expect when it asked for 100 Continue. */
+static char *head_rewrite(const char *p, size_t n, size_t *ret_len, bool *ret_expect)
+{
+	static const char cl0[] = "Content-Length: 0\r\n";
+	char *out = malloc(n + sizeof(cl0));
+	size_t o = 0;
+	if (!out)
+		return NULL;
+	*ret_expect = false;
+	for (size_t i = 0; i < n;) {
+		const char *nl = memchr(p + i, '\n', n - i);
+		size_t end = nl ? (size_t)(nl - p) + 1 : n, len = end - i;
+		size_t bare = len - (len && p[end - 1] == '\n') - (len > 1 && p[end - 2] == '\r');
+		if (bare == 0) { /* the empty line ends the head */
+			memcpy(out + o, cl0, sizeof(cl0) - 1);
+			o += sizeof(cl0) - 1;
+		}
+		if (header_is(p + i, bare, "expect"))
+			*ret_expect = true;
+		if (!header_is(p + i, bare, "content-length") && !header_is(p + i, bare, "expect")) {
+			memcpy(out + o, p + i, len);
+			o += len;
+		}
+		i = end;
+	}
+	*ret_len = o;
+	return out;
+}
+
+static void arm_idle(struct gate *g)
+{
+	struct timeval tv = {SPOOL_IDLE_S, 0};
+	event_add(g->deadline, &tv);
+}
+
+/* @n bytes at @p onto the spool; -errno. */
+static int spool_write(struct gate *g, const void *p, size_t n)
+{
+	for (size_t off = 0; off < n;) {
+		ssize_t w = write(g->spool_fd, (const char *)p + off, n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		off += (size_t)w;
+	}
+	g->spool_left -= n;
+	return 0;
+}
+
+/* The whole body is in: evhttp gets the rewritten head. */
+static void spool_done(struct gate *g)
+{
+	event_del(g->deadline);
+	evbuffer_add(g->buf, g->spool_head, g->spool_head_len);
+	size_t n = g->spool_head_len;
+	free(g->spool_head);
+	g->spool_head = NULL;
+	g->state = G_HEAD; /* what hand_over moves from */
+	gate_hand_over(g, n);
+}
+
+/* The client left, stalled or the spool could not be written: nothing of it stays. */
+static void spool_fail(struct gate *g, int r)
+{
+	spool_close(g);
+	if (r == 0) {
+		g->state = G_REFUSED;
+		event_del(g->work);
+		event_del(g->deadline);
+		bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING,
+					  BEV_TRIG_DEFER_CALLBACKS);
+		return;
+	}
+	g->state = G_HEAD; /* gate_refuse() answers a request evhttp has not seen */
+	gate_refuse(g, 507, "insufficient_storage", NULL, "the upload's spool: %s", strerror(-r));
+}
+
+bool spool_start(struct gate *g, size_t head_len, uint64_t cl)
+{
+	bool expect = false;
+	const char *p = (const char *)evbuffer_pullup(g->buf, (ev_ssize_t)head_len);
+	int fd = p ? open(D.cfg.state_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
+	char *head = fd >= 0 ? head_rewrite(p, head_len, &g->spool_head_len, &expect) : NULL;
+	if (!head) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	g->spool_fd = fd;
+	g->spool_head = head;
+	g->spool_len = g->spool_left = cl;
+	g->state = G_SPOOL;
+	evbuffer_drain(g->buf, head_len);
+	if (expect)
+		(void)!send(g->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL | MSG_DONTWAIT);
+	/* What came with the head; more than the body (a pipelined request) stays in g->buf. */
+	size_t have = evbuffer_get_length(g->buf);
+	size_t take = have < cl ? have : (size_t)cl;
+	const void *b = take ? evbuffer_pullup(g->buf, (ev_ssize_t)take) : NULL;
+	int r = take ? (b ? spool_write(g, b, take) : -ENOMEM) : 0;
+	evbuffer_drain(g->buf, take);
+	if (r < 0)
+		spool_fail(g, r);
+	else if (g->spool_left == 0)
+		spool_done(g);
+	else
+		arm_idle(g);
+	return true;
+}
+
+void spool_on_read(struct gate *g)
+{
+	char buf[SPOOL_READ];
+	size_t want = g->spool_left < sizeof(buf) ? (size_t)g->spool_left : sizeof(buf);
+	ssize_t n = read(g->fd, buf, want);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		spool_fail(g, 0);
+		return;
+	}
+	int r = spool_write(g, buf, (size_t)n);
+	if (r < 0)
+		spool_fail(g, r);
+	else if (g->spool_left == 0)
+		spool_done(g);
+	else
+		arm_idle(g);
+}
+
+void spool_on_idle(struct gate *g)
+{
+	spool_fail(g, 0);
+}
+
+void spool_close(struct gate *g)
+{
+	if (g->spool_fd >= 0)
+		close(g->spool_fd);
+	g->spool_fd = -1;
+	free(g->spool_head);
+	g->spool_head = NULL;
+}
