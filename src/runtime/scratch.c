@@ -221,6 +221,7 @@ static int quota_open(struct scratch *sc, int dirfd, uint64_t bytes, struct cord
 		quota_remove(dirfd, sc->slot);
 		return open_failed(r, "a directory with a project quota", err);
 	}
+	sc->img = TAKE_FD(fd); /* for scratch_disk_used(): its project's count */
 	scratch_state = 1;
 	return 0;
 }
@@ -512,6 +513,20 @@ void scratch_close(struct scratch *sc)
 {
 	if (sc->mnt >= 0)
 		close(TAKE_FD(sc->mnt));
+}
+
+uint64_t scratch_disk_used(int disk_fd)
+{
+	struct stat st;
+	struct fsxattr fa;
+	uint64_t used = 0;
+	if (disk_fd < 0 || fstat(disk_fd, &st) < 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode))
+		return (uint64_t)st.st_blocks * 512;
+	if (ioctl(disk_fd, FS_IOC_FSGETXATTR, &fa) == 0)
+		(void)prjquota_used(disk_fd, fa.fsx_projid, &used);
+	return used;
 }
 
 void scratch_release(unsigned slot)

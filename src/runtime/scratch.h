@@ -37,7 +37,8 @@
 
 struct scratch {
 	int mnt; /* the detached ext4 mount, or -1: tmpfs */
-	int img; /* the (unlinked) image, for its size on the host; the caller's to close */
+	int img; /* the (unlinked) image, or the quota directory, for its size on the host
+		  * (scratch_disk_used()); the caller's to close */
 	unsigned slot;
 };
 
@@ -81,6 +82,10 @@ int scratch_dir_fill(int diskfd, uid_t base, int from, struct cordon_err *err);
 
 void scratch_trees_close(struct scratch_trees *t);
 void scratch_close(struct scratch *sc);
+
+/* The bytes a disk takes on the host, from its scratch.img: an image's allocated blocks, a
+ * quota directory's project count. */
+uint64_t scratch_disk_used(int disk_fd);
 
 /* Removes slot @slot's project-quota disk (its directory and its limits), if it has one:
  * when the sandbox is gone and before its slot is released. An image needs nothing. */
