@@ -59,7 +59,9 @@ struct gate {
 	size_t route_max;     /* the route's limit on the (decoded) body */
 	bool spool_want;      /* check_head: this head's body goes to a spool */
 	int spool_fd;         /* the current request's spooled body (O_TMPFILE), or -1 */
-	uint64_t spool_len, spool_left; /* its Content-Length; what is still to come */
+	uint64_t spool_len;   /* the bytes in it so far (at the end: the body's length) */
+	uint64_t spool_left;  /* Content-Length: what is still to come; chunked: of this chunk */
+	struct spool_chunks *chunks; /* chunked: the decoder's state (spool.c), or NULL */
 	char *spool_head;     /* G_SPOOL: the head evhttp gets at the end, Content-Length 0 */
 	size_t spool_head_len;
 	void (*close_cb)(struct evhttp_connection *, void *); /* a handler's */
@@ -100,11 +102,12 @@ void gate_on_closed(struct evhttp_connection *evcon, void *arg);
 void gate_request_done(struct evhttp_request *req, void *arg);
 void lingerers_end(void);
 
-/* spool.c: the body of the head at the start of g->buf (@head_len bytes, @cl announced)
- * into an unlinked file of the state directory, read by the gate itself; evhttp then gets
- * the head with Content-Length 0 and dispatch() the file (front_spool()). False when no
- * spool can be made: the caller hands the request over as it is. */
-bool spool_start(struct gate *g, size_t head_len, uint64_t cl);
+/* spool.c: the body of the head @h at the start of g->buf (@head_len bytes; a Content-Length,
+ * or chunked, decoded here) into an unlinked file of the state directory, read by the gate
+ * itself; evhttp then gets the head with Content-Length 0 and dispatch() the file
+ * (front_spool()). False when no spool can be made: the caller hands the request over as it
+ * is. */
+bool spool_start(struct gate *g, size_t head_len, const struct reqhead *h);
 void spool_on_read(struct gate *g);  /* G_SPOOL: the socket is readable */
 void spool_on_idle(struct gate *g);  /* G_SPOOL: nothing came for SPOOL_IDLE_S */
 void spool_close(struct gate *g);    /* the spool goes (end of request, connection) */

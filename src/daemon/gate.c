@@ -249,9 +249,9 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 		return false;
 	}
 	/* A spooled body is on disk, not in flight in memory. */
-	g->spool_want = spool && !h->chunked && h->cl >= SPOOL_MIN_BYTES;
-	uint64_t want = h->chunked ? (CHUNK_SLICE < max_body ? CHUNK_SLICE : max_body) + 64
-		      : g->spool_want ? 0 : h->cl;
+	g->spool_want = spool && (h->chunked || h->cl >= SPOOL_MIN_BYTES);
+	uint64_t want = g->spool_want ? 0
+		      : h->chunked ? (CHUNK_SLICE < max_body ? CHUNK_SLICE : max_body) + 64 : h->cl;
 	if (f->inflight + want > f->max_inflight) {
 		gate_refuse(g, 503, "capacity", "Retry-After: 1\r\n",
 			    "too many request bodies in flight; retry shortly");
@@ -353,7 +353,7 @@ static void gate_process(struct gate *g)
 	if (!h.bad && http_host_claimed(g->f->kind, &h) && take_over(g, &h, n, len, true))
 		return;
 	if (check_head(g, &h) && !take_over(g, &h, n, len, false) &&
-	    !(g->spool_want && spool_start(g, n, h.cl)))
+	    !(g->spool_want && spool_start(g, n, &h)))
 		gate_hand_over(g, n);
 }
 

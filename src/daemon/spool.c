@@ -4,13 +4,16 @@
  * it offers no hook on an incoming request before its headers are parsed (evhttp_set_newreqcb
  * is 2.2's), so a request's chunk callback cannot be set in time. The gate reads the head
  * already (gate.c); for a route that reads a spool (BODY_SPOOL) and a Content-Length of
- * SPOOL_MIN_BYTES or more, it reads the body as well, 64 KiB at a time, into an O_TMPFILE of
+ * SPOOL_MIN_BYTES or more, or a chunked body (decoded here: its framing, sizes in hex, chunk
+ * extensions and trailers skipped, the decoded length bounded by the route's limit, 413
+ * past it), it reads the body as well, 64 KiB at a time, into an O_TMPFILE of
  * the state directory: unlinked from the start, so a client that leaves mid-body, a daemon
  * killed mid-upload, leave nothing on disk. At the end evhttp gets the head with
  * Content-Length 0 (Expect dropped: the gate answered 100 Continue itself) and dispatch() the
  * file (front_spool()), which the gate closes after the reply.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,15 @@
 #include "daemon/front.h"
 
 #define SPOOL_READ (64u << 10)
+#define CHUNK_LINE_MAX 256 /* a chunk-size line with its extensions, a trailer line */
+
+enum chunk_state { CH_SIZE, CH_DATA, CH_DATA_END, CH_TRAILER, CH_DONE };
+
+struct spool_chunks {
+	enum chunk_state state;
+	size_t line_len;
+	char line[CHUNK_LINE_MAX];
+};
 
 /* Whether the header line @l (@n bytes, no line end) is named @name. */
 static bool header_is(const char *l, size_t n, const char *name)
@@ -32,8 +44,9 @@ static bool header_is(const char *l, size_t n, const char *name)
 	return n > k && l[k] == ':' && strncasecmp(l, name, k) == 0;
 }
 
-/* The head @p (@n bytes, through its empty line) without its Content-Length and Expect
- * lines, with "Content-Length: 0"; *@ret_expect when it asked for 100 Continue. */
+/* The head @p (@n bytes, through its empty line) without its Content-Length,
+ * Transfer-Encoding and Expect lines, with "Content-Length: 0"; *@ret_expect when it asked
+ * for 100 Continue. */
 static char *head_rewrite(const char *p, size_t n, size_t *ret_len, bool *ret_expect)
 {
 	static const char cl0[] = "Content-Length: 0\r\n";
@@ -52,7 +65,8 @@ static char *head_rewrite(const char *p, size_t n, size_t *ret_len, bool *ret_ex
 		}
 		if (header_is(p + i, bare, "expect"))
 			*ret_expect = true;
-		if (!header_is(p + i, bare, "content-length") && !header_is(p + i, bare, "expect")) {
+		if (!header_is(p + i, bare, "content-length") && !header_is(p + i, bare, "expect") &&
+		    !header_is(p + i, bare, "transfer-encoding")) {
 			memcpy(out + o, p + i, len);
 			o += len;
 		}
@@ -79,27 +93,32 @@ static int spool_write(struct gate *g, const void *p, size_t n)
 			return w < 0 ? -errno : -EIO;
 		off += (size_t)w;
 	}
-	g->spool_left -= n;
+	g->spool_len += n;
 	return 0;
 }
 
 /* The whole body is in: evhttp gets the rewritten head. */
+/* The whole body is in: evhttp gets the rewritten head, before what followed the body (a
+ * pipelined request, left in g->buf). */
 static void spool_done(struct gate *g)
 {
 	event_del(g->deadline);
-	evbuffer_add(g->buf, g->spool_head, g->spool_head_len);
+	evbuffer_prepend(g->buf, g->spool_head, g->spool_head_len);
 	size_t n = g->spool_head_len;
 	free(g->spool_head);
 	g->spool_head = NULL;
+	free(g->chunks);
+	g->chunks = NULL;
+	g->chunked = false; /* evhttp reads no body */
 	g->state = G_HEAD; /* what hand_over moves from */
 	gate_hand_over(g, n);
 }
 
-/* The client left, stalled or the spool could not be written: nothing of it stays. */
-static void spool_fail(struct gate *g, int r)
+/* The client left or stalled (@status 0), or the body is refused: nothing of it stays. */
+static void spool_fail(struct gate *g, int status, const char *code, const char *msg)
 {
 	spool_close(g);
-	if (r == 0) {
+	if (status == 0) {
 		g->state = G_REFUSED;
 		event_del(g->work);
 		event_del(g->deadline);
@@ -108,65 +127,168 @@ static void spool_fail(struct gate *g, int r)
 		return;
 	}
 	g->state = G_HEAD; /* gate_refuse() answers a request evhttp has not seen */
-	gate_refuse(g, 507, "insufficient_storage", NULL, "the upload's spool: %s", strerror(-r));
+	gate_refuse(g, status, code, NULL, "%s", msg);
 }
 
-bool spool_start(struct gate *g, size_t head_len, uint64_t cl)
+static void spool_write_failed(struct gate *g, int r)
+{
+	char msg[128];
+	snprintf(msg, sizeof(msg), "the upload's spool: %s", strerror(-r));
+	spool_fail(g, 507, "insufficient_storage", msg);
+}
+
+/* ---- a chunked body (RFC 9112 7.1) ---- */
+
+/* A complete line of the framing, its end cut off: -EINVAL when it breaks the framing. */
+static int chunk_line(struct gate *g, struct spool_chunks *c)
+{
+	size_t n = c->line_len;
+	if (n && c->line[n - 1] == '\r')
+		n--;
+	c->line_len = 0;
+	if (c->state == CH_DATA_END) {
+		c->state = CH_SIZE;
+		return n == 0 ? 0 : -EINVAL;
+	}
+	if (c->state == CH_TRAILER) {
+		c->state = n == 0 ? CH_DONE : CH_TRAILER; /* a trailer field is dropped */
+		return 0;
+	}
+	uint64_t size = 0;
+	size_t i = 0;
+	for (; i < n && i < 16; i++) {
+		int d = c->line[i];
+		int v = d >= '0' && d <= '9' ? d - '0' : (d | 0x20) >= 'a' && (d | 0x20) <= 'f' ? (d | 0x20) - 'a' + 10 : -1;
+		if (v < 0)
+			break;
+		size = size << 4 | (uint64_t)v;
+	}
+	if (i == 0 || (i < n && c->line[i] != ';' && c->line[i] != ' ' && c->line[i] != '\t'))
+		return -EINVAL; /* no size, or one of more than 16 digits */
+	g->spool_left = size;
+	c->state = size ? CH_DATA : CH_TRAILER;
+	return 0;
+}
+
+/* Decodes @n bytes at @p; returns how many it took (all, unless the body ended in them), or
+ * -EINVAL (bad framing), -EFBIG (over the route's limit), -errno of the spool. */
+static ssize_t chunks_feed(struct gate *g, const char *p, size_t n)
+{
+	struct spool_chunks *c = g->chunks;
+	size_t i = 0;
+	while (i < n && c->state != CH_DONE) {
+		if (c->state == CH_DATA) {
+			size_t take = n - i < g->spool_left ? n - i : (size_t)g->spool_left;
+			if (g->spool_len + take > g->route_max)
+				return -EFBIG;
+			int r = spool_write(g, p + i, take);
+			if (r < 0)
+				return r;
+			g->spool_left -= take;
+			i += take;
+			c->state = g->spool_left ? CH_DATA : CH_DATA_END;
+			continue;
+		}
+		const char *nl = memchr(p + i, '\n', n - i);
+		size_t len = nl ? (size_t)(nl - (p + i)) : n - i;
+		if (c->line_len + len > sizeof(c->line))
+			return -EINVAL;
+		memcpy(c->line + c->line_len, p + i, len);
+		c->line_len += len;
+		i += len + (nl != NULL);
+		if (nl && chunk_line(g, c) < 0)
+			return -EINVAL;
+	}
+	return (ssize_t)i;
+}
+
+/* @n bytes of the body at @p; true when the body is complete (what is past it was put back
+ * in g->buf) or the request was refused. */
+static bool body_feed(struct gate *g, const char *p, size_t n)
+{
+	ssize_t k;
+	if (g->chunks) {
+		k = chunks_feed(g, p, n);
+	} else {
+		k = n < g->spool_left ? (ssize_t)n : (ssize_t)g->spool_left;
+		int r = spool_write(g, p, (size_t)k);
+		g->spool_left -= (uint64_t)k;
+		k = r < 0 ? r : k;
+	}
+	if (k == -EINVAL || k == -EFBIG) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), k == -EINVAL ? "bad chunked framing" : "the body is over %zu bytes",
+			 g->route_max);
+		spool_fail(g, k == -EINVAL ? 400 : 413, k == -EINVAL ? "bad_request" : "payload_too_large", msg);
+		return true;
+	}
+	if (k < 0) {
+		spool_write_failed(g, (int)k);
+		return true;
+	}
+	bool done = g->chunks ? g->chunks->state == CH_DONE : g->spool_left == 0;
+	if (done && (size_t)k < n)
+		evbuffer_prepend(g->buf, p + k, n - (size_t)k);
+	if (done)
+		spool_done(g);
+	return done;
+}
+
+bool spool_start(struct gate *g, size_t head_len, const struct reqhead *h)
 {
 	bool expect = false;
 	const char *p = (const char *)evbuffer_pullup(g->buf, (ev_ssize_t)head_len);
 	int fd = p ? open(D.cfg.state_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
 	char *head = fd >= 0 ? head_rewrite(p, head_len, &g->spool_head_len, &expect) : NULL;
-	if (!head) {
+	struct spool_chunks *c = head && h->chunked ? calloc(1, sizeof(*c)) : NULL;
+	if (!head || (h->chunked && !c)) {
+		free(head);
 		if (fd >= 0)
 			close(fd);
 		return false;
 	}
 	g->spool_fd = fd;
 	g->spool_head = head;
-	g->spool_len = g->spool_left = cl;
+	g->chunks = c;
+	g->spool_len = 0;
+	g->spool_left = h->chunked ? 0 : h->cl;
 	g->state = G_SPOOL;
 	evbuffer_drain(g->buf, head_len);
 	if (expect)
 		(void)!send(g->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL | MSG_DONTWAIT);
-	/* What came with the head; more than the body (a pipelined request) stays in g->buf. */
+	/* What came with the head (at most HEAD_MAX bytes) is the body's first part. */
 	size_t have = evbuffer_get_length(g->buf);
-	size_t take = have < cl ? have : (size_t)cl;
-	const void *b = take ? evbuffer_pullup(g->buf, (ev_ssize_t)take) : NULL;
-	int r = take ? (b ? spool_write(g, b, take) : -ENOMEM) : 0;
-	evbuffer_drain(g->buf, take);
-	if (r < 0)
-		spool_fail(g, r);
-	else if (g->spool_left == 0)
-		spool_done(g);
-	else
+	char first[HEAD_MAX + 1];
+	if (have > sizeof(first))
+		have = sizeof(first);
+	evbuffer_remove(g->buf, first, have);
+	if ((h->chunked || h->cl > 0) && !body_feed(g, first, have))
 		arm_idle(g);
+	else if (!h->chunked && h->cl == 0)
+		spool_done(g);
 	return true;
 }
 
 void spool_on_read(struct gate *g)
 {
 	char buf[SPOOL_READ];
-	size_t want = g->spool_left < sizeof(buf) ? (size_t)g->spool_left : sizeof(buf);
+	/* A Content-Length body is read to its end and no further; a chunked one in full reads
+	 * (what follows its end goes back to g->buf). */
+	size_t want = !g->chunks && g->spool_left < sizeof(buf) ? (size_t)g->spool_left : sizeof(buf);
 	ssize_t n = read(g->fd, buf, want);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
-		spool_fail(g, 0);
+		spool_fail(g, 0, NULL, NULL);
 		return;
 	}
-	int r = spool_write(g, buf, (size_t)n);
-	if (r < 0)
-		spool_fail(g, r);
-	else if (g->spool_left == 0)
-		spool_done(g);
-	else
+	if (!body_feed(g, buf, (size_t)n))
 		arm_idle(g);
 }
 
 void spool_on_idle(struct gate *g)
 {
-	spool_fail(g, 0);
+	spool_fail(g, 0, NULL, NULL);
 }
 
 void spool_close(struct gate *g)
@@ -176,4 +298,6 @@ void spool_close(struct gate *g)
 	g->spool_fd = -1;
 	free(g->spool_head);
 	g->spool_head = NULL;
+	free(g->chunks);
+	g->chunks = NULL;
 }

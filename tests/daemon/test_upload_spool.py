@@ -166,3 +166,79 @@ def test_spooled_archive(daemon, sid):
     c = daemon.client()
     r = c.exec(sid, argv=["sh", "-c", "sha256sum /tmp/arc/d/blob"])
     assert r["stdout"].split()[0] == hashlib.sha256(BLOCK * 3).hexdigest(), r
+
+
+def chunked_head(path):
+    return (f"PUT {path} HTTP/1.1\r\nHost: cordon\r\nTransfer-Encoding: chunked\r\n"
+            f"Expect: 100-continue\r\n\r\n").encode()
+
+
+def test_chunked_upload_is_spooled_too(daemon, sid):
+    """A chunked body is decoded into the spool (extensions and a trailer skipped), and the
+    request pipelined after it on the same connection is answered after it."""
+    size = 192 << 20
+    pid = daemon.proc.pid
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+    before = proc_status(pid, "VmRSS")
+    want = hashlib.sha256()
+    s = connect(daemon)
+    try:
+        s.sendall(chunked_head(f"/v1/sandboxes/{sid}/files?path=/tmp/chunked"))
+        assert s.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sent = 0
+        while sent < size:
+            piece = BLOCK[: (1 << 20) - (sent // (1 << 20)) % 7]  # odd sizes
+            s.sendall(b"%x;ext=1\r\n" % len(piece) + piece + b"\r\n")
+            want.update(piece)
+            sent += len(piece)
+        s.sendall(b"0\r\nX-Trailer: yes\r\n\r\n"
+                  b"GET /v1/sandboxes/" + sid.encode() + b" HTTP/1.1\r\nHost: cordon\r\n\r\n")
+        status, body = response(s)
+        assert status == 200, body[:500]
+        status2, body2 = response(s)
+        assert status2 == 200 and sid.encode() in body2, body2[:300]
+    finally:
+        s.close()
+    peak = proc_status(pid, "VmHWM")
+    assert peak - before < 64 << 20, f"cordond's RSS grew by {(peak - before) >> 20} MiB"
+    r = daemon.client(timeout=120).exec(
+        sid, argv=["sh", "-c", "sha256sum /tmp/chunked; stat -c %s /tmp/chunked; rm /tmp/chunked"])
+    assert r["stdout"].split()[0] == want.hexdigest() and int(r["stdout"].split()[-1]) == sent, r
+
+
+@pytest.mark.parametrize("framing,status,code", [
+    (b"zz\r\nab\r\n0\r\n\r\n", 400, b"bad_request"),
+    (b"2\r\nabXX0\r\n\r\n", 400, b"bad_request"),
+    (b"11111111111111111\r\n", 400, b"bad_request"),
+])
+def test_bad_chunked_framing_is_400(daemon, sid, framing, status, code):
+    s = connect(daemon)
+    try:
+        s.sendall(chunked_head(f"/v1/sandboxes/{sid}/files?path=/tmp/bad"))
+        assert s.recv(64).startswith(b"HTTP/1.1 100 Continue")
+        s.sendall(framing)
+        got, body = response(s)
+    finally:
+        s.close()
+    assert got == status and code in body, body
+    assert not spool_fds(daemon)
+
+
+def test_chunked_over_the_max_is_413(daemon, sid):
+    s = connect(daemon)
+    try:
+        s.sendall(chunked_head(f"/v1/sandboxes/{sid}/files?path=/tmp/over"))
+        assert s.recv(64).startswith(b"HTTP/1.1 100 Continue")
+        try:
+            for _ in range((MAX_UPLOAD >> 20) + 2):
+                s.sendall(b"%x\r\n" % len(BLOCK) + BLOCK + b"\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        got, body = response(s)
+    finally:
+        s.close()
+    assert got == 413 and b"payload_too_large" in body, body
+    assert not spool_fds(daemon)
+    r = daemon.client().exec(sid, argv=["sh", "-c", "test -e /tmp/over && echo there || echo absent"])
+    assert r["stdout"] == "absent\n", r
