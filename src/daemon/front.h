@@ -35,6 +35,7 @@
 enum gate_state { G_NEW, G_HEAD, G_BODY, G_DISPATCHED, G_REFUSED, G_SPOOL };
 
 struct front;
+struct chunked;
 
 struct gate {
 	struct front *f;
@@ -61,7 +62,7 @@ struct gate {
 	int spool_fd;         /* the current request's spooled body (O_TMPFILE), or -1 */
 	uint64_t spool_len;   /* the bytes in it so far (at the end: the body's length) */
 	uint64_t spool_left;  /* Content-Length: what is still to come; chunked: of this chunk */
-	struct spool_chunks *chunks; /* chunked: the decoder's state (spool.c), or NULL */
+	struct chunked *chunks; /* chunked: the decoder's state (chunked.h), or NULL */
 	char *spool_head;     /* G_SPOOL: the head evhttp gets at the end, Content-Length 0 */
 	size_t spool_head_len;
 	void (*close_cb)(struct evhttp_connection *, void *); /* a handler's */

@@ -23,19 +23,11 @@
 
 #include <event2/buffer.h>
 
+#include "daemon/chunked.h"
 #include "daemon/daemon.h"
 #include "daemon/front.h"
 
 #define SPOOL_READ (64u << 10)
-#define CHUNK_LINE_MAX 256 /* a chunk-size line with its extensions, a trailer line */
-
-enum chunk_state { CH_SIZE, CH_DATA, CH_DATA_END, CH_TRAILER, CH_DONE };
-
-struct spool_chunks {
-	enum chunk_state state;
-	size_t line_len;
-	char line[CHUNK_LINE_MAX];
-};
 
 /* Whether the header line @l (@n bytes, no line end) is named @name. */
 static bool header_is(const char *l, size_t n, const char *name)
@@ -137,69 +129,11 @@ static void spool_write_failed(struct gate *g, int r)
 	spool_fail(g, 507, "insufficient_storage", msg);
 }
 
-/* ---- a chunked body (RFC 9112 7.1) ---- */
-
-/* A complete line of the framing, its end cut off: -EINVAL when it breaks the framing. */
-static int chunk_line(struct gate *g, struct spool_chunks *c)
+/* chunked_feed()'s callback: the decoded bytes onto the spool, within the route's limit. */
+static int chunk_data(void *arg, const char *p, size_t n)
 {
-	size_t n = c->line_len;
-	if (n && c->line[n - 1] == '\r')
-		n--;
-	c->line_len = 0;
-	if (c->state == CH_DATA_END) {
-		c->state = CH_SIZE;
-		return n == 0 ? 0 : -EINVAL;
-	}
-	if (c->state == CH_TRAILER) {
-		c->state = n == 0 ? CH_DONE : CH_TRAILER; /* a trailer field is dropped */
-		return 0;
-	}
-	uint64_t size = 0;
-	size_t i = 0;
-	for (; i < n && i < 16; i++) {
-		int d = c->line[i];
-		int v = d >= '0' && d <= '9' ? d - '0' : (d | 0x20) >= 'a' && (d | 0x20) <= 'f' ? (d | 0x20) - 'a' + 10 : -1;
-		if (v < 0)
-			break;
-		size = size << 4 | (uint64_t)v;
-	}
-	if (i == 0 || (i < n && c->line[i] != ';' && c->line[i] != ' ' && c->line[i] != '\t'))
-		return -EINVAL; /* no size, or one of more than 16 digits */
-	g->spool_left = size;
-	c->state = size ? CH_DATA : CH_TRAILER;
-	return 0;
-}
-
-/* Decodes @n bytes at @p; returns how many it took (all, unless the body ended in them), or
- * -EINVAL (bad framing), -EFBIG (over the route's limit), -errno of the spool. */
-static ssize_t chunks_feed(struct gate *g, const char *p, size_t n)
-{
-	struct spool_chunks *c = g->chunks;
-	size_t i = 0;
-	while (i < n && c->state != CH_DONE) {
-		if (c->state == CH_DATA) {
-			size_t take = n - i < g->spool_left ? n - i : (size_t)g->spool_left;
-			if (g->spool_len + take > g->route_max)
-				return -EFBIG;
-			int r = spool_write(g, p + i, take);
-			if (r < 0)
-				return r;
-			g->spool_left -= take;
-			i += take;
-			c->state = g->spool_left ? CH_DATA : CH_DATA_END;
-			continue;
-		}
-		const char *nl = memchr(p + i, '\n', n - i);
-		size_t len = nl ? (size_t)(nl - (p + i)) : n - i;
-		if (c->line_len + len > sizeof(c->line))
-			return -EINVAL;
-		memcpy(c->line + c->line_len, p + i, len);
-		c->line_len += len;
-		i += len + (nl != NULL);
-		if (nl && chunk_line(g, c) < 0)
-			return -EINVAL;
-	}
-	return (ssize_t)i;
+	struct gate *g = arg;
+	return g->spool_len + n > g->route_max ? -EFBIG : spool_write(g, p, n);
 }
 
 /* @n bytes of the body at @p; true when the body is complete (what is past it was put back
@@ -208,25 +142,25 @@ static bool body_feed(struct gate *g, const char *p, size_t n)
 {
 	ssize_t k;
 	if (g->chunks) {
-		k = chunks_feed(g, p, n);
+		k = chunked_feed(g->chunks, p, n, chunk_data, g);
 	} else {
 		k = n < g->spool_left ? (ssize_t)n : (ssize_t)g->spool_left;
 		int r = spool_write(g, p, (size_t)k);
 		g->spool_left -= (uint64_t)k;
 		k = r < 0 ? r : k;
 	}
-	if (k == -EINVAL || k == -EFBIG) {
+	if (k == -EBADMSG || k == -EFBIG) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), k == -EINVAL ? "bad chunked framing" : "the body is over %zu bytes",
+		snprintf(msg, sizeof(msg), k == -EBADMSG ? "bad chunked framing" : "the body is over %zu bytes",
 			 g->route_max);
-		spool_fail(g, k == -EINVAL ? 400 : 413, k == -EINVAL ? "bad_request" : "payload_too_large", msg);
+		spool_fail(g, k == -EBADMSG ? 400 : 413, k == -EBADMSG ? "bad_request" : "payload_too_large", msg);
 		return true;
 	}
 	if (k < 0) {
 		spool_write_failed(g, (int)k);
 		return true;
 	}
-	bool done = g->chunks ? g->chunks->state == CH_DONE : g->spool_left == 0;
+	bool done = g->chunks ? chunked_done(g->chunks) : g->spool_left == 0;
 	if (done && (size_t)k < n)
 		evbuffer_prepend(g->buf, p + k, n - (size_t)k);
 	if (done)
@@ -240,13 +174,15 @@ bool spool_start(struct gate *g, size_t head_len, const struct reqhead *h)
 	const char *p = (const char *)evbuffer_pullup(g->buf, (ev_ssize_t)head_len);
 	int fd = p ? open(D.cfg.state_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
 	char *head = fd >= 0 ? head_rewrite(p, head_len, &g->spool_head_len, &expect) : NULL;
-	struct spool_chunks *c = head && h->chunked ? calloc(1, sizeof(*c)) : NULL;
+	struct chunked *c = head && h->chunked ? malloc(sizeof(*c)) : NULL;
 	if (!head || (h->chunked && !c)) {
 		free(head);
 		if (fd >= 0)
 			close(fd);
 		return false;
 	}
+	if (c)
+		chunked_init(c);
 	g->spool_fd = fd;
 	g->spool_head = head;
 	g->chunks = c;
