@@ -93,6 +93,7 @@ void gate_free(struct gate *g);
 void gate_start_head(struct gate *g);   /* holds evhttp off and waits for the next head */
 void gate_release(struct gate *g);      /* lets evhttp read */
 void gate_hand_over(struct gate *g, size_t head_len); /* g->buf's head (and rest) to evhttp */
+void gate_drop(struct gate *g);         /* the client is gone: evhttp drops the connection */
 void gate_uncharge(struct gate *g);
 void gate_refuse(struct gate *g, int status, const char *code, const char *extra_header,
 		 const char *fmt, ...) __attribute__((format(printf, 5, 6)));

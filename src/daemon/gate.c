@@ -357,6 +357,15 @@ static void gate_process(struct gate *g)
 		gate_hand_over(g, n);
 }
 
+void gate_drop(struct gate *g)
+{
+	g->state = G_REFUSED;
+	event_del(g->work);
+	event_del(g->deadline);
+	/* Deferred, so that no caller is inside evhttp when it frees the connection. */
+	bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING, BEV_TRIG_DEFER_CALLBACKS);
+}
+
 static void arm_deadline(struct gate *g, unsigned seconds)
 {
 	struct timeval tv = {seconds, 0};
@@ -379,11 +388,7 @@ void gate_on_read(evutil_socket_t fd, short what, void *arg)
 			return;
 		if (n <= 0) {
 			/* Gone, or half-closed without a complete request: evhttp drops it. */
-			g->state = G_REFUSED;
-			event_del(g->work);
-			event_del(g->deadline);
-			bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING,
-						  BEV_TRIG_DEFER_CALLBACKS);
+			gate_drop(g);
 			return;
 		}
 		if (had == 0 && !g->first)

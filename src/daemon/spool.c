@@ -111,11 +111,7 @@ static void spool_fail(struct gate *g, int status, const char *code, const char 
 {
 	spool_close(g);
 	if (status == 0) {
-		g->state = G_REFUSED;
-		event_del(g->work);
-		event_del(g->deadline);
-		bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING,
-					  BEV_TRIG_DEFER_CALLBACKS);
+		gate_drop(g);
 		return;
 	}
 	g->state = G_HEAD; /* gate_refuse() answers a request evhttp has not seen */
