@@ -39,11 +39,14 @@ int prjquota_assign(int dirfd, uint32_t id)
 
 int prjquota_limit(int fd, uint32_t id, uint64_t bytes)
 {
-	/* Limits are in 512-byte basic blocks, rounded up. */
-	uint64_t bb = (bytes + 511) >> 9;
+	/* Blocks are 512-byte basic blocks, rounded up. Inodes: one per 4 KiB, as many as a disk
+	 * of one-block files holds (an image's ext4 has a fixed count too), so that empty files
+	 * cannot fill the host's inode space. */
+	uint64_t bb = (bytes + 511) >> 9, ino = bytes ? (bytes >> 12) + 64 : 0;
 	struct fs_disk_quota q = {.d_version = FS_DQUOT_VERSION, .d_flags = FS_PROJ_QUOTA,
-				  .d_fieldmask = FS_DQ_BHARD | FS_DQ_BSOFT, .d_id = id,
-				  .d_blk_hardlimit = bb, .d_blk_softlimit = bb};
+				  .d_fieldmask = FS_DQ_BHARD | FS_DQ_BSOFT | FS_DQ_IHARD | FS_DQ_ISOFT,
+				  .d_id = id, .d_blk_hardlimit = bb, .d_blk_softlimit = bb,
+				  .d_ino_hardlimit = ino, .d_ino_softlimit = ino};
 	return quotactl_fd(fd, Q_XSETQLIM, id, &q);
 }
 

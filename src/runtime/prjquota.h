@@ -19,8 +19,8 @@ int prjquota_probe(int fd);
  * out of its project. */
 int prjquota_assign(int dirfd, uint32_t id);
 
-/* Sets project @id's hard and soft block limits on the filesystem of @fd to @bytes (0: none).
- * Inode limits stay unset. */
+/* Sets project @id's hard and soft limits on the filesystem of @fd: @bytes of blocks and an
+ * inode per 4 KiB of them (0: none). */
 int prjquota_limit(int fd, uint32_t id, uint64_t bytes);
 
 /* The bytes project @id holds on the filesystem of @fd, into *@ret. */

@@ -154,3 +154,15 @@ def test_loop_on_request(cordon, xfs_scratch):
                    env=dict(env, CORDON_SCRATCH="loop"))
     assert r.returncode == 0, r.describe()
     assert r.out.strip() == "ext2/ext3", r.out  # stat's name for ext4
+
+
+def test_inodes_are_bounded_too(cordon, xfs_scratch):
+    """An inode per 4 KiB of --disk (and 64): empty files cannot fill the host's inodes."""
+    env, _ = xfs_scratch
+    code = ("import errno, os\nn = 0\ntry:\n    while n < 100000:\n"
+            "        open(f'/tmp/e{n}', 'w').close(); n += 1\n"
+            "except OSError as e:\n    print(errno.errorcode[e.errno], n)\n")
+    r = cordon.run([PY, "-c", code], ["--disk", "32M"], env=env)
+    assert r.returncode == 0, r.describe()
+    err, n = r.out.split()
+    assert err == "ENOSPC" and 8000 < int(n) < 8256, r.out
