@@ -63,6 +63,7 @@ struct config {
 	uint64_t max_peer_connections; /* TCP, at once from one address; 0: no per-address cap */
 	uint64_t header_timeout_s;     /* to send a complete request head */
 	uint64_t max_inflight;         /* request body bytes held at once, per listener */
+	uint64_t max_spool;            /* upload bytes in spool files at once, per listener */
 	uint64_t max_snapshot_bytes;   /* the snapshots' total size on disk */
 	uint64_t max_pause_s;          /* a sandbox paused longer is destroyed */
 	uint64_t ready_timeout_s;      /* a template's READY passes within this, or the create fails */

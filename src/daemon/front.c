@@ -360,7 +360,7 @@ int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, enum li
 	if (!f)
 		return -ENOMEM;
 	*f = (struct front){.tcp = l != LISTEN_UNIX, .kind = l, .http = http, .lev = evhttp_bound_socket_get_listener(bound),
-			    .max_inflight = D.cfg.max_inflight};
+			    .max_inflight = D.cfg.max_inflight, .max_spool = D.cfg.max_spool};
 	f->resume_ev = event_new(D.base, -1, 0, on_resume, f);
 	if (!f->resume_ev) {
 		free(f);

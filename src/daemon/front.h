@@ -61,6 +61,7 @@ struct gate {
 	bool spool_want;      /* check_head: this head's body goes to a spool */
 	int spool_fd;         /* the current request's spooled body (O_TMPFILE), or -1 */
 	uint64_t spool_len;   /* the bytes in it so far (at the end: the body's length) */
+	uint64_t spool_charged; /* what it counts in f->spooled */
 	uint64_t spool_left;  /* Content-Length: what is still to come; chunked: of this chunk */
 	struct chunked *chunks; /* chunked: the decoder's state (chunked.h), or NULL */
 	char *spool_head;     /* G_SPOOL: the head evhttp gets at the end, Content-Length 0 */
@@ -77,6 +78,7 @@ struct front {
 	struct evconnlistener *lev;
 	size_t conns, max_conns, max_peer; /* conns counts lingering refusals too */
 	uint64_t inflight, max_inflight;
+	uint64_t spooled, max_spool; /* bytes of the gates' spools (spool.c) */
 	bool paused_cap, paused_err;
 	struct event *resume_ev;
 	uint64_t warn_ms;

@@ -252,13 +252,17 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 	g->spool_want = spool && (h->chunked || h->cl >= SPOOL_MIN_BYTES);
 	uint64_t want = g->spool_want ? 0
 		      : h->chunked ? (CHUNK_SLICE < max_body ? CHUNK_SLICE : max_body) + 64 : h->cl;
-	if (f->inflight + want > f->max_inflight) {
+	/* A Content-Length body to spool takes its room on disk now; a chunked one as it comes. */
+	uint64_t spool_want = g->spool_want && !h->chunked ? h->cl : 0;
+	if (f->inflight + want > f->max_inflight || f->spooled + spool_want > f->max_spool) {
 		gate_refuse(g, 503, "capacity", "Retry-After: 1\r\n",
 			    "too many request bodies in flight; retry shortly");
 		return false;
 	}
 	f->inflight += want;
 	g->charged = want;
+	f->spooled += spool_want;
+	g->spool_charged = spool_want;
 	g->chunked = h->chunked;
 	g->granted = want;
 	/* A chunked body is measured on the wire, framing included: allow for it here; dispatch

@@ -115,7 +115,7 @@ static void spool_fail(struct gate *g, int status, const char *code, const char 
 		return;
 	}
 	g->state = G_HEAD; /* gate_refuse() answers a request evhttp has not seen */
-	gate_refuse(g, status, code, NULL, "%s", msg);
+	gate_refuse(g, status, code, status == 503 ? "Retry-After: 1\r\n" : NULL, "%s", msg);
 }
 
 static void spool_write_failed(struct gate *g, int r)
@@ -125,11 +125,18 @@ static void spool_write_failed(struct gate *g, int r)
 	spool_fail(g, 507, "insufficient_storage", msg);
 }
 
-/* chunked_feed()'s callback: the decoded bytes onto the spool, within the route's limit. */
+/* chunked_feed()'s callback: the decoded bytes onto the spool, within the route's limit and
+ * the listener's room for spools. */
 static int chunk_data(void *arg, const char *p, size_t n)
 {
 	struct gate *g = arg;
-	return g->spool_len + n > g->route_max ? -EFBIG : spool_write(g, p, n);
+	if (g->spool_len + n > g->route_max)
+		return -EFBIG;
+	if (g->f->spooled + n > g->f->max_spool)
+		return -ENOBUFS;
+	g->f->spooled += n;
+	g->spool_charged += n;
+	return spool_write(g, p, n);
 }
 
 /* @n bytes of the body at @p; true when the body is complete (what is past it was put back
@@ -150,6 +157,10 @@ static bool body_feed(struct gate *g, const char *p, size_t n)
 		snprintf(msg, sizeof(msg), k == -EBADMSG ? "bad chunked framing" : "the body is over %zu bytes",
 			 g->route_max);
 		spool_fail(g, k == -EBADMSG ? 400 : 413, k == -EBADMSG ? "bad_request" : "payload_too_large", msg);
+		return true;
+	}
+	if (k == -ENOBUFS) {
+		spool_fail(g, 503, "capacity", "too many uploads being spooled; retry shortly");
 		return true;
 	}
 	if (k < 0) {
@@ -225,6 +236,8 @@ void spool_on_idle(struct gate *g)
 
 void spool_close(struct gate *g)
 {
+	g->f->spooled -= g->spool_charged;
+	g->spool_charged = 0;
 	if (g->spool_fd >= 0)
 		close(g->spool_fd);
 	g->spool_fd = -1;

@@ -242,3 +242,18 @@ def test_chunked_over_the_max_is_413(daemon, sid):
     assert not spool_fds(daemon)
     r = daemon.client().exec(sid, argv=["sh", "-c", "test -e /tmp/over && echo there || echo absent"])
     assert r["stdout"] == "absent\n", r
+
+
+def test_client_leaving_mid_chunked_body_leaves_nothing(daemon, sid):
+    before = set(os.listdir(daemon.state_dir))
+    s = connect(daemon)
+    s.sendall(chunked_head(f"/v1/sandboxes/{sid}/files?path=/tmp/halfc"))
+    assert s.recv(64).startswith(b"HTTP/1.1 100 Continue")
+    for _ in range(8):
+        s.sendall(b"%x\r\n" % len(BLOCK) + BLOCK + b"\r\n")
+    s.close()
+    deadline = time.monotonic() + 10
+    while spool_fds(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not spool_fds(daemon)
+    assert set(os.listdir(daemon.state_dir)) == before
