@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@ static int scratch_state;
 
 /* The kind of disk, found at the first one (scratch.h): a directory with a project quota of
  * its own, or an ext4 image on a loop device. */
-enum scratch_backend { BACKEND_UNPROBED, BACKEND_LOOP, BACKEND_QUOTA };
+enum scratch_backend { BACKEND_LOOP, BACKEND_QUOTA };
 static enum scratch_backend backend;
 
 const char *scratch_dir(void)
@@ -169,18 +170,24 @@ static int open_failed(int r, const char *what, struct cordon_err *err)
 	return 0;
 }
 
-/* Found once per process, at its first disk: project quotas where the scratch directory's
- * filesystem enforces them (CORDON_SCRATCH=loop asks for images anyway), images otherwise. */
-static enum scratch_backend backend_probe(int dirfd)
+static void backend_find(void)
 {
-	if (backend != BACKEND_UNPROBED)
-		return backend;
 	const char *mode = getenv("CORDON_SCRATCH");
 	bool loop = mode && strcmp(mode, "loop") == 0;
-	backend = !loop && prjquota_probe(dirfd) == 0 ? BACKEND_QUOTA : BACKEND_LOOP;
+	_cleanup_close_ int dirfd = open(scratch_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	backend = !loop && dirfd >= 0 && prjquota_probe(dirfd) == 0 ? BACKEND_QUOTA : BACKEND_LOOP;
 	log_info("scratch: %s: %s", scratch_dir(),
 		 backend == BACKEND_QUOTA ? "project quotas: each disk is a directory with its own"
 					  : "each disk is an ext4 image on a loop device");
+}
+
+/* Found once per process, at its first disk (cordond's pool thread and its loop may both be
+ * first): project quotas where the scratch directory's filesystem enforces them
+ * (CORDON_SCRATCH=loop asks for images anyway), images otherwise. */
+static enum scratch_backend backend_probe(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, backend_find);
 	return backend;
 }
 
@@ -243,7 +250,7 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	if (fstatfs(dirfd, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
 		return open_failed(-EXDEV, "the scratch directory is on a tmpfs", err);
 	sweep_slot(dirfd, slot);
-	if (backend_probe(dirfd) == BACKEND_QUOTA)
+	if (backend_probe() == BACKEND_QUOTA)
 		return quota_open(sc, dirfd, bytes, err);
 	return loop_open(sc, dirfd, bytes, err);
 }
