@@ -297,14 +297,15 @@ def main():
     res = {"bench": "storage", "memory_mb": a.memory}
     if not a.io_only:
         res["pooled_create"] = bench_pooled(dc, n)
-    res.update(bench_disk(dc, mb, rounds, a.memory, 0 if a.io_only else pips))
-    if a.xfs:
-        top, mnt = xfs_mount(a.xfs_gb)
-        try:
+    top, mnt = xfs_mount(a.xfs_gb) if a.xfs else (None, None)  # first: a host without fails now
+    try:
+        res.update(bench_disk(dc, mb, rounds, a.memory, 0 if a.io_only else pips))
+        if a.xfs:
             os.mkdir(os.path.join(mnt, "scratch"))
             res["xfs"] = bench_disk(dc, mb, rounds, a.memory, 0 if a.io_only else pips,
                                     scratch=os.path.join(mnt, "scratch"))
-        finally:
+    finally:
+        if a.xfs:
             xfs_umount(top, mnt)
         if res["xfs"]["fs"] != "xfs":
             raise RuntimeError(f"--xfs: the sandbox's /tmp is {res['xfs']['fs']}, not the xfs")
