@@ -25,6 +25,13 @@ c. **pip install** of a pure-Python wheel of about 10 MB made here (random data,
    time taken inside the sandbox (sh's clock around pip) and on the host; medians
    [inside within 10% of the host].
 
+With `--xfs`, (b) and (c) run a second time with the sandboxes' disks on an xfs the bench
+makes (a sparse image of `--xfs-gb` GiB, `mkfs.xfs`, mounted `-o loop,prjquota`) as the
+scratch directory, so each disk is a directory with a project quota (src/runtime/scratch.c),
+and the host's side writes to a directory of that same xfs: the ratio is then the cost of
+the sandbox alone, the loop device under the xfs being on both sides. The loop-ext4 figures
+are kept (the first pass). Needs xfsprogs and a kernel with XFS quota support.
+
 Prints each figure with its target and `ok`/`MISS`, then one JSON line with all of them.
 """
 import argparse
@@ -193,6 +200,55 @@ def bench_pip(c, sid, host_dir, runs):
     return res
 
 
+def xfs_mount(gb):
+    """An xfs of @gb GiB with project quotas, mounted at a new temporary directory."""
+    if not shutil.which("mkfs.xfs"):
+        sys.exit("bench_storage --xfs: needs mkfs.xfs (apt-get install xfsprogs)")
+    top = tempfile.mkdtemp(prefix="cordon-bench-xfs-")
+    img, mnt = os.path.join(top, "xfs.img"), os.path.join(top, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(gb << 30)
+    subprocess.run(["mkfs.xfs", "-q", img], check=True, timeout=120)
+    r = subprocess.run(["mount", "-o", "loop,prjquota", img, mnt], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        shutil.rmtree(top, ignore_errors=True)
+        sys.exit(f"bench_storage --xfs: mount -o prjquota failed (a kernel without XFS quota "
+                 f"support?): {r.stderr.strip()}")
+    return top, mnt
+
+
+def xfs_umount(top, mnt):
+    subprocess.run(["umount", mnt], timeout=120)
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def bench_disk(dc, mb, rounds, memory, pips, scratch=None):
+    """(b) and (c) in one daemon, the host's side in the filesystem of its sandboxes' disks:
+    its state directory, or @scratch (then CORDON_SCRATCH_DIR)."""
+    if scratch:
+        os.environ["CORDON_SCRATCH_DIR"] = scratch
+    try:
+        d = dc.start_daemon(pool=0, max_sandboxes=4)
+    finally:
+        os.environ.pop("CORDON_SCRATCH_DIR", None)
+    host_dir = tempfile.mkdtemp(prefix="host-", dir=os.path.dirname(scratch) if scratch else d.root)
+    res = {}
+    try:
+        c = d.client(timeout=600)
+        sid = c.create({"limits": {"disk_mb": max(4096, 2 * mb), "memory_mb": memory}})["id"]
+        res["fs"] = c.sh(sid, "stat -f -c %T /tmp").strip()
+        res["dd"] = bench_io(c, sid, host_dir, mb, rounds)
+        if pips:
+            res["pip"] = bench_pip(c, sid, host_dir, pips)
+        c.destroy(sid)
+    finally:
+        shutil.rmtree(host_dir, ignore_errors=True)
+        d.cleanup()
+    return res
+
+
 def report(res, n, mb):
     """Each figure with its target, ok or MISS; the sections --io-only left out are skipped."""
     pc, r, p = res.get("pooled_create"), res["dd"], res.get("pip")
@@ -227,6 +283,9 @@ def main():
     ap.add_argument("--memory", type=int, default=1024,
                     help="the dd sandbox's memory_mb (default 1024): its dirty-page limit")
     ap.add_argument("--io-only", action="store_true", help="the dd figures alone")
+    ap.add_argument("--xfs", action="store_true",
+                    help="(b) and (c) again with the disks on an xfs with project quotas")
+    ap.add_argument("--xfs-gb", type=int, default=8, help="the xfs image's size (default 8)")
     a = ap.parse_args()
     n = a.n or (10 if a.quick else 30)
     mb = a.mb or (256 if a.quick else 1024)
@@ -236,22 +295,25 @@ def main():
         sys.exit("bench_storage: needs root (the disk-backed scratch is root's)")
     import conftest as dc  # tests/daemon's Daemon and Client
     res = {"bench": "storage", "memory_mb": a.memory}
-    if not a.io_only:
-        res["pooled_create"] = bench_pooled(dc, n)
-    d = dc.start_daemon(pool=0, max_sandboxes=4)
-    # The host's side in the state directory's filesystem, the one the images are on.
-    host_dir = tempfile.mkdtemp(prefix="host-", dir=d.root)
+    # The xfs first, so that a host without XFS quotas stops at once.
+    top, mnt = xfs_mount(a.xfs_gb) if a.xfs else (None, None)
     try:
-        c = d.client(timeout=600)
-        sid = c.create({"limits": {"disk_mb": max(4096, 2 * mb), "memory_mb": a.memory}})["id"]
-        res["dd"] = bench_io(c, sid, host_dir, mb, rounds)
         if not a.io_only:
-            res["pip"] = bench_pip(c, sid, host_dir, pips)
-        c.destroy(sid)
+            res["pooled_create"] = bench_pooled(dc, n)
+        res.update(bench_disk(dc, mb, rounds, a.memory, 0 if a.io_only else pips))
+        if a.xfs:
+            os.mkdir(os.path.join(mnt, "scratch"))
+            res["xfs"] = bench_disk(dc, mb, rounds, a.memory, 0 if a.io_only else pips,
+                                    scratch=os.path.join(mnt, "scratch"))
     finally:
-        shutil.rmtree(host_dir, ignore_errors=True)
-        d.cleanup()
+        if a.xfs:
+            xfs_umount(top, mnt)
+    if a.xfs and res["xfs"]["fs"] != "xfs":
+        raise RuntimeError(f"--xfs: the sandbox's /tmp is {res['xfs']['fs']}, not the xfs")
     report(res, n, mb)
+    if a.xfs:
+        print("with the disks on xfs with project quotas (the host's side on the same xfs):")
+        report(res["xfs"], n, mb)
     print(json.dumps(res, sort_keys=True))
 
 

@@ -42,6 +42,7 @@ static const struct option_def {
 	{"max-peer-connections", OPT_UINT, offsetof(struct config, max_peer_connections), "64", "TCP connections at once from one address (0: no limit)"},
 	{"header-timeout", OPT_UINT, offsetof(struct config, header_timeout_s), "5", "seconds a connection has to send its request headers"},
 	{"max-inflight", OPT_SIZE, offsetof(struct config, max_inflight), "256M", "request body bytes held at once, per listener"},
+	{"max-spool", OPT_SIZE, offsetof(struct config, max_spool), "4G", "upload bytes spooled to the state directory at once, per listener"},
 	{"max-snapshot-bytes", OPT_SIZE, offsetof(struct config, max_snapshot_bytes), "10G", "total size of the snapshots kept on disk"},
 	{"ready-timeout", OPT_UINT, offsetof(struct config, ready_timeout_s), "30", "seconds a template's READY has to pass before the create fails"},
 	{"max-pause", OPT_UINT, offsetof(struct config, max_pause_s), "3600", "seconds a sandbox may stay paused before it is destroyed"},

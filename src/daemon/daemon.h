@@ -63,6 +63,7 @@ struct config {
 	uint64_t max_peer_connections; /* TCP, at once from one address; 0: no per-address cap */
 	uint64_t header_timeout_s;     /* to send a complete request head */
 	uint64_t max_inflight;         /* request body bytes held at once, per listener */
+	uint64_t max_spool;            /* upload bytes in spool files at once, per listener */
 	uint64_t max_snapshot_bytes;   /* the snapshots' total size on disk */
 	uint64_t max_pause_s;          /* a sandbox paused longer is destroyed */
 	uint64_t ready_timeout_s;      /* a template's READY passes within this, or the create fails */
@@ -224,8 +225,10 @@ struct svc_err;
 struct ctx;
 struct reqhead;
 typedef void (*handler_fn)(struct ctx *c);
-/* The body a route takes at most: the front refuses a longer one before it is read. */
-enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD };
+/* The body a route takes at most: the front refuses a longer one before it is read.
+ * BODY_SPOOL is an upload (--max-upload) whose handler reads ctx.body_fd: the front streams
+ * a large one into an unlinked file instead of memory (gate.c). */
+enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD, BODY_SPOOL };
 /* The states of sandbox {id} a route accepts: ST_NONE, it names none; ST_ANY, any but
  * destroyed (else 404); ST_RUNNING, one whose agent runs (else 409). */
 /* ST_RUNNING also refuses a paused one (409 sandbox_paused); ST_LIVE takes one whose agent
@@ -285,6 +288,7 @@ struct ctx {
 	const char *params[2]; /* {id} and {pid} */
 	const char *body;
 	size_t body_len;
+	int body_fd; /* an upload the front spooled (body maps it), or -1; the front's */
 };
 /* Sandbox {id} in a state the route accepts; else NULL with 404 or 409 answered. */
 struct sbx *ctx_sbx(struct ctx *c);
@@ -326,7 +330,11 @@ char *e2b_render_status(int status, const char *message); /* E2B's {"code": @sta
 bool http_key_ok(const char *authorization, size_t len);
 struct api_key *http_api_key(const char *key, size_t len); /* the key @key names, or NULL */
 int http_route_body_limit(enum listener l, int method, const char *path, size_t *ret_max,
-			  char *allow, size_t allow_size, const struct surface **ret_sf);
+			  bool *ret_spool, char *allow, size_t allow_size,
+			  const struct surface **ret_sf);
+/* The spool of @req's body (the front's, valid until the reply), its length in *@ret_len;
+ * -1 when the body is in evhttp's buffer. */
+int front_spool(struct evhttp_request *req, uint64_t *ret_len);
 /* For the gate: when @method @path is a raw route, its handler gets a dup of @fd and true is
  * returned (the caller then lets evhttp drop the connection without touching the socket). */
 bool http_takeover(enum listener l, int method, const char *path, const char *auth,

@@ -216,7 +216,7 @@ static void upload_json(struct connect_call *cc, int status, json_t *body)
 		return;
 	if (op->stage == FS_PARENT) {
 		op->stage = FS_PUT;
-		fsop_go_on(cc, svc_file_put(s, op->path, op->data, op->len, connect_reply(cc), &err), &err);
+		fsop_go_on(cc, svc_file_put(s, op->path, &(struct svc_upload){.data = op->data, .fd = -1, .len = op->len}, connect_reply(cc), &err), &err);
 		return;
 	}
 	const char *name = strrchr(op->path, '/');
@@ -267,7 +267,7 @@ static void upload_next(struct connect_call *cc)
 		return;
 	op->stage = FS_PUT;
 	op->retried = false;
-	fsop_go_on(cc, svc_file_put(s, op->path, op->data, op->len, connect_reply(cc), &err), &err);
+	fsop_go_on(cc, svc_file_put(s, op->path, &(struct svc_upload){.data = op->data, .fd = -1, .len = op->len}, connect_reply(cc), &err), &err);
 }
 
 /* A gzip body decoded into op->inflated, at most --max-upload bytes. */

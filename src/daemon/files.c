@@ -24,6 +24,9 @@
 
 #define FILEOP_TIMEOUT_MS 60000
 #define MAX_LIST_ENTRIES  100000
+/* Chunks of a spooled upload (svc_upload.fd) in flight to the agent at once: the host holds
+ * that much of it in memory, whatever its size. */
+#define PUT_WINDOW 4
 
 enum fkind { F_GET, F_PUT, F_DELETE, F_LIST, F_STAT, F_MKDIR, F_MOVE, F_ARCHIVE_GET,
 	     F_ARCHIVE_PUT };
@@ -49,6 +52,9 @@ struct fileop {
 	const uint8_t *body;	/* F_ARCHIVE_PUT: the request's, sent a chunk per OK while the */
 	size_t body_len, body_off; /* client waits (then it is there); END once it left */
 	bool end_sent;
+	int in_fd;		/* F_PUT, F_ARCHIVE_PUT: the spooled upload (a dup), or -1 */
+	uint8_t *in_buf;	/* a chunk of it, read for the frame that sends it */
+	uint64_t in_off;	/* F_PUT: how much of it went */
 	struct event *watchdog;
 	struct fileop *next;
 };
@@ -84,6 +90,9 @@ static void fileop_free(struct fileop *op)
 		evbuffer_free(op->data);
 	if (op->spool >= 0)
 		close(op->spool);
+	if (op->in_fd >= 0)
+		close(op->in_fd);
+	free(op->in_buf);
 	json_decref(op->entries);
 	free(op->tar);
 	free(op->path);
@@ -419,8 +428,11 @@ static int archive_next(struct fileop *op)
 {
 	size_t left = op->rep && !op->failed ? op->body_len - op->body_off : 0;
 	size_t n = left < FRAME_MAX_DATA ? left : FRAME_MAX_DATA;
+	const uint8_t *data = op->in_fd >= 0 ? op->in_buf : op->body + op->body_off;
+	if (n && op->in_fd >= 0 && pread(op->in_fd, op->in_buf, n, (off_t)op->body_off) != (ssize_t)n)
+		return -EIO;
 	struct frame_file m = {.path = op->path, .user = FRAME_USER_USER,
-			       .data = op->body + op->body_off, .data_len = (uint32_t)n,
+			       .data = data, .data_len = (uint32_t)n,
 			       .flags = n == left ? FRAME_ARCHIVE_END : 0};
 	op->end_sent = n == left;
 	op->body_off += n;
@@ -430,11 +442,40 @@ static int archive_next(struct fileop *op)
 	return r;
 }
 
+/* The next chunk of a spooled upload, read from its file into the one buffer (sbx_send
+ * copies it out). */
+static int put_next(struct fileop *op, uint64_t len)
+{
+	uint64_t left = len - op->in_off;
+	size_t n = left < FRAME_MAX_DATA ? (size_t)left : FRAME_MAX_DATA;
+	if (pread(op->in_fd, op->in_buf, n, (off_t)op->in_off) != (ssize_t)n)
+		return -EIO;
+	struct frame_file m = {.path = op->path, .user = FRAME_USER_USER, .mode = 0644,
+			       .offset = op->in_off, .data = op->in_buf, .data_len = (uint32_t)n,
+			       .flags = op->in_off == 0 ? FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC : 0};
+	int r = sbx_send(op->s, FRAME_FILE_WRITE, op->ch.id, &m);
+	if (r == 0) {
+		op->expect++;
+		op->in_off += n;
+	}
+	return r;
+}
+
 static int fileop_frame(struct chan *ch, const struct frame *f)
 {
 	struct fileop *op = OWNER_OF(ch, struct fileop, ch);
 	if (op->expect == 0)
 		return -EPROTO; /* an answer nobody asked for */
+	if (op->kind == F_PUT && op->in_fd >= 0 && f->type == FRAME_OK && !op->failed &&
+	    op->in_off < op->body_len) {
+		/* a chunk's answer: the window moves on */
+		op->expect--;
+		if (put_next(op, op->body_len) < 0) {
+			op->failed = true;
+			settle(op);
+		}
+		return 0;
+	}
 	if (op->kind == F_ARCHIVE_PUT && !op->end_sent &&
 	    (f->type == FRAME_OK || f->type == FRAME_ERROR)) {
 		/* a chunk's answer: the next one goes, or the END that ends the agent's job */
@@ -485,7 +526,8 @@ static struct fileop *op_new(struct sbx *s, enum fkind kind, const char *path,
 		svc_fail(err, API_ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	*op = (struct fileop){.s = s, .kind = kind, .expect = 1, .spool = -1, .next = s->ops};
+	*op = (struct fileop){.s = s, .kind = kind, .expect = 1, .spool = -1, .in_fd = -1,
+			      .next = s->ops};
 	s->ops = op;
 	sbx_chan_add(s, &op->ch, &fileop_chan);
 	op->path = strdup(path);
@@ -610,24 +652,53 @@ static int send_chunks(struct fileop *op, uint16_t type, struct frame_file *m, c
 	return 0;
 }
 
-/* The bytes go in frames of FRAME_MAX_DATA, each answered by OK; the stat at the end. */
-int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
+/* Takes a dup of @u's spool for @op, and a buffer for its chunks. */
+static int op_spool(struct fileop *op, const struct svc_upload *u, struct svc_err *err)
+{
+	op->in_fd = fcntl(u->fd, F_DUPFD_CLOEXEC, 3);
+	op->in_buf = op->in_fd >= 0 ? malloc(FRAME_MAX_DATA) : NULL;
+	op->body_len = (size_t)u->len;
+	if (op->in_buf)
+		return 0;
+	op->rep = NULL; /* the caller's again, to render @err */
+	fileop_free(op);
+	return svc_fail(err, API_ERR_INTERNAL, "the upload's spool: %s", strerror(errno));
+}
+
+/* The bytes go in frames of FRAME_MAX_DATA, each answered by OK; the stat at the end. From a
+ * spool, PUT_WINDOW frames at a time, the next on each answer. */
+int svc_file_put(struct sbx *s, const char *path, const struct svc_upload *u,
 		 struct svc_reply *rp, struct svc_err *err)
 {
-	if (len > D.cfg.max_upload)
+	if (u->len > D.cfg.max_upload)
 		return svc_fail(err, API_ERR_PAYLOAD_TOO_LARGE, "uploads are limited to %llu bytes",
 				(unsigned long long)D.cfg.max_upload);
 	json_t *fields = audit_paths("path", path, NULL, NULL);
 	if (fields)
-		json_object_set_new(fields, "bytes", json_integer((json_int_t)len));
+		json_object_set_new(fields, "bytes", json_integer((json_int_t)u->len));
 	if (sbx_audit_rc(s, AUDIT_FILE_WRITE, fields) < 0)
 		return svc_fail(err, API_ERR_AUDIT_UNAVAILABLE, "the audit log cannot be written: nothing was done");
 	struct fileop *op = op_new(s, F_PUT, path, rp, err);
 	if (!op)
 		return -1;
 	struct frame_file m = {.path = path, .user = FRAME_USER_USER, .mode = 0644};
-	return send_chunks(op, FRAME_FILE_WRITE, &m, data, len,
-			   FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC, 0, err);
+	if (u->fd < 0 || u->len == 0)
+		return send_chunks(op, FRAME_FILE_WRITE, &m, u->data, (size_t)u->len,
+				   FRAME_WRITE_CREATE | FRAME_WRITE_TRUNC, 0, err);
+	if (op_spool(op, u, err) < 0)
+		return -1;
+	op->expect = 0;
+	int r = 0;
+	while (r == 0 && op->expect < PUT_WINDOW && op->in_off < u->len)
+		r = put_next(op, u->len);
+	if (r < 0 && op->expect == 0) {
+		op->rep = NULL;
+		svc_fail(err, api_error_from_errno(r), "cannot reach the sandbox's agent");
+		fileop_free(op);
+		return -1;
+	}
+	op->failed = r < 0;
+	return 0;
 }
 
 /* ---- directories as tar streams (the agent's child makes and unpacks them) ---- */
@@ -641,14 +712,27 @@ int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *rp,
 
 /* The client's tar is checked whole before any of it is sent (tar.h's rules), so a refused
  * archive changes nothing in the sandbox. */
-static int archive_check(const void *data, size_t len, uint64_t *ret_entries, uint64_t *ret_bytes,
+static int archive_check(const struct svc_upload *u, uint64_t *ret_entries, uint64_t *ret_bytes,
 			 struct svc_err *err)
 {
 	_cleanup_free_ struct tar_reader *t = malloc(sizeof(*t));
 	if (!t)
 		return svc_fail(err, API_ERR_INTERNAL, "out of memory");
 	tar_reader_init(t, UINT64_MAX, MAX_ARCHIVE_ENTRIES);
-	int r = tar_reader_feed(t, data, len, NULL, NULL);
+	int r = 0;
+	if (u->fd < 0) {
+		r = tar_reader_feed(t, u->data, (size_t)u->len, NULL, NULL);
+	} else {
+		uint8_t buf[65536];
+		for (uint64_t off = 0; r == 0 && off < u->len;) {
+			ssize_t n = pread(u->fd, buf, sizeof(buf), (off_t)off);
+			if (n <= 0)
+				return svc_fail(err, API_ERR_INTERNAL, "the upload's spool: %s",
+						n < 0 ? strerror(errno) : "short");
+			r = tar_reader_feed(t, buf, (size_t)n, NULL, NULL);
+			off += (uint64_t)n;
+		}
+	}
 	if (r == 0)
 		r = tar_reader_finish(t);
 	if (r == -EFBIG)
@@ -661,18 +745,18 @@ static int archive_check(const void *data, size_t len, uint64_t *ret_entries, ui
 	return 0;
 }
 
-int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size_t len,
+int svc_file_archive_put(struct sbx *s, const char *path, const struct svc_upload *u,
 			 struct svc_reply *rp, struct svc_err *err)
 {
 	uint64_t entries = 0, bytes = 0;
-	if (len > D.cfg.max_upload)
+	if (u->len > D.cfg.max_upload)
 		return svc_fail(err, API_ERR_PAYLOAD_TOO_LARGE, "uploads are limited to %llu bytes",
 				(unsigned long long)D.cfg.max_upload);
-	if (archive_check(data, len, &entries, &bytes, err) < 0)
+	if (archive_check(u, &entries, &bytes, err) < 0)
 		return -1;
 	json_t *fields = audit_paths("path", path, NULL, NULL);
 	if (fields) {
-		json_object_set_new(fields, "bytes", json_integer((json_int_t)len));
+		json_object_set_new(fields, "bytes", json_integer((json_int_t)u->len));
 		json_object_set_new(fields, "archive", json_true());
 	}
 	if (sbx_audit_rc(s, AUDIT_FILE_WRITE, fields) < 0)
@@ -682,8 +766,10 @@ int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size
 		return -1;
 	op->archive_entries = entries;
 	op->archive_bytes = bytes;
-	op->body = data;
-	op->body_len = len;
+	if (u->fd >= 0 && op_spool(op, u, err) < 0)
+		return -1;
+	op->body = u->data;
+	op->body_len = (size_t)u->len;
 	op->expect = 0;
 	int r = archive_next(op);
 	if (r < 0) {

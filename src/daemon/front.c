@@ -223,7 +223,7 @@ static struct bufferevent *on_new_connection(struct event_base *base, void *arg)
 		}
 		return bev; /* evhttp serves it unguarded: better than a crash; memory is short */
 	}
-	*g = (struct gate){.f = f, .bev = bev, .fd = -1, .first = true, .buf = g->buf,
+	*g = (struct gate){.f = f, .bev = bev, .fd = -1, .spool_fd = -1, .first = true, .buf = g->buf,
 			   .work = g->work, .deadline = g->deadline, .next = f->gates};
 	if (f->gates)
 		f->gates->prev = g;
@@ -244,6 +244,7 @@ void gate_free(struct gate *g)
 	if (g->bev && g->state != G_NEW)
 		evbuffer_remove_cb(bufferevent_get_input(g->bev), gate_on_input, g);
 	gate_uncharge(g);
+	spool_close(g);
 	if (g->work)
 		event_free(g->work);
 	event_free(g->deadline);
@@ -305,6 +306,15 @@ void front_request(struct evhttp_request *req)
 	evhttp_request_set_on_complete_cb(req, gate_request_done, g);
 }
 
+int front_spool(struct evhttp_request *req, uint64_t *ret_len)
+{
+	struct gate *g = gate_of(req);
+	if (!g || g->spool_fd < 0)
+		return -1;
+	*ret_len = g->spool_len;
+	return g->spool_fd;
+}
+
 void front_on_close(struct evhttp_request *req, void (*cb)(struct evhttp_connection *, void *),
 		    void *arg)
 {
@@ -350,7 +360,7 @@ int front_attach(struct evhttp *http, struct evhttp_bound_socket *bound, enum li
 	if (!f)
 		return -ENOMEM;
 	*f = (struct front){.tcp = l != LISTEN_UNIX, .kind = l, .http = http, .lev = evhttp_bound_socket_get_listener(bound),
-			    .max_inflight = D.cfg.max_inflight};
+			    .max_inflight = D.cfg.max_inflight, .max_spool = D.cfg.max_spool};
 	f->resume_ev = event_new(D.base, -1, 0, on_resume, f);
 	if (!f->resume_ev) {
 		free(f);

@@ -132,6 +132,7 @@ static const char *status_text(int status)
 	case 411: return "Length Required";
 	case 413: return "Payload Too Large";
 	case 429: return "Too Many Requests";
+	case 507: return "Insufficient Storage";
 	case 501: return "Not Implemented";
 	case 502: return "Bad Gateway";
 	default: return "Service Unavailable";
@@ -211,8 +212,9 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 	}
 	const struct surface *sf = NULL;
 	const char *why = NULL;
-	int r = http_route_body_limit(f->kind, h->method, h->path, &max_body, allow, sizeof(allow),
-				      &sf);
+	bool spool = false;
+	int r = http_route_body_limit(f->kind, h->method, h->path, &max_body, &spool, allow,
+				      sizeof(allow), &sf);
 	if (r == -EOPNOTSUPP) {
 		char hdr[128];
 		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
@@ -246,14 +248,21 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 			    (unsigned long long)h->cl, h->path, max_body);
 		return false;
 	}
-	uint64_t want = h->chunked ? (CHUNK_SLICE < max_body ? CHUNK_SLICE : max_body) + 64 : h->cl;
-	if (f->inflight + want > f->max_inflight) {
+	/* A spooled body is on disk, not in flight in memory. */
+	g->spool_want = spool && (h->chunked || h->cl >= SPOOL_MIN_BYTES);
+	uint64_t want = g->spool_want ? 0
+		      : h->chunked ? (CHUNK_SLICE < max_body ? CHUNK_SLICE : max_body) + 64 : h->cl;
+	/* A Content-Length body to spool takes its room on disk now; a chunked one as it comes. */
+	uint64_t spool_want = g->spool_want && !h->chunked ? h->cl : 0;
+	if (f->inflight + want > f->max_inflight || f->spooled + spool_want > f->max_spool) {
 		gate_refuse(g, 503, "capacity", "Retry-After: 1\r\n",
 			    "too many request bodies in flight; retry shortly");
 		return false;
 	}
 	f->inflight += want;
 	g->charged = want;
+	f->spooled += spool_want;
+	g->spool_charged = spool_want;
 	g->chunked = h->chunked;
 	g->granted = want;
 	/* A chunked body is measured on the wire, framing included: allow for it here; dispatch
@@ -264,7 +273,7 @@ static bool check_head(struct gate *g, const struct reqhead *h)
 }
 
 /* Gives evhttp the head (and what followed it) and lets it read the body. */
-static void hand_over(struct gate *g, size_t head_len)
+void gate_hand_over(struct gate *g, size_t head_len)
 {
 	size_t have = evbuffer_get_length(g->buf);
 	event_del(g->deadline);
@@ -347,8 +356,18 @@ static void gate_process(struct gate *g)
 	reqhead_parse(p, n, &h);
 	if (!h.bad && http_host_claimed(g->f->kind, &h) && take_over(g, &h, n, len, true))
 		return;
-	if (check_head(g, &h) && !take_over(g, &h, n, len, false))
-		hand_over(g, n);
+	if (check_head(g, &h) && !take_over(g, &h, n, len, false) &&
+	    !(g->spool_want && spool_start(g, n, &h)))
+		gate_hand_over(g, n);
+}
+
+void gate_drop(struct gate *g)
+{
+	g->state = G_REFUSED;
+	event_del(g->work);
+	event_del(g->deadline);
+	/* Deferred, so that no caller is inside evhttp when it frees the connection. */
+	bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING, BEV_TRIG_DEFER_CALLBACKS);
 }
 
 static void arm_deadline(struct gate *g, unsigned seconds)
@@ -361,6 +380,8 @@ static void arm_deadline(struct gate *g, unsigned seconds)
 void gate_on_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct gate *g = arg;
+	if (g->state == G_SPOOL && (what & EV_READ))
+		spool_on_read(g);
 	if (g->state != G_HEAD)
 		return;
 	if (what & EV_READ) {
@@ -371,11 +392,7 @@ void gate_on_read(evutil_socket_t fd, short what, void *arg)
 			return;
 		if (n <= 0) {
 			/* Gone, or half-closed without a complete request: evhttp drops it. */
-			g->state = G_REFUSED;
-			event_del(g->work);
-			event_del(g->deadline);
-			bufferevent_trigger_event(g->bev, BEV_EVENT_EOF | BEV_EVENT_READING,
-						  BEV_TRIG_DEFER_CALLBACKS);
+			gate_drop(g);
 			return;
 		}
 		if (had == 0 && !g->first)
@@ -457,6 +474,8 @@ void gate_on_timer(evutil_socket_t fd, short what, void *arg)
 	struct gate *g = arg;
 	if (g->state == G_BODY && (what & EV_READ))
 		on_chunk_grant(g);
+	else if (g->state == G_SPOOL && (what & EV_TIMEOUT))
+		spool_on_idle(g);
 	else if (g->state == G_HEAD && (what & EV_TIMEOUT))
 		on_deadline(fd, what, g);
 }
@@ -465,6 +484,7 @@ void gate_request_done(struct evhttp_request *req, void *arg)
 {
 	struct gate *g = arg;
 	gate_uncharge(g);
+	spool_close(g);
 	g->first = false;
 	gate_start_head(g);
 }

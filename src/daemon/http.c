@@ -503,7 +503,7 @@ static struct api_key *authenticate(struct evhttp_request *req)
 static size_t body_max(enum body_kind k)
 {
 	size_t t[] = {[BODY_API] = API_MAX_BODY, [BODY_UPLOAD] = D.cfg.max_upload,
-		      [BODY_BUILD] = API_MAX_BUILD_BODY};
+		      [BODY_BUILD] = API_MAX_BUILD_BODY, [BODY_SPOOL] = D.cfg.max_upload};
 	return t[k];
 }
 
@@ -590,7 +590,8 @@ static const struct surface *surface_of(struct evhttp_request *req)
 }
 
 int http_route_body_limit(enum listener l, int method, const char *raw, size_t *ret_max,
-			  char *allow, size_t allow_size, const struct surface **ret_sf)
+			  bool *ret_spool, char *allow, size_t allow_size,
+			  const struct surface **ret_sf)
 {
 	char path[520];
 	const char *params[2];
@@ -603,6 +604,7 @@ int http_route_body_limit(enum listener l, int method, const char *raw, size_t *
 		if (rt >= surfaces[k]->routes && rt < surfaces[k]->routes + surfaces[k]->n)
 			sf = surfaces[k];
 	*ret_max = rt ? body_max(rt->body) : API_MAX_BODY;
+	*ret_spool = rt && rt->body == BODY_SPOOL;
 	*ret_sf = sf;
 	return rt ? 0 : r;
 }
@@ -673,7 +675,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	bool tcp = l != LISTEN_UNIX;
 	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
 	const char *raw = uri ? evhttp_uri_get_path(uri) : NULL;
-	struct ctx c = {.req = req, .query = uri ? evhttp_uri_get_query(uri) : NULL};
+	struct ctx c = {.req = req, .query = uri ? evhttp_uri_get_query(uri) : NULL, .body_fd = -1};
 
 	front_request(req);
 	if (D.cfg.verbose)
@@ -704,13 +706,15 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		return;
 	}
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
-	c.body_len = evbuffer_get_length(in);
+	uint64_t spooled = 0;
+	c.body_fd = rt->body == BODY_SPOOL ? front_spool(req, &spooled) : -1;
+	c.body_len = c.body_fd >= 0 ? (size_t)spooled : evbuffer_get_length(in);
 	if (c.body_len > body_max(rt->body)) { /* a chunked body, whose length only shows now */
 		reply_error(req, API_ERR_PAYLOAD_TOO_LARGE, "the body is over %zu bytes",
 			    body_max(rt->body));
 		return;
 	}
-	c.body = c.body_len ? (const char *)evbuffer_pullup(in, -1) : "";
+	c.body = c.body_len && c.body_fd < 0 ? (const char *)evbuffer_pullup(in, -1) : "";
 	c.path = path;
 	c.params[0] = params[0];
 	c.params[1] = params[1];

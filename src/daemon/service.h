@@ -178,7 +178,14 @@ int svc_file_mkdir(struct sbx *s, const struct api_mkdir *m, struct svc_reply *r
 		   struct svc_err *err);
 int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
 		  struct svc_err *err);
-int svc_file_put(struct sbx *s, const char *path, const void *data, size_t len,
+/* An upload's bytes: @len of them at @data, or in the file @fd (a spool, fd >= 0; the
+ * caller's, the operation takes a dup of it). */
+struct svc_upload {
+	const void *data;
+	int fd;
+	uint64_t len;
+};
+int svc_file_put(struct sbx *s, const char *path, const struct svc_upload *u,
 		 struct svc_reply *r, struct svc_err *err);
 /* Watches @path (a directory; with @recursive, every directory beneath it, new ones too)
  * inside the sandbox as its user: once the agent has it, @r becomes an NDJSON stream of
@@ -193,7 +200,7 @@ int svc_file_archive_get(struct sbx *s, const char *path, struct svc_reply *r,
 			 struct svc_err *err);
 /* The tar @data checked whole, then unpacked beneath @path inside the sandbox:
  * {entries, bytes}. */
-int svc_file_archive_put(struct sbx *s, const char *path, const void *data, size_t len,
+int svc_file_archive_put(struct sbx *s, const char *path, const struct svc_upload *u,
 			 struct svc_reply *r, struct svc_err *err);
 
 /* ---- ports (ports.c): a client's stream to 127.0.0.1:PORT inside, through the agent ---- */

@@ -448,7 +448,7 @@ static struct svc_reply *deferred(struct ctx *c)
 /* The routes of one sandbox path (?path=) and, for the uploads, the body: each one service
  * call, answered through a deferred reply (the agent answers later). */
 typedef int (*path_fn)(struct sbx *s, const char *path, struct svc_reply *rp, struct svc_err *e);
-typedef int (*path_body_fn)(struct sbx *s, const char *path, const void *body, size_t len,
+typedef int (*path_body_fn)(struct sbx *s, const char *path, const struct svc_upload *u,
 			    struct svc_reply *rp, struct svc_err *e);
 
 static void path_route(struct ctx *c, path_fn fn, path_body_fn body_fn)
@@ -457,7 +457,8 @@ static void path_route(struct ctx *c, path_fn fn, path_body_fn body_fn)
 	struct sbx *s = get_path(c, path, sizeof(path)) ? ctx_sbx(c) : NULL;
 	struct svc_err e = {};
 	struct svc_reply *rp = s ? deferred(c) : NULL;
-	if (rp && (body_fn ? body_fn(s, path, c->body, c->body_len, rp, &e) : fn(s, path, rp, &e)) < 0)
+	struct svc_upload u = {.data = c->body, .fd = c->body_fd, .len = c->body_len};
+	if (rp && (body_fn ? body_fn(s, path, &u, rp, &e) : fn(s, path, rp, &e)) < 0)
 		rp->error(rp, &e); /* nothing was sent */
 }
 
@@ -963,12 +964,12 @@ static const struct route v1_routes[] = {
 	{GET, SB "/processes/{pid}/events", v1_proc_events, BODY_API, ST_RUNNING},
 	{GET, SB "/ports/{port}", NULL, BODY_API, ST_RUNNING, v1_port},
 	{GET, SB "/files", v1_file_get, BODY_API, ST_RUNNING},
-	{PUT, SB "/files", v1_file_put, BODY_UPLOAD, ST_RUNNING},
+	{PUT, SB "/files", v1_file_put, BODY_SPOOL, ST_RUNNING},
 	{DELETE, SB "/files", v1_file_delete, BODY_API, ST_RUNNING},
 	{GET, SB "/files/list", v1_file_list, BODY_API, ST_RUNNING},
 	{GET, SB "/files/watch", v1_file_watch, BODY_API, ST_RUNNING},
 	{GET, SB "/files/archive", v1_archive_get, BODY_API, ST_RUNNING},
-	{PUT, SB "/files/archive", v1_archive_put, BODY_UPLOAD, ST_RUNNING},
+	{PUT, SB "/files/archive", v1_archive_put, BODY_SPOOL, ST_RUNNING},
 	{GET, SB "/files/stat", v1_file_stat, BODY_API, ST_RUNNING},
 	{POST, SB "/files/mkdir", v1_file_mkdir, BODY_API, ST_RUNNING},
 	{POST, SB "/files/move", v1_file_move, BODY_API, ST_RUNNING},

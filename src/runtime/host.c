@@ -46,6 +46,9 @@ void runtime_host_release(struct runtime_host *h)
 	/* The veth pair went with the sandbox's network namespace; its redirect is the
 	 * controller's. */
 	h->cg = cgroup_free(h->cg);
+	/* A project-quota disk is a directory: removed while the slot is still held. */
+	if (h->slot.lock_fd >= 0)
+		scratch_release(h->slot.slot);
 	idmap_slot_release(&h->slot);
 }
 

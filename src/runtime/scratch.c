@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,14 +22,25 @@
 #include "basic/child.h"
 #include "basic/cleanup.h"
 #include "basic/log.h"
+#include "basic/tree.h"
 #include "basic/treecopy.h"
 #include "lib/idmap.h"
 #include "lib/overlay.h"
 #include "runtime/blockdev.h"
+#include "runtime/prjquota.h"
 #include "runtime/scratch.h"
 
 /* 0: not probed, 1: works, -1: this host has none (logged once). */
 static int scratch_state;
+
+/* A sandbox's project id is its slot's, far above the small ids people give their own
+ * projects (/etc/projid). */
+#define SCRATCH_PROJID_BASE 0x434f0000u
+
+/* The kind of disk, found at the first one (scratch.h): a directory with a project quota of
+ * its own, or an ext4 image on a loop device. */
+enum scratch_backend { BACKEND_LOOP, BACKEND_QUOTA };
+static enum scratch_backend backend;
 
 const char *scratch_dir(void)
 {
@@ -116,8 +128,22 @@ int scratch_copy_sparse(int src, int dst)
 	return 0;
 }
 
-/* Removes "s<slot>" (a staging mount point) and "s<slot>.img" of a dead holder. The caller
- * holds the slot's lock. */
+/* Removes "q<slot>", the directory of a project-quota disk, and clears its project's limits:
+ * nothing of it stays on the host. The caller holds the slot's lock. */
+static void quota_remove(int dirfd, unsigned slot)
+{
+	char name[32];
+	struct stat st;
+	snprintf(name, sizeof(name), "q%u", slot);
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if (tree_remove_at(dirfd, name, TREE_MAX_DEPTH) < 0)
+		log_debug("scratch: remove %s: %m", name);
+	(void)prjquota_limit(dirfd, SCRATCH_PROJID_BASE + slot, 0);
+}
+
+/* Removes "s<slot>" (a staging mount point), "s<slot>.img" and "q<slot>" of a dead holder.
+ * The caller holds the slot's lock. */
 static void sweep_slot(int dirfd, unsigned slot)
 {
 	char name[32], path[PATH_MAX];
@@ -128,6 +154,7 @@ static void sweep_slot(int dirfd, unsigned slot)
 	(void)unlinkat(dirfd, name, AT_REMOVEDIR);
 	snprintf(name, sizeof(name), "s%u.img", slot);
 	(void)unlinkat(dirfd, name, 0);
+	quota_remove(dirfd, slot);
 }
 
 /* Before the first disk was made, a failure says the host cannot give one: tmpfs it is,
@@ -143,6 +170,71 @@ static int open_failed(int r, const char *what, struct cordon_err *err)
 	return 0;
 }
 
+static void backend_find(void)
+{
+	const char *mode = getenv("CORDON_SCRATCH");
+	bool loop = mode && strcmp(mode, "loop") == 0;
+	_cleanup_close_ int dirfd = open(scratch_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	backend = !loop && dirfd >= 0 && prjquota_probe(dirfd) == 0 ? BACKEND_QUOTA : BACKEND_LOOP;
+	log_info("scratch: %s: %s", scratch_dir(),
+		 backend == BACKEND_QUOTA ? "project quotas: each disk is a directory with its own"
+					  : "each disk is an ext4 image on a loop device");
+}
+
+/* Found once per process, at its first disk (cordond's pool thread and its loop may both be
+ * first): project quotas where the scratch directory's filesystem enforces them
+ * (CORDON_SCRATCH=loop asks for images anyway), images otherwise. */
+static enum scratch_backend backend_probe(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, backend_find);
+	return backend;
+}
+
+/* A detached bind mount of the directory @fd, nosuid, nodev, noatime: the disk's root, as
+ * an image's fsmount is. */
+static int clone_dir(int fd)
+{
+	int m = syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (m < 0)
+		return -errno;
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOATIME,
+			       .attr_clr = MOUNT_ATTR__ATIME};
+	if (syscall(SYS_mount_setattr, m, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
+		int r = -errno;
+		close(m);
+		return r;
+	}
+	return m;
+}
+
+/* The disk as "q<slot>", a directory of project SCRATCH_PROJID_BASE + slot whose hard block
+ * limit is @bytes: a writer past it gets ENOSPC (xfs) or EDQUOT (ext4). */
+static int quota_open(struct scratch *sc, int dirfd, uint64_t bytes, struct cordon_err *err)
+{
+	char name[32];
+	uint32_t id = SCRATCH_PROJID_BASE + sc->slot;
+	snprintf(name, sizeof(name), "q%u", sc->slot);
+	if (mkdirat(dirfd, name, 0700) < 0)
+		return open_failed(-errno, "mkdir a disk's directory", err);
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int r = fd < 0 ? -errno : prjquota_assign(fd, id);
+	if (r == 0)
+		r = prjquota_limit(dirfd, id, bytes);
+	if (r == 0)
+		r = sc->mnt = clone_dir(fd);
+	if (r < 0) {
+		sc->mnt = -1;
+		quota_remove(dirfd, sc->slot);
+		return open_failed(r, "a directory with a project quota", err);
+	}
+	sc->img = TAKE_FD(fd); /* for scratch_disk_used(): its project's count */
+	scratch_state = 1;
+	return 0;
+}
+
+static int loop_open(struct scratch *sc, int dirfd, uint64_t bytes, struct cordon_err *err);
+
 int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordon_err *err)
 {
 	sc->mnt = sc->img = -1;
@@ -150,7 +242,6 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	const char *mode = getenv("CORDON_SCRATCH");
 	if (scratch_state < 0 || bytes < SCRATCH_MIN_BYTES || (mode && strcmp(mode, "tmpfs") == 0))
 		return 0;
-	uint64_t mb = (bytes + (1ULL << 20) - 1) >> 20;
 	_cleanup_close_ int dirfd = scratch_dirfd();
 	if (dirfd < 0)
 		return open_failed(dirfd, scratch_dir(), err);
@@ -159,6 +250,16 @@ int scratch_open(struct scratch *sc, unsigned slot, uint64_t bytes, struct cordo
 	if (fstatfs(dirfd, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
 		return open_failed(-EXDEV, "the scratch directory is on a tmpfs", err);
 	sweep_slot(dirfd, slot);
+	if (backend_probe() == BACKEND_QUOTA)
+		return quota_open(sc, dirfd, bytes, err);
+	return loop_open(sc, dirfd, bytes, err);
+}
+
+/* The disk as a sparse copy of the golden image of its size on a loop device. */
+static int loop_open(struct scratch *sc, int dirfd, uint64_t bytes, struct cordon_err *err)
+{
+	uint64_t mb = (bytes + (1ULL << 20) - 1) >> 20;
+	unsigned slot = sc->slot;
 	_cleanup_close_ int golden = golden_open(dirfd, mb);
 	if (golden < 0)
 		return open_failed(golden, "an empty ext4 image (mke2fs)", err);
@@ -421,6 +522,29 @@ void scratch_close(struct scratch *sc)
 		close(TAKE_FD(sc->mnt));
 }
 
+uint64_t scratch_disk_used(int disk_fd)
+{
+	struct stat st;
+	struct fsxattr fa;
+	uint64_t used = 0;
+	if (disk_fd < 0 || fstat(disk_fd, &st) < 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode))
+		return (uint64_t)st.st_blocks * 512;
+	if (ioctl(disk_fd, FS_IOC_FSGETXATTR, &fa) == 0)
+		(void)prjquota_used(disk_fd, fa.fsx_projid, &used);
+	return used;
+}
+
+void scratch_release(unsigned slot)
+{
+	if (geteuid() != 0)
+		return;
+	_cleanup_close_ int dirfd = open(scratch_dir(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd >= 0)
+		quota_remove(dirfd, slot);
+}
+
 /* A temporary golden image whose maker is gone. */
 static bool golden_tmp_stale(const char *name)
 {
@@ -451,10 +575,10 @@ void scratch_sweep(void)
 			(void)unlinkat(dirfd, de->d_name, 0);
 			continue;
 		}
-		if (de->d_name[0] != 's')
+		if (de->d_name[0] != 's' && de->d_name[0] != 'q')
 			continue;
 		unsigned long slot = strtoul(de->d_name + 1, &end, 10);
-		if ((*end && strcmp(end, ".img") != 0) || end == de->d_name + 1 ||
+		if ((*end && (de->d_name[0] == 'q' || strcmp(end, ".img") != 0)) || end == de->d_name + 1 ||
 		    slot >= CORDON_IDMAP_SLOTS)
 			continue;
 		struct idmap_slot s;

@@ -11,6 +11,14 @@
  * holder left between two steps (a staging mount, an image not yet unlinked) carries its uid
  * slot's number, and the sweep removes it once the slot's lock is free.
  *
+ * Where the scratch directory's filesystem enforces project quotas (xfs, or ext4 with the
+ * `project` feature, mounted with `prjquota`; probed at the first disk, CORDON_SCRATCH=loop
+ * asks for images anyway), a disk is instead the directory "q<slot>" with a project id of
+ * its own and a hard block limit of --disk (prjquota.h): no loop device, no second
+ * filesystem between the sandbox and the host's disk. It is bound (a detached clone) where
+ * the image's mount would be and laid out the same way; scratch_release() removes it when
+ * the sandbox is gone, the sweep when its holder died.
+ *
  * Root only. Where the host cannot (no loop devices, no mke2fs, a kernel without idmapped
  * overlay lowers), the sandbox keeps the tmpfs root: logged once, never an error.
  */
@@ -29,7 +37,8 @@
 
 struct scratch {
 	int mnt; /* the detached ext4 mount, or -1: tmpfs */
-	int img; /* the (unlinked) image, for its size on the host; the caller's to close */
+	int img; /* the (unlinked) image, or the quota directory, for its size on the host
+		  * (scratch_disk_used()); the caller's to close */
 	unsigned slot;
 };
 
@@ -73,6 +82,14 @@ int scratch_dir_fill(int diskfd, uid_t base, int from, struct cordon_err *err);
 
 void scratch_trees_close(struct scratch_trees *t);
 void scratch_close(struct scratch *sc);
+
+/* The bytes a disk takes on the host, from its scratch.img: an image's allocated blocks, a
+ * quota directory's project count. */
+uint64_t scratch_disk_used(int disk_fd);
+
+/* Removes slot @slot's project-quota disk (its directory and its limits), if it has one:
+ * when the sandbox is gone and before its slot is released. An image needs nothing. */
+void scratch_release(unsigned slot);
 
 /* Fills @dst (a regular file) with a sparse copy of the empty ext4 image of @bytes (rounded
  * up to MiB), the one every sandbox of that size shares: a VM's scratch disk. -errno. */

@@ -270,10 +270,17 @@ def test_unauthenticated_uploads_refused_before_the_body(daemons):
     assert d.client().get("/healthz").status == 200
 
 
-def test_body_bytes_in_flight_are_bounded(daemons):
-    d = daemons(["--max-upload", "16M", "--max-inflight", "32M"])
+# A body held in memory counts in --max-inflight (a template build's); a file upload, spooled
+# to the state directory (src/daemon/spool.c), in --max-spool.
+@pytest.mark.parametrize("opts,request_line,final", [
+    (["--max-inflight", "32M"], b"POST /v1/templates HTTP/1.1", (403, "forbidden")),
+    (["--max-spool", "32M"], b"PUT /v1/sandboxes/sb-aaaaaaaaaaaaaaaaaaaa/files?path=/tmp/x HTTP/1.1",
+     (404, "not_found")),
+])
+def test_body_bytes_in_flight_are_bounded(daemons, opts, request_line, final):
+    d = daemons(["--max-upload", "16M"] + opts)
     addr = tcp_addr(d)
-    head = (b"PUT /v1/sandboxes/sb-aaaaaaaaaaaaaaaaaaaa/files?path=/tmp/x HTTP/1.1\r\nHost: x\r\n"
+    head = (request_line + b"\r\nHost: x\r\n"
             b"Authorization: Bearer " + KEY.encode() + b"\r\nContent-Length: %d\r\n\r\n" % (15 * MiB))
     held = []
     for _ in range(2):  # two bodies of 15 MiB, announced and begun: 30 of 32 MiB
@@ -286,11 +293,12 @@ def test_body_bytes_in_flight_are_bounded(daemons):
     assert h.get("retry-after"), h
     held.pop().close()
     time.sleep(0.3)
-    # Room again: this one is read whole and reaches the handler (no such sandbox).
+    # Room again: this one is read whole and reaches the handler (no builds over TCP; no such
+    # sandbox).
     res = [None]
     upload(addr, head, 15 * MiB, res, 0)
     st, h, body = res[0]
-    assert_json_error(st, h, body, 404, "not_found")
+    assert_json_error(st, h, body, *final)
     for s in held:
         s.close()
 

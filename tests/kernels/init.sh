@@ -389,6 +389,42 @@ t_scratch_disk() {
 		[ ! -e /var/disk/mini/bin/new ]
 }
 
+# The scratch's project-quota backend (src/runtime/scratch.c): the scratch directory on an
+# xfs mounted prjquota, so a disk is a directory with a project quota; writing past --disk is
+# ENOSPC, `/` is that xfs, and nothing is left after (the directory, its limit).
+t_scratch_prjquota() {
+	[ -x /usr/sbin/mkfs.xfs ] || { detail="no mkfs.xfs in the initramfs (xfsprogs)"; return 77; }
+	for m in /lib/modules/overlay.ko /lib/modules/loop.ko /lib/modules/libcrc32c.ko \
+		/lib/modules/xfs.ko; do
+		[ -e "$m" ] && insmod "$m" 2>/dev/null
+	done
+	grep -qw xfs /proc/filesystems || { detail="no xfs in this kernel"; return 77; }
+	mkdir -p /var/xfs
+	# 96 MiB: the initramfs holds little room; mkfs.xfs takes under 300 MiB only from fstests.
+	truncate -s 96M /var/xfs.img && err=$(TEST_DIR=/tmp TEST_DEV=/dev/null QA_CHECK_FS=1 \
+		/usr/sbin/mkfs.xfs -q /var/xfs.img 2>&1) ||
+		{ detail="mkfs.xfs: $(echo $err | cut -c1-200)"; return 1; }
+	mount -o loop,prjquota -t xfs /var/xfs.img /var/xfs || { detail="mount xfs -o prjquota"; return 1; }
+	mkdir -p /var/xfs/scratch /var/xfs/mini && cp -a /images/mini/. /var/xfs/mini/
+	# what a killed holder of a free slot left: the run's sweep removes it
+	mkdir -p /var/xfs/scratch/q2000/root/tmp && echo left >/var/xfs/scratch/q2000/root/tmp/f
+	out=$(CORDON_SCRATCH_DIR=/var/xfs/scratch timeout 60 "$CORDON" run --rootfs /var/xfs/mini \
+		--user root --disk 32M -- /bin/sh -c '/bin/busybox stat -f -c %T /;
+		echo x > /bin/new && echo image-rw; /bin/busybox dd if=/dev/zero of=/tmp/f bs=1M \
+		count=64 2>&1 | /bin/busybox grep -c "No space"; /bin/busybox df -k / | /bin/busybox tail -1 |
+		/bin/busybox awk "{print \$2}"; rm -f /tmp/f; i=0; while [ $i -lt 9000 ]; do
+		true 2>/dev/null >/tmp/e$i || break; i=$((i + 1)); done; echo $i' 2>&1)
+	rc=$?
+	sleep 1
+	left=$(ls /var/xfs/scratch | grep -v '^golden-')
+	loops=$(cat /sys/block/loop*/loop/backing_file 2>/dev/null | grep -c /var/xfs/scratch)
+	umount /var/xfs && rm -f /var/xfs.img
+	detail="exit $rc: $(echo $out); left '$left', loops $loops"
+	# 32 MiB: 8192 + 64 inodes, a few the tree's own
+	[ $rc = 0 ] && [ "$(echo $out | cut -d' ' -f1-4)" = "xfs image-rw 1 32768" ] &&
+		n=$(echo $out | cut -d' ' -f5) && [ "$n" -gt 8000 ] && [ "$n" -lt 8256 ] && [ -z "$left" ] && [ "$loops" = 0 ]
+}
+
 # cordon template build on this kernel: RUN in a jail over an overlay of idmapped lower
 # layers (5.19+), the store on ext4, a whiteout and a root-only file, then a sandbox from it.
 t_template_build() {
@@ -481,7 +517,7 @@ ulimit -u 65536
 info rlimits "raised for the rest of the suite: sigpending $(ulimit -i), nproc $(ulimit -u), nofile $(ulimit -n)"
 for t in run-true exit-codes identity cgroup-v2-files clone-into-cgroup probe-sandbox-user \
 	probe-sandbox-root probe-native memory-oom memory-under-limit pids cpu-quota timeout \
-	disk fds rootfs-image template-build scratch-disk orphans unprivileged sweep-stale leak-loop; do
+	disk fds rootfs-image template-build scratch-disk scratch-prjquota orphans unprivileged sweep-stale leak-loop; do
 	run_test $t
 done
 

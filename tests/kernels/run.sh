@@ -104,13 +104,15 @@ if [ -z "$deb" ] || [ ! -s "$deb" ]; then
 	say "apt could not fetch '$PKG'; using the cached $(basename "$deb")"
 fi
 kdir="$CACHE/$(basename "$deb" .deb)"
-if [ ! -f "$kdir/vmlinuz" ] || [ ! -d "$kdir/modules" ]; then
-	rm -rf "$kdir"; mkdir -p "$kdir.tmp"
+if [ ! -f "$kdir/vmlinuz" ] || [ ! -f "$kdir/modules/xfs.ko" ]; then
+	rm -rf "$kdir" "$kdir.tmp"; mkdir -p "$kdir.tmp"
 	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$kdir.tmp" --wildcards './boot/*' \
-		'./lib/modules/*/kernel/fs/overlayfs/*' './lib/modules/*/kernel/drivers/block/loop.ko*'
+		'./lib/modules/*/kernel/fs/overlayfs/*' './lib/modules/*/kernel/drivers/block/loop.ko*' \
+		'./lib/modules/*/kernel/fs/xfs/xfs.ko*' './lib/modules/*/kernel/lib/libcrc32c.ko*'
 	mv "$kdir.tmp"/boot/vmlinuz-* "$kdir.tmp/vmlinuz"
 	mv "$kdir.tmp"/boot/config-* "$kdir.tmp/config"
-	# Debian builds overlayfs and loop as modules: the template build test loads them.
+	# Debian builds overlayfs and loop as modules: the template build test loads them; xfs
+	# (with libcrc32c) for the scratch's project-quota backend (scratch-prjquota).
 	mkdir -p "$kdir.tmp/modules"
 	find "$kdir.tmp/lib/modules" -name '*.ko*' -exec mv {} "$kdir.tmp/modules/" \;
 	for m in "$kdir.tmp"/modules/*.ko.xz; do [ -e "$m" ] && xz -d "$m"; done
@@ -149,11 +151,14 @@ cp "$BUILD/tests/security/cordon-probe" "$R/opt/cordon/"
 # mke2fs makes the sandboxes' empty disks (src/runtime/scratch.c)
 mke2fs=$(command -v mke2fs || echo /usr/sbin/mke2fs)
 mkdir -p "$R/usr/sbin" && cp -L "$mke2fs" "$R/usr/sbin/mke2fs"
+# mkfs.xfs for scratch-prjquota (which skips without it: apt-get install xfsprogs)
+mkfs_xfs=$(command -v mkfs.xfs || true)
+[ -n "$mkfs_xfs" ] && cp -L "$mkfs_xfs" "$R/usr/sbin/mkfs.xfs"
 gcc -static -O2 -Wall -o "$R/usr/bin/cordon-ktest" tests/kernels/ktest.c
 gcc -shared -fPIC -O2 -Wall -o "$R/opt/cordon/clone3log.so" tests/kernels/clone3log.c -ldl
 # shared libraries of the dynamic ones, at the paths the loader will look for them
 for bin in "$R/opt/cordon/cordon" "$R/opt/cordon/cordon-template" "$R/opt/cordon/clone3log.so" \
-	"$R/usr/sbin/mke2fs"; do
+	"$R/usr/sbin/mke2fs" ${mkfs_xfs:+"$R/usr/sbin/mkfs.xfs"}; do
 	ldd "$bin" | awk '/=> \// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}'
 done | sort -u | while read -r lib; do
 	mkdir -p "$R$(dirname "$lib")"

@@ -102,6 +102,8 @@ static int disk_mount(const char *dir, unsigned slot, uint64_t bytes, struct cor
 		r = syscall(SYS_move_mount, sc.mnt, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH);
 		r = r < 0 ? cordon_err_set(err, -errno, "gvisor: attach the scratch") : 0;
 		scratch_close(&sc);
+		if (sc.img >= 0) /* the caller's (scratch.h); nothing here reads its size */
+			close(sc.img);
 		return r;
 	}
 	snprintf(opts, sizeof(opts), "size=%llu,mode=0700", (unsigned long long)bytes);

@@ -496,9 +496,7 @@ static int jail_restore(struct cordon_sandbox *sb, const struct cordon_spec *spe
 
 static uint64_t jail_disk_used(const struct cordon_sandbox *sb)
 {
-	struct stat st;
-	const struct jail *j = jail_of_const(sb);
-	return j->disk_fd >= 0 && fstat(j->disk_fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+	return scratch_disk_used(jail_of_const(sb)->disk_fd);
 }
 
 static int jail_set_limits(struct cordon_sandbox *sb, uint64_t memory_bytes, uint32_t cpus_milli,
