@@ -312,8 +312,11 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 	 * one mount_setattr() rather than a remount per entry (where the kernel has it). */
 	if (mount("tmpfs", NEWROOT "/etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=256") < 0)
 		return cordon_err_set(err, -errno, "mount /etc");
+	/* A probe that changes nothing: EBADF or EINVAL where the call exists, or 0 where the
+	 * kernel returns early for an empty change (6.x does, before it looks at the fd); only
+	 * ENOSYS means it is missing. Counting 0 as missing made every entry a remount. */
 	struct mount_attr probe = {0};
-	sealing = syscall(SYS_mount_setattr, -1, "", 0, &probe, sizeof(probe)) < 0 && errno != ENOSYS;
+	sealing = syscall(SYS_mount_setattr, -1, "", 0, &probe, sizeof(probe)) == 0 || errno != ENOSYS;
 	for (size_t i = 0; i < rootfs_host_etc_n; i++) {
 		snprintf(path, sizeof(path), NEWROOT "/etc/%s", rootfs_host_etc[i]);
 		r = expose_entry(etc, rootfs_host_etc[i], path, err);
