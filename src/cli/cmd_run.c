@@ -608,38 +608,11 @@ static int block_signals(void)
 	return sigfd_block(sigs, ELEMENTSOF(sigs));
 }
 
-/* The teardown of a reaped sandbox, in a child we do not wait for: unmounting its scratch
- * disk (the ext4's last reference, then the loop device) and removing its cgroups take longer
- * than the sandbox itself ran, and nothing the caller asked for waits on them. The child
- * holds copies of every fd of the sandbox, so the parent's exit frees nothing early; it has
- * none of the caller's (stdio, the --json-result fd), so whoever reads our output sees its
- * end when we exit. Killed half-way, the child leaves what a SIGKILLed `cordon run` leaves:
- * the kernel closes its fds, the slot's lock goes, and the next run sweeps the cgroup.
- * Synchronous when fork() fails. */
-static void sandbox_free_detached(struct cordon_sandbox *sb, int json_fd)
-{
-	pid_t pid = fork();
-	if (pid != 0) {
-		if (pid < 0)
-			cordon_sandbox_free(sb);
-		return; /* our copy goes with our exit */
-	}
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-		_exit(1); /* the sandbox's fds close with us: what a SIGKILL leaves */
-	if (json_fd > 2)
-		close(json_fd);
-	(void)setsid(); /* out of the caller's terminal session and its signals */
-	cordon_sandbox_free(sb);
-	_exit(0);
-}
-
 static int run_sandbox(struct run_ctx *c)
 {
 	struct cordon_err err = {};
 	struct cordon_result res;
 	struct cordon_sandbox *sb = NULL;
-	bool reaped = false;
 	int status;
 
 	if (geteuid() != 0)
@@ -665,17 +638,13 @@ static int run_sandbox(struct run_ctx *c)
 		log_error("waiting for the sandbox: %m");
 		status = CORDON_EXIT_SETUP;
 	} else {
-		reaped = true;
 		status = exit_status(&c->spec, &res);
 		if (c->json_fd >= 0)
 			write_json(c->json_fd, &res, status);
 	}
 	if (c->tty)
 		pty_finish(&pty);
-	if (reaped)
-		sandbox_free_detached(sb, c->json_fd);
-	else
-		cordon_sandbox_free(sb);
+	cordon_sandbox_free(sb);
 	return status;
 }
 

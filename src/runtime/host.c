@@ -167,6 +167,7 @@ void runtime_host_result(struct runtime_host *h, struct cordon_result *res)
 struct held_slots {
 	struct idmap_slot *v;
 	size_t n, cap;
+	struct idmap_held live; /* locked when the sweep began: not worth a try */
 };
 
 static bool slot_is_stale(const char *name, void *data)
@@ -175,7 +176,8 @@ static bool slot_is_stale(const char *name, void *data)
 	if (name[0] != 's')
 		return false;
 	unsigned long slot = strtoul(name + 1, &end, 10);
-	if (*end || slot >= CORDON_IDMAP_SLOTS)
+	struct held_slots *h = data;
+	if (*end || slot >= CORDON_IDMAP_SLOTS || idmap_held_test(&h->live, slot))
 		return false;
 	struct idmap_slot s;
 	if (idmap_slot_try(slot, &s) < 0)
@@ -186,7 +188,6 @@ static bool slot_is_stale(const char *name, void *data)
 	link_delete(a.host_ifname);
 	/* Held while its cgroup goes, released when the sweep is over; any number of them (a
 	 * daemon killed with hundreds alive left them all). */
-	struct held_slots *h = data;
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? 2 * h->cap : 64;
 		struct idmap_slot *v = realloc(h->v, cap * sizeof(*v));
@@ -210,6 +211,7 @@ int runtime_host_sweep(void)
 	if (cgroup_detect() == CGROUP_NONE)
 		return 0;
 	struct held_slots held = {};
+	idmap_held_load(&held.live);
 	int r = cgroup_sweep(slot_is_stale, &held);
 	for (size_t i = 0; i < held.n; i++)
 		idmap_slot_release(&held.v[i]);
