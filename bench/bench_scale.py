@@ -131,11 +131,12 @@ def memory_cgroup_file(pid):
     return None
 
 
-def charged_kib(pids):
+def charged_kib(daemon_pid, pids):
     """What the sandboxes' memory cgroups were charged (user pages and, v1 and v2 alike, the
-    kernel objects their tasks allocated), each cgroup once."""
+    kernel objects their tasks allocated), each cgroup once; not cordond's own (the root
+    here: the whole host's), where its helpers (cordon-egress) stay."""
     total = 0
-    for path in {memory_cgroup_file(p) for p in pids} - {None}:
+    for path in {memory_cgroup_file(p) for p in pids} - {None, memory_cgroup_file(daemon_pid)}:
         try:
             with open(path) as f:
                 total += int(f.read()) // 1024
@@ -149,7 +150,7 @@ def memory_snapshot(daemon_pid):
     procs = descendants(daemon_pid)
     return {"available": mi["MemAvailable"], "kernel": sum(mi.get(k, 0) for k in KERNEL_FIELDS),
             "rss": status_kib(daemon_pid, "VmRSS"), "pss": sum(pss_kib(p) for p in procs),
-            "charged": charged_kib(procs), "procs": len(procs)}
+            "charged": charged_kib(daemon_pid, procs), "procs": len(procs)}
 
 
 def per_sandbox_mib(before, after, n):
