@@ -45,6 +45,7 @@ Exit status: 0 when every run completed (targets missed or not), 1 on errors, 2 
 """
 
 import argparse
+import concurrent.futures
 import json
 import os
 import sys
@@ -173,26 +174,27 @@ def fill(client, ids, level, errors):
             return
 
 
+def ms_of(call):
+    """Runs @call; returns (its wall time in ms, its result)."""
+    t0 = time.perf_counter()
+    out = call()
+    return (time.perf_counter() - t0) * 1000, out
+
+
 def time_create(client, n):
     """Creates from a full warm pool, as a client that does not outrun the refill sees them."""
     times = []
     for _ in range(n):
         wait_pool(client, POOL)
-        t0 = time.perf_counter()
-        sid = client.create({"timeout_s": 3600})
-        times.append((time.perf_counter() - t0) * 1000)
+        t, sid = ms_of(lambda: client.create({"timeout_s": 3600}))
+        times.append(t)
         client.destroy(sid)
     return times
 
 
 def time_exec(client, sid, n):
     client.exec_true(sid)  # warm
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        client.exec_true(sid)
-        times.append((time.perf_counter() - t0) * 1000)
-    return times
+    return [ms_of(lambda: client.exec_true(sid))[0] for _ in range(n)]
 
 
 def measure_level(client, daemon, ids, level, n, base, errors):
@@ -241,11 +243,8 @@ def destroy_at_once(sock, ids, probe_id, threads=32):
     p = threading.Thread(target=prober)
     p.start()
     t0 = time.perf_counter()
-    ths = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as ex:
+        list(ex.map(lambda _: worker(), range(threads)))
     wall = time.perf_counter() - t0
     done.set()
     p.join()
