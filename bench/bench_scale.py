@@ -280,9 +280,11 @@ def main():
     n_destroy = a.destroy or (100 if a.quick else 1000)
     n = a.n or (30 if a.quick else 100)
     if os.geteuid() != 0:
-        sys.exit("bench_scale: needs root (cgroups, uid ranges)")
+        print("bench_scale: skipped, needs root (cgroups, uid ranges)", file=sys.stderr)
+        sys.exit(2)
     if not os.access(a.cordond, os.X_OK):
-        sys.exit(f"bench_scale: {a.cordond} is not executable")
+        print(f"bench_scale: {a.cordond} is not executable", file=sys.stderr)
+        sys.exit(2)
 
     daemon = Daemon(a.cordond, POOL, max(levels + [n_destroy]) + POOL + 8)
     errors, rows, ids = [], [], []
