@@ -65,6 +65,8 @@ int idmap_slot_try(unsigned slot, struct idmap_slot *ret)
 	return 0;
 }
 
+#define ACQUIRE_BLIND_TRIES 4u
+
 struct locked_inodes {
 	uint64_t *v;
 	size_t n, cap;
@@ -141,11 +143,11 @@ bool idmap_held_test(const struct idmap_held *h, unsigned slot)
 	return slot < CORDON_IDMAP_SLOTS && (h->bits[slot / 64] >> (slot % 64) & 1);
 }
 
-/* Tries the slots from @start on, those @held calls free (all of them when it is NULL). */
-static int acquire_from(int dirfd, unsigned start, const struct idmap_held *held,
+/* Tries @n slots from @start on, those @held calls free (all of them when it is NULL). */
+static int acquire_from(int dirfd, unsigned start, unsigned n, const struct idmap_held *held,
 			struct idmap_slot *ret)
 {
-	for (unsigned i = 0; i < CORDON_IDMAP_SLOTS; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		unsigned slot = (start + i) % CORDON_IDMAP_SLOTS;
 		if (held && idmap_held_test(held, slot))
 			continue;
@@ -166,16 +168,20 @@ int idmap_slot_acquire(struct idmap_slot *ret, struct cordon_err *err)
 	if (dirfd < 0)
 		return cordon_err_set(err, dirfd, "uid range: open " SLOTS_DIR);
 
-	/* Start at a pseudo-random slot so that concurrent starters rarely collide; skip what
+	/* Start at a pseudo-random slot so that concurrent starters rarely collide. A few tries
+	 * find a free slot on a host with few held (no /proc/locks to read); past them, skip what
 	 * was held a moment ago, then, should that find nothing, try every slot. */
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	unsigned start = (unsigned)(ts.tv_nsec ^ getpid()) % CORDON_IDMAP_SLOTS;
-	struct idmap_held held;
-	idmap_held_load(&held);
-	int r = acquire_from(dirfd, start, &held, ret);
+	int r = acquire_from(dirfd, start, ACQUIRE_BLIND_TRIES, NULL, ret);
+	if (r == -EAGAIN) {
+		struct idmap_held held;
+		idmap_held_load(&held);
+		r = acquire_from(dirfd, start, CORDON_IDMAP_SLOTS, &held, ret);
+	}
 	if (r == -EAGAIN)
-		r = acquire_from(dirfd, start, NULL, ret);
+		r = acquire_from(dirfd, start, CORDON_IDMAP_SLOTS, NULL, ret);
 	if (r == -EAGAIN)
 		return cordon_err_setf(err, r, "uid range: all %u host uid ranges are in use",
 				       CORDON_IDMAP_SLOTS);

@@ -167,7 +167,8 @@ void runtime_host_result(struct runtime_host *h, struct cordon_result *res)
 struct held_slots {
 	struct idmap_slot *v;
 	size_t n, cap;
-	struct idmap_held live; /* locked when the sweep began: not worth a try */
+	struct idmap_held live; /* locked when the sweep met its first slot: not worth a try */
+	bool live_loaded;
 };
 
 static bool slot_is_stale(const char *name, void *data)
@@ -177,7 +178,13 @@ static bool slot_is_stale(const char *name, void *data)
 		return false;
 	unsigned long slot = strtoul(name + 1, &end, 10);
 	struct held_slots *h = data;
-	if (*end || slot >= CORDON_IDMAP_SLOTS || idmap_held_test(&h->live, slot))
+	if (*end || slot >= CORDON_IDMAP_SLOTS)
+		return false;
+	if (!h->live_loaded) { /* only once there is a cgroup to judge */
+		idmap_held_load(&h->live);
+		h->live_loaded = true;
+	}
+	if (idmap_held_test(&h->live, slot))
 		return false;
 	struct idmap_slot s;
 	if (idmap_slot_try(slot, &s) < 0)
@@ -211,7 +218,6 @@ int runtime_host_sweep(void)
 	if (cgroup_detect() == CGROUP_NONE)
 		return 0;
 	struct held_slots held = {};
-	idmap_held_load(&held.live);
 	int r = cgroup_sweep(slot_is_stale, &held);
 	for (size_t i = 0; i < held.n; i++)
 		idmap_slot_release(&held.v[i]);
