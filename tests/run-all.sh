@@ -118,6 +118,8 @@ LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" stage "daemon (asan+ubsan)" pyt
 stage "fuzz corpora" fuzz_corpus
 stage "bench (quick)" $PY bench/bench_run.py --quick
 stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
+bench_scale() { $PY bench/bench_scale.py --quick; local r=$?; [ $r = 2 ] && { echo "skipped: not root"; return 0; }; return $r; }
+stage "bench scale (quick)" bench_scale
 stage "bench templates (quick)" $PY bench/bench_template.py --quick
 bench_gvisor() { $PY bench/bench_gvisor.py --quick; local r=$?; [ $r = 2 ] && { echo "skipped: no runsc or not root"; return 0; }; return $r; }
 stage "bench gvisor (quick)" bench_gvisor

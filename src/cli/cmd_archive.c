@@ -1,27 +1,32 @@
 /* cordon cp -r: directories in and out of a sandbox as tar streams (GET and PUT
  * /v1/sandboxes/{id}/files/archive). The host directory is packed here with basic/tartree.h;
  * what comes out of a sandbox is hostile and is unpacked only by image/oci.h's
- * oci_apply_tar(), which follows no link and refuses names and links out of the target. The
+ * oci_apply_tar() (in cordon-template, see unpack()), which follows no link and refuses names and links out of the target. The
  * archive waits in an unlinked temporary file meanwhile. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cordon/cordon.h>
 
+#include "basic/child.h"
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
+#include "basic/helper.h"
 #include "basic/log.h"
 #include "basic/tartree.h"
 #include "cli/cli.h"
 #include "cli/client.h"
-#include "image/oci.h"
 
 #define CP_PATH_MAX	 (4096 * 3 + 256)
-#define CP_MAX_UNPACKED (64ULL << 30) /* file data a download may unpack */
+/* At disk speed the largest download cordon-template unpacks (64 GiB) takes minutes. */
+#define CP_UNPACK_DEADLINE_MS (30 * 60 * 1000)
 
 /* An unlinked file in $TMPDIR (or /tmp) to hold an archive. */
 static int tmp_file(void)
@@ -77,24 +82,35 @@ static int write_sink(const char *data, size_t len, void *userdata)
 	return write_all(*(int *)userdata, data, len);
 }
 
-/* The archive in @fd unpacked into @local (made if missing), refusing what is unsafe. */
+/* The archive in @fd unpacked into @local (made if missing) by `cordon-template unpack-tar`,
+ * which refuses what is unsafe (oci_apply_tar()) and says why. A helper, not a call: the
+ * unpacker links libarchive and libcrypto, which every `cordon run` would load otherwise. */
 static int unpack(int fd, const char *local)
 {
-	struct cordon_err err = {};
+	char path[PATH_MAX];
 	if (lseek(fd, 0, SEEK_SET) < 0 || (mkdir(local, 0755) < 0 && errno != EEXIST)) {
 		log_error("cp -r: %s: %m", local);
 		return CLI_EXIT_API;
 	}
-	_cleanup_close_ int root = open(local, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0) {
-		log_error("cp -r: %s: %m", local);
+	if (helper_path("cordon-template", "CORDON_TEMPLATE", path, sizeof(path)) < 0) {
+		log_error("cp -r: cordon-template not found (%s)", path);
 		return CLI_EXIT_API;
 	}
-	if (oci_apply_tar(root, fd, CP_MAX_UNPACKED, &err) < 0) {
-		log_error("cp -r: the sandbox's archive was refused: %s", err.msg);
+	char *const argv[] = {"cordon-template", "unpack-tar", (char *)local, NULL};
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fd, STDIN_FILENO);
+	pid_t pid;
+	int r = posix_spawn(&pid, path, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0) {
+		log_error("cp -r: %s: %s", path, strerror(r));
 		return CLI_EXIT_API;
 	}
-	return 0;
+	int status;
+	if ((r = child_wait_deadline(pid, CP_UNPACK_DEADLINE_MS, &status)) < 0)
+		log_error("cp -r: unpacking took more than %d s", CP_UNPACK_DEADLINE_MS / 1000);
+	return r == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : CLI_EXIT_API;
 }
 
 int cp_dir_download(const char *socket, const char *id, const char *path, const char *local)

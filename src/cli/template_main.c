@@ -430,10 +430,33 @@ static int do_gc(int argc, char **argv)
 	return 0;
 }
 
+/* `unpack-tar DIR`, for `cordon cp -r` (cmd_archive.c): the archive on stdin unpacked into
+ * DIR by oci_apply_tar(), which refuses what is unsafe. Here and not in cordon, so that the
+ * binary every `cordon run` loads links neither libarchive nor libcrypto. Not in the usage:
+ * no person types it. */
+#define UNPACK_MAX_BYTES (64ULL << 30) /* file data one download may unpack */
+
+static int do_unpack_tar(int argc, char **argv)
+{
+	struct cordon_err err = {};
+	if (argc != 2)
+		return -EINVAL;
+	_cleanup_close_ int root = open(argv[1], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0) {
+		log_error("cp -r: %s: %m", argv[1]);
+		return 1;
+	}
+	if (oci_apply_tar(root, STDIN_FILENO, UNPACK_MAX_BYTES, &err) < 0) {
+		log_error("cp -r: the sandbox's archive was refused: %s", err.msg);
+		return 1;
+	}
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*run)(int argc, char **argv);
-	const char *usage;
+	const char *usage; /* NULL: internal, not shown */
 } commands[] = {
 	{"build", do_build, "build NAME -f FILE [--context DIR | --context-tar FILE.tar] [--build-arg K=V]...\n"
 			    "                       [--no-cache] [--json]"
@@ -443,13 +466,15 @@ static const struct {
 	{"ls", do_ls, "ls [--json]"},
 	{"inspect", do_inspect, "inspect NAME"},
 	{"rm", do_rm, "rm NAME"},
+	{"unpack-tar", do_unpack_tar, NULL},
 };
 
 static int usage(FILE *f)
 {
 	fprintf(f, "usage:\n");
 	for (size_t i = 0; i < ELEMENTSOF(commands); i++)
-		fprintf(f, "  cordon template %s\n", commands[i].usage);
+		if (commands[i].usage)
+			fprintf(f, "  cordon template %s\n", commands[i].usage);
 	fprintf(f, "\nbuild: FILE is a recipe (a Dockerfile subset: FROM, RUN, COPY, ADD, ENV, ARG, WORKDIR,\n"
 		   "USER, START, READY; see README.md); every step is a cached layer; RUN runs in a jail\n"
 		   "whose network reaches only the host's apt sources. Needs root.\n"
@@ -483,7 +508,7 @@ int main(int argc, char **argv)
 		if (r == TPL_HELP)
 			return usage(stdout);
 		if (r == -EINVAL) {
-			fprintf(stderr, "usage: cordon template %s\n", commands[i].usage);
+			fprintf(stderr, "usage: cordon template %s\n", commands[i].usage ?: commands[i].name);
 			return CORDON_EXIT_USAGE;
 		}
 		return r;

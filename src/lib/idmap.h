@@ -24,6 +24,17 @@ struct idmap_slot {
 	unsigned slot;
 };
 
+/* Which slots were locked when it was read: /proc/locks' flocks matched to the slot files'
+ * inodes, two reads instead of an open, flock and close per slot. A hint only, never the
+ * decision: a slot it calls free is still taken by flock(), and one freed since it was read
+ * waits for the next look. All zero (every slot worth a try) where it cannot be read. */
+struct idmap_held {
+	uint64_t bits[CORDON_IDMAP_SLOTS / 64];
+};
+
+void idmap_held_load(struct idmap_held *ret);
+bool idmap_held_test(const struct idmap_held *h, unsigned slot);
+
 /* Takes a free slot. */
 int idmap_slot_acquire(struct idmap_slot *ret, struct cordon_err *err);
 void idmap_slot_release(struct idmap_slot *s);

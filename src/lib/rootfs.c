@@ -312,8 +312,11 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 	 * one mount_setattr() rather than a remount per entry (where the kernel has it). */
 	if (mount("tmpfs", NEWROOT "/etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=256") < 0)
 		return cordon_err_set(err, -errno, "mount /etc");
+	/* A probe that changes nothing: EBADF or EINVAL where the call exists, or 0 where the
+	 * kernel returns early for an empty change (6.x does, before it looks at the fd); only
+	 * ENOSYS means it is missing. Counting 0 as missing made every entry a remount. */
 	struct mount_attr probe = {0};
-	sealing = syscall(SYS_mount_setattr, -1, "", 0, &probe, sizeof(probe)) < 0 && errno != ENOSYS;
+	sealing = syscall(SYS_mount_setattr, -1, "", 0, &probe, sizeof(probe)) == 0 || errno != ENOSYS;
 	for (size_t i = 0; i < rootfs_host_etc_n; i++) {
 		snprintf(path, sizeof(path), NEWROOT "/etc/%s", rootfs_host_etc[i]);
 		r = expose_entry(etc, rootfs_host_etc[i], path, err);
@@ -477,19 +480,26 @@ static int proc_bind_self_ro(const char *name, struct cordon_err *err)
 	return 0;
 }
 
-static int proc_mask(const char *name, bool dir, struct cordon_err *err)
+/* A mask reads as empty and takes no write: a read-only bind of /dev/null on a file, an empty
+ * read-only tmpfs on a directory. The first file mask, once read-only, is the source of the
+ * others (@ro_mask, "" until then): a bind copies its source mount's flags, read-only
+ * included, so each further mask is one mount() and not two. */
+static int proc_mask(const char *name, bool dir, char ro_mask[PATH_MAX], struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	unsigned long fl = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
 	snprintf(path, sizeof(path), NEWROOT "/proc/%s", name);
+	const char *src = ro_mask[0] ? ro_mask : NEWROOT "/dev/null";
 	int r = dir ? mount("tmpfs", path, "tmpfs", fl, "size=0,nr_inodes=1")
-		    : mount(NEWROOT "/dev/null", path, NULL, MS_BIND, NULL);
+		    : mount(src, path, NULL, MS_BIND, NULL);
 	if (r < 0)
 		return errno == ENOENT ? 0 : cordon_err_set(err, -errno, "mask /proc/%s", name);
-	/* A mask is read-only too: it reads as empty and takes no write. */
-	if (!dir && mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | fl, NULL) < 0)
+	if (dir || ro_mask[0])
+		return 0;
+	if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | fl, NULL) < 0)
 		return cordon_err_set(err, -errno, "mask /proc/%s read-only", name);
+	memcpy(ro_mask, path, sizeof(path));
 	return 0;
 }
 
@@ -501,11 +511,12 @@ static int setup_proc(struct cordon_err *err)
 	for (size_t i = 0; i < ELEMENTSOF(proc_readonly); i++)
 		if ((r = proc_bind_self_ro(proc_readonly[i], err)) < 0)
 			return r;
+	char ro_mask[PATH_MAX] = "";
 	for (size_t i = 0; i < ELEMENTSOF(proc_masked_files); i++)
-		if ((r = proc_mask(proc_masked_files[i], false, err)) < 0)
+		if ((r = proc_mask(proc_masked_files[i], false, ro_mask, err)) < 0)
 			return r;
 	for (size_t i = 0; i < ELEMENTSOF(proc_masked_dirs); i++)
-		if ((r = proc_mask(proc_masked_dirs[i], true, err)) < 0)
+		if ((r = proc_mask(proc_masked_dirs[i], true, ro_mask, err)) < 0)
 			return r;
 	return 0;
 }

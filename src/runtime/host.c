@@ -170,6 +170,8 @@ void runtime_host_result(struct runtime_host *h, struct cordon_result *res)
 struct held_slots {
 	struct idmap_slot *v;
 	size_t n, cap;
+	struct idmap_held live; /* locked when the sweep met its first slot: not worth a try */
+	bool live_loaded;
 };
 
 static bool slot_is_stale(const char *name, void *data)
@@ -178,7 +180,14 @@ static bool slot_is_stale(const char *name, void *data)
 	if (name[0] != 's')
 		return false;
 	unsigned long slot = strtoul(name + 1, &end, 10);
+	struct held_slots *h = data;
 	if (*end || slot >= CORDON_IDMAP_SLOTS)
+		return false;
+	if (!h->live_loaded) { /* only once there is a cgroup to judge */
+		idmap_held_load(&h->live);
+		h->live_loaded = true;
+	}
+	if (idmap_held_test(&h->live, slot))
 		return false;
 	struct idmap_slot s;
 	if (idmap_slot_try(slot, &s) < 0)
@@ -189,7 +198,6 @@ static bool slot_is_stale(const char *name, void *data)
 	link_delete(a.host_ifname);
 	/* Held while its cgroup goes, released when the sweep is over; any number of them (a
 	 * daemon killed with hundreds alive left them all). */
-	struct held_slots *h = data;
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? 2 * h->cap : 64;
 		struct idmap_slot *v = realloc(h->v, cap * sizeof(*v));

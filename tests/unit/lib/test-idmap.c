@@ -146,6 +146,34 @@ static void test_holder_killed(void **state)
 	assert_false(lock_file_exists(slot));
 }
 
+/* The hint (/proc/locks) calls a held slot held, a released one and a dead holder's free. */
+static void test_held_hint(void **state)
+{
+	if (!need_root())
+		skip();
+	struct idmap_slot a, b;
+	struct idmap_held h;
+	assert_int_equal(idmap_slot_acquire(&a, NULL), 0);
+	assert_int_equal(idmap_slot_acquire(&b, NULL), 0);
+	idmap_held_load(&h);
+	assert_true(idmap_held_test(&h, a.slot));
+	assert_true(idmap_held_test(&h, b.slot));
+	assert_false(idmap_held_test(&h, CORDON_IDMAP_SLOTS)); /* out of range: never held */
+	unsigned freed = a.slot;
+	idmap_slot_release(&a);
+	idmap_held_load(&h);
+	assert_false(idmap_held_test(&h, freed));
+	assert_true(idmap_held_test(&h, b.slot));
+	/* a stale lock file (holder gone, file kept) is free too */
+	int fd = b.lock_fd;
+	unsigned stale = b.slot;
+	close(fd);
+	idmap_held_load(&h);
+	assert_false(idmap_held_test(&h, stale));
+	assert_int_equal(idmap_slot_try(stale, &b), 0);
+	idmap_slot_release(&b);
+}
+
 /* idmap_write() with a slot maps 0..65535 inside onto the slot's range. */
 static void test_write_range(void **state)
 {
@@ -256,6 +284,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_base_arithmetic), cmocka_unit_test(test_acquire_release),
 		cmocka_unit_test(test_many_distinct),	cmocka_unit_test(test_holder_killed),
+		cmocka_unit_test(test_held_hint),
 		cmocka_unit_test(test_write_range),	cmocka_unit_test(test_write_single),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
