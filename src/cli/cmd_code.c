@@ -163,6 +163,7 @@ static json_t *code_request(const struct cli_values *v, const char *code)
 	int r = cli_seconds("timeout", v->timeout_ms, 1, &secs);
 	if (!req || (r < 0 && r != -ENOENT) || cli_set_string(req, "code", code) < 0 ||
 	    cli_set_string(req, "context", v->code_context) < 0 ||
+	    cli_set_string(req, "language", v->code_language) < 0 ||
 	    (r == 0 && json_object_set_new(req, "timeout_s", json_integer(secs)) < 0)) {
 		log_error("code: the cell is not valid UTF-8, or a bad option");
 		return NULL;

@@ -51,7 +51,7 @@ static const struct tool tools[] = {
 	 "tables as text) and the error if it raised. Needs a sandbox of the code-interpreter template.",
 	 mcp_tool_run_code,
 	 {SBX, {"code", A_STR, true, 1 << 20, "the code"},
-	  {"language", A_STR, false, 32, "\"python\" (default)"},
+	  {"language", A_STR, false, 32, "\"python\" (default) or \"r\""},
 	  {"context_id", A_STR, false, 128, "an interpreter context (default: the language's)"},
 	  {"timeout", A_INT, false, 86400, "seconds the cell may run (capped by the server)"}},
 	 false, false},

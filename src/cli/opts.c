@@ -186,6 +186,8 @@ const struct cli_option cli_options[] = {
 	 "interrupt the cell after this long, whole seconds [300s]"},
 	{"context", 0, "ID", cli_string, F(code_context), CLI_CODE,
 	 "the code context to run in [the language's default]"},
+	{"language", 0, "NAME", cli_string, F(code_language), CLI_CODE,
+	 "python or r, in the language's default context [the context's, else python]"},
 	{"save-images", 0, "DIR", cli_string, F(save_images), CLI_CODE,
 	 "write images and PDFs into DIR as result-N.png, .jpg, .pdf (else noted by type and size)"},
 	{"count", 'n', "N", cli_uint, F(count), CLI_FORK, "children to start, 1 to 100 [1]", 1, 100},

@@ -87,7 +87,7 @@ struct cli_values {
 	struct cli_list ro_bind; /* /HOST:SANDBOX */
 	struct cli_list volume;	 /* NAME:PATH[:ro] */
 	const char *file, *context, *context_tar, *source; /* template build */
-	const char *code_context, *save_images;		   /* code */
+	const char *code_context, *code_language, *save_images; /* code */
 	const char *reason;				   /* approve, deny */
 	const char *listen;				   /* port-forward: ADDR:PORT */
 	bool json, follow, net_only, no_cache, confine, replace, recursive, local;

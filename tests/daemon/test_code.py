@@ -777,6 +777,11 @@ def test_cli_code_runs_r_in_its_default_context(daemon, sbx, fresh):
     assert p.returncode == 0 and p.stdout.decode() == "[1] 3\n", p
     p = cordon_code(daemon, "--context", "default-r", sbx, "-", stdin="stop('no')")
     assert p.returncode == 1 and b"no" in p.stderr, p
+    # --language r: R's default context, which keeps v from the cells above
+    p = cordon_code(daemon, "--language", "r", sbx, "-", stdin="length(v)")
+    assert p.returncode == 0 and p.stdout.decode() == "[1] 3\n", p
+    p = cordon_code(daemon, "--language", "cobol", sbx, "-", stdin="1")
+    assert p.returncode == 1 and b"invalid_field" in p.stderr, p
 
 
 # ---- the warm pool ----

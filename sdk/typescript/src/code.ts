@@ -16,8 +16,21 @@ export interface Result {
   jpeg?: string;
   svg?: string;
   json?: string;
-  /** the MIME types it carries */
+  /**
+   * A matplotlib figure described as data (E2B's chart shape: its type, title, axis labels
+   * and elements), when the cell displayed one; its picture is in `png` too.
+   */
+  chart?: Chart;
+  /** the MIME types it carries, and "chart" when it has one */
   formats: string[];
+}
+
+/** E2B's chart: `type` is "line", "scatter", "bar", "pie", "box_and_whisker", "superchart" or "unknown". */
+export interface Chart {
+  type: string;
+  title: string | null;
+  elements: any[];
+  [field: string]: unknown;
 }
 
 export interface ExecutionError {
@@ -67,6 +80,10 @@ function result(ev: any): Result {
   for (const [mime, key] of Object.entries(SHORT)) {
     const v = data[mime];
     if (v !== undefined) (r as any)[key] = typeof v === "string" ? v : JSON.stringify(v);
+  }
+  if (ev.chart && typeof ev.chart === "object") {
+    r.chart = ev.chart as Chart;
+    r.formats.push("chart");
   }
   return r;
 }

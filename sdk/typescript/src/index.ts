@@ -21,7 +21,7 @@ export type { Command, ProcessEvent, StartOptions, StreamCallbacks } from "./pro
 export { Pty, PtyProcess, type PtyOptions } from "./pty.js";
 export { Approval, Approvals, type ApprovalCallback, type Decision } from "./approvals.js";
 export { CodeInterpreter } from "./code.js";
-export type { CodeContext, Execution, ExecutionError, Result, RunCodeOptions } from "./code.js";
+export type { Chart, CodeContext, Execution, ExecutionError, Result, RunCodeOptions } from "./code.js";
 export { Sandbox } from "./sandbox.js";
 export type { ConnectOptions, CreateOptions, ExecOptions, NetworkSpec, SecretSpec, Volume } from "./sandbox.js";
 export { Snapshots, Templates, Volumes, type BuildFailedError } from "./resources.js";

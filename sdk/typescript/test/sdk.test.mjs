@@ -329,6 +329,13 @@ describe("against cordond", { skip }, () => {
       assert.equal(err.error.name, "ZeroDivisionError");
       const fig = await sbx.runCode("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()");
       assert.ok(fig.results.some((r) => r.png && r.formats.includes("image/png")), JSON.stringify(fig.results.map((r) => r.formats)));
+      // the figure described as data (a store built from an older recipe has no charts)
+      const charted = fig.results.find((r) => r.chart);
+      if (charted) {
+        assert.equal(charted.chart.type, "line");
+        assert.ok(charted.formats.includes("chart"));
+        assert.deepEqual(charted.chart.elements[0].points.map((p) => p[1]), [1, 2, 3]);
+      }
       assert.ok((await sbx.code.listContexts()).some((c) => c.id === ctx.id));
       assert.equal((await sbx.code.restartContext(ctx)).id, ctx.id);
       await sbx.code.removeContext(ctx);
