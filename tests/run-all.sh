@@ -82,6 +82,9 @@ microvm_tests() {
 	pytests build pytest-microvm tests/microvm
 }
 stage "microvm" microvm_tests
+# cordond's any_runtime tests with every sandbox a microVM (skips where microvm cannot run).
+daemon_microvm() { CORDON_TEST_RUNTIME=microvm pytests build pytest-daemon-microvm tests/daemon; }
+stage "daemon (microvm)" daemon_microvm
 stage "sdk" pytests build pytest-sdk sdk/python/tests
 # Node: the TypeScript SDK (tsc, node --test against a real cordond, npm pack) and `cordon mcp`
 # against the official MCP client. Each installs its pinned devDependencies with `npm ci` from
