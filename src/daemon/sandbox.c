@@ -146,7 +146,7 @@ void sbx_unlisten(struct sbx *s, struct audit_listener *l)
 }
 
 /* Channel ids are never reused in a sandbox's life: a late frame for a closed channel is a
- * protocol error, never another owner's. */
+ * protocol error (but its ERROR: on_frame()), never another owner's. */
 void sbx_chan_add(struct sbx *s, struct chan *ch, const struct chan_ops *ops)
 {
 	*ch = (struct chan){.id = s->next_chan++, .ops = ops, .next = s->chans};
@@ -458,6 +458,11 @@ static int on_frame(struct sbx *s, const struct frame *f)
 	if (s->state == SBX_CREATING)
 		return -EPROTO;
 	struct chan *ch = chan_find(s, f->channel);
+	/* The ERROR of a request that crossed its channel's end (a client's stdin close or
+	 * signal sent as the process exited: the agent answers ESRCH once it reaped it) comes
+	 * after the channel is gone; ids are never reused, so it is nobody's. */
+	if (!ch && f->type == FRAME_ERROR && f->channel < s->next_chan)
+		return 0;
 	return ch ? ch->ops->frame(ch, f) : -EPROTO; /* an answer nobody asked for */
 }
 
