@@ -211,6 +211,12 @@ struct event *loop_event_new(int fd, short what, event_callback_fn cb, void *arg
 struct event *loop_event_free(struct event *ev);
 struct bufferevent *loop_bev_new(int fd, int options);
 struct bufferevent *loop_bev_free(struct bufferevent *bev);
+/* teardown.c: cordon_sandbox_free() of a reaped sandbox on a thread of its own (its
+ * unmounts and rmdirs cost milliseconds); @done(@arg) runs on the loop once @rt is freed.
+ * 0: @rt is taken; -errno: nothing was done, the caller frees @rt itself. */
+int teardown_start(void);
+int teardown_free(struct cordon_sandbox *rt, void (*done)(void *arg), void *arg);
+size_t teardown_pending(void); /* handed to the thread, not back yet */
 /* One line (malloc'd, taken; NULL is ignored) to cordon-egress's control socket. */
 void egress_send_line(char *line);
 

@@ -127,7 +127,8 @@ static int setup(int argc, char **argv)
 	volumes_start();
 	code_start();
 	approvals_start();
-	if ((r = usage_start()) < 0 || (r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
+	if ((r = usage_start()) < 0 || (r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0 ||
+	    (r = teardown_start()) < 0)
 		return r;
 	pool_fill();
 	return 0;
