@@ -140,6 +140,35 @@ def pct(values, p):
     return v[k]
 
 
+def thread_cpu_ns(pid):
+    """{thread name: ns on a CPU} from /proc/PID/task/*/schedstat: the CPU a step costs,
+    which the other work on a shared machine moves far less than it moves wall time."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+        except OSError:
+            continue
+        out[name] = out.get(name, 0) + ns
+    return out
+
+
+def cpu_per_op(before, after, n):
+    """ms of CPU per operation of each thread between two thread_cpu_ns() readings."""
+    return {k: round((after.get(k, 0) - before.get(k, 0)) / n / 1e6, 3) for k in after}
+
+
+def native_true_ms():
+    """One start of /bin/true from here, as lean as Python can: posix_spawn (vfork) and wait."""
+    t0 = time.perf_counter()
+    pid = os.posix_spawn("/bin/true", ["true"], {})
+    os.waitpid(pid, 0)
+    return (time.perf_counter() - t0) * 1000
+
+
 def mem_available_kib():
     with open("/proc/meminfo") as f:
         for line in f:
@@ -182,9 +211,12 @@ class Daemon:
         self.proc = None
 
     def start(self):
+        """Starts cordond; sets self.started_ms, exec to the first /healthz answered (goal 6)."""
         with open(self.log, "wb") as log:
+            t0 = time.perf_counter()
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                          start_new_session=True)
+        self.t0 = t0
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -192,11 +224,16 @@ class Daemon:
             if os.path.exists(self.sock):
                 try:
                     if Client(self.sock).call("GET", "/healthz")[0] == 200:
+                        self.started_ms = (time.perf_counter() - t0) * 1000
                         return
                 except OSError:
                     pass
-            time.sleep(0.05)
+            time.sleep(0.001)
         raise RuntimeError(f"cordond did not answer /healthz: {self.tail()}")
+
+    def threads(self):
+        """CPU ns each of cordond's threads has run, by name (cordond, cordond-pool, ...)."""
+        return thread_cpu_ns(self.proc.pid)
 
     def tail(self):
         try:
@@ -222,7 +259,7 @@ class Daemon:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def wait_pool(client, size, timeout=15):
+def wait_pool(client, size, timeout=15, step=0.05):
     """Waits until the warm pool holds @size ready sandboxes (at most @timeout s)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -232,7 +269,7 @@ def wait_pool(client, size, timeout=15):
             return None
         if v >= size:
             return v
-        time.sleep(0.05)
+        time.sleep(step)
     v = pool_size(client)
     print(f"warning: warm pool at {v} of {size} after {timeout}s", file=sys.stderr)
     return v
@@ -246,12 +283,18 @@ def lifecycle(client):
     return (time.perf_counter() - t0) * 1000
 
 
-def bench_sequential(sock, n, pool):
-    c = Client(sock)
+def bench_sequential(d, n, pool):
+    """a.: wall per lifecycle, and the CPU each of cordond's threads spent per lifecycle
+    (the pool's refills counted once the pool is full again)."""
+    c = Client(d.sock)
     wait_pool(c, pool)
+    before = d.threads()
     times = [lifecycle(c) for _ in range(n)]
+    wait_pool(c, pool, step=0.005)
+    cpu = cpu_per_op(before, d.threads(), n)
     c.close()
-    return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n}
+    return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n,
+            "cpu_ms": cpu}
 
 
 def bench_concurrent(sock, n, threads, pool):
@@ -287,18 +330,43 @@ def bench_concurrent(sock, n, threads, pool):
             "p50_ms": round(pct(times, 50), 3), "threads": threads, "n": len(times)}, errors
 
 
-def bench_exec(sock, n):
-    c = Client(sock)
+def bench_exec(d, n):
+    """c.: exec `true` on one live sandbox, interleaved with starting /bin/true natively from
+    this process (goal 4 is the difference: what Cordon adds to the program's own start)."""
+    c = Client(d.sock)
     sid = c.create()
     c.exec_true(sid)  # warm
-    times = []
+    native_true_ms()
+    times, native = [], []
+    before = d.threads()
     for _ in range(n):
         t0 = time.perf_counter()
         c.exec_true(sid)
         times.append((time.perf_counter() - t0) * 1000)
+        native.append(native_true_ms())
+    cpu = cpu_per_op(before, d.threads(), n)
     c.destroy(sid)
     c.close()
-    return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n}
+    p50, n50 = pct(times, 50), pct(native, 50)
+    return {"p50_ms": round(p50, 3), "p99_ms": round(pct(times, 99), 3), "n": n,
+            "native_p50_ms": round(n50, 3), "native_p99_ms": round(pct(native, 99), 3),
+            "over_native_ms": round(p50 - n50, 3), "cpu_ms": cpu}
+
+
+def bench_startup(d, pool):
+    """Goal 6: cordond's start to its first answered request, and to a full pool, against
+    pool x (one build's CPU on the pool's thread) / cores."""
+    c = Client(d.sock)
+    full = wait_pool(c, pool, timeout=60, step=0.002)
+    full_ms = (time.perf_counter() - d.t0) * 1000
+    builder = d.threads().get("cordond-pool", 0) / 1e6
+    c.close()
+    one = builder / max(1, pool)
+    cores = os.cpu_count() or 1
+    return {"first_request_ms": round(d.started_ms, 3), "pool": pool,
+            "pool_full_ms": round(full_ms, 1) if full is not None else None,
+            "one_build_cpu_ms": round(one, 3),
+            "pool_target_ms": round(pool * one / cores, 1), "cores": cores}
 
 
 def bench_idle(sock, count, pool):
@@ -324,6 +392,73 @@ def bench_idle(sock, count, pool):
     per = (before - after) / 1024 / max(1, len(ids))
     return {"sandboxes": len(ids), "mib_per_sandbox": round(per, 3),
             "mem_available_before_kib": before, "mem_available_after_kib": after}
+
+
+# Issue 18's goals: (label, figure's path in the result, unit, "<=" or ">=", goal). A goal
+# given as a path is another figure of the same run (the pool's own target).
+TARGETS = (
+    ("a. lifecycle sequential p50", "lifecycle_seq.p50_ms", "ms", "<=", 2),
+    ("a. lifecycle sequential p99", "lifecycle_seq.p99_ms", "ms", "<=", 5),
+    ("a. loop thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond", "ms", None, None),
+    ("a. pool thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond-pool", "ms", None, None),
+    ("a. teardown thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond-teardn", "ms", None, None),
+    ("b. lifecycles/s (16 threads)", "lifecycle_concurrent.per_s", "/s", ">=", 500),
+    ("b. lifecycle concurrent p99", "lifecycle_concurrent.p99_ms", "ms", "<=", 50),
+    ("c. exec round trip p50", "exec.p50_ms", "ms", None, None),
+    ("c. /bin/true natively p50 (same run)", "exec.native_p50_ms", "ms", None, None),
+    ("c. exec over native, p50", "exec.over_native_ms", "ms", "<=", 0.3),
+    ("c. loop thread CPU per exec", "exec.cpu_ms.cordond", "ms", None, None),
+    ("d. memory per idle sandbox", "idle.mib_per_sandbox", "MiB", "<=", 0.5),
+    ("e. start to first answered request", "startup.first_request_ms", "ms", "<=", 50),
+    ("e. start to a full pool", "startup.pool_full_ms", "ms", "<=", "startup.pool_target_ms"),
+    ("e. pool thread CPU per build", "startup.one_build_cpu_ms", "ms", None, None),
+)
+
+
+def figure(result, path):
+    """The figure at dotted @path of @result, or None."""
+    v = result
+    for k in path.split("."):
+        v = v.get(k) if isinstance(v, dict) else None
+    return v if isinstance(v, (int, float)) else None
+
+
+def print_targets(result):
+    """Prints every figure with its goal; True when each goal with a figure is met."""
+    ok = True
+    for label, path, unit, op, goal in TARGETS:
+        v = figure(result, path)
+        if v is None:
+            continue
+        g = figure(result, goal) if isinstance(goal, str) else goal
+        if op is None or g is None:
+            print(f"{label:<42} {v:>10.3f} {unit}")
+            continue
+        met = v <= g if op == "<=" else v >= g
+        ok &= report(label, v, unit, f"{op} {g:g} {unit}", met)
+    return ok
+
+
+def check_thresholds(result, path, slack=1.5):
+    """The regression gate: each figure in @path's "bench_daemon" table against its
+    threshold; a "max" figure fails above max x @slack, a "min" one below min / @slack (50%
+    either way: loose for a noisy shared machine, a 2x regression still fails). Returns the
+    failures, printed."""
+    with open(path) as f:
+        table = json.load(f)["bench_daemon"]
+    failed = []
+    for key, lim in sorted(table.items()):
+        v = figure(result, key)
+        if v is None:
+            continue
+        if "max" in lim:
+            bad, bound = v > lim["max"] * slack, f"<= {lim['max'] * slack:g} (1.5 x {lim['max']:g})"
+        else:
+            bad, bound = v < lim["min"] / slack, f">= {lim['min'] / slack:g} ({lim['min']:g} / 1.5)"
+        print(f"threshold {key:<38} {v:>10.3f}  {bound:<26} {'REGRESSED' if bad else 'ok'}")
+        if bad:
+            failed.append(key)
+    return failed
 
 
 def report(label, value, unit, target, ok):
@@ -362,7 +497,7 @@ def run_lifecycles(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="20 iterations, 20 idle sandboxes")
+    ap.add_argument("--quick", action="store_true", help="50 iterations, 20 idle sandboxes, the gate")
     ap.add_argument("-n", type=int, default=None, help="iterations of a, b and c (default 500)")
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--idle", type=int, default=None, help="idle sandboxes for d (default 1000)")
@@ -370,8 +505,15 @@ def main():
     ap.add_argument("--cordond", default=os.path.join(BUILD, "cordond"))
     ap.add_argument("--lifecycles", type=int, default=None, metavar="N",
                     help="only b., with N lifecycles: rate and errors")
+    ap.add_argument("--thresholds", default=os.path.join(REPO, "bench", "thresholds.json"),
+                    help="the regression gate's figures (default bench/thresholds.json)")
+    ap.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
+                    help="fail (exit 1) when a figure regressed by more than 50%% against the "
+                         "thresholds (default: on with --quick, as CI runs it)")
     args = ap.parse_args()
-    n = args.n or (20 if args.quick else 500)
+    if args.check is None:
+        args.check = args.quick
+    n = args.n or (50 if args.quick else 500)
     idle = args.idle if args.idle is not None else (20 if args.quick else 1000)
 
     if os.geteuid() != 0:
@@ -394,9 +536,10 @@ def main():
     errors = []
     try:
         print(f"cordond {d.argv[0]} --pool {args.pool}; n={n} threads={args.threads} idle={idle}")
-        steps = (("lifecycle_seq", lambda: bench_sequential(d.sock, n, args.pool)),
+        steps = (("startup", lambda: bench_startup(d, args.pool)),
+                 ("lifecycle_seq", lambda: bench_sequential(d, n, args.pool)),
                  ("lifecycle_concurrent", lambda: bench_concurrent(d.sock, n, args.threads, args.pool)),
-                 ("exec", lambda: bench_exec(d.sock, n)),
+                 ("exec", lambda: bench_exec(d, n)),
                  ("idle", lambda: bench_idle(d.sock, idle, args.pool)))
         for name, fn in steps:
             try:
@@ -413,30 +556,16 @@ def main():
     finally:
         d.stop()
 
-    ok = True
-    r = result.get("lifecycle_seq")
-    if r:
-        ok &= report("a. lifecycle sequential p50", r["p50_ms"], "ms", "<= 5 ms", r["p50_ms"] <= 5)
-        ok &= report("a. lifecycle sequential p99", r["p99_ms"], "ms", "<= 20 ms", r["p99_ms"] <= 20)
-    r = result.get("lifecycle_concurrent")
-    if r:
-        ok &= report(f"b. lifecycles/s ({r['threads']} threads)", r["per_s"], "/s", ">= 200/s", r["per_s"] >= 200)
-        ok &= report("b. lifecycle concurrent p99", r["p99_ms"], "ms", "<= 100 ms", r["p99_ms"] <= 100)
-    r = result.get("exec")
-    if r:
-        ok &= report("c. exec round trip p50", r["p50_ms"], "ms", "<= 1 ms", r["p50_ms"] <= 1)
-        print(f"{'c. exec round trip p99':<42} {r['p99_ms']:>10.3f} ms")
-    r = result.get("idle")
-    if r:
-        ok &= report(f"d. memory per idle sandbox ({r['sandboxes']})", r["mib_per_sandbox"], "MiB",
-                     "<= 2 MiB", r["mib_per_sandbox"] <= 2)
+    ok = print_targets(result)
     for e in errors[:20]:
         print(f"error: {e}", file=sys.stderr)
     result["errors"] = len(errors)
     result["targets_met"] = bool(ok) and all(result.get(k) for k in
                                              ("lifecycle_seq", "lifecycle_concurrent", "exec", "idle"))
+    regressed = check_thresholds(result, args.thresholds) if args.check else []
+    result["regressions"] = regressed
     print(json.dumps(result, sort_keys=True))
-    return 1 if errors else 0
+    return 1 if errors or regressed else 0
 
 
 if __name__ == "__main__":

@@ -373,6 +373,7 @@ int pool_start(void)
 	int r = pthread_create(&t, NULL, creator_main, NULL);
 	if (r != 0)
 		return -r;
+	pthread_setname_np(t, "cordond-pool"); /* what top, perf and bench_daemon.py show */
 	pthread_detach(t);
 	templates_watch(pool_fill);
 	return 0;

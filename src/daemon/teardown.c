@@ -77,6 +77,7 @@ int teardown_start(void)
 	int r = pthread_create(&t, NULL, teardown_main, NULL);
 	if (r != 0)
 		return -r;
+	pthread_setname_np(t, "cordond-teardn");
 	pthread_detach(t);
 	return 0;
 }
