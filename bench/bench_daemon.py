@@ -275,12 +275,19 @@ def wait_pool(client, size, timeout=15, step=0.05):
     return v
 
 
-def lifecycle(client):
+def lifecycle(client, phases=None):
+    """One create -> exec `true` -> destroy: its wall ms; each call's own in @phases."""
     t0 = time.perf_counter()
     sid = client.create()
+    t1 = time.perf_counter()
     client.exec_true(sid)
+    t2 = time.perf_counter()
     client.destroy(sid)
-    return (time.perf_counter() - t0) * 1000
+    t3 = time.perf_counter()
+    if phases is not None:
+        for k, a, b in (("create", t0, t1), ("exec", t1, t2), ("destroy", t2, t3)):
+            phases.setdefault(k, []).append((b - a) * 1000)
+    return (t3 - t0) * 1000
 
 
 def bench_sequential(d, n, pool):
@@ -289,12 +296,13 @@ def bench_sequential(d, n, pool):
     c = Client(d.sock)
     wait_pool(c, pool)
     before = d.threads()
-    times = [lifecycle(c) for _ in range(n)]
+    phases = {}
+    times = [lifecycle(c, phases) for _ in range(n)]
     wait_pool(c, pool, step=0.005)
     cpu = cpu_per_op(before, d.threads(), n)
     c.close()
     return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n,
-            "cpu_ms": cpu}
+            "cpu_ms": cpu, "phase_p50_ms": {k: round(pct(v, 50), 3) for k, v in phases.items()}}
 
 
 def bench_concurrent(sock, n, threads, pool):
@@ -399,6 +407,9 @@ def bench_idle(sock, count, pool):
 TARGETS = (
     ("a. lifecycle sequential p50", "lifecycle_seq.p50_ms", "ms", "<=", 2),
     ("a. lifecycle sequential p99", "lifecycle_seq.p99_ms", "ms", "<=", 5),
+    ("a. of which create (claim) p50", "lifecycle_seq.phase_p50_ms.create", "ms", None, None),
+    ("a. of which exec p50", "lifecycle_seq.phase_p50_ms.exec", "ms", None, None),
+    ("a. of which destroy p50", "lifecycle_seq.phase_p50_ms.destroy", "ms", None, None),
     ("a. loop thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond", "ms", None, None),
     ("a. pool thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond-pool", "ms", None, None),
     ("a. teardown thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond-teardn", "ms", None, None),

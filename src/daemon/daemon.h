@@ -476,8 +476,7 @@ int usage_start(void);
 void volumes_start(void); /* its hooks, the sweep */
 
 /* network.c */
-int network_boot(void);  /* starts the egress proxy on a thread (the start's 3rd step) */
-int network_start(void); /* waits for it, then watches its control socket */
+int network_start(void);
 /* Validates @policy ("deny", "allow", "public") and @allow, then hands them to the proxy for
  * @s's address, with @extra's "approve" rules and "limits" (NULL: none), whose keys ("profile"
  * too) s->network shows; -EINVAL with @err naming the rule. */

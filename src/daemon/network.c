@@ -3,7 +3,6 @@
  * set at create and replaced live with PUT .../network, and every decision the proxy makes
  * written to the sandbox's audit log as net.decision. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,60 +129,28 @@ static void on_event_cb(struct bufferevent *bev, short what, void *arg)
 
 static const struct sbx_hooks network_hooks = {.down = network_forget};
 
-/* The proxy's start (nftables' table, its exec, its CA loaded or made, its ready line) takes
- * tens of milliseconds that need nothing else of ours: it runs on a thread of its own from
- * the start's second step, beside the state database and the recovery, and network_start()
- * waits for it. Nothing else runs then but the start's own steps, which clone nothing (the
- * pool's thread starts later), and the environment is set before the thread exists. */
-static struct {
-	pthread_t thread;
-	bool running;
-	char ca_dir[4200];
+int network_start(void)
+{
+	struct cordon_err err = {};
 	struct egressctl e;
-	struct cordon_err err;
-	int r;
-} boot;
-
-static void *boot_main(void *arg)
-{
-	(void)arg;
-	if (nft_setup(&boot.err) < 0 || egressctl_spawn_ca(&boot.e, boot.ca_dir, &boot.err) < 0)
-		boot.r = boot.err.code ? boot.err.code : -EIO;
-	return NULL;
-}
-
-int network_boot(void)
-{
+	sbx_hooks_add(&network_hooks);
 	if (geteuid() != 0)
 		return 0;
 	setenv("CORDON_EGRESS_LIMITS", D.cfg.egress_limits, 1); /* read by cordon-egress */
-	snprintf(boot.ca_dir, sizeof(boot.ca_dir), "%s/egress-ca", D.cfg.state_dir);
-	int r = pthread_create(&boot.thread, NULL, boot_main, NULL);
-	if (r != 0)
-		return -r;
-	boot.running = true;
-	return 0;
-}
-
-int network_start(void)
-{
-	sbx_hooks_add(&network_hooks);
-	if (!boot.running)
-		return 0;
-	pthread_join(boot.thread, NULL);
-	boot.running = false;
-	if (boot.r < 0) {
-		log_error("networking: %s", boot.err.msg);
-		return boot.r;
+	char ca_dir[4200];
+	snprintf(ca_dir, sizeof(ca_dir), "%s/egress-ca", D.cfg.state_dir);
+	if (nft_setup(&err) < 0 || egressctl_spawn_ca(&e, ca_dir, &err) < 0) {
+		log_error("networking: %s", err.msg);
+		return err.code ? err.code : -EIO;
 	}
 	/* The proxy made (or loaded) its CA before it was ready: sandboxes can trust it now. */
-	if (secrets_setup(boot.ca_dir) < 0)
-		log_warning("secrets: no trust bundle from %s/ca.crt; sandboxes cannot be given secrets", boot.ca_dir);
-	D.egress = loop_bev_new(boot.e.fd, BEV_OPT_CLOSE_ON_FREE);
+	if (secrets_setup(ca_dir) < 0)
+		log_warning("secrets: no trust bundle from %s/ca.crt; sandboxes cannot be given secrets", ca_dir);
+	D.egress = loop_bev_new(e.fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!D.egress)
 		return -ENOMEM;
-	D.egress_tcp_port = boot.e.tcp_port;
-	D.egress_dns_port = boot.e.dns_port;
+	D.egress_tcp_port = e.tcp_port;
+	D.egress_dns_port = e.dns_port;
 	bufferevent_setcb(D.egress, on_read, NULL, on_event_cb, NULL);
 	bufferevent_enable(D.egress, EV_READ | EV_WRITE);
 	return 0;
