@@ -145,11 +145,21 @@ static const struct setup_step {
 	const char *name;
 	int (*run)(void);
 } setup_table[] = {
-    {"state lock", state_lock},    {"directories", make_dirs},	 {"state.db", state_open},
-    {"api keys", keys_step},	   {"egress profiles", profiles_step}, {"recover", recover_step},
-    {"http", http_step},	   {"signals", signals_step},	 {"hooks", hooks_step},
-    {"usage", usage_start},	   {"task token", token_start},	 {"webhook", webhook_start},
-    {"network", network_start},	   {"pool", pool_start},		 {"teardown", teardown_start},
+    {"state lock", state_lock},
+    {"directories", make_dirs},
+    {"state.db", state_open},
+    {"api keys", keys_step},
+    {"egress profiles", profiles_step},
+    {"recover", recover_step},
+    {"http", http_step},
+    {"signals", signals_step},
+    {"hooks", hooks_step},
+    {"usage", usage_start},
+    {"task token", token_start},
+    {"webhook", webhook_start},
+    {"network", network_start},
+    {"pool", pool_start},
+    {"teardown", teardown_start},
     {"pool fill", fill_step},
 };
 

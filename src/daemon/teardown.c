@@ -99,7 +99,4 @@ int teardown_free(struct cordon_sandbox *rt, void (*done)(void *arg), void *arg)
 	return 0;
 }
 
-size_t teardown_pending(void)
-{
-	return pending;
-}
+size_t teardown_pending(void) { return pending; }
