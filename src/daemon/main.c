@@ -102,11 +102,16 @@ static int profiles_step(void)
 	return profiles_load(D.cfg.network_profiles);
 }
 
+static int loop_step(void)
+{
+	D.base = event_base_new();
+	return D.base ? 0 : -ENOMEM;
+}
+
 static int recover_step(void)
 {
 	daemon_recover();
-	D.base = event_base_new();
-	return D.base ? 0 : -ENOMEM;
+	return 0;
 }
 
 static int http_step(void)
@@ -147,6 +152,9 @@ static const struct setup_step {
 } setup_table[] = {
     {"state lock", state_lock},
     {"directories", make_dirs},
+    {"event loop", loop_step},
+    {"teardown", teardown_start},
+    {"egress start", network_boot}, /* on the teardown thread, until "network" */
     {"state.db", state_open},
     {"api keys", keys_step},
     {"egress profiles", profiles_step},
@@ -159,7 +167,6 @@ static const struct setup_step {
     {"webhook", webhook_start},
     {"network", network_start},
     {"pool", pool_start},
-    {"teardown", teardown_start},
     {"pool fill", fill_step},
 };
 

@@ -14,7 +14,11 @@
  * to any more: its events are freed first), the callback and its argument, and the thread
  * only frees the handle. The uid slot stays locked until the free releases it, so nothing
  * reuses a slot, cgroup or scratch name that is still being torn down. If the job cannot be
- * queued the loop frees it itself, as it always did. */
+ * queued the loop frees it itself, as it always did.
+ *
+ * The thread lives as long as cordond, which is why the start hands it the egress proxy's
+ * spawn too (network.c, teardown_call()): the proxy's parent-death signal follows the thread
+ * that forked it, and a thread that ended would take the proxy with it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -25,8 +29,9 @@
 #include "daemon/daemon.h"
 
 struct teardown_job {
-	struct cordon_sandbox *rt;
-	void (*done)(void *arg);
+	void (*work)(void *arg); /* on the thread */
+	void *work_arg;
+	void (*done)(void *arg); /* on the loop, after; NULL: nothing */
 	void *arg;
 };
 
@@ -44,8 +49,7 @@ static void *teardown_main(void *arg)
 			return NULL;
 		if (n != sizeof(j))
 			continue; /* EINTR */
-		cordon_sandbox_free(j->rt);
-		j->rt = NULL;
+		j->work(j->work_arg);
 		/* Blocking: the loop drains it, and a job is never lost. */
 		while (write(res[1], &j, sizeof(j)) < 0 && errno == EINTR)
 			;
@@ -58,7 +62,8 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 	(void)fd, (void)what, (void)arg;
 	while (read(res[0], &j, sizeof(j)) == sizeof(j)) {
 		pending--;
-		j->done(j->arg);
+		if (j->done)
+			j->done(j->arg);
 		free(j);
 	}
 }
@@ -82,14 +87,14 @@ int teardown_start(void)
 	return 0;
 }
 
-int teardown_free(struct cordon_sandbox *rt, void (*done)(void *arg), void *arg)
+int teardown_call(void (*work)(void *arg), void *work_arg, void (*done)(void *arg), void *arg)
 {
 	if (!done_ev)
 		return -ENOTCONN;
 	struct teardown_job *j = malloc(sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	*j = (struct teardown_job){rt, done, arg};
+	*j = (struct teardown_job){work, work_arg, done, arg};
 	if (write(req[1], &j, sizeof(j)) != sizeof(j)) {
 		int r = -errno;
 		free(j);
@@ -97,6 +102,16 @@ int teardown_free(struct cordon_sandbox *rt, void (*done)(void *arg), void *arg)
 	}
 	pending++;
 	return 0;
+}
+
+static void free_rt(void *rt)
+{
+	cordon_sandbox_free(rt);
+}
+
+int teardown_free(struct cordon_sandbox *rt, void (*done)(void *arg), void *arg)
+{
+	return teardown_call(free_rt, rt, done, arg);
 }
 
 size_t teardown_pending(void) { return pending; }
