@@ -362,7 +362,8 @@ int pool_start(void)
 	if (!creator_ev || event_add(creator_ev, NULL) < 0)
 		return -ENOMEM;
 	/* What the jail caches per process (the sealed cordon-init, the cgroup mode) is made
-	 * here, before a second thread exists. */
+	 * here, before the pool's thread exists; the teardown thread only frees sandboxes, each
+	 * handed to it (through a pipe) after the loop made it, so after this too. */
 	struct cordon_err err = {};
 	if (cordon_prepare(&err) < 0) {
 		log_error("%s", err.msg);
