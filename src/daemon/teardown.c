@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "daemon/daemon.h"
 
 struct teardown_job {
