@@ -4,7 +4,7 @@
 Usage (as root, from the repository root, after `ninja -C build`):
 
     /usr/bin/python3 bench/bench_daemon.py            # 500 iterations, 16 threads, 1000 idle
-    /usr/bin/python3 bench/bench_daemon.py --quick    # 20 iterations, 20 idle: a smoke test
+    /usr/bin/python3 bench/bench_daemon.py --quick    # 50 iterations, 20 idle: CI's gate
     /usr/bin/python3 bench/bench_daemon.py -n 2000 --threads 32 --idle 500 --pool 16
     /usr/bin/python3 bench/bench_daemon.py --cordond /path/to/cordond
     /usr/bin/python3 bench/bench_daemon.py --lifecycles 20000   # b. alone, at scale: errors
@@ -15,18 +15,23 @@ Standard library only. The script starts its own `cordond` (default `$CORDON_BUI
 measurements below and stops the daemon. Every client uses HTTP/1.1 keep-alive on its own
 connection, as an SDK would.
 
-What it measures (target from the issue in brackets):
+What it measures (issue 18's goals in brackets):
 
+e. **Start.** cordond's exec to its first answered `/healthz` [<= 50 ms], and to a full
+   pool [<= pool x (one build's CPU on the pool thread) / cores].
 a. **Lifecycle, sequential.** create -> exec `["true"]` -> destroy, N times (default 500),
-   wall time of each lifecycle: p50 and p99 ms [p50 <= 5 ms, p99 <= 20 ms].
+   wall time of each lifecycle: p50 and p99 ms [p50 <= 2 ms, p99 <= 5 ms], each call's own
+   p50, and the CPU each cordond thread (`cordond` the loop, `cordond-pool`,
+   `cordond-teardn`) spent per lifecycle, from /proc/PID/task/*/schedstat.
 b. **Lifecycle, concurrent.** The same with 16 client threads sharing N lifecycles:
    lifecycles per second over the whole run and p99 ms of one lifecycle
-   [>= 200 lifecycles/s with p99 <= 100 ms].
-c. **Exec round trip.** exec `["true"]` on one live sandbox, N times: p50 and p99 ms
-   [p50 <= 1 ms].
+   [>= 500 lifecycles/s with p99 <= 50 ms].
+c. **Exec round trip.** exec `["true"]` on one live sandbox, N times, interleaved with a
+   native start of /bin/true from the benchmark (posix_spawn and wait): both p50s and the
+   difference [<= 0.3 ms], and the loop's CPU per exec.
 d. **Idle sandboxes.** `MemAvailable` from /proc/meminfo before and after creating M idle
    sandboxes (default 1000) and letting them settle, divided by M: host memory per idle
-   sandbox, measured, not estimated [<= 2 MiB]. Other activity on the machine moves this
+   sandbox, measured, not estimated [<= 0.5 MiB]. Other activity on the machine moves this
    figure; run it on an idle host.
 
 `--lifecycles N` runs b. alone with N lifecycles (16 threads unless `--threads`) and reports
@@ -34,15 +39,17 @@ the rate and the number of errors, which must be 0 (issue 10: a stale event dest
 of sandboxes at 16-way); its JSON line is
 `{"bench": "cordond-lifecycles", "n": .., "threads": .., "per_s": .., "p99_ms": .., "errors": N}`.
 
-Each figure is printed with its target and `ok`/`MISS`; the last line of the output is one
-JSON object with every figure, for CI to keep:
+Each figure is printed with its goal and `ok`/`MISS`; the last line of the output is one
+JSON object with every figure, for CI to keep (`startup`, `lifecycle_seq`,
+`lifecycle_concurrent`, `exec`, `idle`, `targets_met`, `errors`, `regressions`).
 
-    {"bench": "cordond", "lifecycle_seq": {"p50_ms": .., "p99_ms": .., "n": ..},
-     "lifecycle_concurrent": {"per_s": .., "p99_ms": .., "threads": .., "n": ..},
-     "exec": {"p50_ms": .., "p99_ms": .., "n": ..},
-     "idle": {"sandboxes": .., "mib_per_sandbox": ..}, "targets_met": true|false, "errors": N}
+**The regression gate** (on with `--quick`, as CI runs it; `--check`/`--no-check`): each
+figure named in `bench/thresholds.json` (`--thresholds FILE`) is compared with its
+threshold and the run fails when it is more than 50% worse (above max x 1.5, below
+min / 1.5). Missed goals alone do not fail a run.
 
-Exit status: 0 when every run completed (targets missed or not), 1 on errors, 2 on setup.
+Exit status: 0 when every run completed (goals missed or not), 1 on errors or a regression
+past the gate, 2 on setup.
 """
 
 import argparse
@@ -140,6 +147,37 @@ def pct(values, p):
     return v[k]
 
 
+def thread_cpu_ns(pid):
+    """{thread name: ns on a CPU} from /proc/PID/task/*/schedstat: the CPU a step costs,
+    which the other work on a shared machine moves far less than it moves wall time."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+        except OSError:
+            continue
+        if str(pid) != tid and name == "cordond":
+            name = "cordond-other"  # a build whose threads have no names of their own
+        out[name] = out.get(name, 0) + ns
+    return out
+
+
+def cpu_per_op(before, after, n):
+    """ms of CPU per operation of each thread between two thread_cpu_ns() readings."""
+    return {k: round((after.get(k, 0) - before.get(k, 0)) / n / 1e6, 3) for k in after}
+
+
+def native_true_ms():
+    """One start of /bin/true from here, as lean as Python can: posix_spawn (vfork) and wait."""
+    t0 = time.perf_counter()
+    pid = os.posix_spawn("/bin/true", ["true"], {})
+    os.waitpid(pid, 0)
+    return (time.perf_counter() - t0) * 1000
+
+
 def mem_available_kib():
     with open("/proc/meminfo") as f:
         for line in f:
@@ -182,9 +220,12 @@ class Daemon:
         self.proc = None
 
     def start(self):
+        """Starts cordond; sets self.started_ms, exec to the first /healthz answered (goal 6)."""
         with open(self.log, "wb") as log:
+            t0 = time.perf_counter()
             self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                          start_new_session=True)
+        self.t0 = t0
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -192,11 +233,16 @@ class Daemon:
             if os.path.exists(self.sock):
                 try:
                     if Client(self.sock).call("GET", "/healthz")[0] == 200:
+                        self.started_ms = (time.perf_counter() - t0) * 1000
                         return
                 except OSError:
                     pass
-            time.sleep(0.05)
+            time.sleep(0.001)
         raise RuntimeError(f"cordond did not answer /healthz: {self.tail()}")
+
+    def threads(self):
+        """CPU ns each of cordond's threads has run, by name (cordond, cordond-pool, ...)."""
+        return thread_cpu_ns(self.proc.pid)
 
     def tail(self):
         try:
@@ -222,7 +268,7 @@ class Daemon:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def wait_pool(client, size, timeout=15):
+def wait_pool(client, size, timeout=15, step=0.05):
     """Waits until the warm pool holds @size ready sandboxes (at most @timeout s)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -232,26 +278,40 @@ def wait_pool(client, size, timeout=15):
             return None
         if v >= size:
             return v
-        time.sleep(0.05)
+        time.sleep(step)
     v = pool_size(client)
     print(f"warning: warm pool at {v} of {size} after {timeout}s", file=sys.stderr)
     return v
 
 
-def lifecycle(client):
+def lifecycle(client, phases=None):
+    """One create -> exec `true` -> destroy: its wall ms; each call's own in @phases."""
     t0 = time.perf_counter()
     sid = client.create()
+    t1 = time.perf_counter()
     client.exec_true(sid)
+    t2 = time.perf_counter()
     client.destroy(sid)
-    return (time.perf_counter() - t0) * 1000
+    t3 = time.perf_counter()
+    if phases is not None:
+        for k, a, b in (("create", t0, t1), ("exec", t1, t2), ("destroy", t2, t3)):
+            phases.setdefault(k, []).append((b - a) * 1000)
+    return (t3 - t0) * 1000
 
 
-def bench_sequential(sock, n, pool):
-    c = Client(sock)
+def bench_sequential(d, n, pool):
+    """a.: wall per lifecycle, and the CPU each of cordond's threads spent per lifecycle
+    (the pool's refills counted once the pool is full again)."""
+    c = Client(d.sock)
     wait_pool(c, pool)
-    times = [lifecycle(c) for _ in range(n)]
+    before = d.threads()
+    phases = {}
+    times = [lifecycle(c, phases) for _ in range(n)]
+    wait_pool(c, pool, step=0.005)
+    cpu = cpu_per_op(before, d.threads(), n)
     c.close()
-    return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n}
+    return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n,
+            "cpu_ms": cpu, "phase_p50_ms": {k: round(pct(v, 50), 3) for k, v in phases.items()}}
 
 
 def bench_concurrent(sock, n, threads, pool):
@@ -287,18 +347,44 @@ def bench_concurrent(sock, n, threads, pool):
             "p50_ms": round(pct(times, 50), 3), "threads": threads, "n": len(times)}, errors
 
 
-def bench_exec(sock, n):
-    c = Client(sock)
+def bench_exec(d, n):
+    """c.: exec `true` on one live sandbox, interleaved with starting /bin/true natively from
+    this process (goal 4 is the difference: what Cordon adds to the program's own start)."""
+    c = Client(d.sock)
     sid = c.create()
     c.exec_true(sid)  # warm
-    times = []
+    native_true_ms()
+    times, native = [], []
+    before = d.threads()
     for _ in range(n):
         t0 = time.perf_counter()
         c.exec_true(sid)
         times.append((time.perf_counter() - t0) * 1000)
+        native.append(native_true_ms())
+    cpu = cpu_per_op(before, d.threads(), n)
     c.destroy(sid)
     c.close()
-    return {"p50_ms": round(pct(times, 50), 3), "p99_ms": round(pct(times, 99), 3), "n": n}
+    p50, n50 = pct(times, 50), pct(native, 50)
+    return {"p50_ms": round(p50, 3), "p99_ms": round(pct(times, 99), 3), "n": n,
+            "native_p50_ms": round(n50, 3), "native_p99_ms": round(pct(native, 99), 3),
+            "over_native_ms": round(p50 - n50, 3), "cpu_ms": cpu}
+
+
+def bench_startup(d, pool):
+    """Goal 6: cordond's start to its first answered request, and to a full pool, against
+    pool x (one build's CPU on the pool's thread) / cores."""
+    c = Client(d.sock)
+    full = wait_pool(c, pool, timeout=60, step=0.005)
+    full_ms = (time.perf_counter() - d.t0) * 1000
+    th = d.threads()
+    builder = th.get("cordond-pool", th.get("cordond-other", 0)) / 1e6
+    c.close()
+    one = builder / max(1, pool)
+    cores = os.cpu_count() or 1
+    return {"first_request_ms": round(d.started_ms, 3), "pool": pool,
+            "pool_full_ms": round(full_ms, 1) if full is not None else None,
+            "one_build_cpu_ms": round(one, 3),
+            "pool_target_ms": round(pool * one / cores, 1), "cores": cores}
 
 
 def bench_idle(sock, count, pool):
@@ -324,6 +410,76 @@ def bench_idle(sock, count, pool):
     per = (before - after) / 1024 / max(1, len(ids))
     return {"sandboxes": len(ids), "mib_per_sandbox": round(per, 3),
             "mem_available_before_kib": before, "mem_available_after_kib": after}
+
+
+# Issue 18's goals: (label, figure's path in the result, unit, "<=" or ">=", goal). A goal
+# given as a path is another figure of the same run (the pool's own target).
+TARGETS = (
+    ("a. lifecycle sequential p50", "lifecycle_seq.p50_ms", "ms", "<=", 2),
+    ("a. lifecycle sequential p99", "lifecycle_seq.p99_ms", "ms", "<=", 5),
+    ("a. of which create (claim) p50", "lifecycle_seq.phase_p50_ms.create", "ms", None, None),
+    ("a. of which exec p50", "lifecycle_seq.phase_p50_ms.exec", "ms", None, None),
+    ("a. of which destroy p50", "lifecycle_seq.phase_p50_ms.destroy", "ms", None, None),
+    ("a. loop thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond", "ms", None, None),
+    ("a. pool thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond-pool", "ms", None, None),
+    ("a. teardown thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond-teardn", "ms", None, None),
+    ("b. lifecycles/s (16 threads)", "lifecycle_concurrent.per_s", "/s", ">=", 500),
+    ("b. lifecycle concurrent p99", "lifecycle_concurrent.p99_ms", "ms", "<=", 50),
+    ("c. exec round trip p50", "exec.p50_ms", "ms", None, None),
+    ("c. /bin/true natively p50 (same run)", "exec.native_p50_ms", "ms", None, None),
+    ("c. exec over native, p50", "exec.over_native_ms", "ms", "<=", 0.3),
+    ("c. loop thread CPU per exec", "exec.cpu_ms.cordond", "ms", None, None),
+    ("d. memory per idle sandbox", "idle.mib_per_sandbox", "MiB", "<=", 0.5),
+    ("e. start to first answered request", "startup.first_request_ms", "ms", "<=", 50),
+    ("e. start to a full pool", "startup.pool_full_ms", "ms", "<=", "startup.pool_target_ms"),
+    ("e. pool thread CPU per build", "startup.one_build_cpu_ms", "ms", None, None),
+)
+
+
+def figure(result, path):
+    """The figure at dotted @path of @result, or None."""
+    v = result
+    for k in path.split("."):
+        v = v.get(k) if isinstance(v, dict) else None
+    return v if isinstance(v, (int, float)) else None
+
+
+def print_targets(result):
+    """Prints every figure with its goal; True when each goal with a figure is met."""
+    ok = True
+    for label, path, unit, op, goal in TARGETS:
+        v = figure(result, path)
+        if v is None:
+            continue
+        g = figure(result, goal) if isinstance(goal, str) else goal
+        if op is None or g is None:
+            print(f"{label:<42} {v:>10.3f} {unit}")
+            continue
+        met = v <= g if op == "<=" else v >= g
+        ok &= report(label, v, unit, f"{op} {g:g} {unit}", met)
+    return ok
+
+
+def check_thresholds(result, path, slack=1.5):
+    """The regression gate: each figure in @path's "bench_daemon" table against its
+    threshold; a "max" figure fails above max x @slack, a "min" one below min / @slack (50%
+    either way: loose for a noisy shared machine, a 2x regression still fails). Returns the
+    failures, printed."""
+    with open(path) as f:
+        table = json.load(f)["bench_daemon"]
+    failed = []
+    for key, lim in sorted(table.items()):
+        v = figure(result, key)
+        if v is None:
+            continue
+        if "max" in lim:
+            bad, bound = v > lim["max"] * slack, f"<= {lim['max'] * slack:g} (1.5 x {lim['max']:g})"
+        else:
+            bad, bound = v < lim["min"] / slack, f">= {lim['min'] / slack:g} ({lim['min']:g} / 1.5)"
+        print(f"threshold {key:<38} {v:>10.3f}  {bound:<26} {'REGRESSED' if bad else 'ok'}")
+        if bad:
+            failed.append(key)
+    return failed
 
 
 def report(label, value, unit, target, ok):
@@ -362,7 +518,7 @@ def run_lifecycles(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="20 iterations, 20 idle sandboxes")
+    ap.add_argument("--quick", action="store_true", help="50 iterations, 20 idle sandboxes, the gate")
     ap.add_argument("-n", type=int, default=None, help="iterations of a, b and c (default 500)")
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--idle", type=int, default=None, help="idle sandboxes for d (default 1000)")
@@ -370,8 +526,15 @@ def main():
     ap.add_argument("--cordond", default=os.path.join(BUILD, "cordond"))
     ap.add_argument("--lifecycles", type=int, default=None, metavar="N",
                     help="only b., with N lifecycles: rate and errors")
+    ap.add_argument("--thresholds", default=os.path.join(REPO, "bench", "thresholds.json"),
+                    help="the regression gate's figures (default bench/thresholds.json)")
+    ap.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
+                    help="fail (exit 1) when a figure regressed by more than 50%% against the "
+                         "thresholds (default: on with --quick, as CI runs it)")
     args = ap.parse_args()
-    n = args.n or (20 if args.quick else 500)
+    if args.check is None:
+        args.check = args.quick
+    n = args.n or (50 if args.quick else 500)
     idle = args.idle if args.idle is not None else (20 if args.quick else 1000)
 
     if os.geteuid() != 0:
@@ -394,9 +557,10 @@ def main():
     errors = []
     try:
         print(f"cordond {d.argv[0]} --pool {args.pool}; n={n} threads={args.threads} idle={idle}")
-        steps = (("lifecycle_seq", lambda: bench_sequential(d.sock, n, args.pool)),
+        steps = (("startup", lambda: bench_startup(d, args.pool)),
+                 ("lifecycle_seq", lambda: bench_sequential(d, n, args.pool)),
                  ("lifecycle_concurrent", lambda: bench_concurrent(d.sock, n, args.threads, args.pool)),
-                 ("exec", lambda: bench_exec(d.sock, n)),
+                 ("exec", lambda: bench_exec(d, n)),
                  ("idle", lambda: bench_idle(d.sock, idle, args.pool)))
         for name, fn in steps:
             try:
@@ -413,30 +577,16 @@ def main():
     finally:
         d.stop()
 
-    ok = True
-    r = result.get("lifecycle_seq")
-    if r:
-        ok &= report("a. lifecycle sequential p50", r["p50_ms"], "ms", "<= 5 ms", r["p50_ms"] <= 5)
-        ok &= report("a. lifecycle sequential p99", r["p99_ms"], "ms", "<= 20 ms", r["p99_ms"] <= 20)
-    r = result.get("lifecycle_concurrent")
-    if r:
-        ok &= report(f"b. lifecycles/s ({r['threads']} threads)", r["per_s"], "/s", ">= 200/s", r["per_s"] >= 200)
-        ok &= report("b. lifecycle concurrent p99", r["p99_ms"], "ms", "<= 100 ms", r["p99_ms"] <= 100)
-    r = result.get("exec")
-    if r:
-        ok &= report("c. exec round trip p50", r["p50_ms"], "ms", "<= 1 ms", r["p50_ms"] <= 1)
-        print(f"{'c. exec round trip p99':<42} {r['p99_ms']:>10.3f} ms")
-    r = result.get("idle")
-    if r:
-        ok &= report(f"d. memory per idle sandbox ({r['sandboxes']})", r["mib_per_sandbox"], "MiB",
-                     "<= 2 MiB", r["mib_per_sandbox"] <= 2)
+    ok = print_targets(result)
     for e in errors[:20]:
         print(f"error: {e}", file=sys.stderr)
     result["errors"] = len(errors)
     result["targets_met"] = bool(ok) and all(result.get(k) for k in
                                              ("lifecycle_seq", "lifecycle_concurrent", "exec", "idle"))
+    regressed = check_thresholds(result, args.thresholds) if args.check else []
+    result["regressions"] = regressed
     print(json.dumps(result, sort_keys=True))
-    return 1 if errors else 0
+    return 1 if errors or regressed else 0
 
 
 if __name__ == "__main__":

@@ -165,15 +165,42 @@ static struct warm warm[1 + POOL_TEMPLATES] = {{.name = ""}}; /* [0]: always; it
 static size_t n_warm = 1;
 
 struct started {
+	char id[SBX_ID_LEN + 1];       /* the sandbox's, chosen on the loop */
 	char name[65];                 /* its warm entry's */
 	const char *runtime;           /* its warm entry's */
 	struct store_version *version; /* NULL for host; the sandbox's once adopted */
 	struct cordon_sandbox *rt;
+	struct audit_log *audit;       /* its log, made here, or NULL: the loop makes it */
 	struct cordon_err err;
 	bool warm_only;                /* the runtime's images of it made, no sandbox */
 };
 
 static void images_made(struct started *st);
+
+/* The audit log of @st's sandbox, made on this thread: creating a file and syncing its
+ * directory cost the loop a tenth of a lifecycle. NULL on failure: the first record makes
+ * it then (sandbox.c's audit_prepare), and a failure there refuses the request. */
+static void creator_audit(struct started *st)
+{
+	struct cordon_err err = {};
+	char file[SBX_ID_LEN + 8];
+	snprintf(file, sizeof(file), "%s.jsonl", st->id);
+	st->audit = audit_open(D.audit_dirfd, file, &err);
+}
+
+/* What a started sandbox that the loop does not adopt leaves: its empty log too. */
+static void started_free(struct started *st)
+{
+	char file[SBX_ID_LEN + 8];
+	if (st->audit) {
+		snprintf(file, sizeof(file), "%s.jsonl", st->id);
+		unlinkat(D.audit_dirfd, file, 0);
+		audit_free(st->audit);
+	}
+	cordon_sandbox_free(st->rt);
+	version_free(st->version);
+	free(st);
+}
 
 static int creator_req[2] = {-1, -1}, creator_res[2] = {-1, -1}, release_fd = -1;
 static size_t creator_pending;
@@ -192,16 +219,16 @@ static void creator_start(struct started *st)
 		(void)cordon_runtime_warm(&spec, &st->err);
 	else if (cordon_sandbox_start(&spec, &st->rt, &st->err) < 0)
 		st->rt = NULL;
-	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st)) {
-		cordon_sandbox_free(st->rt);
-		version_free(st->version);
-		free(st);
-	}
+	else
+		creator_audit(st);
+	if (write(creator_res[1], &st, sizeof(st)) != sizeof(st))
+		started_free(st);
 }
 
 /* The pool's thread: sandboxes to start, and the deletion of template versions that the
- * sandboxes' ends let go (store_release_step), off the loop. No other thread may exist:
- * glibc's set*id() in a jail child would wait for it. */
+ * sandboxes' ends let go (store_release_step), off the loop. Besides it there is only the
+ * teardown thread (teardown.c): a jail child cloned from this process calls the kernel's
+ * set*id(), never glibc's, which would wait for every thread glibc knows of. */
 static void *creator_main(void *arg)
 {
 	int timeout = -1;
@@ -318,15 +345,16 @@ static void on_started(evutil_socket_t fd, short what, void *arg)
 				log_error("warm pool: %s", st->err.msg[0] ? st->err.msg : "out of memory");
 				metric_inc(M_CREATE_FAILURES);
 			}
-			cordon_sandbox_free(st->rt);
-			version_free(st->version);
-		} else {
-			s->rt = st->rt;
-			s->runtime = cordon_sandbox_runtime(s->rt);
-			s->version = st->version;
-			snprintf(s->template_name, sizeof(s->template_name), "%s", st->name);
-			sbx_adopt(s);
+			started_free(st);
+			continue;
 		}
+		memcpy(s->id, st->id, sizeof(s->id));
+		s->rt = st->rt;
+		s->audit = st->audit;
+		s->runtime = cordon_sandbox_runtime(s->rt);
+		s->version = st->version;
+		snprintf(s->template_name, sizeof(s->template_name), "%s", st->name);
+		sbx_adopt(s);
 		free(st);
 	}
 	pool_fill();
@@ -343,7 +371,8 @@ int pool_start(void)
 	if (!creator_ev || event_add(creator_ev, NULL) < 0)
 		return -ENOMEM;
 	/* What the jail caches per process (the sealed cordon-init, the cgroup mode) is made
-	 * here, before a second thread exists. */
+	 * here, before the pool's thread exists; the teardown thread only frees sandboxes, each
+	 * handed to it (through a pipe) after the loop made it, so after this too. */
 	struct cordon_err err = {};
 	if (cordon_prepare(&err) < 0) {
 		log_error("%s", err.msg);
@@ -354,6 +383,7 @@ int pool_start(void)
 	int r = pthread_create(&t, NULL, creator_main, NULL);
 	if (r != 0)
 		return -r;
+	pthread_setname_np(t, "cordond-pool"); /* what top, perf and bench_daemon.py show */
 	pthread_detach(t);
 	templates_watch(pool_fill);
 	return 0;
@@ -445,6 +475,7 @@ static int pool_request(struct warm *w)
 	struct started *st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
+	make_id(st->id);
 	snprintf(st->name, sizeof(st->name), "%s", w->name);
 	st->runtime = w->runtime;
 	int r = 0;
@@ -874,10 +905,10 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 	return svc_sandbox_create_at(who, req, -1, NULL, rp, e);
 }
 
-/* True once every destroyed sandbox is reaped and no pooled one is on its way. */
+/* True once every destroyed sandbox is reaped and freed and no pooled one is on its way. */
 bool daemon_settled(void)
 {
-	return D.n_dying == 0 && creator_pending == 0;
+	return D.n_dying == 0 && creator_pending == 0 && teardown_pending() == 0;
 }
 
 

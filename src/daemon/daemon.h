@@ -213,6 +213,15 @@ struct event *loop_event_new(int fd, short what, event_callback_fn cb, void *arg
 struct event *loop_event_free(struct event *ev);
 struct bufferevent *loop_bev_new(int fd, int options);
 struct bufferevent *loop_bev_free(struct bufferevent *bev);
+/* teardown.c: cordon_sandbox_free() of a reaped sandbox on a thread of its own (its
+ * unmounts and rmdirs cost milliseconds); @done(@arg) runs on the loop once @rt is freed.
+ * 0: @rt is taken; -errno: nothing was done, the caller frees @rt itself. */
+int teardown_start(void);
+int teardown_free(struct cordon_sandbox *rt, void (*done)(void *arg), void *arg);
+/* Any blocking @work(@work_arg) on the same thread, in order with the frees; @done (may be
+ * NULL) as above. Same return. */
+int teardown_call(void (*work)(void *arg), void *work_arg, void (*done)(void *arg), void *arg);
+size_t teardown_pending(void); /* handed to the thread, not back yet */
 /* One line (malloc'd, taken; NULL is ignored) to cordon-egress's control socket. */
 void egress_send_line(char *line);
 
@@ -481,7 +490,8 @@ int usage_start(void);
 void volumes_start(void); /* its hooks, the sweep */
 
 /* network.c */
-int network_start(void);
+int network_boot(void);  /* the egress proxy started on the teardown thread (teardown.c) */
+int network_start(void); /* waits for it, then watches its control socket */
 /* Validates @policy ("deny", "allow", "public") and @allow, then hands them to the proxy for
  * @s's address, with @extra's "approve" rules and "limits" (NULL: none), whose keys ("profile"
  * too) s->network shows; -EINVAL with @err naming the rule. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/log.h"
@@ -91,6 +92,106 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static const struct surface *const surfaces[] = {&v1_surface, &e2b_surface,
 							&e2b_envd_surface, &e2b_code_surface};
 
+static int keys_step(void)
+{
+	return D.cfg.api_keys ? load_keys(D.cfg.api_keys) : 0;
+}
+
+static int profiles_step(void)
+{
+	return profiles_load(D.cfg.network_profiles);
+}
+
+static int loop_step(void)
+{
+	D.base = event_base_new();
+	return D.base ? 0 : -ENOMEM;
+}
+
+static int recover_step(void)
+{
+	daemon_recover();
+	return 0;
+}
+
+static int http_step(void)
+{
+	return http_start(surfaces, ELEMENTSOF(surfaces));
+}
+
+static int signals_step(void)
+{
+	int sigs[] = {SIGTERM, SIGINT};
+	for (int i = 0; i < 2; i++) {
+		D.sig_ev[i] = evsignal_new(D.base, sigs[i], on_signal, NULL);
+		if (!D.sig_ev[i] || event_add(D.sig_ev[i], NULL) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int hooks_step(void)
+{
+	volumes_start();
+	code_start();
+	approvals_start();
+	return 0;
+}
+
+static int fill_step(void)
+{
+	pool_fill();
+	return 0;
+}
+
+/* The start, in order; the first failure stops it. With CORDON_DEBUG_STEPS set each step's
+ * time goes to stderr (docs/ARCHITECTURE.md's figures of a start were taken so). */
+static const struct setup_step {
+	const char *name;
+	int (*run)(void);
+} setup_table[] = {
+    {"state lock", state_lock},
+    {"directories", make_dirs},
+    {"event loop", loop_step},
+    {"teardown", teardown_start},
+    {"egress start", network_boot}, /* on the teardown thread, until "network" */
+    {"state.db", state_open},
+    {"api keys", keys_step},
+    {"egress profiles", profiles_step},
+    {"recover", recover_step},
+    {"http", http_step},
+    {"signals", signals_step},
+    {"hooks", hooks_step},
+    {"usage", usage_start},
+    {"task token", token_start},
+    {"webhook", webhook_start},
+    {"network", network_start},
+    {"pool", pool_start},
+    {"pool fill", fill_step},
+};
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static int setup_steps(void)
+{
+	bool timed = getenv("CORDON_DEBUG_STEPS") != NULL;
+	for (size_t i = 0; i < ELEMENTSOF(setup_table); i++) {
+		uint64_t t0 = timed ? mono_us() : 0;
+		int r = setup_table[i].run();
+		if (timed)
+			fprintf(stderr, "cordond: step %-16s %8.3f ms\n", setup_table[i].name,
+				(double)(mono_us() - t0) / 1000);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int setup(int argc, char **argv)
 {
 	/* A request body or a control line may carry a secret's value: every JSON value is
@@ -110,27 +211,7 @@ static int setup(int argc, char **argv)
 	if (geteuid() != 0)
 		log_warning("not root: sandboxes get no cgroup limits and share one uid");
 	signal(SIGPIPE, SIG_IGN);
-	if ((r = state_lock()) < 0 || (r = make_dirs()) < 0 || (r = state_open()) < 0 || (D.cfg.api_keys && (r = load_keys(D.cfg.api_keys)) < 0) ||
-	    (r = profiles_load(D.cfg.network_profiles)) < 0)
-		return r;
-	daemon_recover();
-	D.base = event_base_new();
-	if (!D.base)
-		return -ENOMEM;
-	if ((r = http_start(surfaces, ELEMENTSOF(surfaces))) < 0)
-		return r;
-	int sigs[] = {SIGTERM, SIGINT};
-	for (int i = 0; i < 2; i++) {
-		D.sig_ev[i] = evsignal_new(D.base, sigs[i], on_signal, NULL);
-		event_add(D.sig_ev[i], NULL);
-	}
-	volumes_start();
-	code_start();
-	approvals_start();
-	if ((r = usage_start()) < 0 || (r = token_start()) < 0 || (r = webhook_start()) < 0 || (r = network_start()) < 0 || (r = pool_start()) < 0)
-		return r;
-	pool_fill();
-	return 0;
+	return setup_steps();
 }
 
 int main(int argc, char **argv)

@@ -3,6 +3,7 @@
  * set at create and replaced live with PUT .../network, and every decision the proxy makes
  * written to the sandbox's audit log as net.decision. */
 #include <errno.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,28 +130,64 @@ static void on_event_cb(struct bufferevent *bev, short what, void *arg)
 
 static const struct sbx_hooks network_hooks = {.down = network_forget};
 
-int network_start(void)
-{
-	struct cordon_err err = {};
+/* The proxy's start (nftables' table, its exec, its CA loaded or made, its ready line) takes
+ * tens of milliseconds that need nothing else of ours: it runs on the teardown thread from
+ * the start's fifth step, beside the state database and the recovery, and network_start()
+ * waits for it. Nothing clones then (the pool's thread starts later), and the environment is
+ * set before the job is queued and not changed after. */
+static struct {
+	bool queued;
+	sem_t ready;
+	char ca_dir[4200];
 	struct egressctl e;
-	sbx_hooks_add(&network_hooks);
+	struct cordon_err err;
+	int r;
+} boot;
+
+static void boot_work(void *arg)
+{
+	(void)arg;
+	if (nft_setup(&boot.err) < 0 || egressctl_spawn_ca(&boot.e, boot.ca_dir, &boot.err) < 0)
+		boot.r = boot.err.code ? boot.err.code : -EIO;
+	sem_post(&boot.ready);
+}
+
+int network_boot(void)
+{
 	if (geteuid() != 0)
 		return 0;
 	setenv("CORDON_EGRESS_LIMITS", D.cfg.egress_limits, 1); /* read by cordon-egress */
-	char ca_dir[4200];
-	snprintf(ca_dir, sizeof(ca_dir), "%s/egress-ca", D.cfg.state_dir);
-	if (nft_setup(&err) < 0 || egressctl_spawn_ca(&e, ca_dir, &err) < 0) {
-		log_error("networking: %s", err.msg);
-		return err.code ? err.code : -EIO;
+	snprintf(boot.ca_dir, sizeof(boot.ca_dir), "%s/egress-ca", D.cfg.state_dir);
+	if (sem_init(&boot.ready, 0, 0) < 0)
+		return -errno;
+	int r = teardown_call(boot_work, NULL, NULL, NULL);
+	if (r < 0)
+		return r;
+	boot.queued = true;
+	return 0;
+}
+
+int network_start(void)
+{
+	sbx_hooks_add(&network_hooks);
+	if (!boot.queued)
+		return 0;
+	while (sem_wait(&boot.ready) < 0 && errno == EINTR)
+		;
+	boot.queued = false;
+	if (boot.r < 0) {
+		log_error("networking: %s", boot.err.msg);
+		return boot.r;
 	}
 	/* The proxy made (or loaded) its CA before it was ready: sandboxes can trust it now. */
-	if (secrets_setup(ca_dir) < 0)
-		log_warning("secrets: no trust bundle from %s/ca.crt; sandboxes cannot be given secrets", ca_dir);
-	D.egress = loop_bev_new(e.fd, BEV_OPT_CLOSE_ON_FREE);
+	if (secrets_setup(boot.ca_dir) < 0)
+		log_warning("secrets: no trust bundle from %s/ca.crt; sandboxes cannot be given secrets",
+			    boot.ca_dir);
+	D.egress = loop_bev_new(boot.e.fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!D.egress)
 		return -ENOMEM;
-	D.egress_tcp_port = e.tcp_port;
-	D.egress_dns_port = e.dns_port;
+	D.egress_tcp_port = boot.e.tcp_port;
+	D.egress_dns_port = boot.e.dns_port;
 	bufferevent_setcb(D.egress, on_read, NULL, on_event_cb, NULL);
 	bufferevent_enable(D.egress, EV_READ | EV_WRITE);
 	return 0;

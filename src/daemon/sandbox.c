@@ -321,16 +321,10 @@ void version_free(struct store_version *v)
 	free(v);
 }
 
-/* PID 1 is gone: reap it, remove its cgroup and slot, free everything. */
-static void sbx_final(struct sbx *s)
+/* The runtime's part is gone (its cgroup, slot and mounts): what is left is ours. */
+static void sbx_finish(void *arg)
 {
-	/* The events first: the jail closes the fds they watch. */
-	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev,
-			       s->pause_ev};
-	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
-		loop_event_free(evs[i]);
-	cordon_sandbox_free(s->rt);
-	s->rt = NULL;
+	struct sbx *s = arg;
 	for (size_t i = 0; i < n_hooks; i++) /* what its mounts held can go */
 		if (hooks[i]->final)
 			hooks[i]->final(s);
@@ -349,6 +343,23 @@ static void sbx_final(struct sbx *s)
 		free(s->env[i]);
 	free(s->env);
 	free(s);
+}
+
+/* PID 1 is gone: reap it, remove its cgroup and slot (on the teardown thread), free
+ * everything. */
+static void sbx_final(struct sbx *s)
+{
+	/* The events first: the jail closes the fds they watch. */
+	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev,
+			       s->pause_ev};
+	for (size_t i = 0; i < ELEMENTSOF(evs); i++)
+		loop_event_free(evs[i]);
+	s->setup_ev = s->exit_ev = s->ttl_ev = s->hello_ev = s->ready_ev = s->pause_ev = NULL;
+	struct cordon_sandbox *rt = TAKE_PTR(s->rt);
+	if (rt && teardown_free(rt, sbx_finish, s) == 0)
+		return;
+	cordon_sandbox_free(rt);
+	sbx_finish(s);
 }
 
 static void on_exit_ev(evutil_socket_t fd, short what, void *arg)

@@ -19,13 +19,18 @@
  * cgroups as stale.) */
 #define SLOTS_DIR "/run/cordon/slots"
 
+/* Opened first, made only when missing: the sweep opens it once per cgroup it looks at
+ * (thousands on a busy host), and two mkdir() that fail with EEXIST were most of that. */
 static int open_slots_dir(void)
 {
+	int fd = open(SLOTS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0 || errno != ENOENT)
+		return fd < 0 ? -errno : fd;
 	if (mkdir("/run/cordon", 0755) < 0 && errno != EEXIST)
 		return -errno;
 	if (mkdir(SLOTS_DIR, 0700) < 0 && errno != EEXIST)
 		return -errno;
-	int fd = open(SLOTS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open(SLOTS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	return fd < 0 ? -errno : fd;
 }
 

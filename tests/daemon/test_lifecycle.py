@@ -346,6 +346,32 @@ def test_clean_stop_destroys_and_verifies(make_daemon):
         assert v.returncode == 0, f"{name}: {v.stdout}{v.stderr}"
 
 
+def test_stop_right_after_destroys_leaves_nothing(make_daemon):
+    """A destroyed sandbox's cgroups, disk and uid slot are freed on cordond's teardown thread
+    (teardown.c), after the DELETE has been answered: a stop that follows at once still waits
+    for every one of them (daemon_settled()), so nothing is left the moment cordond has exited
+    (no wait_until). Only the last free can race the exit, so a missing wait fails this
+    sometimes, not always: one run without it passed."""
+    d = make_daemon(pool=2, max_sandboxes=16, max_timeout=600)
+    c = d.client()
+    ids = [c.create()["id"] for _ in range(8)]
+    cgs, markers = [], []
+    for sid in ids:
+        marker, _, dirs = start_sleep(c, sid)
+        markers.append(marker)
+        cgs += dirs
+    locks = slot_lock_files(d, cgs)
+    assert locks, "no slot lock file found for the sandboxes' cgroups"
+    for sid in ids:
+        c.destroy(sid)
+    assert d.stop() == 0, f"cordond exit status on SIGTERM:\n{d.log_tail()}"
+    left = [x for x in cgs if os.path.exists(x)]
+    assert not left, f"cgroups left when cordond had exited: {left}"
+    assert not any(os.path.exists(x) for x in locks), locks
+    assert "not yet reaped" not in d.log_tail(), d.log_tail()
+    assert wait_until(lambda: not any(host_procs(m) for m in markers), 2)
+
+
 def test_config_file(tmp_path):
     """--config FILE: `key = value` lines named like the long flags; comments allowed."""
     d = Daemon(pool=0, max_sandboxes=2, max_timeout=50)
