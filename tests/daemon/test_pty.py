@@ -61,7 +61,13 @@ class Term:
             if m:
                 self.seen = start + m.end()  # the next expect looks past the match
                 return m
-            ev = self.s.next()
+            # the read's own deadline is what is left of ours: a pattern that never shows is
+            # this assertion with the output, not a socket timeout without it
+            self.s.conn.sock.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                ev = self.s.next()
+            except TimeoutError:
+                break
             if ev is None:
                 break
             if ev["type"] == "stdout":
@@ -73,6 +79,7 @@ class Term:
         raise AssertionError(f"{pattern!r} not seen; output: {self.out[start:][-2000:]!r}")
 
     def until_exit(self):
+        self.s.conn.sock.settimeout(20)
         while self.exit is None:
             ev = self.s.next()
             if ev is None:
