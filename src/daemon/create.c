@@ -173,6 +173,8 @@ struct started {
 	struct audit_log *audit;       /* its log, made here, or NULL: the loop makes it */
 	struct cordon_err err;
 	bool warm_only;                /* the runtime's images of it made, no sandbox */
+	uint64_t disk_bytes, memory_bytes; /* warm_only: the create's shape (0: the default) */
+	uint32_t cpus_milli;           /* (a microvm's template snapshot is of one shape) */
 };
 
 static void images_made(struct started *st);
@@ -215,6 +217,12 @@ static void creator_start(struct started *st)
 	spec.rootfs = st->version ? st->version->rootfs : NULL;
 	spec.runtime = st->runtime;
 	network_spec(&spec, st->runtime);
+	if (st->disk_bytes)
+		spec.disk_bytes = st->disk_bytes;
+	if (st->memory_bytes)
+		spec.memory_bytes = st->memory_bytes;
+	if (st->cpus_milli)
+		spec.cpus_milli = st->cpus_milli;
 	if (st->warm_only)
 		(void)cordon_runtime_warm(&spec, &st->err);
 	else if (cordon_sandbox_start(&spec, &st->rt, &st->err) < 0)
@@ -419,9 +427,9 @@ static bool making_find(const char *name, const char *runtime, size_t *ret)
 	return false;
 }
 
-/* The images of @name ("" for host) on @runtime asked of the creator thread, unless they are
- * being made already (or eight others are). */
-static void images_make(const char *name, const char *runtime)
+/* The images of @name ("" for host) on @runtime for a create of @shape asked of the creator
+ * thread, unless they are being made already (or eight others are). */
+static void images_make(const char *name, const char *runtime, const struct sbx_start *shape)
 {
 	size_t i;
 	struct cordon_err err = {};
@@ -437,6 +445,9 @@ static void images_make(const char *name, const char *runtime)
 	snprintf(st->name, sizeof(st->name), "%s", name);
 	st->runtime = runtime;
 	st->warm_only = true;
+	st->disk_bytes = shape->disk_bytes;
+	st->memory_bytes = shape->memory_bytes;
+	st->cpus_milli = shape->cpus_milli;
 	if (name[0] && ((st->version = malloc(sizeof(*st->version))) == NULL ||
 			store_version_open(name, st->version, &err) < 0)) {
 		free(st->version);
@@ -779,7 +790,7 @@ static struct sbx *sandbox_make(const struct api_create *req, const char *runtim
 		else if (from->fd >= 0 && err.code == -EINVAL) /* a request the snapshot cannot be */
 			svc_fail(e, API_ERR_INVALID_FIELD, "snapshot: %s", err.msg);
 		else if (err.code == -EINPROGRESS) { /* cached_only: made on the thread */
-			images_make(warm_name, runtime);
+			images_make(warm_name, runtime, &st);
 			svc_fail(e, API_ERR_UNAVAILABLE, "%s: it is being made now (minutes the "
 				 "first time); retry later", err.msg);
 		} else

@@ -295,7 +295,7 @@ static int microvm_start(struct cordon_sandbox *sb, const struct cordon_spec *sp
 		r = microvm_args_block(a.argv, a.envp, uid, &m->args, &m->args_len, err);
 	init_args_free(&a);
 	if (r == 0)
-		r = microvm_template_use(m, err);
+		r = microvm_template_use(m, spec, err);
 	return r < 0 ? r : boot(m, err); /* on failure runtime.c kills and frees */
 }
 
@@ -367,8 +367,6 @@ static int microvm_finish(struct cordon_sandbox *sb, struct cordon_err *err)
 	ssize_t n = recv(m->vm.restore ? m->ctl : m->chan, &c, 1, MSG_DONTWAIT);
 	if (n == 1 && c == (m->vm.restore ? VM_CONTROL_ACK : MICROVM_HELLO)) {
 		m->hello = true;
-		if (m->save_template)
-			microvm_template_save(m); /* a failure only means the next one boots too */
 		return 0;
 	}
 	if (n == 1)
@@ -528,8 +526,8 @@ static int microvm_available(struct cordon_err *err)
 	return microvm_probe(NULL, err);
 }
 
-/* The images a start of @spec needs, made now if they are not (a thread of the caller's
- * own: the host's erofs takes minutes). */
+/* The images a start of @spec needs and its template's memory snapshot, made now if they
+ * are not (a thread of the caller's own: the host's erofs takes minutes, a boot seconds). */
 static int microvm_warm(const struct cordon_spec *spec, struct cordon_err *err)
 {
 	const struct microvm_host *h;
@@ -537,7 +535,9 @@ static int microvm_warm(const struct cordon_spec *spec, struct cordon_err *err)
 	int r = microvm_probe(&h, err);
 	if (r == 0)
 		r = microvm_initrd(h, path, sizeof(path), err);
-	return r < 0 ? r : microvm_rootfs_image(spec->rootfs, true, path, sizeof(path), err);
+	if (r == 0)
+		r = microvm_rootfs_image(spec->rootfs, true, path, sizeof(path), err);
+	return r < 0 ? r : microvm_template_warm(spec, err);
 }
 
 static bool microvm_auto_ok(void)

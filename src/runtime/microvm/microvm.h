@@ -93,7 +93,6 @@ struct microvm {
 	uint64_t disk_bytes;
 	bool hello, made, retried;
 	bool qmp_ready; /* its greeting answered (qmp_capabilities) */
-	bool save_template; /* snapshot it into the cache at its hello (snap.c) */
 };
 
 /* Files of a memory snapshot, in its directory. */
@@ -117,11 +116,12 @@ int microvm_restore_prepare(struct microvm *m, int dirfd, struct cordon_err *err
 /* After QEMU started: the state in, the guest running again. */
 int microvm_restore_load(struct microvm *m, struct cordon_err *err);
 
-/* A restore from the template's snapshot in the cache when there is one (1: set up, boot()
- * restores), else 0 (it boots and microvm_template_save() runs at its hello); only with
- * CORDON_MICROVM_TEMPLATES=1 and in agent mode. */
-int microvm_template_use(struct microvm *m, struct cordon_err *err);
-void microvm_template_save(struct microvm *m);
+/* A restore from the template's snapshot in the cache (1: set up, boot() restores; made
+ * first if there is none, or -EINPROGRESS for a @spec->cached_only start), else 0 (it
+ * boots: a one-shot VM, CORDON_MICROVM_TEMPLATES=0, or the VM a snapshot is made of). */
+int microvm_template_use(struct microvm *m, const struct cordon_spec *spec, struct cordon_err *err);
+/* The template snapshot a start of @spec restores from, made now if it is not (a boot). */
+int microvm_template_warm(const struct cordon_spec *spec, struct cordon_err *err);
 /* cache.c: what the cache no longer needs, after @fresh (a path in it) was published;
  * @host: @fresh is the `host` template's image, which supersedes the host's others. */
 void microvm_cache_sweep(const char *fresh, bool host);

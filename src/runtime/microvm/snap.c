@@ -194,19 +194,22 @@ int microvm_restore_load(struct microvm *m, struct cordon_err *err)
 	return microvm_send_identity(m, err);
 }
 
-/* ---- every create a restore: a template's first VM snapshotted at its hello ----
+/* ---- every create a restore: a template's snapshot, made once off the loop ----
  *
- * With CORDON_MICROVM_TEMPLATES=1, an agent-mode VM whose template snapshot exists in the
- * cache is restored from it instead of booted; one whose snapshot does not exist boots and
- * is snapshotted into the cache once its guest has said hello (before any command of the
- * sandbox's ran: the snapshot holds a freshly booted template, no user data), then goes
- * on. The key is the machine (QEMU, kernel, initramfs, template image, cpus, memory), the
+ * By default (CORDON_MICROVM_TEMPLATES=0 turns it off) an agent-mode VM is restored from
+ * its template's snapshot in the cache, never booted. The snapshot is made by a VM of its
+ * own: booted to its guest's hello (a freshly booted template, nothing of any sandbox's),
+ * paused, snapshotted into a temporary directory that is renamed, then destroyed. That
+ * takes a boot, QMP calls and a copy, so only a caller that may wait makes it: the pool's
+ * creator thread (warm, or a pooled start), a CLI; a start on cordond's loop
+ * (spec->cached_only) that finds none fails with -EINPROGRESS and the creator makes it.
+ * The key is the machine (QEMU, kernel, initramfs, template image, cpus, memory), the
  * disk's size and cordon-init's command without the boot's time. */
 
 static bool templates_on(void)
 {
 	const char *e = getenv("CORDON_MICROVM_TEMPLATES");
-	return e && strcmp(e, "1") == 0;
+	return !e || strcmp(e, "0") != 0;
 }
 
 static void template_path(const struct microvm *m, char *buf, size_t size)
@@ -222,46 +225,82 @@ static void template_path(const struct microvm *m, char *buf, size_t size)
 	snprintf(buf, size, "%s/vm-template-%016llx", microvm_cache(), (unsigned long long)h);
 }
 
-int microvm_template_use(struct microvm *m, struct cordon_err *err)
+static const char *const snap_files[] = {MICROVM_SNAP_STATE, MICROVM_SNAP_MEM, MICROVM_SNAP_DISK,
+					 MICROVM_SNAP_MACHINE};
+
+/* @m, at its hello, snapshotted into @path: paused, a temporary directory, renamed. One
+ * made meanwhile by another process is as good. */
+static int template_save(struct microvm *m, const char *path, struct cordon_err *err)
+{
+	char tmp[PATH_MAX + 32];
+	struct cordon_snapshot_info info;
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid());
+	if (mkdir(tmp, 0700) < 0)
+		return cordon_err_set(err, -errno, "microvm: '%s'", tmp);
+	_cleanup_close_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	int r = fd < 0 ? cordon_err_set(err, -errno, "microvm: '%s'", tmp) : microvm_pause(&m->sb);
+	if (r == 0)
+		r = microvm_snapshot(&m->sb, fd, &info, err);
+	if (r == 0 && rename(tmp, path) == 0)
+		return 0;
+	if (r == 0 && errno != EEXIST && errno != ENOTEMPTY)
+		r = cordon_err_set(err, -errno, "microvm: publish '%s'", path);
+	microvm_snap_dir_remove(AT_FDCWD, tmp);
+	return r;
+}
+
+/* Set by the thread that boots the VM a template snapshot is made of: that VM boots. */
+static __thread bool making;
+
+/* The template snapshot of @spec's machine, made now if it is not (see above). */
+static int template_make(const struct cordon_spec *spec, struct cordon_err *err)
+{
+	struct cordon_spec s = *spec;
+	struct cordon_sandbox *sb;
+	char path[PATH_MAX];
+	s.runtime = "microvm";
+	s.argv = NULL;
+	s.timeout_ms = 0;
+	making = true;
+	int r = cordon_sandbox_create(&s, &sb, err);
+	making = false;
+	if (r == -EEXIST)
+		return 0;
+	if (r < 0)
+		return r;
+	template_path(microvm_of(sb), path, sizeof(path));
+	r = template_save(microvm_of(sb), path, err);
+	cordon_sandbox_free(sb);
+	return r;
+}
+
+int microvm_template_warm(const struct cordon_spec *spec, struct cordon_err *err)
+{
+	return templates_on() && !spec->argv ? template_make(spec, err) : 0;
+}
+
+int microvm_template_use(struct microvm *m, const struct cordon_spec *spec, struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	if (!templates_on() || m->vm.oneshot)
 		return 0;
 	template_path(m, path, sizeof(path));
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		m->save_template = true;
-		return 0;
-	}
+	if (making)
+		return fd >= 0 ? -EEXIST : 0;
+	if (fd < 0 && spec->cached_only)
+		return cordon_err_setf(err, -EINPROGRESS, "microvm: the template's memory snapshot");
+	int r = fd < 0 ? template_make(spec, err) : 0;
+	if (r == 0 && fd < 0 && (fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		r = cordon_err_set(err, -errno, "microvm: the template's snapshot '%s'", path);
+	if (r < 0)
+		return r;
 	(void)unlink(m->vm.scratch); /* the template's disk instead */
 	m->vm.restore = true;
-	int r = microvm_restore_prepare(m, fd, err);
+	r = microvm_restore_prepare(m, fd, err);
 	if (r == 0 && chown(m->vm.scratch, m->vm.uid, m->vm.uid) < 0)
 		r = cordon_err_set(err, -errno, "microvm: chown the scratch");
 	return r < 0 ? r : 1;
-}
-
-static const char *const snap_files[] = {MICROVM_SNAP_STATE, MICROVM_SNAP_MEM, MICROVM_SNAP_DISK,
-					 MICROVM_SNAP_MACHINE};
-
-void microvm_template_save(struct microvm *m)
-{
-	char path[PATH_MAX], tmp[PATH_MAX + 32];
-	struct cordon_snapshot_info info;
-	template_path(m, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid());
-	if (mkdir(tmp, 0700) < 0)
-		return;
-	_cleanup_close_ int fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	int r = fd < 0 ? -errno : microvm_pause(&m->sb);
-	if (r == 0) {
-		r = microvm_snapshot(&m->sb, fd, &info, NULL);
-		if (microvm_resume(&m->sb) < 0)
-			r = -EIO;
-	}
-	if (r == 0 && rename(tmp, path) == 0)
-		return;
-	microvm_snap_dir_remove(AT_FDCWD, tmp);
 }
 
 void microvm_snap_dir_remove(int dirfd, const char *name)
