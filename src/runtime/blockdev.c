@@ -24,10 +24,7 @@
 /* mke2fs by absolute path, with no environment of ours. No reserved blocks (all of the
  * image is its user's), inode tables left to the kernel (the image is sparse: they read as
  * zeroes already, and noinit_itable at mount keeps them so). A scratch has no journal (it dies
- * with its sandbox: nothing to recover); a volume has one. A scratch keeps small directories
- * and files in their inodes (inline_data): the ~16 directories a sandbox's start makes
- * allocate no block each, which was a third of the disk's CPU in a `cordon run`
- * (bench/RESULTS.md). */
+ * with its sandbox: nothing to recover); a volume has one. */
 int blockdev_mke2fs(const char *path, bool journal, const char *root_owner)
 {
 	static const char *const tools[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs"};
@@ -40,7 +37,7 @@ int blockdev_mke2fs(const char *path, bool journal, const char *root_owner)
 	char ext[96];
 	snprintf(ext, sizeof(ext), "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=%s", root_owner);
 	char *const argv[] = {"mke2fs", "-q", "-F", "-t", "ext4", "-b", "4096", "-m", "0",
-			      "-O", journal ? "^resize_inode" : "^has_journal,^resize_inode,inline_data",
+			      "-O", journal ? "^resize_inode" : "^has_journal,^resize_inode",
 			      "-E", ext, (char *)path, NULL};
 	char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 	posix_spawn_file_actions_t fa;

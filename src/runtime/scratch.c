@@ -30,9 +30,6 @@
 #include "runtime/prjquota.h"
 #include "runtime/scratch.h"
 
-/* 2: inline_data (blockdev_mke2fs()); "" was the first. */
-#define GOLDEN_FORMAT "v2-"
-
 /* 0: not probed, 1: works, -1: this host has none (logged once). */
 static int scratch_state;
 
@@ -73,13 +70,11 @@ static int scratch_dirfd(void)
 }
 
 /* The empty filesystem of @mb MiB, made once and shared by every sandbox of that size: made
- * under a temporary name and renamed, so that a reader never sees half of one. The name says
- * the format's version (GOLDEN_FORMAT), so that a change of blockdev_mke2fs()'s options is
- * not hidden by an image an older build made. */
+ * under a temporary name and renamed, so that a reader never sees half of one. */
 static int golden_open(int dirfd, uint64_t mb)
 {
 	char name[64], tmp[96], path[PATH_MAX];
-	snprintf(name, sizeof(name), "golden-%s%llum.img", GOLDEN_FORMAT, (unsigned long long)mb);
+	snprintf(name, sizeof(name), "golden-%llum.img", (unsigned long long)mb);
 	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd >= 0 || errno != ENOENT)
 		return fd < 0 ? -errno : fd;
