@@ -166,6 +166,7 @@ def test_512_mib_multipart_keeps_cordond_small(env):
         s.close()
     assert st == 200, body[:500]
     grew = (status_kib(env["p"].pid, "VmHWM") - before) >> 10
+    print(f"512 MiB multipart: cordond's peak RSS grew {grew} MiB")
     assert asan or grew < 64, f"cordond's RSS grew by {grew} MiB for a 512 MiB multipart upload"
     names = sorted(e["path"] for e in json.loads(body))
     assert names == ["/tmp/after", "/tmp/big"], body
@@ -219,6 +220,7 @@ def test_gzip_upload_decoded_in_pieces(env):
     assert st == 200, body[:500]
     grew = (status_kib(env["p"].pid, "VmHWM") - before) >> 10
     asan = b"__asan_init" in open(CORDOND, "rb").read()
+    print(f"256 MiB gzip'd: cordond's peak RSS grew {grew} MiB")
     assert asan or grew < 64, f"cordond's RSS grew by {grew} MiB for a 256 MiB gzip upload"
     out = sh(env, "sha256sum /tmp/unzipped | cut -d' ' -f1; stat -c %s /tmp/unzipped; rm /tmp/unzipped")
     got, n = out.split("\n")[:2]
