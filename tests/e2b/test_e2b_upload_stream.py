@@ -109,6 +109,22 @@ def response(s):
     return int(h.split()[1]), body
 
 
+def post(env, h, body):
+    """@h then @body on a new connection: the answer's status and body."""
+    s = connect(env)
+    try:
+        s.sendall(h + body)
+        return response(s)
+    finally:
+        s.close()
+
+
+def gzip_post(env, n, path):
+    z = gzip.compress(BLOCK * (n // len(BLOCK)), compresslevel=1)
+    return post(env, head(env, len(z), "application/octet-stream", "Content-Encoding: gzip\r\n",
+                          path=path), z)
+
+
 def hwm_reset(pid):
     with open(f"/proc/{pid}/clear_refs", "w") as f:
         f.write("5")
@@ -190,33 +206,17 @@ def test_client_leaving_mid_multipart_leaves_nothing(env):
 def test_spooled_multipart_without_its_end_is_400(env):
     """A spooled body (over 1 MiB) whose part never ends: 400, nothing written."""
     body = part_head("/tmp/unended") + BLOCK * 2
-    s = connect(env)
-    try:
-        s.sendall(head(env, len(body), f"multipart/form-data; boundary={BOUNDARY}") + body)
-        st, resp = response(s)
-    finally:
-        s.close()
+    st, resp = post(env, head(env, len(body), f"multipart/form-data; boundary={BOUNDARY}"), body)
     assert st == 400 and b"malformed" in resp, (st, resp[:300])
     assert sh(env, "test -e /tmp/unended && echo there || echo absent") == "absent\n"
-
-
-def gzip_of(n):
-    return gzip.compress(BLOCK * (n // len(BLOCK)), compresslevel=1)
 
 
 def test_gzip_upload_decoded_in_pieces(env):
     """A 256 MiB file sent gzip'd (a small body that inflates 100x): decoded into a file of
     the state directory, not memory; right bytes inside; nothing left after."""
     size = 256 << 20
-    z = gzip_of(size)
     before = hwm_reset(env["p"].pid)
-    s = connect(env)
-    try:
-        s.sendall(head(env, len(z), "application/octet-stream", "Content-Encoding: gzip\r\n",
-                       path="/tmp/unzipped") + z)
-        st, body = response(s)
-    finally:
-        s.close()
+    st, body = gzip_post(env, size, "/tmp/unzipped")
     assert st == 200, body[:500]
     grew = (status_kib(env["p"].pid, "VmHWM") - before) >> 10
     asan = b"__asan_init" in open(CORDOND, "rb").read()
@@ -229,14 +229,7 @@ def test_gzip_upload_decoded_in_pieces(env):
 
 
 def test_gzip_over_the_max_is_413(env):
-    z = gzip_of(800 << 20)  # past --max-upload 768M once decoded
-    s = connect(env)
-    try:
-        s.sendall(head(env, len(z), "application/octet-stream", "Content-Encoding: gzip\r\n",
-                       path="/tmp/bomb") + z)
-        st, body = response(s)
-    finally:
-        s.close()
+    st, body = gzip_post(env, 800 << 20, "/tmp/bomb")  # past --max-upload 768M once decoded
     assert st == 413 and b"max-upload" in body, (st, body[:300])
     assert no_spool_soon(env)
     assert sh(env, "test -e /tmp/bomb && echo there || echo absent") == "absent\n"
