@@ -233,3 +233,11 @@ def test_gzip_over_the_max_is_413(env):
     assert st == 413 and b"max-upload" in body, (st, body[:300])
     assert no_spool_soon(env)
     assert sh(env, "test -e /tmp/bomb && echo there || echo absent") == "absent\n"
+
+
+def test_multipart_over_the_max_is_413_at_its_head(env):
+    """A body announced past --max-upload is refused before a byte of it is read."""
+    t0 = time.monotonic()
+    st, body = post(env, head(env, 800 << 20, f"multipart/form-data; boundary={BOUNDARY}"), b"")
+    assert st == 413, (st, body[:300])
+    assert time.monotonic() - t0 < 5
