@@ -705,7 +705,7 @@ static const struct route envd_routes[] = {
 	{POST, FS "GetWatcherEvents", fs_watch_events},
 	{POST, FS "RemoveWatcher", fs_watch_remove},
 	{GET, "/files", files_get},
-	{POST, "/files", files_post, BODY_UPLOAD},
+	{POST, "/files", files_post, BODY_SPOOL},
 };
 
 const struct surface e2b_envd_surface = {

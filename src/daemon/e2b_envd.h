@@ -40,17 +40,19 @@ struct fsop {
 	enum fs_stage stage;
 	bool gzip;         /* GET: the client takes gzip */
 	/* POST /files: the files to write, one at a time */
-	bool multipart, single_done;
+	bool single_done;
 	bool retried;      /* the file's parent was made after a first write found none */
-	struct multipart_reader mr;
+	struct multipart_reader *mr;
 	char qpath[API_MAX_PATH + 1]; /* ?path=, "" if none */
-	const uint8_t *data;
-	size_t len;
-	uint8_t *inflated; /* a gzip body, decoded */
+	const uint8_t *data; /* the file's bytes in memory, or NULL: at off in body_fd */
+	int body_fd;         /* the gate's spool (not ours), or inflated_fd, or -1 */
+	uint64_t off, len;
+	int inflated_fd;     /* a gzip body, decoded into a file of the state directory */
 	json_t *written;   /* what an upload wrote; a listing's entries */
 	unsigned depth;    /* ListDir */
 };
 #define E2B_MAX_LIST 100000 /* entries of one ListDir, all pages */
+struct fsop *fsop_new(void); /* zeroed, no fds */
 void fsop_free(void *arg);
 /* A filesystem call's sandbox, message (in *@ret_m, the caller's) and op (cc->arg), the path
  * of @field (and @field2) resolved as envd resolves it; NULL with the error answered. */

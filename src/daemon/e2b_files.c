@@ -15,10 +15,20 @@
 #include "daemon/service.h"
 
 /* ---- what the calls of both files share (e2b_envd.h) ---- */
+struct fsop *fsop_new(void)
+{
+	struct fsop *op = calloc(1, sizeof(*op));
+	if (op)
+		op->body_fd = op->inflated_fd = -1;
+	return op;
+}
+
 void fsop_free(void *arg)
 {
 	struct fsop *op = arg;
-	free(op->inflated);
+	free(op->mr);
+	if (op->inflated_fd >= 0)
+		close(op->inflated_fd);
 	json_decref(op->written);
 	free(op);
 }
@@ -96,7 +106,7 @@ struct connect_call *fsop_begin(struct ctx *c, enum connect_mode mode, const str
 	const char *user;
 	struct sbx *s = envd_sbx(c, mode, NULL);
 	json_t *m = s ? envd_message(c, mode) : NULL;
-	struct fsop *op = m ? calloc(1, sizeof(*op)) : NULL;
+	struct fsop *op = m ? fsop_new() : NULL;
 	if (m && !op)
 		connect_refuse(c->req, mode, CONNECT_INTERNAL, 500, "out of memory");
 	int r = op ? envd_user(c, &user) : -1;

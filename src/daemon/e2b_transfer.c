@@ -3,9 +3,12 @@
  * filename its path), over the files service. Signed URLs (E2B's v1 signature: sha256 of
  * "path:operation:user:token[:expiry]") stand for the access token. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -82,7 +85,7 @@ static struct fsop *files_begin(struct ctx *c, bool (*signed_ok)(struct ctx *, c
 		connect_refuse(c->req, CONNECT_MODE_REST, 0, 400, "username: expected user or root");
 		return NULL;
 	}
-	struct fsop *op = calloc(1, sizeof(*op));
+	struct fsop *op = fsop_new();
 	if (!op) {
 		connect_refuse(c->req, CONNECT_MODE_REST, 0, 500, "out of memory");
 		return NULL;
@@ -185,18 +188,30 @@ void files_get(struct ctx *c)
 
 static void upload_next(struct connect_call *cc);
 
+/* The file's bytes for svc_file_put(): in memory, or a range of the spool. */
+static int put_file(struct connect_call *cc, struct sbx *s, struct svc_err *err)
+{
+	struct fsop *op = cc->arg;
+	struct svc_upload u = {.data = op->data, .fd = op->data ? -1 : op->body_fd, .off = op->off,
+			       .len = op->len};
+	return svc_file_put(s, op->path, &u, connect_reply(cc), err);
+}
+
 /* The next file of the upload into op->path, op->data; 0 when there is none left. */
 static int next_file(struct fsop *op, struct cordon_err *err)
 {
 	struct multipart_part part;
 	const char *target = op->qpath;
-	if (op->multipart) {
-		int r = multipart_next(&op->mr, &part);
+	if (op->mr) {
+		int r = multipart_next(op->mr, &part);
+		if (r == -EIO)
+			return cordon_err_setf(err, -EIO, "the upload's spool cannot be read");
 		if (r <= 0)
 			return r < 0 ? cordon_err_setf(err, -EINVAL, "the multipart body is malformed") : 0;
-		if (part.has_filename && part.filename[0] && !(op->qpath[0] && op->mr.parts == 1))
+		if (part.has_filename && part.filename[0] && !(op->qpath[0] && op->mr->parts == 1))
 			target = part.filename;
 		op->data = part.data;
+		op->off = part.off;
 		op->len = part.len;
 	} else if (op->single_done) {
 		return 0;
@@ -216,7 +231,7 @@ static void upload_json(struct connect_call *cc, int status, json_t *body)
 		return;
 	if (op->stage == FS_PARENT) {
 		op->stage = FS_PUT;
-		fsop_go_on(cc, svc_file_put(s, op->path, &(struct svc_upload){.data = op->data, .fd = -1, .len = op->len}, connect_reply(cc), &err), &err);
+		fsop_go_on(cc, put_file(cc, s, &err), &err);
 		return;
 	}
 	const char *name = strrchr(op->path, '/');
@@ -267,41 +282,73 @@ static void upload_next(struct connect_call *cc)
 		return;
 	op->stage = FS_PUT;
 	op->retried = false;
-	fsop_go_on(cc, svc_file_put(s, op->path, &(struct svc_upload){.data = op->data, .fd = -1, .len = op->len}, connect_reply(cc), &err), &err);
+	fsop_go_on(cc, put_file(cc, s, &err), &err);
 }
 
-/* A gzip body decoded into op->inflated, at most --max-upload bytes. */
-static int gunzip(struct fsop *op, const void *in, size_t len, struct cordon_err *err)
+#define GUNZIP_CHUNK (64u << 10)
+
+/* Feeds @n bytes at @in to @z, the output appended to @fd (*@out bytes so far, at most @max):
+ * Z_STREAM_END at the end of the stream, Z_OK for more, else a failure (-EMSGSIZE past
+ * @max, -EIO for the file, a zlib error). */
+static int inflate_into(z_stream *z, const uint8_t *in, size_t n, int fd, uint64_t *out,
+			uint64_t max, uint8_t *buf)
 {
-	z_stream z = {.next_in = (uint8_t *)in, .avail_in = (uInt)len};
-	size_t cap = len * 4 + 4096, max = D.cfg.max_upload;
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	z->next_in = (uint8_t *)in;
+	z->avail_in = (uInt)n;
 	int r = Z_OK;
-	while (r == Z_OK) {
-		cap = cap > max + 1 ? max + 1 : cap;
-		uint8_t *b = realloc(op->inflated, cap);
-		if (!b)
-			break;
-		op->inflated = b;
-		z.next_out = b + z.total_out;
-		z.avail_out = (uInt)(cap - z.total_out);
-		r = inflate(&z, Z_NO_FLUSH);
-		if (r == Z_BUF_ERROR || (r == Z_OK && z.total_out > max))
-			break;
-		cap *= 2;
+	while (r == Z_OK && (z->avail_in > 0 || z->avail_out == 0)) {
+		z->next_out = buf;
+		z->avail_out = GUNZIP_CHUNK;
+		r = inflate(z, Z_NO_FLUSH);
+		size_t got = GUNZIP_CHUNK - z->avail_out;
+		if (r == Z_BUF_ERROR && got == 0 && z->avail_in == 0)
+			return Z_OK; /* wants more input */
+		if (*out + got > max)
+			return -EMSGSIZE;
+		if (got && pwrite(fd, buf, got, (off_t)*out) != (ssize_t)got)
+			return -EIO;
+		*out += got;
 	}
-	op->len = z.total_out;
-	inflateEnd(&z);
-	op->data = op->inflated;
-	if (r != Z_STREAM_END)
-		return cordon_err_setf(err, op->len > max ? -EMSGSIZE : -EINVAL,
-				       op->len > max ? "the decoded body is over --max-upload"
-						     : "the gzip body is malformed");
-	return 0;
+	return r;
 }
 
-/* What the body holds: multipart parts, or (octet-stream, maybe gzip) one file at ?path=. */
+/* The gzip body (in memory, or @c's spool) decoded, 64 KiB at a time, into a file of the state
+ * directory (O_TMPFILE: nothing stays if the daemon dies), at most --max-upload bytes: a small
+ * body that inflates a thousandfold costs disk, bounded, not memory. */
+static int gunzip(struct ctx *c, struct fsop *op, struct cordon_err *err)
+{
+	_cleanup_free_ uint8_t *buf = malloc(2 * GUNZIP_CHUNK);
+	z_stream z = {};
+	if (!buf || inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+		return cordon_err_setf(err, -ENOMEM, "out of memory");
+	op->inflated_fd = open(D.cfg.state_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int r = op->inflated_fd < 0 ? -EIO : Z_OK;
+	uint64_t out = 0;
+	if (c->body_fd < 0 && r == Z_OK)
+		r = inflate_into(&z, (const uint8_t *)c->body, c->body_len, op->inflated_fd, &out,
+				 D.cfg.max_upload, buf);
+	for (uint64_t off = 0; c->body_fd >= 0 && r == Z_OK && off < c->body_len;) {
+		ssize_t n = pread(c->body_fd, buf + GUNZIP_CHUNK, GUNZIP_CHUNK, (off_t)off);
+		r = n <= 0 ? -EIO : inflate_into(&z, buf + GUNZIP_CHUNK, (size_t)n, op->inflated_fd, &out,
+						 D.cfg.max_upload, buf);
+		off += n > 0 ? (uint64_t)n : 0;
+	}
+	inflateEnd(&z);
+	op->body_fd = op->inflated_fd;
+	op->data = NULL;
+	op->off = 0;
+	op->len = out;
+	if (r == Z_STREAM_END)
+		return 0;
+	if (r == -EMSGSIZE)
+		return cordon_err_setf(err, -EMSGSIZE, "the decoded body is over --max-upload");
+	if (r == -EIO)
+		return cordon_err_setf(err, -EIO, "the decoded body cannot be written: %s", strerror(errno));
+	return cordon_err_setf(err, -EINVAL, "the gzip body is malformed");
+}
+
+/* What the body holds: multipart parts, or (octet-stream, maybe gzip) one file at ?path=. A
+ * large body is the gate's spool (c->body_fd), read in pieces, never whole in memory. */
 static int upload_body(struct ctx *c, struct fsop *op, struct cordon_err *err)
 {
 	char boundary[MULTIPART_MAX_BOUNDARY + 1];
@@ -311,17 +358,23 @@ static int upload_body(struct ctx *c, struct fsop *op, struct cordon_err *err)
 	if (ct && strncasecmp(ct, "multipart/", 10) == 0) {
 		if (multipart_boundary(ct, boundary) < 0)
 			return cordon_err_setf(err, -EINVAL, "Content-Type: no valid boundary");
-		multipart_init(&op->mr, boundary, c->body, c->body_len);
-		op->multipart = true;
+		if (!(op->mr = malloc(sizeof(*op->mr))))
+			return cordon_err_setf(err, -ENOMEM, "out of memory");
+		if (c->body_fd >= 0)
+			multipart_init_fd(op->mr, boundary, c->body_fd, c->body_len);
+		else
+			multipart_init(op->mr, boundary, c->body, c->body_len);
+		op->body_fd = c->body_fd;
 		return 0;
 	}
 	if (!op->qpath[0])
 		return cordon_err_setf(err, -EINVAL, "path: required for an octet-stream upload");
 	if (ce && strcasecmp(ce, "gzip") == 0)
-		return gunzip(op, c->body, c->body_len, err);
+		return gunzip(c, op, err);
 	if (ce && strcasecmp(ce, "identity") != 0)
 		return cordon_err_setf(err, -EINVAL, "Content-Encoding: gzip or none");
-	op->data = (const uint8_t *)c->body;
+	op->body_fd = c->body_fd;
+	op->data = c->body_fd < 0 ? (const uint8_t *)c->body : NULL;
 	op->len = c->body_len;
 	return 0;
 }

@@ -55,6 +55,7 @@ struct fileop {
 	int in_fd;		/* F_PUT, F_ARCHIVE_PUT: the spooled upload (a dup), or -1 */
 	uint8_t *in_buf;	/* a chunk of it, read for the frame that sends it */
 	uint64_t in_off;	/* F_PUT: how much of it went */
+	uint64_t in_base;	/* where in in_fd the upload begins (a multipart part) */
 	struct event *watchdog;
 	struct fileop *next;
 };
@@ -429,7 +430,7 @@ static int archive_next(struct fileop *op)
 	size_t left = op->rep && !op->failed ? op->body_len - op->body_off : 0;
 	size_t n = left < FRAME_MAX_DATA ? left : FRAME_MAX_DATA;
 	const uint8_t *data = op->in_fd >= 0 ? op->in_buf : op->body + op->body_off;
-	if (n && op->in_fd >= 0 && pread(op->in_fd, op->in_buf, n, (off_t)op->body_off) != (ssize_t)n)
+	if (n && op->in_fd >= 0 && pread(op->in_fd, op->in_buf, n, (off_t)(op->in_base + op->body_off)) != (ssize_t)n)
 		return -EIO;
 	struct frame_file m = {.path = op->path, .user = FRAME_USER_USER,
 			       .data = data, .data_len = (uint32_t)n,
@@ -448,7 +449,7 @@ static int put_next(struct fileop *op, uint64_t len)
 {
 	uint64_t left = len - op->in_off;
 	size_t n = left < FRAME_MAX_DATA ? (size_t)left : FRAME_MAX_DATA;
-	if (pread(op->in_fd, op->in_buf, n, (off_t)op->in_off) != (ssize_t)n)
+	if (pread(op->in_fd, op->in_buf, n, (off_t)(op->in_base + op->in_off)) != (ssize_t)n)
 		return -EIO;
 	struct frame_file m = {.path = op->path, .user = FRAME_USER_USER, .mode = 0644,
 			       .offset = op->in_off, .data = op->in_buf, .data_len = (uint32_t)n,
@@ -658,6 +659,7 @@ static int op_spool(struct fileop *op, const struct svc_upload *u, struct svc_er
 	op->in_fd = fcntl(u->fd, F_DUPFD_CLOEXEC, 3);
 	op->in_buf = op->in_fd >= 0 ? malloc(FRAME_MAX_DATA) : NULL;
 	op->body_len = (size_t)u->len;
+	op->in_base = u->off;
 	if (op->in_buf)
 		return 0;
 	op->rep = NULL; /* the caller's again, to render @err */

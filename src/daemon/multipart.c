@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "daemon/multipart.h"
 
@@ -37,11 +38,68 @@ int multipart_boundary(const char *ct, char ret[MULTIPART_MAX_BOUNDARY + 1])
 	return 0;
 }
 
-void multipart_init(struct multipart_reader *r, const char *boundary, const void *body, size_t len)
+static void init(struct multipart_reader *r, const char *boundary)
 {
-	*r = (struct multipart_reader){.p = body, .len = len};
 	r->dlen = (size_t)snprintf(r->delim, sizeof(r->delim), "\r\n--%.*s",
 				   MULTIPART_MAX_BOUNDARY, boundary);
+}
+
+void multipart_init(struct multipart_reader *r, const char *boundary, const void *body, size_t len)
+{
+	r->p = body;
+	r->fd = -1;
+	r->len = len;
+	r->off = r->parts = 0;
+	r->started = r->done = false;
+	init(r, boundary);
+}
+
+void multipart_init_fd(struct multipart_reader *r, const char *boundary, int fd, uint64_t len)
+{
+	multipart_init(r, boundary, NULL, 0);
+	r->fd = fd;
+	r->len = len;
+}
+
+/* Up to @max bytes of the body at @off in *@ret (into the body, or the window): how many,
+ * 0 at its end, -EIO when the file cannot be read. */
+static ssize_t view(struct multipart_reader *r, uint64_t off, uint64_t max, const uint8_t **ret)
+{
+	uint64_t n = off < r->len ? r->len - off : 0;
+	n = n < max ? n : max;
+	if (r->p) {
+		*ret = r->p + off;
+		return (ssize_t)n;
+	}
+	n = n < MULTIPART_WINDOW ? n : MULTIPART_WINDOW;
+	*ret = r->win;
+	for (size_t got = 0; got < n;) {
+		ssize_t k = pread(r->fd, r->win + got, (size_t)n - got, (off_t)(off + got));
+		if (k <= 0)
+			return k < 0 && errno == EINTR ? 0 : -EIO;
+		got += (size_t)k;
+	}
+	return (ssize_t)n;
+}
+
+/* The offset of the first delimiter at or after @from, window by window (a delimiter across
+ * two windows is found: each next window starts dlen - 1 bytes before the last one ended);
+ * -EBADMSG if there is none, -EIO. */
+static int64_t find_delim(struct multipart_reader *r, uint64_t from)
+{
+	while (from + r->dlen <= r->len) {
+		const uint8_t *b;
+		ssize_t n = view(r, from, r->len - from, &b);
+		if (n < 0)
+			return n;
+		const uint8_t *d = memmem(b, (size_t)n, r->delim, r->dlen);
+		if (d)
+			return (int64_t)(from + (uint64_t)(d - b));
+		if ((size_t)n < r->dlen || from + (uint64_t)n >= r->len)
+			break;
+		from += (uint64_t)n - (r->dlen - 1);
+	}
+	return -EBADMSG;
 }
 
 /* The value of parameter @key in a Content-Disposition line [@v, @end), decoded into @out. */
@@ -99,28 +157,29 @@ static int part_head(const char *h, const char *end, struct multipart_part *ret)
 /* Past the first delimiter: the body may begin with it (no CRLF before) or a preamble. */
 static int skip_preamble(struct multipart_reader *r)
 {
-	const char *p = (const char *)r->p;
-	if (r->len >= r->dlen - 2 && memcmp(p, r->delim + 2, r->dlen - 2) == 0) {
+	const uint8_t *b;
+	ssize_t n = view(r, 0, r->dlen - 2, &b);
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n == r->dlen - 2 && memcmp(b, r->delim + 2, r->dlen - 2) == 0) {
 		r->off = r->dlen - 2;
 		return 0;
 	}
-	const char *d = memmem(p, r->len, r->delim, r->dlen);
-	if (!d)
-		return -EBADMSG;
-	r->off = (size_t)(d - p) + r->dlen;
+	int64_t d = find_delim(r, 0);
+	if (d < 0)
+		return (int)d;
+	r->off = (uint64_t)d + r->dlen;
 	return 0;
 }
 
-int multipart_next(struct multipart_reader *r, struct multipart_part *ret)
+/* The part whose delimiter ends at r->off: its headers into @ret, the offset of its data. */
+static int64_t part_start(struct multipart_reader *r, struct multipart_part *ret)
 {
-	if (r->done)
-		return 0;
-	if (!r->started) {
-		if (skip_preamble(r) < 0)
-			return -EBADMSG;
-		r->started = true;
-	}
-	const char *p = (const char *)r->p + r->off, *end = (const char *)r->p + r->len;
+	const uint8_t *b;
+	ssize_t n = view(r, r->off, MULTIPART_WINDOW, &b);
+	if (n < 0)
+		return n;
+	const char *p = (const char *)b, *end = p + n;
 	if (end - p >= 2 && p[0] == '-' && p[1] == '-') { /* the close delimiter */
 		r->done = true;
 		return 0;
@@ -140,12 +199,28 @@ int multipart_next(struct multipart_reader *r, struct multipart_part *ret)
 	*ret = (struct multipart_part){};
 	if (hend > p && part_head(p, hend, ret) < 0)
 		return -EBADMSG;
-	const char *data = hend + (hend == p ? 2 : 4);
-	const char *d = memmem(data, (size_t)(end - data), r->delim, r->dlen);
-	if (!d)
-		return -EBADMSG;
-	ret->data = (const uint8_t *)data;
-	ret->len = (size_t)(d - data);
-	r->off = (size_t)(d - (const char *)r->p) + r->dlen;
+	return (int64_t)(r->off + (uint64_t)(hend + (hend == p ? 2 : 4) - (const char *)b));
+}
+
+int multipart_next(struct multipart_reader *r, struct multipart_part *ret)
+{
+	if (r->done)
+		return 0;
+	if (!r->started) {
+		int e = skip_preamble(r);
+		if (e < 0)
+			return e == -EIO ? e : -EBADMSG;
+		r->started = true;
+	}
+	int64_t data = part_start(r, ret);
+	if (data <= 0)
+		return (int)data;
+	int64_t d = find_delim(r, (uint64_t)data);
+	if (d < 0)
+		return (int)d;
+	ret->data = r->p ? r->p + data : NULL;
+	ret->off = (uint64_t)data;
+	ret->len = (uint64_t)(d - data);
+	r->off = (uint64_t)d + r->dlen;
 	return 1;
 }

@@ -182,7 +182,8 @@ int svc_file_move(struct sbx *s, const struct api_move *m, struct svc_reply *r,
  * caller's, the operation takes a dup of it). */
 struct svc_upload {
 	const void *data;
-	int fd;
+	int fd;       /* a spool to read the bytes from instead, or -1 */
+	uint64_t off; /* where in fd they begin */
 	uint64_t len;
 };
 int svc_file_put(struct sbx *s, const char *path, const struct svc_upload *u,

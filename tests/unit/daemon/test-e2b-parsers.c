@@ -6,7 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -129,12 +132,69 @@ static void test_too_many_parts(void **state)
 	assert_int_equal(rc, -E2BIG);
 }
 
+/* @body read from a file (multipart_init_fd) gives the parts it gives in memory. */
+static void same_from_file(const char *body, size_t len, const char *boundary)
+{
+	int fd = memfd_create("multipart", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, body, len), (ssize_t)len);
+	static struct multipart_reader m, f;
+	struct multipart_part pm, pf;
+	int rm, rf;
+	multipart_init(&m, boundary, body, len);
+	multipart_init_fd(&f, boundary, fd, len);
+	do {
+		rm = multipart_next(&m, &pm);
+		rf = multipart_next(&f, &pf);
+		assert_int_equal(rm, rf);
+		if (rm <= 0)
+			break;
+		assert_null(pf.data);
+		assert_ptr_equal(pm.data, (const uint8_t *)body + pm.off);
+		assert_int_equal(pm.off, pf.off);
+		assert_int_equal(pm.len, pf.len);
+		assert_string_equal(pm.filename, pf.filename);
+	} while (1);
+	close(fd);
+}
+
+/* Parts whose delimiters straddle the reader's first and second windows (the second begins
+ * dlen - 1 bytes before the first ends) at every offset of the delimiter. */
+static void test_parts_from_a_file(void **state)
+{
+	static const char b[] = "BoundaryOfSomeLength";
+	const size_t dlen = 4 + sizeof(b) - 1, W = MULTIPART_WINDOW;
+	size_t cap = 48 * (2 * W + 256);
+	char *body = malloc(cap);
+	assert_non_null(body);
+	size_t n = (size_t)snprintf(body, cap, "--%s", b);
+	for (size_t k = 0; k < 2 * (dlen + 2); k++) {
+		n += (size_t)snprintf(body + n, cap - n,
+				      "\r\nContent-Disposition: form-data; name=\"f\"; filename=\"/f%zu\"\r\n\r\n", k);
+		size_t len = k < dlen + 2 ? W + 2 - k : 2 * W - (dlen - 1) + 2 - (k - dlen - 2);
+		memset(body + n, 'x', len);
+		n += len;
+		n += (size_t)snprintf(body + n, cap - n, "\r\n--%s", b);
+	}
+	n += (size_t)snprintf(body + n, cap - n, "--\r\n");
+	same_from_file(body, n, b);
+	/* unended, and a delimiter cut by the end of the body */
+	same_from_file(body, n / 2, b);
+	same_from_file(body, 3 * MULTIPART_WINDOW + 5, b);
+	static const char *const bad[] = {"no delimiter at all", "--B\r\n", "--Bjunk",
+					  "--B\r\n\r\nx\r\n--B--"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		same_from_file(bad[i], strlen(bad[i]), "B");
+	free(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_envelope),     cmocka_unit_test(test_codes),
 		cmocka_unit_test(test_boundary),     cmocka_unit_test(test_parts),
 		cmocka_unit_test(test_bad_parts),    cmocka_unit_test(test_too_many_parts),
+		cmocka_unit_test(test_parts_from_a_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
