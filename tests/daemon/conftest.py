@@ -735,13 +735,18 @@ class Daemon:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def is_sanitized():
+    """Whether this build's cordond runs under ASan."""
+    with open(CORDOND, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def skip_if_sanitized():
     """Skips a test of cordond's peak RSS when this build's cordond runs under ASan (its
     allocator's quarantine keeps freed memory, so RSS says nothing of what cordond holds)."""
-    with open(CORDOND, "rb") as f:
-        if b"__asan_init" in f.read():
-            pytest.skip("cordond under ASan: its allocator's quarantine keeps freed memory, so "
-                        "peak RSS does not measure what cordond holds (the build without it does)")
+    if is_sanitized():
+        pytest.skip("cordond under ASan: its allocator's quarantine keeps freed memory, so "
+                    "peak RSS does not measure what cordond holds (the build without it does)")
 
 
 def start_daemon(**kw):
