@@ -271,10 +271,19 @@ def test_destroy_leaves_nothing(fam):
         (qemu_procs(vms), os.listdir(vms))
     with open("/proc/self/mountinfo") as f:
         assert not [l for l in f if vms in l]
-    # no tap and no network namespace held by cordond (QEMU, their other holder, is gone)
+    # no tap and no network namespace held by cordond (QEMU, their other holder, is gone;
+    # cordond's teardown thread lets go of a sandbox's last fds just after its destroy)
     pid = fam["d"].proc.pid
-    held = [os.readlink(f"/proc/{pid}/fd/{n}") for n in os.listdir(f"/proc/{pid}/fd")]
-    assert not [t for t in held if t == "/dev/net/tun" or t.startswith("net:[")], held
+
+    def net_fds():
+        held = []
+        for n in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                held.append(os.readlink(f"/proc/{pid}/fd/{n}"))
+            except FileNotFoundError:  # closed while we looked
+                continue
+        return [t for t in held if t == "/dev/net/tun" or t.startswith("net:[")]
+    assert dc.wait_until(lambda: not net_fds(), 10), net_fds()
     # the snapshot stays the user's until deleted
     assert os.path.exists(fam["mem"])
     for snap, mem in ((fam["snap"]["id"], fam["mem"]), (fam["fork_snap"], fam["fork_mem"])):
