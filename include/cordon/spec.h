@@ -28,13 +28,9 @@ enum cordon_net {
 typedef int (*cordon_net_hook)(void *data, const char *sandbox_ip, const char *host_ifname,
 			       struct cordon_err *err);
 
-struct sock_filter;
-
-/* A classic BPF seccomp program (what seccomp-compile makes of a policy file). */
-struct cordon_seccomp {
-	const struct sock_filter *filter;
-	unsigned short len;
-};
+/* A classic BPF seccomp program, compiled at build time from a policy file: the policy
+ * layer's (src/policy/seccomp_filter.h); a spec only points at one. */
+struct cordon_seccomp;
 
 #define CORDON_MAX_BINDS 32
 #define CORDON_MAX_ENV   256

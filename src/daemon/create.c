@@ -934,15 +934,37 @@ static int on_up(struct sbx *s)
 	return 0;
 }
 
+/* What a create is told of a sandbox that ended before it was up. */
+static const char *down_message(const struct sbx *s, char *buf, size_t size)
+{
+	static const struct {
+		const char *reason, *what;
+	} whats[] = {
+	    {"exited", "it exited before its agent answered"},
+	    {"setup_failed", "its setup failed"},
+	    {"agent_failed", "its agent failed"},
+	};
+	const char *what = s->end_reason;
+	for (size_t i = 0; i < ELEMENTSOF(whats); i++)
+		if (s->end_reason && strcmp(s->end_reason, whats[i].reason) == 0)
+			what = whats[i].what;
+	snprintf(buf, size, "the sandbox failed while it was being made: %s%s%s",
+		 what ? what : "unknown", s->end_why[0] ? ": " : "", s->end_why);
+	return buf;
+}
+
 /* A setup that failed for want of the host's disk is the operator's to free (507), not a
  * fault of ours. */
 static void on_down(struct sbx *s)
 {
+	char msg[256];
+	if (!s->waiters)
+		return;
 	if (s->setup_err == -ENOSPC || s->setup_err == -EDQUOT)
 		waiters_fail(s, API_ERR_INSUFFICIENT_STORAGE, "no space on the host to make the "
 			     "sandbox (its disk or state): the sandbox was not made");
 	else
-		waiters_fail(s, API_ERR_INTERNAL, "the sandbox failed while it was being made");
+		waiters_fail(s, API_ERR_INTERNAL, down_message(s, msg, sizeof(msg)));
 }
 
 static const struct sbx_hooks create_hooks = {.up = on_up, .down = on_down, .after = pool_fill};

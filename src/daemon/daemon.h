@@ -121,6 +121,8 @@ struct sbx {
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */
 	int setup_err;             /* -errno of a setup that failed, for its waiters' answer */
+	const char *end_reason;    /* sbx_destroy()'s reason, a literal */
+	char end_why[160];         /* what failed, when a setup or the agent did */
 	struct cordon_sandbox *rt; /* the runtime's handle (cordon_sandbox_*), whichever runtime */
 	const char *runtime;       /* the registry's name of what made it ("jail") */
 	struct cordon_spec spec;   /* as created; pointers owned below */

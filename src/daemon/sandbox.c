@@ -267,6 +267,7 @@ void sbx_destroy(struct sbx *s, const char *reason)
 	if (!s->pooled && s->owner)
 		s->owner->live--;
 	s->state = SBX_DESTROYED;
+	s->end_reason = reason;
 	for (size_t i = 0; i < n_hooks && !s->pooled; i++) /* its last records */
 		if (hooks[i]->ending)
 			hooks[i]->ending(s);
@@ -307,6 +308,7 @@ void sbx_destroy(struct sbx *s, const char *reason)
 void sbx_agent_failed(struct sbx *s, const char *why)
 {
 	log_warning("sandbox %s: agent: %s; destroying it", s->id, why);
+	snprintf(s->end_why, sizeof(s->end_why), "%s", why);
 	metric_inc(M_AGENT_ERRORS);
 	if (!s->pooled)
 		event_raise(EVK_AGENT_VIOLATION, s, json_pack("{s:s}", "why", why));
@@ -547,7 +549,8 @@ static void on_setup(evutil_socket_t fd, short what, void *arg)
 	s->setup_ev = loop_event_free(s->setup_ev);
 	cordon_sandbox_setup_close(s->rt);
 	if (r < 0 || (r = agent_connect(s)) < 0) {
-		log_error("sandbox %s: setup failed: %s", s->id, err.msg[0] ? err.msg : strerror(-r));
+		snprintf(s->end_why, sizeof(s->end_why), "%.159s", err.msg[0] ? err.msg : strerror(-r));
+		log_error("sandbox %s: setup failed: %s", s->id, s->end_why);
 		s->setup_err = r;
 		metric_inc(M_CREATE_FAILURES);
 		sbx_destroy(s, "setup_failed");

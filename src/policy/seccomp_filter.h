@@ -9,7 +9,12 @@
 
 #include <linux/filter.h>
 
-#include <cordon/spec.h>
+/* A classic BPF seccomp program (what seccomp-compile makes of a policy file); spec->seccomp
+ * points at one. */
+struct cordon_seccomp {
+	const struct sock_filter *filter;
+	unsigned short len;
+};
 
 /* policy/seccomp.policy: every sandbox (the runtime's default of spec->seccomp, also declared in cordon.h). */
 extern const struct cordon_seccomp cordon_seccomp_sandbox;

@@ -15,6 +15,7 @@
 #include "basic/clock.h"
 #include "lib/cgroup.h"
 #include "lib/rootfs.h"
+#include "policy/seccomp_filter.h"
 #include "runtime/runtime.h"
 
 void cordon_spec_init(struct cordon_spec *spec)

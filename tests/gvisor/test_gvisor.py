@@ -4,6 +4,7 @@ the pool per runtime, GET /v1/runtimes), what the host exposes to a sandbox, and
 is left: no runsc, gofer or Sentry process, state entry, mount, cgroup or veth, also after
 kill -9 of cordond and a restart (the sweep)."""
 
+import fcntl
 import json
 import os
 import shutil
@@ -122,6 +123,67 @@ def test_run_leaves_nothing():
     for _ in range(3):
         assert run(["--", "/bin/true"]).returncode == 0
     assert gvisor_entries() == before
+    assert not set(runsc_procs()) - procs
+
+
+class SlotsHeld:
+    """Holds every free host uid slot (the lock files of lib/idmap.c, taken and let go the same
+    way) but those in @free, so that the next sandboxes must take those."""
+
+    SLOTS, DIR = 2048, "/run/cordon/slots"
+
+    def __init__(self, free):
+        self.held = {}
+        os.makedirs(self.DIR, exist_ok=True)
+        for n in range(self.SLOTS):
+            if n not in free:
+                self.take(n)
+
+    def take(self, n):
+        fd = os.open(os.path.join(self.DIR, str(n)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)  # someone else's
+            return
+        self.held[n] = fd
+
+    def release(self, n):
+        os.unlink(os.path.join(self.DIR, str(n)))
+        os.close(self.held.pop(n))
+
+    def close(self):
+        for n in list(self.held):
+            self.release(n)
+
+
+def test_run_beside_a_slot_whose_id_it_prefixes():
+    """runsc finds a container by any unambiguous prefix of its id: the container of slot 1
+    must not be taken for slot 14's, nor its delete fail as "ambiguous" beside it (which left
+    its state entry, and the next run of slot 1 failed with "container already exists")."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    if dc.slot_held(1) or dc.slot_held(14):
+        pytest.skip("uid slot 1 or 14 is held by another sandbox of this host")
+    before, procs = gvisor_entries(), set(runsc_procs())
+    slots = SlotsHeld(free={1, 14})
+    slots.take(1)
+    try:
+        bg = subprocess.Popen([CORDON, "run", "--runtime", "gvisor", "--", "/bin/sleep", "60"])
+        try:
+            assert dc.wait_until(lambda: slot_procs("s14"), 30), "the long run did not take slot 14"
+            slots.release(1)
+            for _ in range(3):
+                r = run(["--", "/bin/echo", "one"])
+                assert (r.returncode, r.stdout) == (0, b"one\n"), r
+            assert bg.poll() is None, "the run of slot 14 ended beside slot 1's"
+        finally:
+            bg.terminate()  # cordon run takes its sandbox down on SIGTERM
+            bg.wait(30)
+    finally:
+        slots.close()
+    assert dc.wait_until(lambda: gvisor_entries() == before, 15), gvisor_entries() ^ before
     assert not set(runsc_procs()) - procs
 
 

@@ -48,20 +48,25 @@
 #include "runtime/runtime.h"
 #include "runtime/scratch.h"
 
+/* runsc takes a container id for any unambiguous prefix of one (`runsc state cordon-s1`
+ * means cordon-s14 if that is the only match, and fails as "ambiguous" beside cordon-s186):
+ * the ids are of one width, so that none is a prefix of another. */
+_Static_assert(CORDON_IDMAP_SLOTS <= 10000, "container ids have four digits");
+
 static void names_for_slot(unsigned slot, char *id, size_t id_size, char *dir, size_t dir_size)
 {
-	snprintf(id, id_size, "cordon-s%u", slot);
+	snprintf(id, id_size, "cordon-s%04u", slot);
 	snprintf(dir, dir_size, "%s/s%u", gvisor_base(), slot);
 }
 
-/* Whether runsc has a container @id (`runsc state`): true also when it does not answer in
- * time, so that nothing of it is taken for gone. */
+/* Whether runsc has a container @id (`runsc state`): false only when runsc says it has no
+ * such file; any other failure (no answer in time, an id it finds ambiguous) keeps what is
+ * left of it from being taken for gone. */
 static bool runsc_knows(const char *id)
 {
 	const char *const args[] = {"state", id, NULL};
 	struct cordon_err e = {};
-	int r = gvisor_call(args, GVISOR_CALL_MS, &e);
-	return r == 0 || r == -ETIMEDOUT;
+	return gvisor_call(args, GVISOR_CALL_MS, &e) == 0 || !strstr(e.msg, "does not exist");
 }
 
 /* `runsc delete --force`: its state entry and whatever of it still runs. 0 once runsc has
@@ -428,10 +433,28 @@ static int gvisor_reap(struct cordon_sandbox *sb, struct cordon_result *ret)
 	return 0;
 }
 
+/* An agent-mode sandbox that ended before cordon-init connected: runsc's last words, for
+ * the daemon's log (its bundle, and with it the file, goes next). */
+static void log_early_end(const struct gvisor *g)
+{
+	char path[PATH_MAX], buf[4096];
+	snprintf(path, sizeof(path), "%s/runsc.log", g->dir);
+	ssize_t n = read_file_at(AT_FDCWD, path, buf, sizeof(buf));
+	while (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	if (n <= 0)
+		return;
+	const char *last = strrchr(buf, '\n');
+	log_warning("gvisor: %s ended before its agent connected; runsc said: %.300s", g->id,
+		    last ? last + 1 : buf);
+}
+
 static void gvisor_free(struct cordon_sandbox *sb)
 {
 	struct gvisor *g = gvisor_of(sb);
 	int fds[] = {g->pidfd, g->agent_fd, g->setup_fd};
+	if (g->made && !g->oneshot && g->agent_fd < 0)
+		log_early_end(g);
 	for (int i = 0; i < 2; i++)
 		if (g->pump[i] > 0) {
 			kill(g->pump[i], SIGKILL);

@@ -39,7 +39,7 @@ struct gvisor {
 	int agent_fd; /* agent mode: the connection cordon-init made */
 	int setup_fd; /* agent mode: the listening socket, readable once cordon-init connects;
 		       * one-shot: an eventfd, readable at once */
-	char id[32];  /* the container's id, "cordon-s<slot>": the sweep keys on the slot */
+	char id[32];  /* the container's id, "cordon-s%04u" of the slot: the sweep keys on it */
 	char dir[128]; /* <base>/s<slot>: bundle, disk, overlays, network namespace */
 	bool made;    /* dir exists: free() takes it down */
 	bool paused;

@@ -33,6 +33,7 @@
 #include "lib/landlock.h"
 #include "lib/ns.h"
 #include "lib/seccomp.h"
+#include "policy/seccomp_filter.h"
 #include "runtime/initargs.h"
 #include "runtime/jail/jail.h"
 

@@ -13,6 +13,7 @@
 
 #include "basic/cleanup.h"
 #include "runtime/runtime.h"
+#include "policy/seccomp_filter.h"
 
 static void test_registry_lists_the_known_runtimes(void **state)
 {
