@@ -21,7 +21,10 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/filter.h>
 #include <linux/random.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
@@ -175,30 +178,40 @@ static int read_port(int fd, void *buf, size_t len)
 	return 0;
 }
 
-/* The host's block: u32 bytes, u32 argc, u32 envc, u32 uid, u32 x2 the time (the guest has
- * no RTC: its clock starts from it), then argc + envc strings. */
-static void read_args(int fd, char ***ret_argv, char ***ret_envp, uid_t *ret_uid)
+/* What the host asked cordon-init to be started as (struct vm_args_head). */
+struct vm_args {
+	char **argv, **envp;
+	uid_t uid;
+	uint64_t caps;
+	struct sock_fprog filter;
+};
+
+/* The host's block (struct vm_args_head): the clock is set from it at once (the guest has no
+ * RTC), the rest is kept for exec_init(). */
+static void read_args(int fd, struct vm_args *a)
 {
-	uint32_t hdr[6];
-	if (read_port(fd, hdr, sizeof(hdr)) < 0 || hdr[0] > ARGS_MAX || hdr[1] < 1 ||
-	    hdr[1] + hdr[2] > hdr[0])
+	struct vm_args_head h;
+	if (read_port(fd, &h, sizeof(h)) < 0 || h.bytes > ARGS_MAX || h.argc < 1 ||
+	    h.argc + h.envc > h.bytes || h.filter_len == 0 || h.filter_len > BPF_MAXINSNS)
 		die("the command block");
-	char *buf = malloc(hdr[0] + 1);
-	char **v = calloc(hdr[1] + hdr[2] + 2, sizeof(char *));
-	if (!buf || !v || read_port(fd, buf, hdr[0]) < 0)
+	char *buf = malloc(h.bytes + 1);
+	char **v = calloc(h.argc + h.envc + 2, sizeof(char *));
+	struct sock_filter *insns = calloc(h.filter_len, sizeof(*insns));
+	if (!buf || !v || !insns || read_port(fd, buf, h.bytes) < 0 ||
+	    read_port(fd, insns, h.filter_len * sizeof(*insns)) < 0)
 		die("read the command block");
-	buf[hdr[0]] = '\0';
-	char *p = buf, *end = buf + hdr[0];
-	for (uint32_t i = 0; i < hdr[1] + hdr[2]; i++) {
+	buf[h.bytes] = '\0';
+	char *p = buf, *end = buf + h.bytes;
+	for (uint32_t i = 0; i < h.argc + h.envc; i++) {
 		if (p >= end)
 			die("a short command block");
-		v[i + (i >= hdr[1])] = p;
+		v[i + (i >= h.argc)] = p;
 		p += strlen(p) + 1;
 	}
-	*ret_argv = v;
-	*ret_envp = v + hdr[1] + 1;
-	*ret_uid = hdr[3];
-	struct timespec now = {.tv_sec = (time_t)((uint64_t)hdr[5] << 32 | hdr[4])};
+	*a = (struct vm_args){.argv = v, .envp = v + h.argc + 1, .uid = h.uid,
+			      .caps = (uint64_t)h.caps_hi << 32 | h.caps_lo,
+			      .filter = {.len = (unsigned short)h.filter_len, .filter = insns}};
+	struct timespec now = {.tv_sec = (time_t)((uint64_t)h.time_hi << 32 | h.time_lo)};
 	clock_settime(CLOCK_REALTIME, &now);
 }
 
@@ -317,9 +330,29 @@ static int control_serve(int fd)
 	return write(fd, &ack, 1) == 1 ? 1 : -EIO;
 }
 
-/* One-shot: cordon-init --run as the sandbox's user (agent mode keeps root to start
- * processes as either). */
-static _Noreturn void exec_init(int self, const int fds[4], char **argv, char **envp, uid_t uid)
+/* What the jail's child does last (runtime/jail/child.c, harden()): the bounding set
+ * narrowed to @a->caps, the user switched, the permitted set @a->caps exactly (uid 0 keeps
+ * its own through setuid), no_new_privs, and the sandbox's seccomp filter. -errno. */
+static int harden(const struct vm_args *a)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {};
+	for (int c = 0; prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
+		if (!(a->caps & CAP_BIT(c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			return -errno;
+	if (a->uid && (setgroups(0, NULL) < 0 || setgid(a->uid) < 0 || setuid(a->uid) < 0))
+		return -errno;
+	d[0].permitted = d[0].effective = a->uid ? 0 : (uint32_t)a->caps;
+	d[1].permitted = d[1].effective = a->uid ? 0 : (uint32_t)(a->caps >> 32);
+	if (syscall(SYS_capset, &h, d) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &a->filter) < 0)
+		return -errno;
+	return 0;
+}
+
+/* cordon-init, as the jail's child would start it: --run as the sandbox's user, --agent as
+ * root (to start processes as either). */
+static _Noreturn void exec_init(int self, const int fds[4], const struct vm_args *a)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	static const int want[4] = {INIT_STATUS_FD, 0, 1, 2};
@@ -332,9 +365,12 @@ static _Noreturn void exec_init(int self, const int fds[4], char **argv, char **
 			_exit(127);
 	if (chroot(ROOT) < 0 || chdir("/") < 0)
 		_exit(127);
-	if (uid && (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0))
+	int r = harden(a);
+	if (r < 0) {
+		dprintf(2, "cordon-init: the guest's hardening failed: %s\n", strerror(-r));
 		_exit(127);
-	syscall(SYS_execveat, self, "", argv, envp, AT_EMPTY_PATH);
+	}
+	syscall(SYS_execveat, self, "", a->argv, a->envp, AT_EMPTY_PATH);
 	_exit(127);
 }
 
@@ -371,14 +407,13 @@ _Noreturn void vm_main(void)
 {
 	int fds[PORTS_N] = {-1, -1, -1, -1, -1};
 	struct vm_control c;
-	char **argv, **envp;
-	uid_t uid;
+	struct vm_args a;
 	early_mounts();
 	load_modules();
 	mount_disks();
 	open_ports(fds, false);
-	read_args(fds[0], &argv, &envp, &uid);
-	bool oneshot = argv[1] && strcmp(argv[1], "--run") == 0;
+	read_args(fds[0], &a);
+	bool oneshot = a.argv[1] && strcmp(a.argv[1], "--run") == 0;
 	open_ports(fds, oneshot);
 	if (read_port(fds[PORT_CONTROL], &c, sizeof(c)) < 0 || control_apply(&c) < 0)
 		die("the host's control message");
@@ -392,7 +427,7 @@ _Noreturn void vm_main(void)
 	if (child < 0)
 		die("fork");
 	if (child == 0)
-		exec_init(self, fds, argv, envp, uid);
+		exec_init(self, fds, &a);
 	supervise(child, fds[0], fds[PORT_CONTROL], oneshot);
 	power_off();
 }

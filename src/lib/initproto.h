@@ -40,6 +40,18 @@ struct init_status {
 	 CAP_BIT(CAP_SETPCAP) | CAP_BIT(CAP_NET_BIND_SERVICE) | CAP_BIT(CAP_SYS_CHROOT) |          \
 	 CAP_BIT(CAP_SETFCAP))
 
+/* The microVM's command block (runtime/microvm -> init/vm.c), the first bytes on the channel
+ * port: this head, then argc + envc NUL-terminated strings (@bytes in all), then @filter_len
+ * classic BPF instructions (struct sock_filter). The guest's PID 1 gives cordon-init what the
+ * jail's child gives it: a bounding and permitted set of @caps, no_new_privs, and the
+ * sandbox's seccomp filter, the host's own program; cordon-init --run then runs as @uid. */
+struct vm_args_head {
+	uint32_t bytes, argc, envc, uid;
+	uint32_t time_lo, time_hi; /* the host's CLOCK_REALTIME seconds: the guest has no RTC */
+	uint32_t caps_lo, caps_hi;
+	uint32_t filter_len;
+};
+
 /* The microVM's control message (runtime/microvm -> init/vm.c), on the virtio-serial port
  * "cordon.control": who the guest is now. The host sends it before the boot (the guest's
  * stage applies it before its hello) and after every restore from a memory snapshot (the

@@ -91,6 +91,14 @@ void init_args_free(struct init_args *a)
 	a->envp = a->argv = NULL;
 }
 
+uint64_t init_caps(const struct cordon_spec *spec)
+{
+	uint64_t root = CAPS_SANDBOX_ROOT;
+	if (!spec->argv)
+		return CAPS_INIT_AGENT | root;
+	return spec->user == CORDON_USER_ROOT ? root : 0;
+}
+
 int init_status_read(int fd, struct cordon_result *res)
 {
 	struct init_status st = {};

@@ -19,6 +19,11 @@ int init_args_make(struct init_args *a, const struct cordon_spec *spec, const ch
 		   struct cordon_err *err);
 void init_args_free(struct init_args *a);
 
+/* The capabilities cordon-init is started with (its bounding and permitted set), in every
+ * runtime: root's set for a one-shot command run as root, nothing for one run as "user",
+ * and in agent mode its own (starting processes as either) beside root's, to hand on. */
+uint64_t init_caps(const struct cordon_spec *spec);
+
 /* How the one-shot command ended, as cordon-init wrote it on @fd (a socket, not waited on):
  * hostile bytes clamped to an exit code or a signal in @res. 0, or -ENODATA when it said
  * nothing (it died first). */

@@ -44,9 +44,6 @@
 #define SYNC_FD 4
 #define EXEC_FD 5
 
-/* What cordon-init keeps in agent mode is CAPS_INIT_AGENT; one-shot mode keeps nothing. */
-#define AGENT_CAPS CAPS_INIT_AGENT
-
 static const char *const writable_dirs[] = {"/tmp", "/home", "/root", "/var/tmp", "/run",
 					    "/dev", "/proc", NULL};
 
@@ -133,11 +130,9 @@ static int switch_user(const struct jail_child *c, struct cordon_err *err)
 
 static int harden(const struct jail_child *c, struct cordon_err *err)
 {
-	/* Root's set (CAPS_SANDBOX_ROOT) for a command run as root and a build step's root;
-	 * cordon-init holds it beside its own to hand it to the root processes it starts, and
-	 * gives "user" processes nothing. */
-	bool root = c->spec->user == CORDON_USER_ROOT;
-	uint64_t keep = c->spec->argv ? (root ? CAPS_SANDBOX_ROOT : 0) : AGENT_CAPS | CAPS_SANDBOX_ROOT;
+	/* cordon-init hands root's set to the root processes it starts (a build step's root
+	 * among them), and gives "user" processes nothing. */
+	uint64_t keep = init_caps(c->spec);
 	int r;
 
 	if ((r = caps_drop_bounding(keep, err)) < 0 || (r = switch_user(c, err)) < 0 ||

@@ -23,7 +23,10 @@
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
 #include "basic/helper.h"
+#include "lib/initproto.h"
 #include "lib/rootfs.h"
+#include "policy/seccomp_filter.h"
+#include "runtime/initargs.h"
 #include "runtime/microvm/microvm.h"
 #include "runtime/scratch.h"
 
@@ -304,30 +307,54 @@ static size_t strv_len(char *const *v, size_t *bytes)
 	return n;
 }
 
-/* Sent before QEMU starts: it waits in the socket's buffer until the guest opens its port,
- * so it must fit there (MICROVM_ARGS_MAX is well below the default unix socket buffer). */
-int microvm_args_block(char *const *argv, char *const *envp, uid_t uid, char **ret,
-		       size_t *ret_len, struct cordon_err *err)
+static char *strv_put(char *p, char *const *v)
 {
-	size_t bytes = 0;
+	for (; v && *v; v++)
+		p = stpcpy(p, *v) + 1;
+	return p;
+}
+
+static int block_fill(const struct init_args *a, const struct cordon_spec *spec, char **ret,
+		      size_t *ret_len, struct cordon_err *err)
+{
+	size_t bytes = 0, filter = (size_t)spec->seccomp->len * sizeof(struct sock_filter);
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
-	uint32_t hdr[6] = {0, (uint32_t)strv_len(argv, &bytes), (uint32_t)strv_len(envp, &bytes),
-			   (uint32_t)uid, (uint32_t)now.tv_sec, (uint32_t)((uint64_t)now.tv_sec >> 32)};
-	if (bytes + sizeof(hdr) > MICROVM_ARGS_MAX)
+	uint64_t caps = init_caps(spec);
+	struct vm_args_head h = {
+	    .argc = (uint32_t)strv_len(a->argv, &bytes),
+	    .envc = (uint32_t)strv_len(a->envp, &bytes),
+	    .uid = spec->argv && spec->user != CORDON_USER_ROOT ? 1000 : 0,
+	    .time_lo = (uint32_t)now.tv_sec,
+	    .time_hi = (uint32_t)((uint64_t)now.tv_sec >> 32),
+	    .caps_lo = (uint32_t)caps,
+	    .caps_hi = (uint32_t)(caps >> 32),
+	    .filter_len = spec->seccomp->len,
+	};
+	if (sizeof(h) + bytes + filter > MICROVM_ARGS_MAX)
 		return cordon_err_setf(err, -E2BIG, "microvm: command and environment over %u KiB",
 				       MICROVM_ARGS_MAX >> 10);
-	hdr[0] = (uint32_t)bytes;
-	char *buf = malloc(sizeof(hdr) + bytes);
+	h.bytes = (uint32_t)bytes;
+	char *buf = malloc(sizeof(h) + bytes + filter);
 	if (!buf)
 		return cordon_err_setf(err, -ENOMEM, "out of memory");
-	memcpy(buf, hdr, sizeof(hdr));
-	char *p = buf + sizeof(hdr);
-	for (char *const *v = argv; v && *v; v++)
-		p = stpcpy(p, *v) + 1;
-	for (char *const *v = envp; v && *v; v++)
-		p = stpcpy(p, *v) + 1;
+	memcpy(buf, &h, sizeof(h));
+	char *p = strv_put(strv_put(buf + sizeof(h), a->argv), a->envp);
+	memcpy(p, spec->seccomp->filter, filter);
 	*ret = buf;
-	*ret_len = sizeof(hdr) + bytes;
+	*ret_len = sizeof(h) + bytes + filter;
 	return 0;
+}
+
+/* Sent before QEMU starts: it waits in the socket's buffer until the guest opens its port,
+ * so it must fit there (MICROVM_ARGS_MAX is well below the default unix socket buffer). */
+int microvm_args_block(const struct cordon_spec *spec, char **ret, size_t *ret_len,
+		       struct cordon_err *err)
+{
+	struct init_args a = {};
+	int r = init_args_make(&a, spec, NULL, err);
+	if (r == 0)
+		r = block_fill(&a, spec, ret, ret_len, err);
+	init_args_free(&a);
+	return r;
 }

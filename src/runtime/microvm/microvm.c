@@ -286,14 +286,10 @@ static int microvm_start(struct cordon_sandbox *sb, const struct cordon_spec *sp
 			 struct cordon_err *err)
 {
 	struct microvm *m = microvm_of(sb);
-	struct init_args a = {};
 	int r = make_vm(m, spec, -1, err);
 	if (r < 0)
 		return r;
-	uid_t uid = spec->argv && spec->user != CORDON_USER_ROOT ? 1000 : 0;
-	if ((r = init_args_make(&a, spec, NULL, err)) == 0)
-		r = microvm_args_block(a.argv, a.envp, uid, &m->args, &m->args_len, err);
-	init_args_free(&a);
+	r = microvm_args_block(spec, &m->args, &m->args_len, err);
 	if (r == 0)
 		r = microvm_template_use(m, spec, err);
 	return r < 0 ? r : boot(m, err); /* on failure runtime.c kills and frees */

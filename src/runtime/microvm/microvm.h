@@ -197,8 +197,8 @@ int microvm_rootfs_image(const char *rootfs, bool make, char *path, size_t size,
 			 struct cordon_err *err);
 /* A sparse ext4 image of @bytes at @path, empty, owned by root. */
 int microvm_scratch_make(const char *path, uint64_t bytes, struct cordon_err *err);
-/* The args block for the channel (malloc'd): u32 length, u32 argc, u32 envc, u32 uid (cordon-init --run
- * runs as it), u32 x2 the host's time in seconds (the guest has no RTC), then the
- * NUL-terminated strings (src/init/vm.c reads it). */
-int microvm_args_block(char *const *argv, char *const *envp, uid_t uid, char **ret,
-		       size_t *ret_len, struct cordon_err *err);
+/* The command block for the channel (malloc'd; struct vm_args_head of lib/initproto.h, which
+ * src/init/vm.c reads): cordon-init's argv and envp for @spec, the uid its one-shot command
+ * runs as, its capabilities and the spec's seccomp filter. */
+int microvm_args_block(const struct cordon_spec *spec, char **ret, size_t *ret_len,
+		       struct cordon_err *err);

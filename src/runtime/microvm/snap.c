@@ -16,6 +16,7 @@
  * told its new identity (clock, entropy, hostname, MAC, address: microvm.c) on the control
  * port; setup is over at its answer. Each child has its own copy of the scratch disk
  * (a reflink where the filesystem has them). */
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "basic/fdwatch.h"
 #include "basic/fileio.h"
 #include "basic/helper.h"
+#include "lib/initproto.h"
 #include "runtime/microvm/microvm.h"
 #include "runtime/scratch.h"
 
@@ -219,8 +221,9 @@ static void template_path(const struct microvm *m, char *buf, size_t size)
 	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
 	for (int i = 0; i < n && i < (int)sizeof(line); i++)
 		h = (h ^ (uint8_t)line[i]) * 1099511628211ULL;
-	for (size_t i = 0; i < m->args_len; i++) /* bytes 16..23: the host's time */
-		h = (h ^ (i >= 16 && i < 24 ? 0 : (uint8_t)m->args[i])) * 1099511628211ULL;
+	const size_t t0 = offsetof(struct vm_args_head, time_lo), t1 = t0 + 2 * sizeof(uint32_t);
+	for (size_t i = 0; i < m->args_len; i++) /* all but the host's time */
+		h = (h ^ (i >= t0 && i < t1 ? 0 : (uint8_t)m->args[i])) * 1099511628211ULL;
 	h = (h ^ m->disk_bytes) * 1099511628211ULL;
 	snprintf(buf, size, "%s/vm-template-%016llx", microvm_cache(), (unsigned long long)h);
 }
