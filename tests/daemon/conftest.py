@@ -156,6 +156,25 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+def read_response(s):
+    """One HTTP/1.1 response read off the raw socket @s: (status, body), the body as long as
+    its Content-Length (what came with the head where there is none). A close before the
+    head fails the test."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, f"connection closed before a response: {data!r}"
+        data += chunk
+    h, body = data.split(b"\r\n\r\n", 1)
+    m = re.search(rb"^Content-Length: *(\d+)", h, re.I | re.M)
+    while m and len(body) < int(m[1]):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return int(h.split()[1]), body
+
+
 class Response:
     def __init__(self, method, path, status, reason, headers, body, req_body=None):
         self.method = method

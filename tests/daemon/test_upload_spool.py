@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import daemon_fixture, is_sanitized, requires_daemon, skip_if_sanitized
+from conftest import daemon_fixture, is_sanitized, read_response, requires_daemon, skip_if_sanitized
 
 pytestmark = requires_daemon
 
@@ -40,25 +40,6 @@ def send_blocks(s, n_bytes):
         n = min(len(BLOCK), n_bytes - sent)
         s.sendall(BLOCK[:n])
         sent += n
-
-
-def response(s):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, f"connection closed before a response: {data!r}"
-        data += chunk
-    h, body = data.split(b"\r\n\r\n", 1)
-    lines = h.decode().split("\r\n")
-    status = int(lines[0].split()[1])
-    fields = dict(l.split(": ", 1) for l in lines[1:] if ": " in l)
-    length = int(fields.get("Content-Length", "0"))
-    while len(body) < length:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return status, body
 
 
 def proc_status(pid, key):
@@ -103,7 +84,7 @@ def test_512_mib_upload_keeps_cordond_small(daemon, sid):
     try:
         s.sendall(head(f"/v1/sandboxes/{sid}/files?path=/tmp/big", size))
         send_blocks(s, size)
-        status, body = response(s)
+        status, body = read_response(s)
     finally:
         s.close()
     assert status == 200, body[:500]
@@ -120,27 +101,11 @@ def test_512_mib_upload_keeps_cordond_small(daemon, sid):
     assert not spool_fds(daemon)
 
 
-def test_client_leaving_mid_body_leaves_nothing(daemon, sid):
-    before = set(os.listdir(daemon.state_dir))
-    s = connect(daemon)
-    s.sendall(head(f"/v1/sandboxes/{sid}/files?path=/tmp/half", 512 << 20))
-    send_blocks(s, 8 << 20)
-    s.close()
-    deadline = time.monotonic() + 10
-    while spool_fds(daemon) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not spool_fds(daemon)
-    assert set(os.listdir(daemon.state_dir)) == before
-    c = daemon.client()
-    r = c.exec(sid, argv=["sh", "-c", "test -e /tmp/half && echo there || echo absent"])
-    assert r["stdout"] == "absent\n", r
-
-
 def test_over_the_max_is_413(daemon, sid):
     s = connect(daemon)
     try:
         s.sendall(head(f"/v1/sandboxes/{sid}/files?path=/tmp/x", MAX_UPLOAD + 1))
-        status, body = response(s)
+        status, body = read_response(s)
     finally:
         s.close()
     assert status == 413 and b"payload_too_large" in body, body
@@ -160,7 +125,7 @@ def test_spooled_archive(daemon, sid):
     s = connect(daemon)
     try:
         s.sendall(head(f"/v1/sandboxes/{sid}/files/archive?path=/tmp/arc", len(raw)) + raw)
-        status, body = response(s)
+        status, body = read_response(s)
     finally:
         s.close()
     assert status == 200, body
@@ -195,9 +160,9 @@ def test_chunked_upload_is_spooled_too(daemon, sid):
             sent += len(piece)
         s.sendall(b"0\r\nX-Trailer: yes\r\n\r\n"
                   b"GET /v1/sandboxes/" + sid.encode() + b" HTTP/1.1\r\nHost: cordon\r\n\r\n")
-        status, body = response(s)
+        status, body = read_response(s)
         assert status == 200, body[:500]
-        status2, body2 = response(s)
+        status2, body2 = read_response(s)
         assert status2 == 200 and sid.encode() in body2, body2[:300]
     finally:
         s.close()
@@ -219,7 +184,7 @@ def test_bad_chunked_framing_is_400(daemon, sid, framing, status, code):
         s.sendall(chunked_head(f"/v1/sandboxes/{sid}/files?path=/tmp/bad"))
         assert s.recv(64).startswith(b"HTTP/1.1 100 Continue")
         s.sendall(framing)
-        got, body = response(s)
+        got, body = read_response(s)
     finally:
         s.close()
     assert got == status and code in body, body
@@ -236,7 +201,7 @@ def test_chunked_over_the_max_is_413(daemon, sid):
                 s.sendall(b"%x\r\n" % len(BLOCK) + BLOCK + b"\r\n")
         except (BrokenPipeError, ConnectionResetError):
             pass
-        got, body = response(s)
+        got, body = read_response(s)
     finally:
         s.close()
     assert got == 413 and b"payload_too_large" in body, body
@@ -245,16 +210,32 @@ def test_chunked_over_the_max_is_413(daemon, sid):
     assert r["stdout"] == "absent\n", r
 
 
-def test_client_leaving_mid_chunked_body_leaves_nothing(daemon, sid):
-    before = set(os.listdir(daemon.state_dir))
-    s = connect(daemon)
-    s.sendall(chunked_head(f"/v1/sandboxes/{sid}/files?path=/tmp/halfc"))
+def send_half_sized(s, path):
+    """8 MiB of a body that says 512 MiB."""
+    s.sendall(head(path, 512 << 20))
+    send_blocks(s, 8 << 20)
+
+
+def send_half_chunked(s, path):
+    """8 chunks of 1 MiB and no last chunk."""
+    s.sendall(chunked_head(path))
     assert s.recv(64).startswith(b"HTTP/1.1 100 Continue")
     for _ in range(8):
         s.sendall(b"%x\r\n" % len(BLOCK) + BLOCK + b"\r\n")
+
+
+@pytest.mark.parametrize("send_half", [send_half_sized, send_half_chunked], ids=["sized", "chunked"])
+def test_client_leaving_mid_body_leaves_nothing(daemon, sid, send_half):
+    """A client that closes mid-body leaves no spool file, nothing new in the state
+    directory and no file in the sandbox."""
+    before = set(os.listdir(daemon.state_dir))
+    s = connect(daemon)
+    send_half(s, f"/v1/sandboxes/{sid}/files?path=/tmp/half")
     s.close()
     deadline = time.monotonic() + 10
     while spool_fds(daemon) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not spool_fds(daemon)
     assert set(os.listdir(daemon.state_dir)) == before
+    r = daemon.client().exec(sid, argv=["sh", "-c", "test -e /tmp/half && echo there || echo absent"])
+    assert r["stdout"] == "absent\n", r

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import sys
 import tempfile
 import time
 import urllib.error
@@ -20,7 +21,12 @@ import urllib.request
 
 import pytest
 
-from test_e2b import CORDOND, free_port, start_cordond, stop_cordond
+from test_e2b import CORDOND, REPO, free_port, start_cordond, stop_cordond
+
+sys.path.insert(0, os.path.join(REPO, "tests", "daemon"))
+from conftest import read_response  # noqa: E402  (tests/daemon's raw HTTP reader)
+
+sys.path.pop(0)
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="cordond needs root"),
@@ -93,28 +99,12 @@ def send_blocks(s, n):
         n -= k
 
 
-def response(s):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, f"closed before a response: {data!r}"
-        data += chunk
-    h, body = data.split(b"\r\n\r\n", 1)
-    m = re.search(rb"Content-Length: (\d+)", h, re.I)
-    while m and len(body) < int(m[1]):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return int(h.split()[1]), body
-
-
 def post(env, h, body):
     """@h then @body on a new connection: the answer's status and body."""
     s = connect(env)
     try:
         s.sendall(h + body)
-        return response(s)
+        return read_response(s)
     finally:
         s.close()
 
@@ -177,7 +167,7 @@ def test_512_mib_multipart_keeps_cordond_small(env):
         s.sendall(head(env, length, f"multipart/form-data; boundary={BOUNDARY}") + first)
         send_blocks(s, size)
         s.sendall(tail)
-        st, body = response(s)
+        st, body = read_response(s)
     finally:
         s.close()
     assert st == 200, body[:500]

@@ -6,6 +6,7 @@ Guest boots are slow under TCG (about 4 s each on this 2-core host): the tests s
 them. Each test session has its own image cache and VM directory (tmp), so that the leak
 check sees only its own sandboxes."""
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -92,27 +93,49 @@ def qemu_procs(vms_dir):
     return out
 
 
+@contextlib.contextmanager
+def environ(**env):
+    """os.environ with @env in it (a value None: unset) for the block, as it was after: what
+    cordond started in the block inherits."""
+    saved = {k: os.environ.get(k) for k in env}
+
+    def put(kv):
+        for k, v in kv.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    put(env)
+    try:
+        yield
+    finally:
+        put(saved)
+
+
+def start_mvdaemon(vms, env=None, **kw):
+    """dc.start_daemon(**kw) with its VMs in @vms and @env (see environ) in its environment."""
+    with environ(**(env or {}), CORDON_MICROVM_DIR=vms):
+        d = dc.start_daemon(**kw)
+    d.vms = vms
+    return d
+
+
+def stop_mvdaemon(d):
+    """@d stopped (it must not have died before), and none of its QEMUs or VM directories
+    outlive it."""
+    dc.check_alive_and_cleanup(d)
+    assert dc.wait_until(lambda: qemu_procs(d.vms) == [] and os.listdir(d.vms) == [], 10), \
+        (qemu_procs(d.vms), os.listdir(d.vms))
+
+
 @pytest.fixture(scope="module")
 def mvdaemon(tmp_path_factory, request):
     """One cordond for the module, its VMs in a directory of its own (the `host` template's
     erofs image is the shared cache's: made once, tens of seconds for a large /usr)."""
-    vms = str(tmp_path_factory.mktemp("daemon-vms"))
-    old = os.environ.get("CORDON_MICROVM_DIR")
-    os.environ["CORDON_MICROVM_DIR"] = vms
-    try:
-        d = dc.start_daemon(pool=getattr(request.module, "POOL", 1), max_sandboxes=16, max_timeout=600)
-    finally:
-        if old is None:
-            del os.environ["CORDON_MICROVM_DIR"]
-        else:
-            os.environ["CORDON_MICROVM_DIR"] = old
-    d.vms = vms
+    d = start_mvdaemon(str(tmp_path_factory.mktemp("daemon-vms")),
+                       pool=getattr(request.module, "POOL", 1), max_sandboxes=16, max_timeout=600)
     yield d
-    alive = d.alive()
-    d.cleanup()
-    assert alive, f"cordond died during the module:\n{d.log_tail()}"
-    assert dc.wait_until(lambda: qemu_procs(vms) == [] and os.listdir(vms) == [], 10), \
-        (qemu_procs(vms), os.listdir(vms))
+    stop_mvdaemon(d)
 
 
 def mv_create(cl, body, wait_s=900):

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from conftest import CORDON, dc, mv_create, mvdaemon, qemu_procs, requires_microvm, run  # noqa: F401
+from conftest import (CORDON, dc, environ, mv_create, mvdaemon, qemu_procs, requires_microvm,  # noqa: F401
+                      run, start_mvdaemon)
 
 pytestmark = requires_microvm
 
@@ -123,16 +124,7 @@ def test_first_create_does_not_wait_for_the_image(tmp_path):
     creator thread, once however many ask; the daemon answers meanwhile; stopping it
     stops mkfs.erofs."""
     cache = str(tmp_path / "cache")
-    saved = {k: os.environ.get(k) for k in ("CORDON_MICROVM_CACHE", "CORDON_MICROVM_DIR")}
-    os.environ.update(CORDON_MICROVM_CACHE=cache, CORDON_MICROVM_DIR=str(tmp_path / "vms"))
-    try:
-        d = dc.start_daemon(pool=0, max_sandboxes=4)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    d = start_mvdaemon(str(tmp_path / "vms"), env={"CORDON_MICROVM_CACHE": cache}, pool=0, max_sandboxes=4)
     try:
         cl = d.client(timeout=30)
         for _ in range(3):
@@ -212,14 +204,7 @@ def test_kill9_of_cordond_leaves_nothing(mvdaemon):
     mvdaemon.kill9()
     assert dc.wait_until(lambda: qemu_procs(vms) == [], 10), qemu_procs(vms)
     assert os.listdir(vms), "the dead daemon's VM directory is already gone: nothing to sweep"
-    old = os.environ.get("CORDON_MICROVM_DIR")
-    os.environ["CORDON_MICROVM_DIR"] = vms
     mvdaemon.pool = 0
-    try:
+    with environ(CORDON_MICROVM_DIR=vms):
         mvdaemon.start()
-    finally:
-        if old is None:
-            del os.environ["CORDON_MICROVM_DIR"]
-        else:
-            os.environ["CORDON_MICROVM_DIR"] = old
     assert dc.wait_until(lambda: os.listdir(vms) == [], 10), os.listdir(vms)

@@ -13,36 +13,16 @@ import time
 
 import pytest
 
-from conftest import dc, mv_create, qemu_procs, requires_microvm
+from conftest import dc, mv_create, qemu_procs, requires_microvm, start_mvdaemon, stop_mvdaemon
 
 pytestmark = requires_microvm
 CACHE = os.environ.get("CORDON_MICROVM_CACHE", "/var/cache/cordon-microvm")
 
 
 def start(tmp_path_factory, pool, **env):
-    vms = str(tmp_path_factory.mktemp("tmpl-vms"))
-    env = dict(env, CORDON_MICROVM_DIR=vms)
-    saved = {k: os.environ.get(k) for k in (*env, "CORDON_MICROVM_TEMPLATES")}
-    os.environ.pop("CORDON_MICROVM_TEMPLATES", None)
-    os.environ.update(env)
-    try:
-        d = dc.start_daemon(pool=pool, max_sandboxes=8, max_timeout=600)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    d.vms = vms
-    return d
-
-
-def stop(d):
-    alive = d.alive()
-    d.cleanup()
-    assert alive, f"cordond died:\n{d.log_tail()}"
-    assert dc.wait_until(lambda: qemu_procs(d.vms) == [] and os.listdir(d.vms) == [], 10), \
-        (qemu_procs(d.vms), os.listdir(d.vms))
+    """cordond with templates at their default unless @env names them."""
+    return start_mvdaemon(str(tmp_path_factory.mktemp("tmpl-vms")), env={"CORDON_MICROVM_TEMPLATES": None, **env},
+                          pool=pool, max_sandboxes=8, max_timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +40,7 @@ def made():
 def pdaemon(tmp_path_factory, made):
     d = start(tmp_path_factory, pool=1)
     yield d
-    stop(d)
+    stop_mvdaemon(d)
 
 
 def restored(vms):
@@ -116,7 +96,7 @@ def test_opt_out_boots(tmp_path_factory, made):
         assert cl.sh(s["id"], "echo up") == "up\n"
         cl.destroy(s["id"])
     finally:
-        stop(d)
+        stop_mvdaemon(d)
 
 
 def test_a_new_shape_is_made_off_the_loop(pdaemon, made):
