@@ -309,14 +309,14 @@ static void pool_retire(const char *name)
 	char cur[STORE_VERSION_MAX], n[sizeof(warm[0].name)];
 	snprintf(n, sizeof(n), "%s", name); /* @name may be a warm entry's, which moves */
 	bool named = !n[0] || store_version_current(n, cur) == 0;
-	for (struct sbx *s = D.sandboxes; s;) {
-		if (s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, n) == 0 &&
+	for (struct sbx *s = D.pool; s;) {
+		if (s->state != SBX_DESTROYED && strcmp(s->template_name, n) == 0 &&
 		    !pooled_current(s, named ? cur : NULL)) {
 			sbx_destroy(s, "pool_retired");
-			s = D.sandboxes;
+			s = D.pool;
 			continue;
 		}
-		s = s->next;
+		s = s->pool_next;
 	}
 	for (struct warm *w; !named && (w = warm_find(n, NULL));)
 		warm_drop(w);
@@ -325,13 +325,13 @@ static void pool_retire(const char *name)
 /* Pooled sandboxes of a template no longer kept warm. */
 static void pool_retire_cold(void)
 {
-	for (struct sbx *s = D.sandboxes; s;) {
-		if (s->pooled && s->state != SBX_DESTROYED && !warm_find(s->template_name, s->runtime)) {
+	for (struct sbx *s = D.pool; s;) {
+		if (s->state != SBX_DESTROYED && !warm_find(s->template_name, s->runtime)) {
 			sbx_destroy(s, "pool_retired");
-			s = D.sandboxes;
+			s = D.pool;
 			continue;
 		}
-		s = s->next;
+		s = s->pool_next;
 	}
 }
 
@@ -400,8 +400,8 @@ int pool_start(void)
 static size_t pooled_of(const struct warm *w)
 {
 	size_t n = w->pending;
-	for (struct sbx *s = D.sandboxes; s; s = s->next)
-		n += s->pooled && s->state != SBX_DESTROYED && strcmp(s->template_name, w->name) == 0 &&
+	for (struct sbx *s = D.pool; s; s = s->pool_next)
+		n += s->state != SBX_DESTROYED && strcmp(s->template_name, w->name) == 0 &&
 		     strcmp(s->runtime, w->runtime) == 0;
 	return n;
 }
@@ -537,9 +537,10 @@ static struct sbx *pool_claim(const char *name, const char *runtime)
 	pool_busy = true; /* the caller fills once it has its sandbox */
 	pool_retire(name); /* a rebuild by the CLI is seen here first */
 	pool_busy = false;
-	for (struct sbx *s = D.sandboxes; s; s = s->next)
-		if (s->pooled && s->state == SBX_READY && strcmp(s->template_name, name) == 0 &&
+	for (struct sbx *s = D.pool; s; s = s->pool_next)
+		if (s->state == SBX_READY && strcmp(s->template_name, name) == 0 &&
 		    strcmp(s->runtime, runtime) == 0) {
+			sbx_pool_unlink(s);
 			s->pooled = false;
 			D.n_pool_ready--;
 			s->state = SBX_RUNNING;
@@ -736,8 +737,8 @@ static int make_room(struct svc_err *e)
 {
 	if (D.n_live < D.cfg.max_sandboxes)
 		return 0;
-	for (struct sbx *p = D.sandboxes; p; p = p->next)
-		if (p->pooled && p->state != SBX_DESTROYED) {
+	for (struct sbx *p = D.pool; p; p = p->pool_next)
+		if (p->state != SBX_DESTROYED) {
 			sbx_destroy(p, "pool_evicted");
 			break;
 		}

@@ -121,6 +121,7 @@ struct sbx {
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */
 	int setup_err;             /* -errno of a setup that failed, for its waiters' answer */
+	uint64_t disk_used, disk_used_ms; /* its disk's use, and when it was looked at */
 	const char *end_reason;    /* sbx_destroy()'s reason, a literal */
 	char end_why[160];         /* what failed, when a setup or the agent did */
 	struct cordon_sandbox *rt; /* the runtime's handle (cordon_sandbox_*), whichever runtime */
@@ -165,8 +166,13 @@ struct sbx {
 	struct event *pause_ev;
 	/* Made from a snapshot (and by a fork of @parent): named in its first audit record. */
 	char from_snapshot[32], parent[SBX_ID_LEN + 1];
-	struct sbx *next, *prev;
+	/* D.sandboxes (creation order), its bucket of D.by_id, and D.pool while pooled: each
+	 * add, removal and lookup O(1), whatever the number alive. */
+	struct sbx *next, *prev, *id_next, *pool_next, *pool_prev;
+	bool listed;
 };
+
+#define SBX_ID_BUCKETS 4096u /* a power of two; ids are random, chains stay short */
 
 struct daemon {
 	struct config cfg;
@@ -174,7 +180,9 @@ struct daemon {
 	struct evhttp *http_unix, *http_tcp, *http_e2b;
 	struct api_key *keys;
 	size_t n_keys;
-	struct sbx *sandboxes; /* every sandbox but destroyed ones, newest last */
+	struct sbx *sandboxes, *sandboxes_tail; /* every sandbox but destroyed ones, newest last */
+	struct sbx *pool, *pool_tail;           /* the pooled ones among them, oldest first */
+	struct sbx *by_id[SBX_ID_BUCKETS];
 	size_t n_live, n_pool_ready, n_pool_creating;
 	size_t n_dying; /* destroyed, PID 1 not reaped yet */
 	int audit_dirfd;
@@ -411,6 +419,11 @@ void version_free(struct store_version *v);
 /* Sandbox @id as @principal may see it (NULL: the unix socket, which sees all); pooled ones
  * are nobody's yet. */
 struct sbx *sbx_find(const struct api_key *principal, const char *id);
+/* Any listed sandbox of @id, pooled ones too (the egress proxy's reports name them). */
+struct sbx *sbx_lookup(const char *id);
+/* D.pool: a pooled sandbox joins it when listed and leaves when claimed or destroyed. */
+void sbx_pool_link(struct sbx *s);
+void sbx_pool_unlink(struct sbx *s);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);
 json_t *sbx_json(const struct sbx *s);

@@ -24,10 +24,7 @@
 
 static struct sbx *by_id(const char *id)
 {
-	for (struct sbx *s = D.sandboxes; id && s; s = s->next)
-		if (strcmp(s->id, id) == 0)
-			return s;
-	return NULL;
+	return id ? sbx_lookup(id) : NULL;
 }
 
 /* The proxy refused a placeholder where its secret does not go (its report names the secret,

@@ -31,33 +31,80 @@
 
 static void sbx_final(struct sbx *s);
 
+static struct sbx **id_bucket(const char *id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (; *id; id++)
+		h = (h ^ (uint8_t)*id) * 16777619u;
+	return &D.by_id[h & (SBX_ID_BUCKETS - 1)];
+}
+
 static void list_add(struct sbx *s)
 {
-	struct sbx **p = &D.sandboxes;
-	while (*p)
-		p = &(*p)->next;
-	*p = s;
+	struct sbx **b = id_bucket(s->id);
+	s->prev = D.sandboxes_tail;
+	s->next = NULL;
+	*(s->prev ? &s->prev->next : &D.sandboxes) = s;
+	D.sandboxes_tail = s;
+	s->id_next = *b;
+	*b = s;
+	if (s->pooled)
+		sbx_pool_link(s);
+	s->listed = true;
 	D.n_live++;
 }
 
+/* @s->next stays: a loop that destroys what it walks may still take the next step. */
 static void list_del(struct sbx *s)
 {
-	for (struct sbx **p = &D.sandboxes; *p; p = &(*p)->next)
+	if (!s->listed)
+		return;
+	*(s->prev ? &s->prev->next : &D.sandboxes) = s->next;
+	*(s->next ? &s->next->prev : &D.sandboxes_tail) = s->prev;
+	for (struct sbx **p = id_bucket(s->id); *p; p = &(*p)->id_next)
 		if (*p == s) {
-			*p = s->next;
-			D.n_live--;
-			return;
+			*p = s->id_next;
+			break;
 		}
+	sbx_pool_unlink(s);
+	s->listed = false;
+	D.n_live--;
+}
+
+/* Oldest first: a claim takes the sandbox that has waited longest. */
+void sbx_pool_link(struct sbx *s)
+{
+	s->pool_next = NULL;
+	s->pool_prev = D.pool_tail;
+	*(s->pool_prev ? &s->pool_prev->pool_next : &D.pool) = s;
+	D.pool_tail = s;
+}
+
+void sbx_pool_unlink(struct sbx *s)
+{
+	if (!s->pool_prev && D.pool != s)
+		return; /* not pooled */
+	*(s->pool_prev ? &s->pool_prev->pool_next : &D.pool) = s->pool_next;
+	*(s->pool_next ? &s->pool_next->pool_prev : &D.pool_tail) = s->pool_prev;
+	s->pool_next = s->pool_prev = NULL;
+}
+
+struct sbx *sbx_lookup(const char *id)
+{
+	for (struct sbx *s = *id_bucket(id); s; s = s->id_next)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	return NULL;
 }
 
 struct sbx *sbx_find(const struct api_key *principal, const char *id)
 {
 	if (!id || !valid_id(id))
 		return NULL;
-	for (struct sbx *s = D.sandboxes; s; s = s->next)
-		if (!s->pooled && strcmp(s->id, id) == 0)
-			return !principal || s->owner == principal ? s : NULL;
-	return NULL;
+	struct sbx *s = sbx_lookup(id);
+	if (!s || s->pooled)
+		return NULL;
+	return !principal || s->owner == principal ? s : NULL;
 }
 
 /* For records of outcomes (process.exit, net.decision), which come after the fact and cannot
