@@ -98,7 +98,7 @@ ERROR_STATUS = {
     "is_a_directory": 409, "cross_device": 409,
     "audit_unavailable": 503,
     "unsupported_runtime": 400,
-    "sandbox_paused": 409, "snapshot_limit": 507,
+    "sandbox_paused": 409, "sandbox_busy": 409, "snapshot_limit": 507,
     "volume_in_use": 409, "volume_exists": 409, "insufficient_storage": 507,
     "unsafe_archive": 400,
     "no_interpreter": 409, "not_a_terminal": 409, "port_unreachable": 502,
