@@ -451,8 +451,10 @@ int snapstore_remove(const char *id);
 /* Every snapshot's meta, oldest first: @fn(@meta, @arg). */
 void snapstore_each(void (*fn)(json_t *meta, void *arg), void *arg);
 void snapstore_usage(size_t *ret_n, uint64_t *ret_bytes);
-/* svc_snapshot.c: the snapshot thread (a worker), started once at cordond's start */
+/* svc_snapshot.c: the snapshot thread (a worker), started once at cordond's start; the
+ * snapshots handed to it and not back yet (a stop waits for them, as for the reaps). */
 int svc_snapshot_start(void);
+size_t svc_snapshot_pending(void);
 /* svc_template.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
 void templates_watch(void (*changed)(void));
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);

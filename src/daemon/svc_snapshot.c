@@ -87,6 +87,11 @@ int svc_snapshot_start(void)
 	return worker_start(&snapper, "cordond-snap");
 }
 
+size_t svc_snapshot_pending(void)
+{
+	return snapper.pending;
+}
+
 struct snap_job;
 /* What follows a snapshot, on the loop: its meta (taken), or NULL and why not. */
 typedef void (*snap_then_fn)(struct snap_job *j, json_t *meta, const struct svc_err *err);
