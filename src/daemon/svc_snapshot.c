@@ -1,7 +1,8 @@
 /* Pause, resume, snapshots and fork (service.h): the records first, then the runtime's
- * verbs (cordon_sandbox_pause/resume/snapshot/restore) through sandbox.c, the snapshots on
- * disk through snapstore.c, and a fork's children through the create path (create.c), all
- * started before the first is up, each answered on its own. */
+ * verbs (cordon_sandbox_pause/resume/snapshot/restore) through sandbox.c, the runtime's
+ * snapshot on a thread of its own (below), the snapshots on disk through snapstore.c, and a
+ * fork's children through the create path (create.c), all started before the first is up,
+ * each answered on its own. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -812,6 +812,19 @@ def latencies_while(job, calls):
     return out
 
 
+def assert_served_while(job, client, other, label):
+    """cordond serves while @job (a snapshot) runs: /healthz and an exec on sandbox @other,
+    again and again, answer meanwhile, /healthz within a quarter of @job's own time."""
+    lat = latencies_while(job, {"health": lambda: client.get("/healthz"),
+                                "exec": lambda: client.sh(other, "echo ok")})
+    job.join()
+    print(f"{label}: snapshot {job.seconds:.2f} s; during it /healthz max "
+          f"{max(lat['health'], default=0) * 1000:.1f} ms of {len(lat['health'])}, exec on "
+          f"another sandbox max {max(lat['exec'], default=0) * 1000:.1f} ms of {len(lat['exec'])}")
+    assert len(lat["health"]) >= 3 and len(lat["exec"]) >= 1, (lat, job.seconds)
+    assert max(lat["health"]) < job.seconds / 4, (lat["health"], job.seconds)
+
+
 def start_daemon(**kw):
     d = Daemon(**kw)
     d.start()

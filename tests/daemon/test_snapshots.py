@@ -17,7 +17,7 @@ import time
 import pytest
 
 from conftest import (CORDON, Background, assert_busy_refusals, assert_error, cordon_cgroup_dirs, get_metrics,
-                      latencies_while, parse_time, requires_daemon, slot_held, start_daemon, wait_busy,
+                      assert_served_while, parse_time, requires_daemon, slot_held, start_daemon, wait_busy,
                       wait_until)
 
 pytestmark = requires_daemon
@@ -364,19 +364,10 @@ def test_a_snapshot_runs_off_the_loop(client, daemon, made, runtime):
     job = Background(daemon, f"/v1/sandboxes/{sid}/snapshots")
     assert wait_busy(client, sid, job), f"never seen busy: {job.r and job.r.describe()}"
     assert_busy_refusals(client, sid)
-    lat = latencies_while(job, {
-        "health": lambda: client.get("/healthz"),
-        "exec": lambda: sh(client, other, "echo ok"),
-    })
-    job.join()
+    assert_served_while(job, client, other, runtime)
     assert job.r.status == 201, job.r.describe()
     snap = job.r.json()
     try:
-        print(f"{runtime}: snapshot {job.seconds:.2f} s; during it /healthz max "
-              f"{max(lat['health'], default=0) * 1000:.1f} ms of {len(lat['health'])}, exec on "
-              f"another max {max(lat['exec'], default=0) * 1000:.1f} ms of {len(lat['exec'])}")
-        assert len(lat["health"]) >= 3 and len(lat["exec"]) >= 1, (lat, job.seconds)
-        assert max(lat["health"]) < job.seconds / 4, (lat["health"], job.seconds)
         assert sh(client, sid, "cat /tmp/m/1 && echo served") == "served\n"
         assert snap["size_bytes"] >= 150000000, snap
     finally:
