@@ -6,7 +6,9 @@ snapshot and fork tests also need the runtime's "snapshot" capability (both have
 test checks state before and after on the real daemon: a counter loop that stops while
 paused, files seen (and deleted ones unseen) in a sandbox made from a snapshot, a sparse
 1 GiB file that stays sparse, children that do not see each other's writes, and nothing
-left on the host after many forks.
+left on the host after many forks. The snapshot step runs off cordond's loop (issue 13): the
+daemon serves meanwhile, the sandbox answers 409 sandbox_busy, and a DELETE, its TTL or a
+stop during it leave nothing half-made.
 """
 import os
 import re
@@ -397,6 +399,27 @@ def test_destroy_during_a_snapshot(client, daemon, made, runtime):
     assert wait_until(lambda: not slot_leaked(slot) and not slot_held(slot), 15), slot
     events = open(os.path.join(daemon.audit_dir, sid + ".jsonl")).read()
     assert '"sandbox.snapshot"' in events and '"sandbox.destroy"' in events
+
+
+@pytest.mark.usefixtures("snapshots")
+def test_ttl_during_a_snapshot(client, daemon, made, runtime):
+    """The TTL (set to 1 s while the snapshot is under way: a timeout is still taken) ends the
+    sandbox as a DELETE does: after the snapshot step, which is then refused and removed."""
+    sid = slow_sandbox(client, made, runtime)
+    sh(client, sid, "cp /tmp/big /tmp/big2", timeout=300)  # a copy of 2 s or more
+    before = snapshots_dir_names(daemon)
+    job = Background(daemon, f"/v1/sandboxes/{sid}/snapshots")
+    assert wait_busy(client, sid, job)
+    t = time.monotonic()
+    assert client.post(f"/v1/sandboxes/{sid}/timeout", {"timeout_s": 1}).status == 200
+    assert wait_until(lambda: client.get(f"/v1/sandboxes/{sid}").status == 404, 5)
+    assert job.alive(), f"the snapshot ended first ({time.monotonic() - t:.2f} s)"
+    job.join()
+    e = assert_error(job.r, 409, "conflict")
+    assert "destroyed while" in e["message"], e
+    assert snapshots_dir_names(daemon) == before
+    events = open(os.path.join(daemon.audit_dir, sid + ".jsonl")).read()
+    assert '"sandbox.timeout"' in events, events[-500:]
 
 
 @pytest.mark.usefixtures("snapshots")
