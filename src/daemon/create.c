@@ -234,9 +234,9 @@ static void creator_start(struct started *st)
 }
 
 /* The pool's thread: sandboxes to start, and the deletion of template versions that the
- * sandboxes' ends let go (store_release_step), off the loop. Besides it there is only the
- * teardown thread (teardown.c): a jail child cloned from this process calls the kernel's
- * set*id(), never glibc's, which would wait for every thread glibc knows of. */
+ * sandboxes' ends let go (store_release_step), off the loop. Besides it there are only the
+ * teardown and snapshot threads (worker.c): a jail child cloned from this process calls the
+ * kernel's set*id(), never glibc's, which would wait for every thread glibc knows of. */
 static void *creator_main(void *arg)
 {
 	int timeout = -1;
@@ -379,8 +379,9 @@ int pool_start(void)
 	if (!creator_ev || event_add(creator_ev, NULL) < 0)
 		return -ENOMEM;
 	/* What the jail caches per process (the sealed cordon-init, the cgroup mode) is made
-	 * here, before the pool's thread exists; the teardown thread only frees sandboxes, each
-	 * handed to it (through a pipe) after the loop made it, so after this too. */
+	 * here, before the pool's thread exists; the teardown and snapshot threads only free or
+	 * snapshot sandboxes, each handed to them (through a pipe) after the loop made it, so
+	 * after this too. */
 	struct cordon_err err = {};
 	if (cordon_prepare(&err) < 0) {
 		log_error("%s", err.msg);
@@ -920,7 +921,8 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 /* True once every destroyed sandbox is reaped and freed and no pooled one is on its way. */
 bool daemon_settled(void)
 {
-	return D.n_dying == 0 && creator_pending == 0 && teardown_pending() == 0;
+	return D.n_dying == 0 && creator_pending == 0 && teardown_pending() == 0 &&
+	       svc_snapshot_pending() == 0;
 }
 
 

@@ -164,6 +164,12 @@ struct sbx {
 	bool paused;
 	uint64_t ttl_left_ms, paused_ms;
 	struct event *pause_ev;
+	/* A snapshot of it (a fork's too) is being made on the snapshot thread (svc_snapshot.c),
+	 * which has its runtime handle until then: no route reaches the sandbox but its info,
+	 * destroy, timeout and audit log (409 sandbox_busy), and a destroy meanwhile kills and
+	 * frees it only after (sbx_busy_end()). */
+	bool busy;
+	bool final_wait; /* its PID 1 was reaped while busy: the rest at sbx_busy_end() */
 	/* Made from a snapshot (and by a fork of @parent): named in its first audit record. */
 	char from_snapshot[32], parent[SBX_ID_LEN + 1];
 	/* D.sandboxes (creation order), its bucket of D.by_id, and D.pool while pooled: each
@@ -223,6 +229,19 @@ struct event *loop_event_new(int fd, short what, event_callback_fn cb, void *arg
 struct event *loop_event_free(struct event *ev);
 struct bufferevent *loop_bev_new(int fd, int options);
 struct bufferevent *loop_bev_free(struct bufferevent *bev);
+/* worker.c: a thread of cordond's for blocking jobs, in order: @work(@work_arg) on it, then
+ * @done(@arg) (may be NULL) on the loop. The thread touches no loop state: the caller keeps
+ * the loop off what @work uses until @done. A struct worker is static, WORKER_INIT. */
+struct worker {
+	int req[2], res[2];
+	size_t pending; /* handed to the thread, not back yet */
+	struct event *done_ev;
+};
+#define WORKER_INIT {{-1, -1}, {-1, -1}, 0, NULL}
+int worker_start(struct worker *w, const char *name);
+/* 0: queued; -errno: nothing was done (not started, no memory, the queue full). */
+int worker_call(struct worker *w, void (*work)(void *arg), void *work_arg, void (*done)(void *arg),
+		void *arg);
 /* teardown.c: cordon_sandbox_free() of a reaped sandbox on a thread of its own (its
  * unmounts and rmdirs cost milliseconds); @done(@arg) runs on the loop once @rt is freed.
  * 0: @rt is taken; -errno: nothing was done, the caller frees @rt itself. */
@@ -251,7 +270,8 @@ enum body_kind { BODY_API, BODY_UPLOAD, BODY_BUILD, BODY_SPOOL };
 /* The states of sandbox {id} a route accepts: ST_NONE, it names none; ST_ANY, any but
  * destroyed (else 404); ST_RUNNING, one whose agent runs (else 409). */
 /* ST_RUNNING also refuses a paused one (409 sandbox_paused); ST_LIVE takes one whose agent
- * runs, paused or not (pause, resume, snapshots, fork). */
+ * runs, paused or not (pause, resume, snapshots, fork). Both refuse one whose snapshot is
+ * being made (409 sandbox_busy). */
 enum route_state { ST_NONE, ST_ANY, ST_RUNNING, ST_LIVE };
 /* A route that takes over its connection (a tunnel): called by the front with the socket
  * once the request head passed its checks, before evhttp sees it. */
@@ -409,8 +429,11 @@ struct sbx *sbx_new(bool pooled, const struct sbx_start *st, struct cordon_err *
 /* Pauses (@pause) or resumes the sandbox's processes and its TTL; -errno of the runtime. */
 int sbx_pause(struct sbx *s, bool pause);
 /* For a watchdog that fired (an agent's answer overdue): true, with @ev armed again for
- * AGENT_GRACE_MS, when the sandbox is paused (a frozen agent answers nothing). */
+ * AGENT_GRACE_MS, when the sandbox is paused or busy (a frozen agent answers nothing). */
 bool sbx_watchdog_defer(struct sbx *s, struct event *ev);
+/* @s->busy is over (the snapshot thread gave its handle back): a destroy that came
+ * meanwhile goes on (the kill, or the free of one already reaped), so @s may be gone. */
+void sbx_busy_end(struct sbx *s);
 /* Takes a started runtime (s->rt) into the event loop and the list of sandboxes. */
 void sbx_adopt(struct sbx *s);
 void sbx_arm_ttl(struct sbx *s);
@@ -441,6 +464,10 @@ int snapstore_remove(const char *id);
 /* Every snapshot's meta, oldest first: @fn(@meta, @arg). */
 void snapstore_each(void (*fn)(json_t *meta, void *arg), void *arg);
 void snapstore_usage(size_t *ret_n, uint64_t *ret_bytes);
+/* svc_snapshot.c: the snapshot thread (a worker), started once at cordond's start; the
+ * snapshots handed to it and not back yet (a stop waits for them, as for the reaps). */
+int svc_snapshot_start(void);
+size_t svc_snapshot_pending(void);
 /* svc_template.c: @changed (the pool) hears of the store's rebuilds and removals; idempotent */
 void templates_watch(void (*changed)(void));
 int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg);

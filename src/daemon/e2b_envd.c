@@ -111,7 +111,7 @@ static bool token_ok(const struct ctx *c, const struct sbx *s)
 
 static bool live(const struct sbx *s)
 {
-	return s && s->owner && s->state == SBX_RUNNING && !s->paused;
+	return s && s->owner && s->state == SBX_RUNNING && !s->paused && !s->busy;
 }
 
 #define NOT_FOUND_MSG "The sandbox was not found: it does not exist, is not running, or has been killed"

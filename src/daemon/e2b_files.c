@@ -37,7 +37,7 @@ struct sbx *fsop_again(struct connect_call *cc)
 {
 	struct fsop *op = cc->arg;
 	struct sbx *s = sbx_find(NULL, op->id);
-	if (!s || s->state != SBX_RUNNING || s->paused) {
+	if (!s || s->state != SBX_RUNNING || s->paused || s->busy) {
 		connect_answer_error(cc, CONNECT_UNAVAILABLE, "the sandbox was killed");
 		return NULL;
 	}

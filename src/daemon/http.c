@@ -160,6 +160,11 @@ struct sbx *ctx_sbx(struct ctx *c)
 		reply_error(c->req, API_ERR_CONFLICT, "the sandbox is not running");
 		return NULL;
 	}
+	if (live && s->busy) {
+		reply_error(c->req, API_ERR_SANDBOX_BUSY,
+			    "a snapshot of sandbox %s is being made: try again once it is done", s->id);
+		return NULL;
+	}
 	if (c->route->state == ST_RUNNING && s->paused) {
 		reply_error(c->req, API_ERR_SANDBOX_PAUSED,
 			    "the sandbox is paused: POST /v1/sandboxes/%s/resume first", s->id);

@@ -154,6 +154,7 @@ static const struct setup_step {
     {"directories", make_dirs},
     {"event loop", loop_step},
     {"teardown", teardown_start},
+    {"snapshots", svc_snapshot_start},
     {"egress start", network_boot}, /* on the teardown thread, until "network" */
     {"state.db", state_open},
     {"api keys", keys_step},

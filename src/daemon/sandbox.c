@@ -343,7 +343,8 @@ void sbx_destroy(struct sbx *s, const char *reason)
 		event_del(s->setup_ev);
 	if (s->rt) {
 		D.n_dying++;
-		cordon_sandbox_kill(s->rt);
+		if (!s->busy) /* else at sbx_busy_end(): the handle is the snapshot thread's */
+			cordon_sandbox_kill(s->rt);
 	} else {
 		sbx_final(s);
 	}
@@ -398,6 +399,10 @@ static void sbx_finish(void *arg)
  * everything. */
 static void sbx_final(struct sbx *s)
 {
+	if (s->busy) {
+		s->final_wait = true; /* sbx_busy_end() comes back here */
+		return;
+	}
 	/* The events first: the jail closes the fds they watch. */
 	struct event *evs[] = {s->setup_ev, s->exit_ev, s->ttl_ev, s->hello_ev, s->ready_ev,
 			       s->pause_ev};
@@ -418,6 +423,17 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 		sbx_destroy(s, "exited");
 	D.n_dying--;
 	sbx_final(s);
+}
+
+void sbx_busy_end(struct sbx *s)
+{
+	s->busy = false;
+	if (s->state != SBX_DESTROYED)
+		return;
+	if (s->final_wait)
+		sbx_final(s);
+	else if (s->rt)
+		cordon_sandbox_kill(s->rt);
 }
 
 static void on_ttl(evutil_socket_t fd, short what, void *arg)
@@ -446,7 +462,7 @@ static void on_pause_timeout(evutil_socket_t fd, short what, void *arg)
 
 bool sbx_watchdog_defer(struct sbx *s, struct event *ev)
 {
-	if (!s->paused)
+	if (!s->paused && !s->busy)
 		return false;
 	struct timeval tv = {AGENT_GRACE_MS / 1000, AGENT_GRACE_MS % 1000 * 1000};
 	evtimer_add(ev, &tv);

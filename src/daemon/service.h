@@ -134,15 +134,19 @@ json_t *svc_health(void);
 int svc_sandbox_pause(struct sbx *s, json_t **ret, struct svc_err *err);
 int svc_sandbox_resume(struct sbx *s, json_t **ret, struct svc_err *err);
 /* A snapshot of @s's filesystem (and memory where the runtime can) under the state
- * directory, within --max-snapshot-bytes (507 snapshot_limit); its meta in @ret. */
-int svc_snapshot_create(const struct svc_caller *who, struct sbx *s, json_t **ret,
+ * directory, within --max-snapshot-bytes (507 snapshot_limit), made on the snapshot thread:
+ * its meta goes to @r (201) when it is done. Meanwhile @s is busy (409 sandbox_busy to
+ * everything but its info, destroy, timeout and audit log); destroyed meanwhile, the
+ * snapshot is removed and @r answered 409 conflict. */
+int svc_snapshot_create(const struct svc_caller *who, struct sbx *s, struct svc_reply *r,
 			struct svc_err *err);
 json_t *svc_snapshot_list(const struct svc_caller *who); /* {"snapshots": [...]} */
 int svc_snapshot_get(const struct svc_caller *who, const char *id, json_t **ret,
 		     struct svc_err *err);
 int svc_snapshot_delete(const struct svc_caller *who, const char *id, struct svc_err *err);
-/* One snapshot of @s, then @f->count children made from it at once; the answer (200, one
- * entry per child: {"id": ...} or {"error": {...}}) goes to @r when the last is up. */
+/* One snapshot of @s (as svc_snapshot_create(): @s busy until it is made), then @f->count
+ * children made from it at once; the answer (200, one entry per child: {"id": ...} or
+ * {"error": {...}}) goes to @r when the last is up. */
 int svc_sandbox_fork(const struct svc_caller *who, struct sbx *s, const struct api_fork *f,
 		     struct svc_reply *r, struct svc_err *err);
 

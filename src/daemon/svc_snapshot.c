@@ -1,7 +1,8 @@
 /* Pause, resume, snapshots and fork (service.h): the records first, then the runtime's
- * verbs (cordon_sandbox_pause/resume/snapshot/restore) through sandbox.c, the snapshots on
- * disk through snapstore.c, and a fork's children through the create path (create.c), all
- * started before the first is up, each answered on its own. */
+ * verbs (cordon_sandbox_pause/resume/snapshot/restore) through sandbox.c, the runtime's
+ * snapshot on a thread of its own (below), the snapshots on disk through snapstore.c, and a
+ * fork's children through the create path (create.c), all started before the first is up,
+ * each answered on its own. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +29,19 @@ static int runtime_fail(struct svc_err *err, int r, const struct sbx *s, const c
 	return svc_fail(err, API_ERR_INTERNAL, "%s: %s", verb, msg && msg[0] ? msg : strerror(-r));
 }
 
+/* A sandbox whose snapshot is being made: its runtime handle is the snapshot thread's. */
+static int busy_fail(const struct sbx *s, struct svc_err *err)
+{
+	return svc_fail(err, API_ERR_SANDBOX_BUSY,
+			"a snapshot of sandbox %s is being made: try again once it is done", s->id);
+}
+
 /* ---- pause and resume ---- */
 
 int svc_sandbox_pause(struct sbx *s, json_t **ret, struct svc_err *err)
 {
+	if (s->busy)
+		return busy_fail(s, err);
 	if (!s->paused) {
 		int r = sbx_audit_rc(s, AUDIT_SANDBOX_PAUSE, NULL);
 		if (r < 0)
@@ -46,6 +56,8 @@ int svc_sandbox_pause(struct sbx *s, json_t **ret, struct svc_err *err)
 
 int svc_sandbox_resume(struct sbx *s, json_t **ret, struct svc_err *err)
 {
+	if (s->busy)
+		return busy_fail(s, err);
 	if (s->paused) {
 		int r = sbx_audit_rc(s, AUDIT_SANDBOX_RESUME,
 				     json_pack("{s:I}", "paused_ms", (json_int_t)(now_ms() - s->paused_ms)));
@@ -58,57 +70,122 @@ int svc_sandbox_resume(struct sbx *s, json_t **ret, struct svc_err *err)
 	return 0;
 }
 
-/* ---- snapshots ---- */
+/* ---- snapshots: the runtime's copy on a thread of its own ----
+ *
+ * The runtime's snapshot may take seconds (a microvm's RAM streamed and copied, runsc's
+ * pause, a large scratch), so it runs on the snapshot thread (worker.c) and the request is
+ * answered when it is done. Meanwhile the sandbox is busy (daemon.h): the thread has its
+ * runtime handle, nothing else on the loop reaches it, and a destroy waits for the thread to
+ * give it back. What is read or written on the loop stays there: the admission and the audit
+ * record before, the cap's check, the meta and the rename after, so the store's usage
+ * (/metrics, the cap) only ever counts whole snapshots. Snapshots of several sandboxes
+ * queue on the one thread. */
 
-static json_t *snapshot_meta(const struct svc_caller *who, const struct sbx *s, const char *id,
-			     const struct cordon_snapshot_info *info)
+static struct worker snapper = WORKER_INIT;
+
+int svc_snapshot_start(void)
 {
-	char created[40];
-	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:s, s:O, s:s}", "id", id, "sandbox", s->id,
-			 "template", s->template_name[0] ? s->template_name : "host", "runtime",
-			 s->runtime, "memory", info->memory, "size_bytes", (json_int_t)info->bytes,
-			 "created_at", iso_time(now_ms(), created), "limits", s->limits, "owner",
-			 principal_name(who));
+	return worker_start(&snapper, "cordond-snap");
 }
 
-/* The copy into <state>/snapshots/.tmp-<id>, then its meta and the rename. */
-static int snapshot_make(const struct svc_caller *who, struct sbx *s, const char *id,
-			 json_t **ret, struct svc_err *err)
+size_t svc_snapshot_pending(void)
 {
-	struct cordon_snapshot_info info = {0};
-	struct cordon_err cerr = {};
+	return snapper.pending;
+}
+
+struct snap_job;
+/* What follows a snapshot, on the loop: its meta (taken), or NULL and why not. */
+typedef void (*snap_then_fn)(struct snap_job *j, json_t *meta, const struct svc_err *err);
+
+struct snap_job {
+	struct sbx *s;		   /* busy until snap_done() */
+	struct cordon_sandbox *rt; /* the thread's: s->rt */
+	struct api_key *principal; /* the snapshot's owner */
+	char id[32];
+	int fs; /* .tmp-<id>/fs, closed by the thread */
+	int r;
+	struct cordon_snapshot_info info;
+	struct cordon_err cerr;
+	uint64_t t0;
+	snap_then_fn then;
+	struct svc_reply *out; /* NULL once the client left */
+	struct api_fork fork;  /* a fork's request */
+};
+
+static void snap_work(void *arg)
+{
+	struct snap_job *j = arg;
+	j->r = cordon_sandbox_snapshot(j->rt, j->fs, &j->info, &j->cerr);
+	close(TAKE_FD(j->fs));
+}
+
+static void snap_gone(void *arg)
+{
+	struct snap_job *j = arg;
+	j->out = NULL;
+}
+
+static json_t *snapshot_meta(const struct snap_job *j)
+{
+	const struct sbx *s = j->s;
+	char created[40];
+	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:I, s:s, s:O, s:s}", "id", j->id, "sandbox",
+			 s->id, "template", s->template_name[0] ? s->template_name : "host", "runtime",
+			 s->runtime, "memory", j->info.memory, "size_bytes", (json_int_t)j->info.bytes,
+			 "created_at", iso_time(now_ms(), created), "limits", s->limits, "owner",
+			 principal_name(&(struct svc_caller){j->principal}));
+}
+
+/* The cap checked again with what the copy took, the meta written and the rename. */
+static int snapshot_keep(struct snap_job *j, json_t **ret, struct svc_err *err)
+{
 	size_t n;
-	uint64_t used, t0 = now_ms();
-	int fs = -1, r = snapstore_begin(id, &fs);
-	if (r < 0)
-		return svc_fail(err, API_ERR_INTERNAL, "snapshot: %s", strerror(-r));
-	r = cordon_sandbox_snapshot(s->rt, fs, &info, &cerr);
-	close(fs);
-	if (r < 0) {
-		snapstore_abort(id);
-		return runtime_fail(err, r, s, "snapshot", cerr.msg);
-	}
+	uint64_t used;
 	snapstore_usage(&n, &used);
-	if (used + info.bytes > D.cfg.max_snapshot_bytes) {
-		snapstore_abort(id);
+	if (used + j->info.bytes > D.cfg.max_snapshot_bytes)
 		return svc_fail(err, API_ERR_SNAPSHOT_LIMIT,
 				"the snapshot takes %llu bytes, over what is left of --max-snapshot-bytes "
 				"(%llu of %llu in use): delete snapshots first",
-				(unsigned long long)info.bytes, (unsigned long long)used,
+				(unsigned long long)j->info.bytes, (unsigned long long)used,
 				(unsigned long long)D.cfg.max_snapshot_bytes);
-	}
-	json_t *meta = snapshot_meta(who, s, id, &info);
-	if (!meta || (r = snapstore_commit(id, meta)) < 0) {
+	json_t *meta = snapshot_meta(j);
+	int r = meta ? snapstore_commit(j->id, meta) : -ENOMEM;
+	if (r < 0) {
 		json_decref(meta);
-		if (!meta)
-			snapstore_abort(id);
-		return svc_fail(err, API_ERR_INTERNAL, "snapshot: write its meta: %s",
-				strerror(meta ? -r : ENOMEM));
+		return svc_fail(err, API_ERR_INTERNAL, "snapshot: write its meta: %s", strerror(-r));
 	}
 	metric_inc(M_SNAPSHOTS);
-	metric_observe(H_SNAPSHOT, (now_ms() - t0) / 1000.0);
+	metric_observe(H_SNAPSHOT, (now_ms() - j->t0) / 1000.0);
 	*ret = meta;
 	return 0;
+}
+
+/* What the thread made becomes a snapshot, or goes whole. */
+static int snapshot_finish(struct snap_job *j, json_t **ret, struct svc_err *err)
+{
+	int r;
+	if (j->s->state == SBX_DESTROYED)
+		r = svc_fail(err, API_ERR_CONFLICT,
+			     "sandbox %s was destroyed while its snapshot was being made", j->s->id);
+	else if (j->r < 0)
+		r = runtime_fail(err, j->r, j->s, "snapshot", j->cerr.msg);
+	else
+		r = snapshot_keep(j, ret, err);
+	if (r < 0)
+		snapstore_abort(j->id); /* what commit did not rename is still .tmp-<id> */
+	return r;
+}
+
+static void snap_done(void *arg)
+{
+	struct snap_job *j = arg;
+	struct svc_err err = {};
+	json_t *meta = NULL;
+	struct sbx *s = j->s;
+	int r = snapshot_finish(j, &meta, &err);
+	j->then(j, r < 0 ? NULL : meta, &err);
+	free(j);
+	sbx_busy_end(s); /* last: a destroy that waited may free @s */
 }
 
 /* Refused before anything is copied when the cap is reached already. */
@@ -125,25 +202,64 @@ static int snapshot_admit(struct svc_err *err)
 	return 0;
 }
 
-static int snapshot_new(const struct svc_caller *who, struct sbx *s, const char *event,
-			json_t *fields, char id[32], json_t **ret, struct svc_err *err)
+/* The directory made and the job queued, the sandbox busy: 0, and @r is the job's. */
+static int snapshot_queue(struct snap_job *j, struct svc_reply *r, struct svc_err *err)
 {
-	_cleanup_(json_decrefp) json_t *f = fields;
-	if (snapshot_admit(err) < 0)
-		return -1;
-	snapstore_new_id(id);
-	json_object_set_new(f, "snapshot", json_string(id));
-	int r = sbx_audit_rc(s, event, json_incref(f)); /* before the copy */
-	if (r < 0)
-		return svc_fail_audit(err, r);
-	return snapshot_make(who, s, id, ret, err);
+	int q = snapstore_begin(j->id, &j->fs);
+	if (q < 0)
+		return svc_fail(err, API_ERR_INTERNAL, "snapshot: %s", strerror(-q));
+	if ((q = worker_call(&snapper, snap_work, j, snap_done, j)) < 0) {
+		close(TAKE_FD(j->fs));
+		snapstore_abort(j->id);
+		return svc_fail(err, API_ERR_UNAVAILABLE, "snapshot: cannot queue it: %s", strerror(-q));
+	}
+	j->s->busy = true;
+	j->out = r;
+	r->gone = snap_gone;
+	r->gone_arg = j;
+	return 0;
 }
 
-int svc_snapshot_create(const struct svc_caller *who, struct sbx *s, json_t **ret,
+/* Admitted and recorded (the audit record before the copy), then queued; @then answers @r
+ * when it is done. -1: nothing was made and @r is untouched. */
+static int snapshot_new(const struct svc_caller *who, struct sbx *s, const char *event,
+			json_t *fields, const struct api_fork *f, snap_then_fn then,
+			struct svc_reply *r, struct svc_err *err)
+{
+	_cleanup_(json_decrefp) json_t *fl = fields;
+	if (s->busy)
+		return busy_fail(s, err);
+	if (snapshot_admit(err) < 0)
+		return -1;
+	struct snap_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return svc_fail(err, API_ERR_INTERNAL, "out of memory");
+	*j = (struct snap_job){.s = s, .rt = s->rt, .principal = who->principal, .fs = -1,
+			       .t0 = now_ms(), .then = then, .fork = f ? *f : (struct api_fork){0}};
+	snapstore_new_id(j->id);
+	json_object_set_new(fl, "snapshot", json_string(j->id));
+	int a = sbx_audit_rc(s, event, json_incref(fl));
+	if (a < 0 || snapshot_queue(j, r, err) < 0) {
+		free(j);
+		return a < 0 ? svc_fail_audit(err, a) : -1;
+	}
+	return 0;
+}
+
+static void create_then(struct snap_job *j, json_t *meta, const struct svc_err *err)
+{
+	if (!j->out)
+		json_decref(meta); /* the client left: the snapshot is kept all the same */
+	else if (meta)
+		j->out->json(j->out, 201, meta);
+	else
+		j->out->error(j->out, err);
+}
+
+int svc_snapshot_create(const struct svc_caller *who, struct sbx *s, struct svc_reply *r,
 			struct svc_err *err)
 {
-	char id[32];
-	return snapshot_new(who, s, AUDIT_SANDBOX_SNAPSHOT, json_object(), id, ret, err);
+	return snapshot_new(who, s, AUDIT_SANDBOX_SNAPSHOT, json_object(), NULL, create_then, r, err);
 }
 
 /* The meta of snapshot @id if @who made it; the owner is not shown. */
@@ -344,28 +460,41 @@ static void fork_one(const struct svc_caller *who, struct sbx *parent, const str
 		child_error(&c->r, &e);
 }
 
-int svc_sandbox_fork(const struct svc_caller *who, struct sbx *s, const struct api_fork *f,
-		     struct svc_reply *r, struct svc_err *err)
+/* The fork's snapshot is made (or not): its children, all started before the first is up. */
+static void fork_then(struct snap_job *j, json_t *meta, const struct svc_err *err)
 {
-	char snap[32];
-	_cleanup_(json_decrefp) json_t *meta = NULL;
-	json_t *fields = json_pack("{s:I}", "count", (json_int_t)f->count);
-	if (snapshot_new(who, s, AUDIT_SANDBOX_FORK, fields, snap, &meta, err) < 0)
-		return -1;
-	struct fork_job *job = calloc(1, sizeof(*job));
-	if (!job || !(job->results = json_array())) {
+	struct svc_caller who = {j->principal};
+	struct svc_reply *r = j->out;
+	struct svc_err oom = {.code = API_ERR_INTERNAL, .msg = "out of memory"};
+	bool made = meta != NULL; /* and kept, whatever follows */
+	json_decref(meta);
+	struct fork_job *job = made ? calloc(1, sizeof(*job)) : NULL;
+	if (job && !(job->results = json_array())) {
 		free(job);
-		return svc_fail(err, API_ERR_INTERNAL, "out of memory");
+		job = NULL;
+	}
+	if (!job) {
+		if (r)
+			r->error(r, made ? &oom : err);
+		return;
 	}
 	metric_inc(M_FORKS);
 	job->out = r;
-	job->pending = f->count + 1; /* one for this call, settled last */
-	r->gone = job_gone;
-	r->gone_arg = job;
-	for (size_t i = 0; i < f->count; i++)
+	job->pending = j->fork.count + 1; /* one for this call, settled last */
+	if (r) {
+		r->gone = job_gone;
+		r->gone_arg = job;
+	}
+	for (size_t i = 0; i < j->fork.count; i++)
 		json_array_append_new(job->results, json_null());
-	for (size_t i = 0; i < f->count; i++)
-		fork_one(who, s, f, snap, job, i);
+	for (size_t i = 0; i < j->fork.count; i++)
+		fork_one(&who, j->s, &j->fork, j->id, job, i);
 	job_finish(job); /* this call's share: the answer goes now if every child answered */
-	return 0;
+}
+
+int svc_sandbox_fork(const struct svc_caller *who, struct sbx *s, const struct api_fork *f,
+		     struct svc_reply *r, struct svc_err *err)
+{
+	json_t *fields = json_pack("{s:I}", "count", (json_int_t)f->count);
+	return snapshot_new(who, s, AUDIT_SANDBOX_FORK, fields, f, fork_then, r, err);
 }

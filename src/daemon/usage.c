@@ -95,7 +95,7 @@ static void usage_sample(struct sbx *s)
 	u->head = (u->head + 1) % USAGE_SAMPLES;
 	u->n += u->n < USAGE_SAMPLES;
 	/* A frozen agent answers nothing: ask again once it runs. */
-	if (u->chan_open && !u->pending && !s->paused &&
+	if (u->chan_open && !u->pending && !s->paused && !s->busy &&
 	    sbx_send(s, FRAME_STATFS, u->ch.id,
 		     &(struct frame_file){.path = USAGE_FS_PATH, .user = FRAME_USER_ROOT}) == 0)
 		u->pending = true;

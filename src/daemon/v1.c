@@ -153,12 +153,12 @@ static void v1_snapshot(struct ctx *c)
 {
 	struct svc_err err = {};
 	struct svc_caller who = {c->principal};
-	json_t *out = NULL;
 	struct sbx *s = ctx_sbx(c);
 	if (!s)
 		return;
-	int r = svc_snapshot_create(&who, s, &out, &err);
-	reply_svc(c->req, r, 201, out, &err);
+	struct svc_reply *rp = deferred(c); /* 201 once the snapshot thread made it */
+	if (rp && svc_snapshot_create(&who, s, rp, &err) < 0)
+		rp->error(rp, &err);
 }
 
 static void v1_fork(struct ctx *c)
@@ -369,6 +369,8 @@ static int port_target(struct raw_ctx *c, struct sbx **ret_s, uint32_t *ret_port
 		return svc_fail(err, API_ERR_NOT_FOUND, "no sandbox %.64s", c->params[0]);
 	if (s->state != SBX_RUNNING)
 		return svc_fail(err, API_ERR_CONFLICT, "sandbox %s is not running", s->id);
+	if (s->busy)
+		return svc_fail(err, API_ERR_SANDBOX_BUSY, "a snapshot of sandbox %s is being made", s->id);
 	if (s->paused)
 		return svc_fail(err, API_ERR_SANDBOX_PAUSED, "sandbox %s is paused", s->id);
 	if (*end || end == c->params[1] || c->params[1][0] == '0' || port > 65535)

@@ -1843,6 +1843,7 @@ static const struct {
     [API_ERR_NO_INTERPRETER] = {"no_interpreter", 409},
     [API_ERR_NOT_A_TERMINAL] = {"not_a_terminal", 409},
     [API_ERR_PORT_UNREACHABLE] = {"port_unreachable", 502},
+    [API_ERR_SANDBOX_BUSY] = {"sandbox_busy", 409},
 };
 
 /* The one errno -> API error table (STYLE.md: "One table maps errno to HTTP status"). */

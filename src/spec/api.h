@@ -559,6 +559,7 @@ enum api_error {
 	API_ERR_NO_INTERPRETER,	   /* 409: the sandbox's template has no code interpreter */
 	API_ERR_NOT_A_TERMINAL,	   /* 409: a resize of a process that has no PTY */
 	API_ERR_PORT_UNREACHABLE,  /* 502: nothing listens on that port inside the sandbox */
+	API_ERR_SANDBOX_BUSY,	   /* 409: a snapshot of the sandbox is being made */
 	_API_ERR_MAX,
 };
 

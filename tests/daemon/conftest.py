@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 
@@ -98,7 +99,7 @@ ERROR_STATUS = {
     "is_a_directory": 409, "cross_device": 409,
     "audit_unavailable": 503,
     "unsupported_runtime": 400,
-    "sandbox_paused": 409, "snapshot_limit": 507,
+    "sandbox_paused": 409, "sandbox_busy": 409, "snapshot_limit": 507,
     "volume_in_use": 409, "volume_exists": 409, "insufficient_storage": 507,
     "unsafe_archive": 400,
     "no_interpreter": 409, "not_a_terminal": 409, "port_unreachable": 502,
@@ -766,6 +767,81 @@ def skip_if_sanitized():
     if is_sanitized():
         pytest.skip("cordond under ASan: its allocator's quarantine keeps freed memory, so "
                     "peak RSS does not measure what cordond holds (the build without it does)")
+
+
+class Background:
+    """@daemon's POST @path (a snapshot, a fork) on a thread of its own, on its own
+    connection: .r is the answer (or .exc what the client raised), .seconds its time."""
+
+    def __init__(self, daemon, path, body=None, timeout=300):
+        self.r = self.exc = self.seconds = None
+        self._t = threading.Thread(target=self._run, args=(daemon, path, body, timeout), daemon=True)
+        self._t.start()
+
+    def _run(self, daemon, path, body, timeout):
+        t = time.monotonic()
+        try:
+            self.r = daemon.client(timeout=timeout).post(path, body)
+        except Exception as e:  # noqa: BLE001 - a daemon that stopped closes the connection
+            self.exc = e
+        self.seconds = time.monotonic() - t
+
+    def alive(self):
+        return self._t.is_alive()
+
+    def join(self, timeout=300):
+        self._t.join(timeout)
+        assert not self._t.is_alive(), f"no answer in {timeout} s"
+        return self
+
+
+def wait_busy(client, sid, job, timeout=60):
+    """Until sandbox @sid answers 409 sandbox_busy (its snapshot under way) while @job
+    runs: True; False if @job ended first."""
+    deadline = time.monotonic() + timeout
+    while job.alive() and time.monotonic() < deadline:
+        r = client.get(f"/v1/sandboxes/{sid}/metrics")
+        if r.status == 409 and r.json()["error"]["code"] == "sandbox_busy":
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def assert_busy_refusals(client, sid):
+    """Every other request on a sandbox whose snapshot is being made: 409 sandbox_busy for
+    exec, files, pause, resume, a snapshot, a fork; its info answers."""
+    for method, path, body in (("POST", "exec", {"cmd": "true"}), ("GET", "files?path=/tmp", None),
+                               ("POST", "pause", None), ("POST", "resume", None),
+                               ("POST", "snapshots", None), ("POST", "fork", {"count": 1})):
+        r = client.request(method, f"/v1/sandboxes/{sid}/{path}", body)
+        assert_error(r, 409, "sandbox_busy")
+    assert client.get(f"/v1/sandboxes/{sid}").status == 200
+
+
+def latencies_while(job, calls):
+    """Each of @calls (name -> fn) again and again while @job runs: name -> the seconds of
+    each call that both started and ended while @job ran."""
+    out = {name: [] for name in calls}
+    while job.alive():
+        for name, fn in calls.items():
+            t = time.monotonic()
+            fn()
+            if job.alive():
+                out[name].append(time.monotonic() - t)
+    return out
+
+
+def assert_served_while(job, client, other, label):
+    """cordond serves while @job (a snapshot) runs: /healthz and an exec on sandbox @other,
+    again and again, answer meanwhile, /healthz within a quarter of @job's own time."""
+    lat = latencies_while(job, {"health": lambda: client.get("/healthz"),
+                                "exec": lambda: client.sh(other, "echo ok")})
+    job.join()
+    print(f"{label}: snapshot {job.seconds:.2f} s; during it /healthz max "
+          f"{max(lat['health'], default=0) * 1000:.1f} ms of {len(lat['health'])}, exec on "
+          f"another sandbox max {max(lat['exec'], default=0) * 1000:.1f} ms of {len(lat['exec'])}")
+    assert len(lat["health"]) >= 3 and len(lat["exec"]) >= 1, (lat, job.seconds)
+    assert max(lat["health"]) < job.seconds / 4, (lat["health"], job.seconds)
 
 
 def start_daemon(**kw):

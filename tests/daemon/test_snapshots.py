@@ -6,17 +6,21 @@ snapshot and fork tests also need the runtime's "snapshot" capability (both have
 test checks state before and after on the real daemon: a counter loop that stops while
 paused, files seen (and deleted ones unseen) in a sandbox made from a snapshot, a sparse
 1 GiB file that stays sparse, children that do not see each other's writes, and nothing
-left on the host after many forks.
+left on the host after many forks. The snapshot step runs off cordond's loop (issue 13): the
+daemon serves meanwhile, the sandbox answers 409 sandbox_busy, and a DELETE, its TTL or a
+stop during it leave nothing half-made.
 """
 import os
 import re
+import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import (CORDON, assert_error, cordon_cgroup_dirs, get_metrics, parse_time, requires_daemon,
-                      slot_held, start_daemon, wait_until)
+from conftest import (CORDON, Background, assert_busy_refusals, assert_error, cordon_cgroup_dirs, get_metrics,
+                      assert_served_while, parse_time, requires_daemon, slot_held, start_daemon, wait_busy,
+                      wait_until)
 
 pytestmark = requires_daemon
 
@@ -331,6 +335,134 @@ def test_fork_children_have_their_own_entropy(client, made, runtime):
 
 
 _daemons = {}
+
+
+# ---- the snapshot runs off cordond's loop (issue 13) ----
+
+# Enough for a copy of a second or more on every runtime here (measured: the jail ~1.4 s,
+# gvisor ~3 s, runsc's pause and resume included): many small files and incompressible bytes.
+SLOW_COPY = ("mkdir -p /tmp/m && cd /tmp/m && seq 1 10000 | xargs touch && "
+             "head -c 150000000 /dev/urandom > /tmp/big")
+
+
+def slow_sandbox(client, made, runtime):
+    sid = create(client, made, runtime, limits={"disk_mb": 1024}, timeout_s=300)["id"]
+    r = client.exec(sid, cmd=SLOW_COPY, timeout=300)
+    assert r["exit_code"] == 0, r
+    return sid
+
+
+def snapshots_dir_names(daemon):
+    return sorted(os.listdir(os.path.join(daemon.state_dir, "snapshots")))
+
+
+@pytest.mark.usefixtures("snapshots")
+def test_a_snapshot_runs_off_the_loop(client, daemon, made, runtime):
+    """While a sandbox's snapshot is being made, cordond serves everything else at once (its
+    health, an exec on another sandbox), and every other request on that sandbox is refused
+    409 sandbox_busy; the snapshot then answers 201 and the sandbox serves again."""
+    sid = slow_sandbox(client, made, runtime)
+    other = create(client, made, runtime)["id"]
+    job = Background(daemon, f"/v1/sandboxes/{sid}/snapshots")
+    assert wait_busy(client, sid, job), f"never seen busy: {job.r and job.r.describe()}"
+    assert_busy_refusals(client, sid)
+    assert_served_while(job, client, other, runtime)
+    assert job.r.status == 201, job.r.describe()
+    snap = job.r.json()
+    try:
+        assert sh(client, sid, "cat /tmp/m/1 && echo served") == "served\n"
+        assert snap["size_bytes"] >= 150000000, snap
+    finally:
+        client.delete(f"/v1/snapshots/{snap['id']}")
+
+
+@pytest.mark.usefixtures("snapshots")
+def test_destroy_during_a_snapshot(client, daemon, made, runtime):
+    """A DELETE while the snapshot is being made answers at once; the sandbox goes once the
+    snapshot thread gave it back, and its snapshot with it (409 conflict, no directory, the
+    counts unchanged); nothing of the sandbox is left."""
+    sid = slow_sandbox(client, made, runtime)
+    slot = slot_of(client, sid)
+    before, gauge = snapshots_dir_names(daemon), get_metrics(client).total("cordon_snapshots")
+    job = Background(daemon, f"/v1/sandboxes/{sid}/snapshots")
+    assert wait_busy(client, sid, job)
+    t = time.monotonic()
+    assert client.delete(f"/v1/sandboxes/{sid}").status == 204
+    took = time.monotonic() - t
+    assert_error(client.get(f"/v1/sandboxes/{sid}"), 404, "not_found")
+    job.join()
+    assert took < job.seconds / 2, (took, job.seconds)
+    e = assert_error(job.r, 409, "conflict")
+    assert "destroyed while its snapshot was being made" in e["message"], e
+    assert snapshots_dir_names(daemon) == before, "nothing half-made"
+    assert get_metrics(client).total("cordon_snapshots") == gauge
+    assert wait_until(lambda: not slot_leaked(slot) and not slot_held(slot), 15), slot
+    events = open(os.path.join(daemon.audit_dir, sid + ".jsonl")).read()
+    assert '"sandbox.snapshot"' in events and '"sandbox.destroy"' in events
+
+
+@pytest.mark.usefixtures("snapshots")
+def test_ttl_during_a_snapshot(client, daemon, made, runtime):
+    """The TTL (set to 1 s while the snapshot is under way: a timeout is still taken) ends the
+    sandbox as a DELETE does: after the snapshot step, which is then refused and removed."""
+    sid = slow_sandbox(client, made, runtime)
+    sh(client, sid, "cp /tmp/big /tmp/big2", timeout=300)  # a copy of 2 s or more
+    before = snapshots_dir_names(daemon)
+    job = Background(daemon, f"/v1/sandboxes/{sid}/snapshots")
+    assert wait_busy(client, sid, job)
+    t = time.monotonic()
+    assert client.post(f"/v1/sandboxes/{sid}/timeout", {"timeout_s": 1}).status == 200
+    assert wait_until(lambda: client.get(f"/v1/sandboxes/{sid}").status == 404, 5)
+    assert job.alive(), f"the snapshot ended first ({time.monotonic() - t:.2f} s)"
+    job.join()
+    e = assert_error(job.r, 409, "conflict")
+    assert "destroyed while" in e["message"], e
+    assert snapshots_dir_names(daemon) == before
+    events = open(os.path.join(daemon.audit_dir, sid + ".jsonl")).read()
+    assert '"sandbox.timeout"' in events, events[-500:]
+
+
+@pytest.mark.usefixtures("snapshots")
+def test_a_fork_is_busy_too(client, daemon, made, runtime):
+    """A fork's snapshot makes its sandbox busy the same way; its children come after."""
+    sid = slow_sandbox(client, made, runtime)
+    job = Background(daemon, f"/v1/sandboxes/{sid}/fork", {"count": 1})
+    assert wait_busy(client, sid, job)
+    assert_error(client.post(f"/v1/sandboxes/{sid}/exec", {"cmd": "true"}), 409, "sandbox_busy")
+    job.join()
+    assert job.r.status == 200 and "id" in job.r.json()[0], job.r.describe()
+    kid = job.r.json()[0]["id"]
+    made.append(kid)
+    snap = client.info(kid)["snapshot"]
+    assert sh(client, kid, "test -e /tmp/m/10000 && echo yes") == "yes\n"
+    client.destroy(kid)
+    assert client.delete(f"/v1/snapshots/{snap}").status == 204
+
+
+@pytest.mark.usefixtures("snapshots")
+def test_shutdown_during_a_snapshot(runtime):
+    """SIGTERM while a snapshot is being made: cordond stops within its bound (10 s to reap),
+    with no snapshot half-made and no sandbox left."""
+    d = start_daemon(pool=0)
+    try:
+        c = d.client(timeout=300)
+        made = []
+        sid = slow_sandbox(c, made, runtime)
+        slot = slot_of(c, sid)
+        job = Background(d, f"/v1/sandboxes/{sid}/snapshots")
+        assert wait_busy(c, sid, job)
+        t = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        d.proc.wait(30)
+        took = time.monotonic() - t
+        job.join(30)
+        assert d.proc.returncode == 0 and took < 15, (d.proc.returncode, took, d.log_tail())
+        assert job.r is None or job.r.status >= 400, job.r.describe()
+        assert snapshots_dir_names(d) == [], snapshots_dir_names(d)
+        assert "not yet reaped" not in d.log_tail(), d.log_tail()
+        assert wait_until(lambda: not slot_leaked(slot) and not slot_held(slot), 15), slot
+    finally:
+        d.cleanup()
 
 
 def client_daemon(client):

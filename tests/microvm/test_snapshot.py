@@ -21,6 +21,10 @@ POOL = 0  # no warm VMs: every boot here is the test's
 
 # The witness: a shell whose counter is a variable (memory only), printed each 0.2 s.
 COUNTER = "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done' >/dev/null 2>&1 < /dev/null &"
+# Guest RAM touched (the page cache of a file on the scratch disk: a restored VM's snapshot
+# streams those pages, and copies the disk): its snapshot then takes long enough (0.6 s
+# here) to be seen under way. urandom: yes(1) or cat loops are slower under TCG.
+FILL = "test -e /tmp/fill || dd if=/dev/urandom of=/tmp/fill bs=1M count=200 2>/dev/null; echo filled"
 IDENT = ("hostname; cat /sys/class/net/eth0/address 2>/dev/null || ip -o link show eth0; "
          "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; date +%s")
 
@@ -261,6 +265,50 @@ def test_a_guest_that_stops_answering_is_destroyed_at_its_deadline(fam):
     assert time.monotonic() - t < 15
     assert cl.get(f"/v1/sandboxes/{c['id']}").status == 404 or cl.info(c["id"])["state"] != "running"
     assert dc.wait_until(lambda: not set(os.listdir(vms)) - dirs, 5), os.listdir(vms)
+
+
+def test_a_snapshot_runs_off_the_loop(fam):
+    """The restored sandbox's snapshot (a restored VM's RAM goes through the state stream:
+    a second or more under TCG) runs on cordond's snapshot thread: meanwhile /healthz and an
+    exec on another VM answer at once, and the sandbox refuses the rest with 409
+    sandbox_busy; then it answers 201 with its memory, and the guest runs on."""
+    cl, d = fam["cl"], fam["d"]
+    src, other = fam["restored"], fam["kids"][0]
+    assert cl.sh(src, FILL, timeout=120) == "filled\n"
+    job = dc.Background(d, f"/v1/sandboxes/{src}/snapshots")
+    assert dc.wait_busy(cl, src, job), f"never seen busy: {job.r and job.r.describe()}"
+    dc.assert_busy_refusals(cl, src)
+    dc.assert_served_while(job, cl, other, "microvm")
+    assert job.r.status == 201 and job.r.json()["memory"] is True, job.r.describe()
+    try:
+        a = int(cl.sh(src, "cat /tmp/count"))
+        time.sleep(0.6)
+        assert int(cl.sh(src, "cat /tmp/count")) > a, "the guest runs on after its snapshot"
+    finally:
+        assert cl.delete(f"/v1/snapshots/{job.r.json()['id']}").status == 204
+
+
+def test_destroy_during_a_snapshot(fam):
+    """A DELETE while a VM's snapshot is being made answers at once; the snapshot is
+    refused (409 conflict) and removed, and the VM goes with nothing left: no QEMU, no VM
+    directory, no snapshot directory."""
+    cl, d, vms = fam["cl"], fam["d"], fam["d"].vms
+    src = fam["restored"]
+    store = os.path.join(d.state_dir, "snapshots")
+    assert cl.sh(src, FILL, timeout=120) == "filled\n"
+    before, dirs, snaps = set(qemu_procs(vms)), set(os.listdir(vms)), sorted(os.listdir(store))
+    job = dc.Background(d, f"/v1/sandboxes/{src}/snapshots")
+    assert dc.wait_busy(cl, src, job), f"never seen busy: {job.r and job.r.describe()}"
+    assert cl.delete(f"/v1/sandboxes/{src}").status == 204
+    fam["made"].remove(src)
+    dc.assert_error(cl.get(f"/v1/sandboxes/{src}"), 404, "not_found")
+    job.join()
+    e = dc.assert_error(job.r, 409, "conflict")
+    assert "destroyed while its snapshot was being made" in e["message"], e
+    assert sorted(os.listdir(store)) == snaps, "nothing half-made"
+    assert dc.wait_until(lambda: len(set(qemu_procs(vms))) == len(before) - 1 and
+                         len(set(os.listdir(vms))) == len(dirs) - 1, 15), (qemu_procs(vms), os.listdir(vms))
+    assert set(qemu_procs(vms)) < before and set(os.listdir(vms)) < dirs
 
 
 def test_destroy_leaves_nothing(fam):

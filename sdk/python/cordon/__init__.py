@@ -13,7 +13,7 @@ from .errors import (AuditUnavailable, BadRequest, CapacityError, Conflict, Cord
                      CordonUnavailable, CrossDevice, Forbidden, InternalError, InvalidField,
                      InvalidPath, IsADirectory, LengthRequired, MethodNotAllowed, NoSpace,
                      NotADirectory, NotFound, PayloadTooLarge, QuotaExceeded, ReadOnly,
-                     SandboxPaused, SnapshotLimit, StreamLagged, Timeout, Unauthorized,
+                     SandboxBusy, SandboxPaused, SnapshotLimit, StreamLagged, Timeout, Unauthorized,
                      Unavailable, UnknownField, UnsupportedRuntime, VolumeInUse, VolumeExists, InsufficientStorage,
                      UnsafeArchive, NoInterpreter, NotATerminal, PortUnreachable)
 from .approvals import Approval, Approvals
@@ -39,7 +39,7 @@ def health(socket=None, url=None, api_key=None, timeout=5.0):
 
 
 __all__ = [
-    "Sandbox", "Snapshot", "Snapshots", "SandboxPaused", "SnapshotLimit", "Templates", "BuildFailed", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
+    "Sandbox", "Snapshot", "Snapshots", "SandboxBusy", "SandboxPaused", "SnapshotLimit", "Templates", "BuildFailed", "SandboxInfo", "ExecResult", "Process", "ProcessResult", "ProcessInfo",
     "Processes", "Files", "FileEntry", "Watch", "Pty", "PtyProcess", "NotATerminal",
     "PortUnreachable", "Client", "DEFAULT_SOCKET", "health",
     "CordonError", "BadRequest", "InvalidField", "UnknownField", "UnsupportedRuntime", "PayloadTooLarge", "NotFound",

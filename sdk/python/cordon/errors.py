@@ -248,6 +248,12 @@ class SandboxPaused(Conflict):
     code = "sandbox_paused"
 
 
+class SandboxBusy(Conflict):
+    """409 ``sandbox_busy``: a snapshot (or fork) of the sandbox is being made; everything
+    but its info, destroy, timeout and audit log waits for it: try again when it answers."""
+    code = "sandbox_busy"
+
+
 class SnapshotLimit(CordonError):
     """507 ``snapshot_limit``: the snapshots kept reach the server's total size cap
     (``--max-snapshot-bytes``); delete some (:meth:`Snapshots.delete`)."""

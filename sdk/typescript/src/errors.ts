@@ -70,6 +70,7 @@ export const ERROR_TABLE = [
   ["IsADirectory", "is_a_directory", 409, "Conflict"],
   ["CrossDevice", "cross_device", 409, "Conflict"],
   ["SandboxPaused", "sandbox_paused", 409, "Conflict"],
+  ["SandboxBusy", "sandbox_busy", 409, "Conflict"],
   ["VolumeInUse", "volume_in_use", 409, "Conflict"],
   ["VolumeExists", "volume_exists", 409, "Conflict"],
   ["NoInterpreter", "no_interpreter", 409, "Conflict"],
@@ -117,6 +118,7 @@ export const NotADirectory = made.NotADirectory!;
 export const IsADirectory = made.IsADirectory!;
 export const CrossDevice = made.CrossDevice!;
 export const SandboxPaused = made.SandboxPaused!;
+export const SandboxBusy = made.SandboxBusy!;
 export const VolumeInUse = made.VolumeInUse!;
 export const VolumeExists = made.VolumeExists!;
 export const NoInterpreter = made.NoInterpreter!;

@@ -1011,6 +1011,7 @@ static void test_errors(void **state)
 	    {API_ERR_NO_INTERPRETER, "no_interpreter", 409},
 	    {API_ERR_NOT_A_TERMINAL, "not_a_terminal", 409},
 	    {API_ERR_PORT_UNREACHABLE, "port_unreachable", 502},
+	    {API_ERR_SANDBOX_BUSY, "sandbox_busy", 409},
 	};
 	assert_int_equal(ELEMENTSOF(table), _API_ERR_MAX);
 	for (size_t i = 0; i < ELEMENTSOF(table); i++) {
