@@ -919,10 +919,9 @@ int svc_sandbox_create(const struct svc_caller *who, const struct api_create *re
 }
 
 /* True once every destroyed sandbox is reaped and freed and no pooled one is on its way. */
-bool daemon_settled(void)
+bool pool_settled(void)
 {
-	return D.n_dying == 0 && creator_pending == 0 && teardown_pending() == 0 &&
-	       svc_snapshot_pending() == 0;
+	return D.n_dying == 0 && creator_pending == 0 && teardown_pending() == 0;
 }
 
 

@@ -485,7 +485,7 @@ void daemon_shutdown(void);
  * READY */
 int pool_start(void);
 void pool_fill(void);
-bool daemon_settled(void);
+bool pool_settled(void);
 
 /* proc.c */
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it

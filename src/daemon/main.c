@@ -130,6 +130,11 @@ static int signals_step(void)
 	return 0;
 }
 
+static bool settled(void)
+{
+	return pool_settled() && svc_snapshot_pending() == 0;
+}
+
 static int hooks_step(void)
 {
 	volumes_start();
@@ -226,12 +231,13 @@ int main(int argc, char **argv)
 		 D.cfg.listen ? " and " : "", D.cfg.listen ? D.cfg.listen : "",
 		 (unsigned long long)D.cfg.pool, (unsigned long long)D.cfg.max_sandboxes);
 	event_base_dispatch(D.base);
-	/* Reap what the shutdown killed, so that no cgroup or slot is left behind. */
+	/* Reap what the shutdown killed, so that no cgroup or slot is left behind; a snapshot
+	 * being made gives its sandbox back first. */
 	struct timeval limit = {10, 0};
 	event_base_loopexit(D.base, &limit);
-	while (!daemon_settled() && event_base_loop(D.base, EVLOOP_ONCE) == 0)
+	while (!settled() && event_base_loop(D.base, EVLOOP_ONCE) == 0)
 		;
-	if (!daemon_settled())
+	if (!settled())
 		log_warning("stopping with sandboxes not yet reaped; the next start sweeps them");
 	for (int i = 0; i < 2; i++)
 		if (D.sig_ev[i])

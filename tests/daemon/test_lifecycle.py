@@ -349,7 +349,7 @@ def test_clean_stop_destroys_and_verifies(make_daemon):
 def test_stop_right_after_destroys_leaves_nothing(make_daemon):
     """A destroyed sandbox's cgroups, disk and uid slot are freed on cordond's teardown thread
     (teardown.c), after the DELETE has been answered: a stop that follows at once still waits
-    for every one of them (daemon_settled()), so nothing is left the moment cordond has exited
+    for every one of them (main.c's settled()), so nothing is left the moment cordond has exited
     (no wait_until). Only the last free can race the exit, so a missing wait fails this
     sometimes, not always: one run without it passed."""
     d = make_daemon(pool=2, max_sandboxes=16, max_timeout=600)
