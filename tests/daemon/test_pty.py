@@ -170,8 +170,10 @@ def test_job_control_and_ctrl_c(client, sandbox):
     t.send("\x1a")  # Ctrl-Z: stopped, bash has the terminal back
     t.expect(r"Stopped\s+sleep 102")
     # SIGKILL ends a stopped job at once (SIGTERM waits for the SIGCONT bash sends after it),
-    # so that no job is left stopped for `exit` to refuse to leave.
-    t.send("kill -9 %1; wait; echo gone\n")
+    # so that no job is left stopped for `exit` to refuse to leave. bash learns of that end
+    # only when it next reaps (a `wait` right after the kill may still see the job stopped,
+    # and `exit` then says "There are stopped jobs"): ask until the job is gone.
+    t.send("kill -9 %1; while jobs %1 >/dev/null 2>&1; do sleep 0.05; done; echo gone\n")
     t.expect(r"gone")
     t.send("exit\n")
     assert t.until_exit()["exit_code"] == 0
