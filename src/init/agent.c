@@ -221,13 +221,8 @@ struct exec_failure {
 enum { STEP_STDIO = 1, STEP_CREDS, STEP_CWD, STEP_EXEC };
 static const char *const step_names[] = {"", "stdio", "credentials", "chdir", "execve"};
 
-static int drop_privileges(uint32_t user)
+int init_creds_drop(uid_t uid, gid_t gid, uint64_t keep)
 {
-	uid_t uid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_UID;
-	gid_t gid = user == FRAME_USER_ROOT ? 0 : FRAME_USER_GID;
-	/* Root gets the sandbox root's set (the jail left it to us beside our own), "user"
-	 * nothing: what we start never holds more, even as uid 0 across exec. */
-	uint64_t keep = user == FRAME_USER_ROOT ? CAPS_SANDBOX_ROOT : 0;
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2] = {0};
 
@@ -261,6 +256,15 @@ static int drop_privileges(uint32_t user)
 			return -errno;
 	}
 	return 0;
+}
+
+static int drop_privileges(uint32_t user)
+{
+	bool root = user == FRAME_USER_ROOT;
+	/* Root gets the sandbox root's set (the jail left it to us beside our own), "user"
+	 * nothing: what we start never holds more, even as uid 0 across exec. */
+	return init_creds_drop(root ? 0 : FRAME_USER_UID, root ? 0 : FRAME_USER_GID,
+			       root ? CAPS_SANDBOX_ROOT : 0);
 }
 
 /* execvpe() searches the PATH of the caller, not of @envp: search the child's own PATH. */

@@ -11,4 +11,14 @@
  */
 #pragma once
 
+#include <stdint.h>
+#include <sys/types.h>
+
 int agent_main(int fd);
+
+/* What a process cordon-init starts is given (its child, before exec; the microVM guest's
+ * PID 1 for cordon-init itself): the bounding set narrowed to @keep, the groups dropped, the
+ * ids @uid and @gid, no_new_privs, no ambient set, and the permitted and effective sets
+ * @keep exactly (uid 0 keeps its own through setresuid), or none where we hold none of them
+ * (run outside a jail). 0 or -errno. */
+int init_creds_drop(uid_t uid, gid_t gid, uint64_t keep);

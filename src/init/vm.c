@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <grp.h>
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <net/route.h>
@@ -24,13 +23,13 @@
 #include <linux/filter.h>
 #include <linux/random.h>
 #include <linux/seccomp.h>
-#include <sys/prctl.h>
 #include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
+#include "init/agent.h"
 #include "init/vm.h"
 #include "lib/initproto.h"
 
@@ -330,24 +329,15 @@ static int control_serve(int fd)
 	return write(fd, &ack, 1) == 1 ? 1 : -EIO;
 }
 
-/* What the jail's child does last (runtime/jail/child.c, harden()): the bounding set
- * narrowed to @a->caps, the user switched, the permitted set @a->caps exactly (uid 0 keeps
- * its own through setuid), no_new_privs, and the sandbox's seccomp filter. -errno. */
+/* What the jail's child does last (runtime/jail/child.c, harden()): the credentials as
+ * cordon-init gives its own children (@a->caps, the user, no_new_privs), then the sandbox's
+ * seccomp filter. -errno. */
 static int harden(const struct vm_args *a)
 {
-	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct d[2] = {};
-	for (int c = 0; prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
-		if (!(a->caps & CAP_BIT(c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
-			return -errno;
-	if (a->uid && (setgroups(0, NULL) < 0 || setgid(a->uid) < 0 || setuid(a->uid) < 0))
-		return -errno;
-	d[0].permitted = d[0].effective = a->uid ? 0 : (uint32_t)a->caps;
-	d[1].permitted = d[1].effective = a->uid ? 0 : (uint32_t)(a->caps >> 32);
-	if (syscall(SYS_capset, &h, d) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &a->filter) < 0)
-		return -errno;
-	return 0;
+	int r = init_creds_drop(a->uid, a->uid, a->caps);
+	if (r < 0)
+		return r;
+	return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &a->filter) < 0 ? -errno : 0;
 }
 
 /* cordon-init, as the jail's child would start it: --run as the sandbox's user, --agent as
