@@ -310,8 +310,7 @@ static void pool_retire(const char *name)
 	snprintf(n, sizeof(n), "%s", name); /* @name may be a warm entry's, which moves */
 	bool named = !n[0] || store_version_current(n, cur) == 0;
 	for (struct sbx *s = D.pool; s;) {
-		if (s->state != SBX_DESTROYED && strcmp(s->template_name, n) == 0 &&
-		    !pooled_current(s, named ? cur : NULL)) {
+		if (strcmp(s->template_name, n) == 0 && !pooled_current(s, named ? cur : NULL)) {
 			sbx_destroy(s, "pool_retired");
 			s = D.pool;
 			continue;
@@ -326,7 +325,7 @@ static void pool_retire(const char *name)
 static void pool_retire_cold(void)
 {
 	for (struct sbx *s = D.pool; s;) {
-		if (s->state != SBX_DESTROYED && !warm_find(s->template_name, s->runtime)) {
+		if (!warm_find(s->template_name, s->runtime)) {
 			sbx_destroy(s, "pool_retired");
 			s = D.pool;
 			continue;
@@ -402,8 +401,7 @@ static size_t pooled_of(const struct warm *w)
 {
 	size_t n = w->pending;
 	for (struct sbx *s = D.pool; s; s = s->pool_next)
-		n += s->state != SBX_DESTROYED && strcmp(s->template_name, w->name) == 0 &&
-		     strcmp(s->runtime, w->runtime) == 0;
+		n += strcmp(s->template_name, w->name) == 0 && strcmp(s->runtime, w->runtime) == 0;
 	return n;
 }
 
@@ -738,11 +736,8 @@ static int make_room(struct svc_err *e)
 {
 	if (D.n_live < D.cfg.max_sandboxes)
 		return 0;
-	for (struct sbx *p = D.pool; p; p = p->pool_next)
-		if (p->state != SBX_DESTROYED) {
-			sbx_destroy(p, "pool_evicted");
-			break;
-		}
+	if (D.pool)
+		sbx_destroy(D.pool, "pool_evicted");
 	if (D.n_live < D.cfg.max_sandboxes)
 		return 0;
 	return svc_fail(e, API_ERR_CAPACITY, "the server runs its maximum of %llu sandboxes",

@@ -187,7 +187,7 @@ struct daemon {
 	struct api_key *keys;
 	size_t n_keys;
 	struct sbx *sandboxes, *sandboxes_tail; /* every sandbox but destroyed ones, newest last */
-	struct sbx *pool, *pool_tail;           /* the pooled ones among them, oldest first */
+	struct sbx *pool, *pool_tail; /* the pooled ones among them, oldest first (never destroyed) */
 	struct sbx *by_id[SBX_ID_BUCKETS];
 	size_t n_live, n_pool_ready, n_pool_creating;
 	size_t n_dying; /* destroyed, PID 1 not reaped yet */

@@ -12,9 +12,9 @@
  *
  * The thread (a worker.c thread) touches no loop state: a job is the handle (which nothing
  * on the loop refers to any more: its events are freed first), the callback and its
- * argument, and the thread only frees the handle. The uid slot stays locked until the free releases it, so nothing
- * reuses a slot, cgroup or scratch name that is still being torn down. If the job cannot be
- * queued the loop frees it itself, as it always did.
+ * argument, and the thread only frees the handle. The uid slot stays locked until the free
+ * releases it, so nothing reuses a slot, cgroup or scratch name that is still being torn
+ * down. If the job cannot be queued the loop frees it itself, as it always did.
  *
  * The thread lives as long as cordond, which is why the start hands it the egress proxy's
  * spawn too (network.c, teardown_call()): the proxy's parent-death signal follows the thread
