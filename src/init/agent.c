@@ -18,6 +18,7 @@
 #include <linux/capability.h>
 #include <linux/openat2.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -221,6 +222,24 @@ struct exec_failure {
 enum { STEP_STDIO = 1, STEP_CREDS, STEP_CWD, STEP_EXEC };
 static const char *const step_names[] = {"", "stdio", "credentials", "chdir", "execve"};
 
+/* The capabilities of our bounding set: one PR_CAPBSET_READ each up to the kernel's last,
+ * read once. agent_init() reads it, so that each child drops from it rather than reading 41
+ * capabilities again on every exec (a child runs in our memory: it must find it read). */
+static uint64_t bounding_set(void)
+{
+	static uint64_t set;
+	static bool known;
+	for (int c = 0; !known && c < 64; c++) {
+		int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
+		if (in < 0)
+			break;
+		if (in == 1)
+			set |= CAP_BIT(c);
+	}
+	known = true;
+	return set;
+}
+
 int init_creds_drop(uid_t uid, gid_t gid, uint64_t keep)
 {
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
@@ -230,17 +249,13 @@ int init_creds_drop(uid_t uid, gid_t gid, uint64_t keep)
 	 * groups are then fixed by whoever built the namespace. */
 	if (setgroups(0, NULL) < 0 && errno != EPERM)
 		return -errno;
-	/* Narrow the bounding set while CAP_SETPCAP is still ours. EPERM: we hold no SETPCAP
-	 * (tests outside a jail, as a user). */
-	for (int c = 0; c < 64; c++) {
-		int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
-		if (in < 0)
-			break; /* past the kernel's last capability */
-		/* Only what is there: each drop is a credential change. */
-		if (in == 1 && !(keep & CAP_BIT(c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 &&
-		    errno != EPERM)
+	/* Narrow the bounding set while CAP_SETPCAP is still ours, dropping only what is there
+	 * (each drop is a credential change). EPERM: we hold no SETPCAP (tests outside a jail,
+	 * as a user). */
+	uint64_t drop = bounding_set() & ~keep;
+	for (int c = 0; c < 64; c++)
+		if ((drop & CAP_BIT(c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EPERM)
 			break;
-	}
 	if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
 		return -errno;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -301,28 +316,40 @@ static int exec_search(char *const argv[], char *const envp[])
 	return -err;
 }
 
-/* Runs in the forked child: never returns. Any failure is reported on @status_w and the child
- * exits before exec, never half-set-up. */
-static _Noreturn void child_exec(const struct frame_spawn *sp, int in_r, int out_w, int err_w,
-				 int status_w, bool tty)
+/* What the child is given, and where it says how it failed: with CLONE_VM it writes *fail in
+ * our memory, and CLONE_VFORK holds us until it has exec'd (then *fail is untouched) or
+ * exited. */
+struct spawn_child {
+	const struct frame_spawn *sp;
+	char **envp;
+	int in_r, out_w, err_w, null_fd;
+	bool tty;
+	struct exec_failure *fail;
+};
+
+/* Runs in the child, on spawn_stack, in our memory while we are held: system calls and
+ * functions over its own stack only, no allocation (the environment is made before, by
+ * spawn_start), no signal handler of ours can run (there are none: SIGCHLD is a signalfd,
+ * SIGPIPE ignored). Never returns: exec, or *fail set and _exit. */
+static int child_exec(void *arg)
 {
+	const struct spawn_child *c = arg;
+	const struct frame_spawn *sp = c->sp;
+	int in_r = c->in_r, out_w = c->out_w, err_w = c->err_w;
 	struct exec_failure f = {STEP_STDIO, 0};
 	sigset_t none;
 	int r = 0;
 
+	signal(SIGPIPE, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	signal(SIGPIPE, SIG_DFL);
 	setsid();
 
 	/* a new session, and the PTY's slave (all three of in_r, out_w, err_w) its terminal */
-	if (tty && ioctl(in_r, TIOCSCTTY, 0) < 0)
+	if (c->tty && ioctl(in_r, TIOCSCTTY, 0) < 0)
 		goto fail;
-	if (!sp->want_stdin && !tty) {
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (nul >= 0)
-			in_r = nul; /* else the stdin pipe, whose write end is closed: also EOF */
-	}
+	if (!sp->want_stdin && !c->tty && c->null_fd >= 0)
+		in_r = c->null_fd; /* else the stdin pipe, whose write end is closed: also EOF */
 	/* move everything above 2 first so the dup2()s below cannot clobber each other */
 	in_r = fcntl(in_r, F_DUPFD_CLOEXEC, 3);
 	out_w = fcntl(out_w, F_DUPFD_CLOEXEC, 3);
@@ -341,43 +368,48 @@ static _Noreturn void child_exec(const struct frame_spawn *sp, int in_r, int out
 		goto fail;
 	umask(022);
 	f.step = STEP_EXEC;
-	r = exec_search((char *const *)sp->argv, preload_env((char *const *)sp->envp));
+	r = exec_search((char *const *)sp->argv, c->envp);
 	goto fail_r;
 fail:
 	r = -errno;
 fail_r:
 	f.err = -r;
-	(void)!write(status_w, &f, sizeof(f));
+	*c->fail = f;
 	_exit(127);
 }
 
-/* @slave: the PTY's slave for all of the child's stdio (then only the status pipe is made),
- * or -1 for pipes. */
-static int spawn_fork(struct agent *a, const struct frame_spawn *sp, int slave, int fds[8],
-		      pid_t *ret_pid, struct exec_failure *ret_fail)
+/* The child's stack. One spawn at a time (we are one thread, held until the child execs),
+ * so one stack serves them all; exec_search()'s path buffer is the largest thing on it. */
+static _Alignas(16) char spawn_stack[64 << 10];
+
+/* A vfork-like start (CLONE_VM | CLONE_VFORK, as posix_spawn does): no copy of our page
+ * tables and no copy-on-write faults on either side, where fork() had both on every exec.
+ * @slave: the PTY's slave for all of the child's stdio (then no pipes are made), or -1 for
+ * pipes (fds: in, out, err, each read end then write end). */
+static int spawn_start(const struct agent *a, const struct frame_spawn *sp, int slave,
+		       int fds[6], pid_t *ret_pid, struct exec_failure *ret_fail)
 {
-	for (int i = slave >= 0 ? 6 : 0; i < 8; i += 2)
+	for (int i = 0; slave < 0 && i < 6; i += 2)
 		if (pipe2(fds + i, O_CLOEXEC) < 0)
 			return -errno;
-	pid_t pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0 && slave >= 0)
-		child_exec(sp, slave, slave, slave, fds[7], true);
-	if (pid == 0)
-		child_exec(sp, fds[0], fds[3], fds[5], fds[7], false);
+	struct exec_failure fail = {0};
+	struct spawn_child c = {.sp = sp, .envp = preload_env((char *const *)sp->envp),
+				.in_r = slave >= 0 ? slave : fds[0],
+				.out_w = slave >= 0 ? slave : fds[3],
+				.err_w = slave >= 0 ? slave : fds[5], .null_fd = a->null_fd,
+				.tty = slave >= 0, .fail = &fail};
+	pid_t pid = clone(child_exec, spawn_stack + sizeof(spawn_stack),
+			  CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+	int r = pid < 0 ? -errno : 0;
+	preload_env_free(c.envp, (char *const *)sp->envp);
 	close_fd(&fds[0]);
 	close_fd(&fds[3]);
 	close_fd(&fds[5]);
-	close_fd(&fds[7]);
-
-	/* the status pipe reaches EOF at a successful exec (it is O_CLOEXEC) */
-	ssize_t n;
-	do
-		n = read(fds[6], ret_fail, sizeof(*ret_fail));
-	while (n < 0 && errno == EINTR);
+	if (r < 0)
+		return r;
 	*ret_pid = pid;
-	if (n == (ssize_t)sizeof(*ret_fail)) {
+	if (fail.step != 0) {
+		*ret_fail = fail;
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		return -ECHILD;
@@ -464,7 +496,7 @@ static int pty_open(struct agent *a, const struct frame_spawn *sp, int *ret_slav
 
 /* Where the process's stdio goes on our side: a PTY's master serves as its stdout and stdin
  * (dups, so that either can be closed alone), or the pipes' ends. */
-static void proc_set_stdio(struct proc *p, const struct frame_spawn *sp, int master, int fds[8])
+static void proc_set_stdio(struct proc *p, const struct frame_spawn *sp, int master, int fds[6])
 {
 	if (master >= 0) {
 		p->pty_fd = master;
@@ -482,7 +514,7 @@ static void proc_set_stdio(struct proc *p, const struct frame_spawn *sp, int mas
 static int do_spawn(struct agent *a, uint32_t chan, void *m)
 {
 	const struct frame_spawn *sp = m;
-	int fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1}; /* in, out, err, status: read, write */
+	int fds[6] = {-1, -1, -1, -1, -1, -1}; /* in, out, err: read, write */
 	struct exec_failure fail = {0};
 	struct proc *p = NULL;
 	pid_t pid = -1;
@@ -504,8 +536,7 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 		return -ENOMEM;
 	}
 
-	r = spawn_fork(a, sp, slave, fds, &pid, &fail);
-	close_fd(&fds[6]);
+	r = spawn_start(a, sp, slave, fds, &pid, &fail);
 	close_fd(&slave);
 	if (r < 0) {
 		for (int i = 0; i < 6; i++)
@@ -1715,6 +1746,7 @@ static int agent_setup(struct agent *a, int fd)
 
 	a->fd = fd;
 	a->sigfd = -1;
+	a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	a->uid = getuid();
 	a->gid = getgid();
 	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 || set_nonblock(fd) < 0)
@@ -1731,6 +1763,7 @@ static int agent_setup(struct agent *a, int fd)
 	if (getpid() != 1)
 		(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	(void)setgroups(0, NULL);
+	(void)bounding_set();
 	a->dec = malloc(sizeof(*a->dec));
 	a->spawn = malloc(sizeof(*a->spawn));
 	if (!a->dec || !a->spawn)
@@ -1796,6 +1829,7 @@ int agent_main(int fd)
 	shutdown_all(a);
 	close(fd);
 	close_fd(&a->sigfd);
+	close_fd(&a->null_fd);
 	buf_done(&a->out);
 	free(a->dec);
 	free(a->spawn);

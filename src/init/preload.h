@@ -6,6 +6,7 @@
  * once, first thing. */
 void preload_take(void);
 /* @envp with our library first in LD_PRELOAD, ahead of one the caller set; @envp itself when
- * there is none (or no memory). For the forked child just before exec: it allocates and
- * never frees. */
+ * there is none (or no memory). Made before the child starts (it runs in our memory and
+ * allocates nothing); preload_env_free() after. */
 char **preload_env(char *const envp[]);
+void preload_env_free(char **e, char *const envp[]);
