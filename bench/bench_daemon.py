@@ -347,12 +347,15 @@ def bench_concurrent(sock, n, threads, pool):
             "p50_ms": round(pct(times, 50), 3), "threads": threads, "n": len(times)}, errors
 
 
-def bench_exec(d, n):
+def bench_exec(d, n, pool):
     """c.: exec `true` on one live sandbox, interleaved with starting /bin/true natively from
-    this process (goal 4 is the difference: what Cordon adds to the program's own start)."""
+    this process (goal 4 is the difference: what Cordon adds to the program's own start).
+    Timed once the pool has refilled behind the sandbox's own create and the burst before it:
+    an exec measured beside a build is the build's figure (a and b have it)."""
     c = Client(d.sock)
     sid = c.create()
     c.exec_true(sid)  # warm
+    wait_pool(c, pool)
     native_true_ms()
     times, native = [], []
     before = d.threads()
@@ -560,7 +563,7 @@ def main():
         steps = (("startup", lambda: bench_startup(d, args.pool)),
                  ("lifecycle_seq", lambda: bench_sequential(d, n, args.pool)),
                  ("lifecycle_concurrent", lambda: bench_concurrent(d.sock, n, args.threads, args.pool)),
-                 ("exec", lambda: bench_exec(d, n)),
+                 ("exec", lambda: bench_exec(d, n, args.pool)),
                  ("idle", lambda: bench_idle(d.sock, idle, args.pool)))
         for name, fn in steps:
             try:

@@ -322,7 +322,7 @@ static int exec_search(char *const argv[], char *const envp[])
 struct spawn_child {
 	const struct frame_spawn *sp;
 	char **envp;
-	int in_r, out_w, err_w, null_fd;
+	int in_r, out_w, err_w;
 	bool tty;
 	struct exec_failure *fail;
 };
@@ -348,8 +348,6 @@ static int child_exec(void *arg)
 	/* a new session, and the PTY's slave (all three of in_r, out_w, err_w) its terminal */
 	if (c->tty && ioctl(in_r, TIOCSCTTY, 0) < 0)
 		goto fail;
-	if (!sp->want_stdin && !c->tty && c->null_fd >= 0)
-		in_r = c->null_fd; /* else the stdin pipe, whose write end is closed: also EOF */
 	/* move everything above 2 first so the dup2()s below cannot clobber each other */
 	in_r = fcntl(in_r, F_DUPFD_CLOEXEC, 3);
 	out_w = fcntl(out_w, F_DUPFD_CLOEXEC, 3);
@@ -389,15 +387,16 @@ static _Alignas(16) char spawn_stack[64 << 10];
 static int spawn_start(const struct agent *a, const struct frame_spawn *sp, int slave,
 		       int fds[6], pid_t *ret_pid, struct exec_failure *ret_fail)
 {
+	/* No stdin: /dev/null, or a pipe whose write end we close (also EOF) if we have none. */
+	bool in_pipe = slave < 0 && (sp->want_stdin || a->null_fd < 0);
 	for (int i = 0; slave < 0 && i < 6; i += 2)
-		if (pipe2(fds + i, O_CLOEXEC) < 0)
+		if ((i > 0 || in_pipe) && pipe2(fds + i, O_CLOEXEC) < 0)
 			return -errno;
 	struct exec_failure fail = {0};
 	struct spawn_child c = {.sp = sp, .envp = preload_env((char *const *)sp->envp),
-				.in_r = slave >= 0 ? slave : fds[0],
+				.in_r = slave >= 0 ? slave : in_pipe ? fds[0] : a->null_fd,
 				.out_w = slave >= 0 ? slave : fds[3],
-				.err_w = slave >= 0 ? slave : fds[5], .null_fd = a->null_fd,
-				.tty = slave >= 0, .fail = &fail};
+				.err_w = slave >= 0 ? slave : fds[5], .tty = slave >= 0, .fail = &fail};
 	pid_t pid = clone(child_exec, spawn_stack + sizeof(spawn_stack),
 			  CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
 	int r = pid < 0 ? -errno : 0;
