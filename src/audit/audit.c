@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,17 +81,32 @@ const struct audit_event_info *audit_event_lookup(const char *name)
 	return NULL;
 }
 
+/* The digest's implementation fetched once: EVP_sha256() makes EVP_Digest() look it up in the
+ * provider on every call, and every record of every sandbox is hashed. */
+static EVP_MD *sha256;
+
+static void sha256_fetch(void)
+{
+	sha256 = EVP_MD_fetch(NULL, "SHA2-256", NULL);
+}
+
 void audit_sha256_hex(const void *data, size_t len, char ret[AUDIT_SHA256_HEX])
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	static const char hex[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 
 	/* Cannot fail for SHA-256 short of OOM inside OpenSSL; an all-zero hash then makes the
 	 * next verify fail loudly rather than pass quietly. */
-	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL))
+	pthread_once(&once, sha256_fetch);
+	if (!sha256 || !EVP_Digest(data, len, md, &mdlen, sha256, NULL))
 		memset(md, 0, sizeof(md));
-	for (unsigned int i = 0; i < 32; i++)
-		snprintf(ret + 2 * i, 3, "%02x", md[i]);
+	for (unsigned int i = 0; i < 32; i++) {
+		ret[2 * i] = hex[md[i] >> 4];
+		ret[2 * i + 1] = hex[md[i] & 15];
+	}
+	ret[64] = '\0';
 }
 
 static bool is_sha256_hex(const char *s)

@@ -259,13 +259,24 @@ int sbx_send(struct sbx *s, uint16_t type, uint32_t chan, const void *msg)
 	if (n < 0)
 		return n;
 	struct evbuffer *out = bufferevent_get_output(s->agent);
+	bool idle = evbuffer_get_length(out) == 0;
 	struct evbuffer_iovec v;
 	if (evbuffer_reserve_space(out, n, &v, 1) < 1)
 		return -ENOMEM;
 	ssize_t m = frame_build(v.iov_base, v.iov_len, type, chan, msg);
 	if (m < 0)
 		return m;
-	v.iov_len = m;
+	/* Nothing queued before it: straight to the socket. Queued, it would cost the loop an
+	 * iteration (EPOLLOUT armed, waited for, disarmed) on every request to the agent. What
+	 * the socket does not take now, or any error, goes the bufferevent's way as before; the
+	 * part it took is not committed at all (the bufferevent freezes the start of its output:
+	 * a drain there fails). */
+	ssize_t sent = idle ? write(bufferevent_getfd(s->agent), v.iov_base, m) : 0;
+	if (sent == m)
+		return 0;
+	if (sent > 0)
+		memmove(v.iov_base, (char *)v.iov_base + sent, m - sent);
+	v.iov_len = m - (sent > 0 ? sent : 0);
 	evbuffer_commit_space(out, &v, 1);
 	return 0;
 }
