@@ -91,7 +91,6 @@ union small_msg {
 struct agent {
 	int fd;
 	int sigfd;
-	int null_fd; /* /dev/null, opened at start: a child's stdin when it wants none */
 	bool host_gone;
 	bool fatal;
 	uid_t uid;

@@ -223,7 +223,7 @@ enum { STEP_STDIO = 1, STEP_CREDS, STEP_CWD, STEP_EXEC };
 static const char *const step_names[] = {"", "stdio", "credentials", "chdir", "execve"};
 
 /* The capabilities of our bounding set: one PR_CAPBSET_READ each up to the kernel's last,
- * read once. agent_init() reads it, so that each child drops from it rather than reading 41
+ * read once. agent_setup() reads it, so that each child drops from it rather than reading 41
  * capabilities again on every exec (a child runs in our memory: it must find it read). */
 static uint64_t bounding_set(void)
 {
@@ -384,23 +384,28 @@ static _Alignas(16) char spawn_stack[64 << 10];
  * tables and no copy-on-write faults on either side, where fork() had both on every exec.
  * @slave: the PTY's slave for all of the child's stdio (then no pipes are made), or -1 for
  * pipes (fds: in, out, err, each read end then write end). */
-static int spawn_start(const struct agent *a, const struct frame_spawn *sp, int slave,
-		       int fds[6], pid_t *ret_pid, struct exec_failure *ret_fail)
+static int spawn_start(const struct frame_spawn *sp, int slave, int fds[6], pid_t *ret_pid,
+		       struct exec_failure *ret_fail)
 {
-	/* No stdin: /dev/null, or a pipe whose write end we close (also EOF) if we have none. */
-	bool in_pipe = slave < 0 && (sp->want_stdin || a->null_fd < 0);
+	/* No stdin: /dev/null, or a pipe whose write end we close (also EOF) if there is none.
+	 * Opened for each process: PID 1 holds nothing but its channel and its signalfd. */
+	int nul = slave < 0 && !sp->want_stdin ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+	bool in_pipe = slave < 0 && nul < 0;
 	for (int i = 0; slave < 0 && i < 6; i += 2)
-		if ((i > 0 || in_pipe) && pipe2(fds + i, O_CLOEXEC) < 0)
+		if ((i > 0 || in_pipe) && pipe2(fds + i, O_CLOEXEC) < 0) {
+			close_fd(&nul);
 			return -errno;
+		}
 	struct exec_failure fail = {0};
 	struct spawn_child c = {.sp = sp, .envp = preload_env((char *const *)sp->envp),
-				.in_r = slave >= 0 ? slave : in_pipe ? fds[0] : a->null_fd,
+				.in_r = slave >= 0 ? slave : in_pipe ? fds[0] : nul,
 				.out_w = slave >= 0 ? slave : fds[3],
 				.err_w = slave >= 0 ? slave : fds[5], .tty = slave >= 0, .fail = &fail};
 	pid_t pid = clone(child_exec, spawn_stack + sizeof(spawn_stack),
 			  CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
 	int r = pid < 0 ? -errno : 0;
 	preload_env_free(c.envp, (char *const *)sp->envp);
+	close_fd(&nul);
 	close_fd(&fds[0]);
 	close_fd(&fds[3]);
 	close_fd(&fds[5]);
@@ -535,7 +540,7 @@ static int do_spawn(struct agent *a, uint32_t chan, void *m)
 		return -ENOMEM;
 	}
 
-	r = spawn_start(a, sp, slave, fds, &pid, &fail);
+	r = spawn_start(sp, slave, fds, &pid, &fail);
 	close_fd(&slave);
 	if (r < 0) {
 		for (int i = 0; i < 6; i++)
@@ -1745,7 +1750,6 @@ static int agent_setup(struct agent *a, int fd)
 
 	a->fd = fd;
 	a->sigfd = -1;
-	a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	a->uid = getuid();
 	a->gid = getgid();
 	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 || set_nonblock(fd) < 0)
@@ -1828,7 +1832,6 @@ int agent_main(int fd)
 	shutdown_all(a);
 	close(fd);
 	close_fd(&a->sigfd);
-	close_fd(&a->null_fd);
 	buf_done(&a->out);
 	free(a->dec);
 	free(a->spawn);

@@ -61,7 +61,7 @@ int blockdev_mke2fs(const char *path, bool journal, const char *root_owner)
  * the writeback of a large write starts while it is written, not all at the fsync, and one
  * sandbox's burst cannot fill the host's dirty-page share that every writer throttles on
  * (cgroup v1 has no per-cgroup dirty accounting). A 1 GiB write and fsync inside went from
- * 0.93 to 1.2 of the host's rate with it (bench/RESULTS.md); a budget of 64 MiB throttled too
+ * 0.93 to 1.15 of the host's rate with it (bench/RESULTS.md); a budget of 64 MiB throttled too
  * soon. The settings stay with the device when it clears: the next user of a loop device
  * cordon once had gets the same budget. A kernel without the files (6.1) writes back at the
  * fsync, as before. */
