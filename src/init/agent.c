@@ -229,10 +229,12 @@ static uint64_t bounding_set(void)
 {
 	static uint64_t set;
 	static bool known;
-	for (int c = 0; !known && c < 64; c++) {
+	if (known)
+		return set;
+	for (int c = 0; c < 64; c++) {
 		int in = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
 		if (in < 0)
-			break;
+			break; /* past the kernel's last capability */
 		if (in == 1)
 			set |= CAP_BIT(c);
 	}
