@@ -108,7 +108,11 @@ struct cordon_result {
 };
 
 /* Builds the boundary and starts cordon-init inside. On success *ret_sb owns the sandbox;
- * on failure nothing of it is left and @err says which step failed and why. */
+ * on failure nothing of it is left and @err says which step failed and why. @spec is read
+ * during the call only. A jail's first process runs in this process's memory until it
+ * execs, cloned by a thread that libcordon makes at a thread's first start and that lives
+ * until the process exits: a sandbox dies with the process, not with the thread that
+ * started it. */
 int cordon_sandbox_create(const struct cordon_spec *spec, struct cordon_sandbox **ret_sb,
 			  struct cordon_err *err);
 

@@ -7,6 +7,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "basic/cleanup.h"
 #include "basic/fileio.h"
@@ -31,20 +32,27 @@ int ns_loopback_up(struct cordon_err *err)
 	return 0;
 }
 
-int ns_time_enter(struct cordon_err *err)
+int ns_time_offsets_open(void)
+{
+	return open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+}
+
+int ns_time_enter(int offsets_fd, struct cordon_err *err)
 {
 	struct timespec mono, boot;
 	char buf[128];
 
 	if (unshare(CLONE_NEWTIME) < 0)
 		return errno == EINVAL ? 1 : cordon_err_set(err, -errno, "unshare time namespace");
+	if (offsets_fd < 0)
+		return cordon_err_setf(err, -EPROTO, "timens_offsets: not opened");
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	clock_gettime(CLOCK_BOOTTIME, &boot);
 	/* Offsets may be negative; leave one second so no clock reads zero or less. */
-	snprintf(buf, sizeof(buf), "monotonic %lld 0\nboottime %lld 0\n",
-		 -(long long)mono.tv_sec + 1, -(long long)boot.tv_sec + 1);
-	int r = write_file_at(AT_FDCWD, "/proc/self/timens_offsets", buf);
-	if (r < 0)
-		return cordon_err_set(err, r, "write timens_offsets");
+	int n = snprintf(buf, sizeof(buf), "monotonic %lld 0\nboottime %lld 0\n",
+			 -(long long)mono.tv_sec + 1, -(long long)boot.tv_sec + 1);
+	ssize_t w = write(offsets_fd, buf, (size_t)n);
+	if (w != n)
+		return cordon_err_set(err, w < 0 ? -errno : -EIO, "write timens_offsets");
 	return 0;
 }

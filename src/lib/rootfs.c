@@ -134,10 +134,12 @@ static void fd_path(int fd, char *buf, size_t size)
 	snprintf(buf, size, "/proc/self/fd/%d", fd);
 }
 
-/* Set when the binds being made will be sealed read-only at once by seal_tree(). */
-static bool sealing;
+/* Set when the binds being made will be sealed read-only at once by seal_tree(). Per thread:
+ * the jail's child runs in its host's memory (runtime/jail/spawn.c) on its spawner thread's
+ * thread-local storage, and two children of two builder threads may be at it at once. */
+static _Thread_local bool sealing;
 /* Set while the entries of a writable overlay image are bound: they stay writable. */
-static bool writable;
+static _Thread_local bool writable;
 
 /* Binds @src_fd (an O_PATH fd) read-only, nosuid, nodev onto @dst. */
 static int bind_ro_fd(int src_fd, const char *dst, struct cordon_err *err)

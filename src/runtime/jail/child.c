@@ -1,14 +1,16 @@
 /* The sandbox's first process, from clone() to exec(): DESIGN.md section 5 in order.
  *
- * Everything here runs in the forked copy of the host process, allocates nothing and fails
- * closed: the first error is sent to the host as a struct jail_msg and the child exits. It
- * never reaches exec half-jailed.
+ * Everything here allocates nothing and fails closed: the first error is sent to the host as
+ * a struct jail_msg and the child exits. It never reaches exec half-jailed.
  *
- * The host may have threads (cordond does): up to exec, the child calls only what is safe in
- * a clone of a threaded process, system calls and functions over its own memory, never one
- * that takes a lock of libc's (malloc, stdio, opendir, strerror) or relies on glibc's idea
- * of the process's threads (setuid and friends). tests/unit/runtime/check-child-calls.py
- * checks the machine code against a list; add to that list only what is safe so.
+ * The child runs in the host's memory (spawn.c: CLONE_VM, as posix_spawn's child does) or, on
+ * a host where that cannot be, in a fork-like copy of it; the host may have threads (cordond
+ * does). So up to exec the child calls only system calls and functions over its own memory,
+ * never one that takes a lock of libc's (malloc, stdio, opendir, strerror) or relies on
+ * glibc's idea of the process's threads (setuid and friends), and it writes no memory but
+ * its own stack: it works on a copy of its struct jail_child, which the host frees after the
+ * exec. tests/unit/runtime/check-child-calls.py checks the machine code against a list; add
+ * to that list only what is safe so.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -88,7 +90,7 @@ static int become_root(const struct jail_child *c, struct cordon_err *err)
  * stderr) stays open in the sandbox, and cordon-init writes nothing there. */
 static int stdio_source(const struct jail_child *c, int i)
 {
-	int src = c->spec->argv ? c->spec->stdio[i] : -1;
+	int src = c->one_shot ? c->stdio[i] : -1;
 	return src >= 0 ? fcntl(src, F_DUPFD_CLOEXEC, 16) : open("/dev/null", O_RDWR | O_CLOEXEC);
 }
 
@@ -119,8 +121,7 @@ static int arrange_fds(struct jail_child *c, struct cordon_err *err)
 
 static int switch_user(const struct jail_child *c, struct cordon_err *err)
 {
-	bool user = c->spec->argv && c->spec->user == CORDON_USER_USER;
-	uid_t id = user ? 1000 : 0;
+	uid_t id = c->as_user ? 1000 : 0;
 	if (!c->privileged)
 		return 0; /* the single mapped id is already the one asked for */
 	if (set_ids(id) < 0)
@@ -132,7 +133,7 @@ static int harden(const struct jail_child *c, struct cordon_err *err)
 {
 	/* cordon-init hands root's set to the root processes it starts (a build step's root
 	 * among them), and gives "user" processes nothing. */
-	uint64_t keep = init_caps(c->spec);
+	uint64_t keep = c->caps;
 	int r;
 
 	if ((r = caps_drop_bounding(keep, err)) < 0 || (r = switch_user(c, err)) < 0 ||
@@ -145,9 +146,9 @@ static int harden(const struct jail_child *c, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "set no_new_privs");
 	/* A build step writes anywhere in its own overlay root, and so does a sandbox anywhere
 	 * in its scratch (every write lands on its own disk, bounded by it). */
-	if (!c->spec->overlay && c->root_tree < 0 && (r = landlock_apply(writable_dirs, err)) < 0)
+	if (!c->overlay && c->root_tree < 0 && (r = landlock_apply(writable_dirs, err)) < 0)
 		return r;
-	if ((r = seccomp_apply(c->spec->seccomp->filter, c->spec->seccomp->len)) < 0)
+	if ((r = seccomp_apply(c->filter, c->filter_len)) < 0)
 		return cordon_err_set(err, r, "seccomp: load filter");
 	return 0;
 }
@@ -182,12 +183,11 @@ static int recv_go(struct jail_child *c)
 		if ((go.host_mask & (1u << i)) && k < n)
 			c->host_trees[i] = fds[k++];
 	/* Each volume is a tree to move into place, as the binds are (rootfs.h). */
-	if (go.n_volumes != c->spec->n_volumes || n - k != go.n_volumes)
+	if (go.n_volumes != c->n_volumes || n - k != go.n_volumes)
 		return -EPROTO;
 	for (size_t i = 0; i < go.n_volumes; i++)
 		c->binds[c->n_binds++] = (struct rootfs_bind){.src_fd = fds[k++],
-							      .dst = c->spec->volumes[i].sandbox,
-							      .tree = true};
+							      .dst = c->volume_dsts[i], .tree = true};
 	return 0;
 }
 
@@ -196,16 +196,15 @@ static int recv_go(struct jail_child *c)
  * host's credentials still ours. */
 static int open_sources(struct jail_child *c, struct cordon_err *err)
 {
-	const struct cordon_spec *spec = c->spec;
-	if (spec->overlay && c->image_tree < 0)
+	if (c->overlay && c->image_tree < 0)
 		return cordon_err_setf(err, -EPROTO, "overlay root: not received from the host");
-	if (spec->rootfs && c->image_tree < 0) {
-		c->image_fd = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (c->rootfs && c->image_tree < 0) {
+		c->image_fd = open(c->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (c->image_fd < 0)
-			return cordon_err_set(err, -errno, "rootfs '%s'", spec->rootfs);
+			return cordon_err_set(err, -errno, "rootfs '%s'", c->rootfs);
 	}
-	for (size_t i = 0; i < spec->n_binds; i++) {
-		int fd = jail_open_bind_source(spec->binds[i].host, err);
+	for (size_t i = 0; i < c->n_bind_hosts; i++) {
+		int fd = jail_open_bind_source(c->bind_hosts[i], err);
 		if (fd < 0)
 			return fd;
 		c->binds[i].src_fd = fd;
@@ -215,7 +214,6 @@ static int open_sources(struct jail_child *c, struct cordon_err *err)
 
 static int build(struct jail_child *c, struct cordon_err *err)
 {
-	const struct cordon_spec *spec = c->spec;
 	int r;
 
 	/* Holding the host's end of the sync socket would hide the host's death from us. */
@@ -231,7 +229,10 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		_exit(CORDON_EXIT_SETUP); /* the host went away */
 	if ((r = cgroup_join_self(c->cg_join_fds, c->n_cg_join_fds)) < 0)
 		return cordon_err_set(err, r, "cgroup: join");
-	if ((r = open_sources(c, err)) < 0 || (r = become_root(c, err)) < 0)
+	if ((r = open_sources(c, err)) < 0)
+		return r;
+	c->timens_fd = ns_time_offsets_open(); /* while /proc/self is still ours */
+	if ((r = become_root(c, err)) < 0)
 		return r;
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		return cordon_err_set(err, -errno, "unshare cgroup namespace");
@@ -240,9 +241,9 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		.image_tree = c->image_tree,
 		.image_writable = c->image_writable,
 		.root_tree = c->root_tree,
-		.image_is_root = spec->overlay != NULL,
-		.disk_bytes = spec->disk_bytes,
-		.hostname = spec->hostname ? spec->hostname : "cordon",
+		.image_is_root = c->overlay,
+		.disk_bytes = c->disk_bytes,
+		.hostname = c->hostname,
 		.ids_mapped = c->privileged,
 		.binds = c->binds,
 		.n_binds = c->n_binds,
@@ -253,15 +254,17 @@ static int build(struct jail_child *c, struct cordon_err *err)
 		return r;
 	if (sethostname(rc.hostname, strlen(rc.hostname)) < 0)
 		return cordon_err_set(err, -errno, "sethostname");
-	if ((r = ns_loopback_up(err)) < 0 || (c->link && (r = link_configure_inside(c->link, err)) < 0) ||
-	    (r = ns_time_enter(err)) < 0)
+	if ((r = ns_loopback_up(err)) < 0 || (c->has_link && (r = link_configure_inside(&c->link, err)) < 0) ||
+	    (r = ns_time_enter(c->timens_fd, err)) < 0)
 		return r;
+	close(c->timens_fd); /* a file of the host's /proc: never past this point */
+	c->timens_fd = -1;
 	if (setsid() < 0)
 		return cordon_err_set(err, -errno, "setsid");
 	/* No RLIMIT_FSIZE: the writable tmpfs' size is the ceiling, and ENOSPC is what programs
 	 * expect at it, not SIGXFSZ. */
 	struct rlimit_spec rl = {
-		.nofile = 1024, .nproc = spec->pids, .fsize = RLIM_INFINITY, .core = 0,
+		.nofile = 1024, .nproc = c->pids, .fsize = RLIM_INFINITY, .core = 0,
 		.memlock = 64 << 10, .msgqueue = 800 << 10, .sigpending = 4096,
 	};
 	/* The fds first: a host process may hold more than the sandbox may (cordond has
@@ -271,8 +274,10 @@ static int build(struct jail_child *c, struct cordon_err *err)
 	return harden(c, err);
 }
 
-void jail_child_main(struct jail_child *c)
+void jail_child_main(struct jail_child *host_copy)
 {
+	/* Ours to change: the host's is read again once we are gone (jail_child_free()). */
+	struct jail_child local = *host_copy, *c = &local;
 	struct cordon_err err = {};
 
 	runtime_child_reset_signals();
@@ -290,29 +295,112 @@ void jail_child_main(struct jail_child *c)
 
 /* ---- host side: everything the child will need, allocated before clone() ---- */
 
+static bool copy_str(char **dst, const char *src)
+{
+	return !src || (*dst = strdup(src)) != NULL;
+}
+
+static bool copy_spec(struct jail_child *c, const struct cordon_spec *spec)
+{
+	c->one_shot = spec->argv != NULL;
+	c->as_user = c->one_shot && spec->user == CORDON_USER_USER;
+	c->overlay = spec->overlay != NULL;
+	memcpy(c->stdio, spec->stdio, sizeof(c->stdio));
+	c->pids = spec->pids;
+	c->disk_bytes = spec->disk_bytes;
+	c->caps = init_caps(spec);
+	if (!copy_str(&c->rootfs, spec->rootfs) ||
+	    !copy_str(&c->hostname, spec->hostname ? spec->hostname : "cordon"))
+		return false;
+	for (size_t i = 0; i < spec->n_binds; i++) {
+		c->binds[c->n_binds++] = (struct rootfs_bind){.src_fd = -1,
+							      .dst = strdup(spec->binds[i].sandbox)};
+		c->bind_hosts[c->n_bind_hosts++] = strdup(spec->binds[i].host);
+		if (!c->binds[i].dst || !c->bind_hosts[i])
+			return false;
+	}
+	for (; c->n_volumes < spec->n_volumes; c->n_volumes++)
+		if (!copy_str(&c->volume_dsts[c->n_volumes], spec->volumes[c->n_volumes].sandbox))
+			return false;
+	size_t bytes = (size_t)spec->seccomp->len * sizeof(struct sock_filter);
+	if (!(c->filter = malloc(bytes)))
+		return false;
+	memcpy(c->filter, spec->seccomp->filter, bytes);
+	c->filter_len = spec->seccomp->len;
+	return true;
+}
+
+struct jail_child *jail_child_new(const struct cordon_spec *spec, bool privileged)
+{
+	struct jail_child *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->privileged = privileged;
+	c->sync_fd = c->chan_fd = c->init_fd = c->image_fd = c->image_tree = c->root_tree = -1;
+	c->timens_fd = -1;
+	for (size_t i = 0; i < ROOTFS_HOST_TREES_N; i++)
+		c->host_trees[i] = -1;
+	for (size_t i = 0; i < ELEMENTSOF(c->host_fds); i++)
+		c->host_fds[i] = -1;
+	if (!copy_spec(c, spec)) {
+		jail_child_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* cordon-init's argv points into the spec (the command, its workdir): each string copied. */
 int jail_child_env(struct jail_child *c, const struct cordon_spec *spec, struct cordon_err *err)
 {
 	struct init_args a = {};
 	int r = init_args_make(&a, spec, NULL, err);
-	c->envp = a.envp;
-	c->init_argv = a.argv;
+	c->envp = TAKE_PTR(a.envp);
+	if (r < 0) {
+		free(a.argv);
+		return r;
+	}
+	size_t n = 0;
+	while (a.argv[n])
+		n++;
+	c->init_argv = calloc(n + 1, sizeof(char *));
+	for (size_t i = 0; c->init_argv && i < n; i++)
+		if (!(c->init_argv[i] = strdup(a.argv[i])))
+			break;
+	r = c->init_argv && (n == 0 || c->init_argv[n - 1]) ? 0
+		: cordon_err_setf(err, -ENOMEM, "out of memory");
+	free(a.argv);
 	return r;
+}
+
+static void strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
 }
 
 void jail_child_free(struct jail_child *c)
 {
-	struct init_args a = {c->envp, c->init_argv};
-	init_args_free(&a);
-	c->envp = NULL;
-	c->init_argv = NULL;
+	if (!c)
+		return;
+	strv_free(c->envp);
+	strv_free(c->init_argv);
+	/* The child's own fds were opened in its fd table, never in ours: -1 here. */
 	if (c->image_fd >= 0)
 		close(c->image_fd);
-	c->image_fd = -1;
-	for (size_t i = 0; i < c->n_binds; i++)
+	for (size_t i = 0; i < c->n_binds; i++) {
 		if (c->binds[i].src_fd >= 0)
 			close(c->binds[i].src_fd);
-	c->n_binds = 0;
+		free((char *)c->binds[i].dst);
+	}
 	for (size_t i = 0; i < c->n_cg_join_fds; i++)
 		close(c->cg_join_fds[i]);
-	c->n_cg_join_fds = 0;
+	for (size_t i = 0; i < c->n_bind_hosts; i++)
+		free(c->bind_hosts[i]);
+	for (size_t i = 0; i < c->n_volumes; i++)
+		free(c->volume_dsts[i]);
+	free(c->rootfs);
+	free(c->hostname);
+	free(c->filter);
+	free(c);
 }

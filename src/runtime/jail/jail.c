@@ -89,8 +89,10 @@ static int host_prepare(struct jail *j, const struct cordon_spec *spec, struct j
 		memcpy(c->resolv_conf, "nameserver ", 11);
 		strcat(c->resolv_conf, "\n");
 	}
-	if (spec->net == CORDON_NET_EGRESS)
-		c->link = &h->link;
+	if (spec->net == CORDON_NET_EGRESS) {
+		c->has_link = true;
+		c->link = h->link;
+	}
 	if (h->cg && (r = cgroup_open_join_fds(h->cg, c->cg_join_fds, &c->n_cg_join_fds)) < 0)
 		return cordon_err_set(err, r, "cgroup: open tasks files");
 	if ((r = jail_init_memfd(err)) < 0)
@@ -108,8 +110,6 @@ static int host_prepare(struct jail *j, const struct cordon_spec *spec, struct j
 		if (r < 0)
 			return r;
 		close(r);
-		c->binds[i] = (struct rootfs_bind){.src_fd = -1, .dst = spec->binds[i].sandbox};
-		c->n_binds++;
 	}
 	return 0;
 }
@@ -295,13 +295,10 @@ static int host_sync_step(struct jail *j, struct cordon_err *err)
 	(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | \
 	 CLONE_PIDFD)
 
-/* A fork-like clone: the child runs on a copy of our stack. CLONE_NEWCGROUP and the time
- * namespace come later, in the child: the first after the cgroup move, the second because
- * clone() has no flag bit left for it. On cgroup v2 the child is born in its cgroup
- * (CLONE_INTO_CGROUP, 5.7+), which skips the slow migration path. */
-static pid_t clone_child(struct jail *j)
+/* The fork-like clone of a host where jail_spawn() cannot be: the child runs on a copy of
+ * our stack and memory. */
+static pid_t clone_copy(struct jail *j, int cgfd)
 {
-	int cgfd = j->sb.host.cg ? cgroup_clone_fd(j->sb.host.cg) : -1;
 	if (cgfd >= 0) {
 		struct clone_args args = {
 			.flags = CLONE_FLAGS | CLONE_INTO_CGROUP,
@@ -317,6 +314,32 @@ static pid_t clone_child(struct jail *j)
 	return syscall(SYS_clone, CLONE_FLAGS | SIGCHLD, NULL, &j->pidfd, NULL, NULL);
 }
 
+/* The child, started in our memory where the host can (spawn.c: no copy of this process's
+ * page tables, whatever its size), else in a copy of it. Takes @c on success (*@c is then
+ * NULL). CLONE_NEWCGROUP and the time namespace come later, in the child: the first after
+ * the cgroup move, the second because clone() has no flag bit left for it. On cgroup v2 the
+ * child is born in its cgroup (CLONE_INTO_CGROUP, 5.7+), which skips the slow migration
+ * path. */
+static pid_t clone_child(struct jail *j, struct jail_child **c)
+{
+	int cgfd = j->sb.host.cg ? cgroup_clone_fd(j->sb.host.cg) : -1;
+	bool into = false;
+	pid_t pid = jail_spawn(*c, CLONE_FLAGS, cgfd, &j->pidfd, &into);
+	if (pid >= 0) {
+		*c = NULL;
+		j->cg_attach_needed = cgfd >= 0 && !into;
+		return pid;
+	}
+	if (pid != -ENOSYS) {
+		errno = -pid;
+		return -1;
+	}
+	pid = clone_copy(j, cgfd);
+	if (pid == 0)
+		jail_child_main(*c); /* never returns */
+	return pid;
+}
+
 /* start and restore: @from is a snapshot's directory to fill the scratch from, or -1. */
 static int start_from(struct cordon_sandbox *sb, const struct cordon_spec *spec, int from,
 		      struct cordon_err *err)
@@ -326,41 +349,39 @@ static int start_from(struct cordon_sandbox *sb, const struct cordon_spec *spec,
 	j->scratch.mnt = j->scratch.img = j->disk_fd = -1;
 	j->restore_fd = from;
 
-	struct jail_child c = {.spec = spec, .sync_fd = -1, .chan_fd = -1, .image_fd = -1,
-			       .image_tree = -1, .root_tree = -1,
-			       .host_trees = ROOTFS_HOST_TREES_NONE,
-			       .host_fds = {-1, -1, -1}, .privileged = sb->host.privileged};
+	struct jail_child *c = jail_child_new(spec, sb->host.privileged);
 	int sync[2] = {-1, -1}, chan[2] = {-1, -1};
 	int r;
-	if ((r = host_prepare(j, spec, &c, err)) < 0)
+	if (!c) {
+		r = cordon_err_setf(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((r = host_prepare(j, spec, c, err)) < 0)
 		goto fail;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, chan) < 0) {
 		r = cordon_err_set(err, -errno, "socketpair");
 		goto fail;
 	}
-	c.sync_fd = sync[1];
-	c.chan_fd = chan[1];
-	c.host_fds[0] = sync[0];
-	c.host_fds[1] = chan[0];
-	c.host_fds[2] = sb->host.slot.lock_fd;
-	if ((r = jail_child_env(&c, spec, err)) < 0)
+	c->sync_fd = sync[1];
+	c->chan_fd = chan[1];
+	c->host_fds[0] = sync[0];
+	c->host_fds[1] = chan[0];
+	c->host_fds[2] = sb->host.slot.lock_fd;
+	if ((r = jail_child_env(c, spec, err)) < 0)
 		goto fail;
 
-	sb->pid = clone_child(j);
+	sb->pid = clone_child(j, &c);
 	if (sb->pid < 0) {
 		r = cordon_err_set(err, -errno, "clone namespaces");
 		goto fail;
 	}
-	if (sb->pid == 0)
-		jail_child_main(&c); /* never returns */
-
 	close(TAKE_FD(sync[1]));
 	close(TAKE_FD(chan[1]));
 	j->sync_fd = TAKE_FD(sync[0]);
 	if ((r = host_adopt(j, spec, err)) < 0 || (r = host_go(j, spec, err)) < 0)
 		goto fail;
-	jail_child_free(&c);
+	jail_child_free(c);
 	j->restore_fd = -1; /* the caller's, used during start only */
 	if (spec->argv)
 		j->status_fd = TAKE_FD(chan[0]);
@@ -375,7 +396,7 @@ fail:
 		close(TAKE_FD(j->scratch.img));
 	close_fds(sync, 2);
 	close_fds(chan, 2);
-	jail_child_free(&c);
+	jail_child_free(c);
 	return r; /* runtime.c frees the sandbox */
 }
 

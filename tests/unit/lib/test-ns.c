@@ -120,7 +120,7 @@ static void timens(int fd)
 	struct timespec host;
 	clock_gettime(CLOCK_MONOTONIC, &host);
 	struct cordon_err e = {};
-	int r = ns_time_enter(&e);
+	int r = ns_time_enter(ns_time_offsets_open(), &e);
 	if (r == 1)
 		CHILD_SKIP(fd, "the kernel has no time namespaces");
 	if (r < 0)

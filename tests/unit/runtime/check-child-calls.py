@@ -13,7 +13,7 @@ that do more than a syscall.
 This walks the machine code of a linked binary from jail_child_main: every direct call and
 tail jump is followed through our own functions; each PLT call is a libc function that must
 be on ALLOWED. An indirect call in the child's code fails the check too (it cannot be
-followed). Usage: check-child-calls.py BINARY [ENTRY]
+followed). Usage: check-child-calls.py BINARY [ENTRY...]
 """
 
 import bisect
@@ -100,18 +100,29 @@ def walk(funcs, entry):
     return seen, libc, indirect
 
 
+# Where the child starts: spawn.c's spawn_child() when it runs in the host's memory (x86_64),
+# jail_child_main() in the copy; spawn_child() calls jail_child_main(), both are walked.
+ENTRIES = ("spawn_child", "jail_child_main")
+
+
 def main():
     binary = sys.argv[1]
-    entry = sys.argv[2] if len(sys.argv) > 2 else "jail_child_main"
     funcs = functions(binary)
-    seen, libc, indirect = walk(funcs, entry)
-    bad = {name: callers for name, callers in libc.items() if name not in ALLOWED}
-    print(f"{entry}: {len(seen)} functions of ours, libc: {' '.join(sorted(libc))}")
-    for name, callers in sorted(bad.items()):
-        print(f"NOT ALLOWED in the jail child: {name} (called from {', '.join(sorted(callers))})")
-    for line in indirect:
-        print(f"INDIRECT call in the jail child (cannot be checked): {line}")
-    return 1 if bad or indirect else 0
+    names = {name for name, _ in funcs.values()}
+    entries = sys.argv[2:] or [e for e in ENTRIES if e in names]
+    if "jail_child_main" not in entries and not sys.argv[2:]:
+        raise SystemExit("check-child-calls: no jail_child_main in " + binary)
+    failed = 0
+    for entry in entries:
+        seen, libc, indirect = walk(funcs, entry)
+        bad = {name: callers for name, callers in libc.items() if name not in ALLOWED}
+        print(f"{entry}: {len(seen)} functions of ours, libc: {' '.join(sorted(libc))}")
+        for name, callers in sorted(bad.items()):
+            print(f"NOT ALLOWED in the jail child: {name} (called from {', '.join(sorted(callers))})")
+        for line in indirect:
+            print(f"INDIRECT call in the jail child (cannot be checked): {line}")
+        failed |= bool(bad or indirect)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,230 @@
+/* The jail's child runs in its builder's memory until it execs (runtime/jail/spawn.c): what
+ * that must not change.
+ *
+ * - The child reads nothing of the caller's spec: the spec may be gone as soon as the start
+ *   returns. Here the caller overwrites every string of it (hostname, bind paths, the command)
+ *   at once, and the sandbox still has what was asked.
+ * - A sandbox does not die with the thread that built it (the child's parent-death signal is
+ *   its spawner thread's, which lives as long as the process), yet dies with the process
+ *   (tests/integration/test_leaks.py).
+ * - The child is cloned into our memory (CLONE_VM) where the host can: after a start, writing
+ *   64 MiB of the builder's heap takes no page faults (after a fork-like clone each page is
+ *   copy-on-write and faults once).
+ * Needs root (the child takes its user namespace's root): skips otherwise. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <cordon/cordon.h>
+
+#define SETUP_TIMEOUT_MS 10000
+
+static void need_root(void)
+{
+	struct cordon_err err = {};
+	if (geteuid() != 0) {
+		print_message("skip: needs root (the child becomes root of its user namespace)\n");
+		skip();
+	}
+	if (cordon_prepare(&err) < 0)
+		fail_msg("prepare: %s", err.msg);
+}
+
+static int finish_within(struct cordon_sandbox *sb, struct cordon_err *err)
+{
+	int r;
+	while ((r = cordon_sandbox_finish(sb, err)) == -EAGAIN) {
+		struct pollfd p = {cordon_sandbox_setup_fd(sb), POLLIN, 0};
+		if (poll(&p, 1, SETUP_TIMEOUT_MS) == 0)
+			return -ETIMEDOUT;
+	}
+	return r;
+}
+
+/* Runs @sb to its end; its stdout (a pipe's read end, @out) into @buf. */
+static void wait_output(struct cordon_sandbox *sb, int out, char *buf, size_t size)
+{
+	struct cordon_err err = {};
+	int r = finish_within(sb, &err);
+	if (r < 0)
+		fail_msg("setup: %s", r == -ETIMEDOUT ? "timed out" : err.msg);
+	cordon_sandbox_setup_close(sb);
+	struct cordon_result res;
+	assert_int_equal(cordon_sandbox_wait(sb, -1, &res), 0);
+	assert_int_equal(res.exit_code, 0);
+	ssize_t n = read(out, buf, size - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+static void test_spec_overwritten_after_start(void **state)
+{
+	need_root();
+	char host_dir[] = "/tmp/cordon-spawn-XXXXXX";
+	assert_non_null(mkdtemp(host_dir));
+	assert_int_equal(chmod(host_dir, 0755), 0); /* the sandbox reads it as its "user" */
+	char file[64];
+	snprintf(file, sizeof(file), "%s/marker", host_dir);
+	FILE *f = fopen(file, "w");
+	assert_non_null(f);
+	fputs("bound", f);
+	fclose(f);
+
+	/* Every string the spec points to lives in this buffer, overwritten after the start. */
+	char strings[4][64];
+	snprintf(strings[0], sizeof(strings[0]), "spawned-host");
+	snprintf(strings[1], sizeof(strings[1]), "%s", host_dir);
+	snprintf(strings[2], sizeof(strings[2]), "/mnt/shared");
+	snprintf(strings[3], sizeof(strings[3]), "echo $(hostname) $(cat /mnt/shared/marker)");
+	char *argv[] = {"/bin/sh", "-c", strings[3], NULL};
+	int out[2];
+	assert_int_equal(pipe(out), 0);
+
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	spec.runtime = "jail";
+	spec.argv = argv;
+	spec.hostname = strings[0];
+	spec.binds[0] = (struct cordon_bind){.host = strings[1], .sandbox = strings[2]};
+	spec.n_binds = 1;
+	spec.stdio[1] = out[1];
+	spec.timeout_ms = SETUP_TIMEOUT_MS;
+	struct cordon_sandbox *sb = NULL;
+	struct cordon_err err = {};
+	if (cordon_sandbox_start(&spec, &sb, &err) < 0)
+		fail_msg("start: %s", err.msg);
+	memset(strings, 'x', sizeof(strings));
+	for (size_t i = 0; i < 4; i++)
+		strings[i][sizeof(strings[i]) - 1] = '\0';
+	memset(&spec, 0xa5, sizeof(spec));
+	close(out[1]);
+
+	char buf[256];
+	wait_output(sb, out[0], buf, sizeof(buf));
+	cordon_sandbox_free(sb);
+	close(out[0]);
+	unlink(file); /* before the check: a failure leaves nothing on the host either */
+	rmdir(host_dir);
+	assert_string_equal(buf, "spawned-host bound\n");
+}
+
+struct built {
+	struct cordon_sandbox *sb;
+	int out;
+	struct cordon_err err;
+};
+
+/* A thread that starts a sandbox and ends before the sandbox's command has run. */
+static void *build_and_leave(void *arg)
+{
+	static char *argv[] = {"/bin/sh", "-c", "sleep 0.3; echo alive", NULL};
+	struct built *b = arg;
+	int out[2];
+	if (pipe(out) < 0)
+		return NULL;
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	spec.runtime = "jail";
+	spec.argv = argv;
+	spec.stdio[1] = out[1];
+	spec.timeout_ms = SETUP_TIMEOUT_MS;
+	if (cordon_sandbox_start(&spec, &b->sb, &b->err) < 0)
+		b->sb = NULL;
+	close(out[1]);
+	b->out = out[0];
+	return b;
+}
+
+static void test_outlives_its_builder_thread(void **state)
+{
+#if !defined(__x86_64__)
+	print_message("skip: a copy's parent-death signal is its builder thread's (x86_64 spawns)\n");
+	skip();
+#endif
+	need_root();
+	struct built b = {.out = -1};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, build_and_leave, &b), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	if (!b.sb)
+		fail_msg("start: %s", b.err.msg);
+	char buf[64];
+	wait_output(b.sb, b.out, buf, sizeof(buf));
+	assert_string_equal(buf, "alive\n");
+	cordon_sandbox_free(b.sb);
+	close(b.out);
+}
+
+static long minor_faults(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+/* Starts a sandbox, then writes all of @heap: the minor faults of that write. After a
+ * fork-like clone every page of ours is write-protected (copy-on-write) and faults at its
+ * first write, whether or not the child has exec'd by then; in our own memory, none does. */
+static long faults_writing_after_start(char *heap, size_t size, int value)
+{
+	char *argv[] = {"/bin/true", NULL};
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	spec.runtime = "jail";
+	spec.argv = argv;
+	spec.timeout_ms = SETUP_TIMEOUT_MS;
+	struct cordon_sandbox *sb = NULL;
+	struct cordon_err err = {};
+	if (cordon_sandbox_start(&spec, &sb, &err) < 0)
+		fail_msg("start: %s", err.msg);
+	long before = minor_faults();
+	memset(heap, value, size);
+	long faults = minor_faults() - before;
+	if (finish_within(sb, &err) < 0)
+		fail_msg("setup: %s", err.msg);
+	cordon_sandbox_setup_close(sb);
+	struct cordon_result res;
+	assert_int_equal(cordon_sandbox_wait(sb, -1, &res), 0);
+	cordon_sandbox_free(sb);
+	return faults;
+}
+
+static void test_no_copy_of_the_builder(void **state)
+{
+#if !defined(__x86_64__)
+	print_message("skip: the child runs in its builder's memory on x86_64 only\n");
+	skip();
+#endif
+	need_root();
+	size_t big = 64u << 20;
+	char *heap = malloc(big);
+	assert_non_null(heap);
+	memset(heap, 1, big); /* every page ours and present */
+	(void)faults_writing_after_start(heap, big, 2); /* the first: the spawner thread */
+	long faults = faults_writing_after_start(heap, big, 3);
+	print_message("minor faults writing 64 MiB after a start: %ld\n", faults);
+	assert_true(faults < 64); /* a copy: 16,384 (or 32 huge pages split, and then more) */
+	free(heap);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_spec_overwritten_after_start),
+		cmocka_unit_test(test_outlives_its_builder_thread),
+		cmocka_unit_test(test_no_copy_of_the_builder),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
