@@ -4,7 +4,13 @@ The jail child of a create hung in its setup (cordond's threads and glibc's setr
 in src/runtime/jail/child.c); the client then waited until its own timeout. Whatever makes a
 child hang, the daemon's deadline for setup and HELLO_OK (AGENT_HELLO_MS, 10 s) kills it and
 the create answers 500 internal. The hang is made here with SIGSTOP on the child between
-clone() and exec() (it is still named cordond then), which nothing in the child can undo.
+clone() and exec() (it still has the name of the thread that cloned it then: cordond's spawner,
+`cordon-spawn`, or cordond where the child is a copy), which nothing in the child can undo.
+
+And the stopped child holds nothing another create needs: while it is stopped, a second
+sandbox is built and answered (runtime/jail/spawn.c: the thread that cloned the stopped child
+waits for its exec; a build that waited for that thread would wait on the deadline, which is
+the loop's own timer, and hang the daemon).
 """
 
 import os
@@ -38,13 +44,16 @@ def comm(pid):
         return None
 
 
+BEFORE_EXEC = ("cordon-spawn", "cordond")
+
+
 def stop_a_child_in_setup(daemon_pid, until):
     """SIGSTOPs the first child of cordond that has not exec'd cordon-init yet."""
     while time.monotonic() < until:
         for k in children(daemon_pid):
-            if comm(k) == "cordond":
+            if comm(k) in BEFORE_EXEC:
                 os.kill(int(k), signal.SIGSTOP)
-                if comm(k) == "cordond":  # stopped before its exec
+                if comm(k) in BEFORE_EXEC:  # stopped before its exec
                     return int(k)
                 os.kill(int(k), signal.SIGCONT)
     return None
@@ -69,6 +78,14 @@ def test_a_setup_that_hangs_is_killed_and_the_create_answers():
             th = threading.Thread(target=create)
             th.start()
             child = stop_a_child_in_setup(d.proc.pid, time.monotonic() + 5)
+            if child is not None:
+                # Another create, built now too, while the first child is stopped.
+                t0 = time.monotonic()
+                other = d.client(timeout=60).post("/v1/sandboxes", {"limits": {"disk_mb": 512}})
+                took = time.monotonic() - t0
+                assert other.status == 201, other.text
+                assert took < DEADLINE_S - 2, f"a create waited {took:.1f} s for the stopped one"
+                c.destroy(other.json()["id"])
             th.join(60)
             assert not th.is_alive(), "the create did not answer in 60 s"
             if child is None:  # it exec'd before we caught it: another try

@@ -112,8 +112,8 @@ int jail_child_env(struct jail_child *c, const struct cordon_spec *spec, struct 
 void jail_child_free(struct jail_child *c);
 _noreturn_ void jail_child_main(struct jail_child *c);
 
-/* Starts the child in our memory (spawn.c): clone3() with @flags (CLONE_VM and CLONE_VFORK
- * added) and, when @cgroup_fd >= 0, CLONE_INTO_CGROUP; the child runs jail_child_main(@c).
+/* Starts the child in our memory (spawn.c): clone3() with @flags (CLONE_VM added) and, when
+ * @cgroup_fd >= 0, CLONE_INTO_CGROUP; the child runs jail_child_main(@c).
  * Returns its pid and sets @ret_pidfd; on success @c is the spawner's from then on (freed
  * once the child has exec'd or died) and *@ret_into_cgroup says whether the child was born
  * in @cgroup_fd's cgroup (a kernel before 5.7 refuses it: the host then moves the child).

@@ -32,6 +32,26 @@
 
 #define SETUP_TIMEOUT_MS 10000
 
+/* Where the child is a copy (spawn.c: not x86_64, or a build with AddressSanitizer). */
+#if !defined(__x86_64__) || defined(__SANITIZE_ADDRESS__)
+#define SPAWNS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPAWNS 0
+#endif
+#endif
+#ifndef SPAWNS
+#define SPAWNS 1
+#endif
+
+static void need_spawn(void)
+{
+	if (!SPAWNS) {
+		print_message("skip: the child is a copy here (not x86_64, or AddressSanitizer)\n");
+		skip();
+	}
+}
+
 static void need_root(void)
 {
 	struct cordon_err err = {};
@@ -149,10 +169,7 @@ static void *build_and_leave(void *arg)
 
 static void test_outlives_its_builder_thread(void **state)
 {
-#if !defined(__x86_64__)
-	print_message("skip: a copy's parent-death signal is its builder thread's (x86_64 spawns)\n");
-	skip();
-#endif
+	need_spawn(); /* a copy's parent-death signal is its builder thread's */
 	need_root();
 	struct built b = {.out = -1};
 	pthread_t t;
@@ -203,10 +220,7 @@ static long faults_writing_after_start(char *heap, size_t size, int value)
 
 static void test_no_copy_of_the_builder(void **state)
 {
-#if !defined(__x86_64__)
-	print_message("skip: the child runs in its builder's memory on x86_64 only\n");
-	skip();
-#endif
+	need_spawn();
 	need_root();
 	size_t big = 64u << 20;
 	char *heap = malloc(big);
