@@ -121,7 +121,10 @@ struct sbx {
 	bool pooled;               /* made for the pool, not yet claimed */
 	bool used;                 /* a process was started: "running" rather than "ready" */
 	int setup_err;             /* -errno of a setup that failed, for its waiters' answer */
-	uint64_t disk_used, disk_used_ms; /* its disk's use, and when it was looked at */
+	/* Its disk in the ledger of what every live disk may still grow into (sbx_disk_growth()):
+	 * its size as counted, its use when last looked at, and its place in the order of looks. */
+	uint64_t disk_counted, disk_used, disk_used_ms;
+	struct sbx *disk_next, *disk_prev;
 	const char *end_reason;    /* sbx_destroy()'s reason, a literal */
 	char end_why[160];         /* what failed, when a setup or the agent did */
 	struct cordon_sandbox *rt; /* the runtime's handle (cordon_sandbox_*), whichever runtime */
@@ -188,6 +191,8 @@ struct daemon {
 	size_t n_keys;
 	struct sbx *sandboxes, *sandboxes_tail; /* every sandbox but destroyed ones, newest last */
 	struct sbx *pool, *pool_tail; /* the pooled ones among them, oldest first (never destroyed) */
+	struct sbx *disks, *disks_tail; /* every listed one, the disk looked at longest ago first */
+	uint64_t disk_size_sum, disk_used_sum; /* over D.disks: sizes, and uses as last looked at */
 	struct sbx *by_id[SBX_ID_BUCKETS];
 	size_t n_live, n_pool_ready, n_pool_creating;
 	size_t n_dying; /* destroyed, PID 1 not reaped yet */
@@ -446,6 +451,12 @@ struct sbx *sbx_find(const struct api_key *principal, const char *id);
 struct sbx *sbx_lookup(const char *id);
 /* D.pool: a pooled sandbox joins it when listed and leaves when claimed or destroyed. */
 void sbx_pool_link(struct sbx *s);
+/* What every listed sandbox's disk may still grow into (its size less its use), in O(1):
+ * the sums are kept as sandboxes come and go, and each call looks again at the use of at
+ * most a few disks, those looked at longest ago and not within the last second. Between
+ * looks a disk's use is taken as it was, so the figure errs high (a loop-ext4 disk's use
+ * only grows: it is mounted without discard). */
+uint64_t sbx_disk_growth(uint64_t now_ms);
 void sbx_pool_unlink(struct sbx *s);
 void sbx_destroy(struct sbx *s, const char *reason);
 int sbx_set_timeout(struct sbx *s, uint64_t timeout_s);

@@ -39,6 +39,69 @@ static struct sbx **id_bucket(const char *id)
 	return &D.by_id[h & (SBX_ID_BUCKETS - 1)];
 }
 
+/* ---- the disks' ledger (sbx_disk_growth()) ---- */
+
+#define DISK_LOOK_MS 1000u /* a disk's use is looked at (an fstat) at most this often */
+#define DISK_LOOKS 8u	   /* and at most this many disks per call */
+
+static void disk_unlink(struct sbx *s)
+{
+	*(s->disk_prev ? &s->disk_prev->disk_next : &D.disks) = s->disk_next;
+	*(s->disk_next ? &s->disk_next->disk_prev : &D.disks_tail) = s->disk_prev;
+	s->disk_next = s->disk_prev = NULL;
+}
+
+static void disk_append(struct sbx *s)
+{
+	s->disk_next = NULL;
+	s->disk_prev = D.disks_tail;
+	*(s->disk_prev ? &s->disk_prev->disk_next : &D.disks) = s;
+	D.disks_tail = s;
+}
+
+static void disk_track(struct sbx *s)
+{
+	s->disk_counted = s->spec.disk_bytes;
+	s->disk_used = s->disk_used_ms = 0; /* looked at first */
+	D.disk_size_sum += s->disk_counted;
+	*(D.disks ? &s->disk_next : &D.disks_tail) = D.disks;
+	if (D.disks)
+		D.disks->disk_prev = s;
+	s->disk_prev = NULL;
+	D.disks = s;
+}
+
+static void disk_untrack(struct sbx *s)
+{
+	disk_unlink(s);
+	D.disk_size_sum -= s->disk_counted;
+	D.disk_used_sum -= s->disk_used;
+}
+
+/* @s's use looked at again; it goes to the end of the order. */
+static void disk_look(struct sbx *s, uint64_t now)
+{
+	uint64_t used = cordon_sandbox_disk_used(s->rt);
+	if (used > s->disk_counted)
+		used = s->disk_counted;
+	D.disk_used_sum = D.disk_used_sum - s->disk_used + used;
+	s->disk_used = used;
+	s->disk_used_ms = now;
+	disk_unlink(s);
+	disk_append(s);
+}
+
+uint64_t sbx_disk_growth(uint64_t now)
+{
+	for (unsigned i = 0; i < DISK_LOOKS && D.disks; i++) {
+		struct sbx *s = D.disks;
+		if (s->disk_used_ms && now - s->disk_used_ms < DISK_LOOK_MS)
+			break; /* the oldest look is recent: so are the others */
+		disk_look(s, now);
+	}
+	return D.disk_size_sum - D.disk_used_sum;
+}
+
 static void list_add(struct sbx *s)
 {
 	struct sbx **b = id_bucket(s->id);
@@ -51,6 +114,7 @@ static void list_add(struct sbx *s)
 	if (s->pooled)
 		sbx_pool_link(s);
 	s->listed = true;
+	disk_track(s);
 	D.n_live++;
 }
 
@@ -67,6 +131,7 @@ static void list_del(struct sbx *s)
 			break;
 		}
 	sbx_pool_unlink(s);
+	disk_untrack(s);
 	s->listed = false;
 	D.n_live--;
 }

@@ -87,20 +87,6 @@ static int secrets_check(const struct api_create *req, struct svc_err *err)
 	return 0;
 }
 
-/* What @s's disk could still grow into. Its use is looked at (an fstat) at most once per
- * DISK_USED_MS, since a create sums it over every sandbox alive: between two looks the
- * figure errs high (a loop-ext4 disk's use only grows: it is mounted without discard). */
-#define DISK_USED_MS 1000u
-
-static uint64_t disk_left(struct sbx *s, uint64_t now)
-{
-	if (!s->disk_used_ms || now - s->disk_used_ms >= DISK_USED_MS) {
-		s->disk_used = cordon_sandbox_disk_used(s->rt);
-		s->disk_used_ms = now;
-	}
-	return s->spec.disk_bytes > s->disk_used ? s->spec.disk_bytes - s->disk_used : 0;
-}
-
 /* A disk admitted only if, with what every live sandbox's sparse disk could still grow into,
  * it fits in --disk-overcommit percent of the free space of the filesystem the disks are on:
  * a host that fills answers its sandboxes' writes with I/O errors, not ENOSPC. */
@@ -111,9 +97,7 @@ static int disk_admit(uint64_t disk_bytes, struct svc_err *err)
 		return 0; /* tmpfs roots: memory, bounded by the memory cgroup instead */
 	if (statvfs(scratch_dir(), &sv) < 0)
 		return 0; /* not made yet: the first disk makes it, and says so if it cannot */
-	uint64_t live = 0, now = now_ms(), free_b = (uint64_t)sv.f_bavail * sv.f_frsize;
-	for (struct sbx *s = D.sandboxes; s; s = s->next)
-		live += disk_left(s, now);
+	uint64_t live = sbx_disk_growth(now_ms()), free_b = (uint64_t)sv.f_bavail * sv.f_frsize;
 	long double cap = (long double)free_b * D.cfg.disk_overcommit / 100;
 	if (disk_bytes <= free_b && (long double)(live + disk_bytes) <= cap)
 		return 0;
