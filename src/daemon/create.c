@@ -234,9 +234,10 @@ static void creator_start(struct started *st)
 }
 
 /* The pool's thread: sandboxes to start, and the deletion of template versions that the
- * sandboxes' ends let go (store_release_step), off the loop. Besides it there are only the
- * teardown and snapshot threads (worker.c): a jail child cloned from this process calls the
- * kernel's set*id(), never glibc's, which would wait for every thread glibc knows of. */
+ * sandboxes' ends let go (store_release_step), off the loop. Besides it there are the
+ * teardown and snapshot threads (worker.c) and libcordon's spawners (runtime/jail/spawn.c):
+ * a jail child runs beside them all, and calls the kernel's set*id(), never glibc's, which
+ * would wait for every thread glibc knows of. */
 static void *creator_main(void *arg)
 {
 	int timeout = -1;
