@@ -466,13 +466,13 @@ def print_targets(result):
     return ok
 
 
-def check_thresholds(result, path, slack=1.5):
-    """The regression gate: each figure in @path's "bench_daemon" table against its
+def check_thresholds(result, path, slack=1.5, table_name="bench_daemon"):
+    """The regression gate: each figure in @path's @table_name table against its
     threshold; a "max" figure fails above max x @slack, a "min" one below min / @slack (50%
     either way: loose for a noisy shared machine, a 2x regression still fails). Returns the
     failures, printed."""
     with open(path) as f:
-        table = json.load(f)["bench_daemon"]
+        table = json.load(f)[table_name]
     failed = []
     for key, lim in sorted(table.items()):
         v = figure(result, key)

@@ -41,7 +41,14 @@ The last line of the output is one JSON object with every figure:
      "pss_mib_per": ..}, ...], "destroy": {"n": .., "wall_s": .., "probe_max_ms": ..},
      "flat_create": .., "flat_exec": .., "targets_met": true|false, "errors": N}
 
-Exit status: 0 when every run completed (targets missed or not), 1 on errors, 2 on setup.
+**The regression gate** (on with `--quick`, as CI runs it; `--check`/`--no-check`): the
+figures named in `bench/thresholds.json`'s "bench_scale" table (the flatness ratios, the
+destroy's time and the read's worst wait) fail the run when more than 50% worse than their
+thresholds, as bench_daemon.py's do. At the quick levels an O(n) step per create shows only
+when it is gross; the full levels are the measure.
+
+Exit status: 0 when every run completed (targets missed or not), 1 on errors or a regression
+past the gate, 2 on setup.
 """
 
 import argparse
@@ -53,7 +60,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_daemon import BUILD, Client, Daemon, pct, wait_pool  # noqa: E402
+from bench_daemon import BUILD, Client, Daemon, check_thresholds, pct, wait_pool  # noqa: E402
 
 POOL = 4
 # Idle sandboxes ask for a small disk: at the default 4 GiB each, a few hundred overcommit the
@@ -275,6 +282,12 @@ def main():
     ap.add_argument("--destroy", type=int, help="sandboxes destroyed at once (default 1000)")
     ap.add_argument("-n", type=int, help="creates and execs timed per level (default 100)")
     ap.add_argument("--cordond", default=os.path.join(BUILD, "cordond"))
+    ap.add_argument("--thresholds", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                         "thresholds.json"),
+                    help="the regression gate's figures (default bench/thresholds.json)")
+    ap.add_argument("--check", action=argparse.BooleanOptionalAction, default=None,
+                    help="fail (exit 1) when a figure regressed by more than 50%% against the "
+                         "thresholds (default: on with --quick, as CI runs it)")
     a = ap.parse_args()
     levels = [int(x) for x in (a.levels or ("10,100" if a.quick else "10,100,1000,5000")).split(",")]
     n_destroy = a.destroy or (100 if a.quick else 1000)
@@ -327,8 +340,12 @@ def main():
               f"(targets <= 2 s per 1000, <= 100 ms)")
     for e in errors[:10]:
         print(f"error: {e}", file=sys.stderr)
+    regressions = []
+    if (a.quick if a.check is None else a.check) and rows:
+        regressions = check_thresholds(out, a.thresholds, table_name="bench_scale")
+    out["regressions"] = regressions
     print(json.dumps(out, sort_keys=True))
-    sys.exit(1 if errors else 0)
+    sys.exit(1 if errors or regressions else 0)
 
 
 if __name__ == "__main__":

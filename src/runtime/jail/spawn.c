@@ -265,10 +265,42 @@ static struct spawner *spawner_new(void)
 	return sp;
 }
 
+/* A process forked from ours has none of our threads: its spawners, copies of ours, have
+ * nobody to read their requests but our own spawner threads, which would read a pointer into
+ * the child's memory in ours. The child starts with none (its copies and their pipes let
+ * go), and makes its own if it builds. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&spawners_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&spawners_lock);
+}
+
+static void fork_child(void)
+{
+	for (size_t i = 0; i < n_spawners; i++) {
+		close(spawners[i]->req_fd[0]);
+		close(spawners[i]->req_fd[1]);
+		spawners[i] = NULL;
+	}
+	n_spawners = 0;
+	pthread_mutex_unlock(&spawners_lock);
+}
+
+static void atfork_once(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 /* An idle spawner, now busy; NULL when there is none and no more can be made. */
 static struct spawner *spawner_take(void)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct spawner *sp = NULL;
+	pthread_once(&once, atfork_once);
 	pthread_mutex_lock(&spawners_lock);
 	for (size_t i = 0; i < n_spawners && !sp; i++)
 		if (!atomic_load_explicit(&spawners[i]->busy, memory_order_acquire))

@@ -10,6 +10,8 @@
  * - The child is cloned into our memory (CLONE_VM) where the host can: after a start, writing
  *   64 MiB of the builder's heap takes no page faults (after a fork-like clone each page is
  *   copy-on-write and faults once).
+ * - A process forked after a build builds too: the spawners in its copy of our memory have
+ *   no threads there, and their pipes are ours.
  * Needs root (the child takes its user namespace's root): skips otherwise. */
 #include <errno.h>
 #include <poll.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -233,9 +236,51 @@ static void test_no_copy_of_the_builder(void **state)
 	free(heap);
 }
 
+/* One-shot /bin/true to its end; 0 when it ran and exited 0. For a forked child: no cmocka. */
+static int run_true(void)
+{
+	char *argv[] = {"/bin/true", NULL};
+	struct cordon_spec spec;
+	cordon_spec_init(&spec);
+	spec.runtime = "jail";
+	spec.argv = argv;
+	spec.timeout_ms = SETUP_TIMEOUT_MS;
+	struct cordon_sandbox *sb = NULL;
+	struct cordon_err err = {};
+	struct cordon_result res = {};
+	if (cordon_sandbox_create(&spec, &sb, &err) < 0 || cordon_sandbox_wait(sb, -1, &res) < 0)
+		return -1;
+	cordon_sandbox_free(sb);
+	return res.exit_code == 0 ? 0 : -1;
+}
+
+/* A process forked after a build builds on its own: the spawners it inherited in its copy of
+ * memory have no threads in it, and their pipes lead to ours. */
+static void test_builds_after_fork(void **state)
+{
+	need_spawn();
+	need_root();
+	assert_int_equal(run_true(), 0); /* a spawner, idle, in this process */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(run_true() == 0 ? 0 : 1);
+	int st = 0;
+	for (int i = 0; i < 200 && waitpid(pid, &st, WNOHANG) == 0; i++)
+		usleep(50 * 1000);
+	if (waitpid(pid, &st, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fail_msg("the forked process's build hangs");
+	}
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(run_true(), 0); /* and ours still work */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_builds_after_fork),
 		cmocka_unit_test(test_spec_overwritten_after_start),
 		cmocka_unit_test(test_outlives_its_builder_thread),
 		cmocka_unit_test(test_no_copy_of_the_builder),
