@@ -2,11 +2,17 @@
 /*
  * clone3log.so: an LD_PRELOAD shim for the in-guest kernel suite that tells whether
  * `cordon run` created its sandbox with clone3(CLONE_INTO_CGROUP) or fell back to clone()
- * plus a write to cgroup.procs. It wraps libc's syscall() and, in the calling process only,
- * appends one line per clone3/clone call to $CLONE3_LOG:
+ * plus a write to cgroup.procs. It wraps libc's syscall() and openat(), and appends one line
+ * per clone3/clone call made through syscall(), and per cgroup.procs opened for writing, to
+ * $CLONE3_LOG:
  *
  *   clone3 flags=0x... into_cgroup=1 ret=PID      (or ret=-1 errno=NAME)
  *   clone flags=0x... ret=PID
+ *   procs-write ret=FD                            (the host moving a child into its cgroup)
+ *
+ * The jail's child is cloned by libcordon's own clone3 trampoline where it runs in the
+ * host's memory (src/runtime/jail/spawn.c), which no wrapper sees: then the test knows
+ * CLONE_INTO_CGROUP by its outcome, the child in its cgroup with no procs-write.
  *
  * Build: gcc -shared -fPIC -O2 -o clone3log.so clone3log.c -ldl
  */
@@ -72,4 +78,41 @@ long syscall(long nr, ...)
 	}
 	errno = e;
 	return ret;
+}
+
+/* cordon is built with _FILE_OFFSET_BITS=64: its openat() is glibc's openat64. */
+static int logged_openat(const char *sym, int dirfd, const char *path, int flags, mode_t mode)
+{
+	int (*real)(int, const char *, int, ...) = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, sym);
+	int ret = real(dirfd, path, flags, mode);
+	int e = errno;
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	if (strcmp(base, "cgroup.procs") == 0 && (flags & O_ACCMODE) != O_RDONLY)
+		note("procs-write ret=%d\n", ret);
+	errno = e;
+	return ret;
+}
+
+static mode_t mode_arg(int flags, va_list ap)
+{
+	return (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	return logged_openat("openat", dirfd, path, flags, mode);
+}
+
+int openat64(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = mode_arg(flags, ap);
+	va_end(ap);
+	return logged_openat("openat64", dirfd, path, flags, mode);
 }
