@@ -32,6 +32,8 @@
 
 #include <cordon/cordon.h>
 
+#include "sandbox-test.h"
+
 #define SETUP_TIMEOUT_MS 10000
 #define ROUNDS_IN_MALLOC 200
 
@@ -77,18 +79,6 @@ static void back_to_normal(void)
 	sched_setaffinity(0, sizeof(all), &all);
 }
 
-/* Setup of @sb within the deadline: 0, the child's error, or -ETIMEDOUT (it hangs). */
-static int finish_within(struct cordon_sandbox *sb, int timeout_ms, struct cordon_err *err)
-{
-	int r;
-	while ((r = cordon_sandbox_finish(sb, err)) == -EAGAIN) {
-		struct pollfd p = {cordon_sandbox_setup_fd(sb), POLLIN, 0};
-		if (poll(&p, 1, timeout_ms) == 0)
-			return -ETIMEDOUT;
-	}
-	return r;
-}
-
 static void one_round(void)
 {
 	struct cordon_spec spec;
@@ -126,13 +116,7 @@ static void one_round(void)
 
 static void test_clone_beside_an_unstarted_thread(void **state)
 {
-	struct cordon_err err = {};
-	if (geteuid() != 0) {
-		print_message("skip: needs root (the child becomes root of its user namespace)\n");
-		skip();
-	}
-	if (cordon_prepare(&err) < 0)
-		fail_msg("prepare: %s", err.msg);
+	need_root();
 	assert_int_equal(pipe(wake), 0);
 	/* A few rounds: the first alone hangs the unfixed code every time on an idle machine. */
 	for (int i = 0; i < 3; i++)
@@ -166,12 +150,7 @@ static void test_clone_beside_a_thread_in_malloc(void **state)
 	char *argv[] = {"/bin/true", NULL};
 	pthread_t t;
 
-	if (geteuid() != 0) {
-		print_message("skip: needs root\n");
-		skip();
-	}
-	if (cordon_prepare(&err) < 0)
-		fail_msg("prepare: %s", err.msg);
+	need_root();
 	if (mallopt(M_ARENA_MAX, 1) != 1) {
 		print_message("skip: malloc is not glibc's here (a sanitizer's allocator)\n");
 		skip();

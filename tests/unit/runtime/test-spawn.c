@@ -33,6 +33,8 @@
 
 #include <cordon/cordon.h>
 
+#include "sandbox-test.h"
+
 #define SETUP_TIMEOUT_MS 10000
 
 /* Where the child is a copy (spawn.c: not x86_64, or a build with AddressSanitizer). */
@@ -55,39 +57,32 @@ static void need_spawn(void)
 	}
 }
 
-static void need_root(void)
+/* A one-shot jail sandbox running @argv, on a setup deadline. */
+static void one_shot_spec(struct cordon_spec *spec, char **argv)
 {
-	struct cordon_err err = {};
-	if (geteuid() != 0) {
-		print_message("skip: needs root (the child becomes root of its user namespace)\n");
-		skip();
-	}
-	if (cordon_prepare(&err) < 0)
-		fail_msg("prepare: %s", err.msg);
+	cordon_spec_init(spec);
+	spec->runtime = "jail";
+	spec->argv = argv;
+	spec->timeout_ms = SETUP_TIMEOUT_MS;
 }
 
-static int finish_within(struct cordon_sandbox *sb, struct cordon_err *err)
-{
-	int r;
-	while ((r = cordon_sandbox_finish(sb, err)) == -EAGAIN) {
-		struct pollfd p = {cordon_sandbox_setup_fd(sb), POLLIN, 0};
-		if (poll(&p, 1, SETUP_TIMEOUT_MS) == 0)
-			return -ETIMEDOUT;
-	}
-	return r;
-}
-
-/* Runs @sb to its end; its stdout (a pipe's read end, @out) into @buf. */
-static void wait_output(struct cordon_sandbox *sb, int out, char *buf, size_t size)
+/* Runs a started @sb to its end, which must be exit 0. */
+static void run_to_end(struct cordon_sandbox *sb)
 {
 	struct cordon_err err = {};
-	int r = finish_within(sb, &err);
+	int r = finish_within(sb, SETUP_TIMEOUT_MS, &err);
 	if (r < 0)
 		fail_msg("setup: %s", r == -ETIMEDOUT ? "timed out" : err.msg);
 	cordon_sandbox_setup_close(sb);
 	struct cordon_result res;
 	assert_int_equal(cordon_sandbox_wait(sb, -1, &res), 0);
 	assert_int_equal(res.exit_code, 0);
+}
+
+/* Runs @sb to its end; its stdout (a pipe's read end, @out) into @buf. */
+static void wait_output(struct cordon_sandbox *sb, int out, char *buf, size_t size)
+{
+	run_to_end(sb);
 	ssize_t n = read(out, buf, size - 1);
 	buf[n > 0 ? n : 0] = '\0';
 }
@@ -116,14 +111,11 @@ static void test_spec_overwritten_after_start(void **state)
 	assert_int_equal(pipe(out), 0);
 
 	struct cordon_spec spec;
-	cordon_spec_init(&spec);
-	spec.runtime = "jail";
-	spec.argv = argv;
+	one_shot_spec(&spec, argv);
 	spec.hostname = strings[0];
 	spec.binds[0] = (struct cordon_bind){.host = strings[1], .sandbox = strings[2]};
 	spec.n_binds = 1;
 	spec.stdio[1] = out[1];
-	spec.timeout_ms = SETUP_TIMEOUT_MS;
 	struct cordon_sandbox *sb = NULL;
 	struct cordon_err err = {};
 	if (cordon_sandbox_start(&spec, &sb, &err) < 0)
@@ -158,11 +150,8 @@ static void *build_and_leave(void *arg)
 	if (pipe(out) < 0)
 		return NULL;
 	struct cordon_spec spec;
-	cordon_spec_init(&spec);
-	spec.runtime = "jail";
-	spec.argv = argv;
+	one_shot_spec(&spec, argv);
 	spec.stdio[1] = out[1];
-	spec.timeout_ms = SETUP_TIMEOUT_MS;
 	if (cordon_sandbox_start(&spec, &b->sb, &b->err) < 0)
 		b->sb = NULL;
 	close(out[1]);
@@ -201,10 +190,7 @@ static long faults_writing_after_start(char *heap, size_t size, int value)
 {
 	char *argv[] = {"/bin/true", NULL};
 	struct cordon_spec spec;
-	cordon_spec_init(&spec);
-	spec.runtime = "jail";
-	spec.argv = argv;
-	spec.timeout_ms = SETUP_TIMEOUT_MS;
+	one_shot_spec(&spec, argv);
 	struct cordon_sandbox *sb = NULL;
 	struct cordon_err err = {};
 	if (cordon_sandbox_start(&spec, &sb, &err) < 0)
@@ -212,11 +198,7 @@ static long faults_writing_after_start(char *heap, size_t size, int value)
 	long before = minor_faults();
 	memset(heap, value, size);
 	long faults = minor_faults() - before;
-	if (finish_within(sb, &err) < 0)
-		fail_msg("setup: %s", err.msg);
-	cordon_sandbox_setup_close(sb);
-	struct cordon_result res;
-	assert_int_equal(cordon_sandbox_wait(sb, -1, &res), 0);
+	run_to_end(sb);
 	cordon_sandbox_free(sb);
 	return faults;
 }
@@ -241,10 +223,7 @@ static int run_true(void)
 {
 	char *argv[] = {"/bin/true", NULL};
 	struct cordon_spec spec;
-	cordon_spec_init(&spec);
-	spec.runtime = "jail";
-	spec.argv = argv;
-	spec.timeout_ms = SETUP_TIMEOUT_MS;
+	one_shot_spec(&spec, argv);
 	struct cordon_sandbox *sb = NULL;
 	struct cordon_err err = {};
 	struct cordon_result res = {};
