@@ -59,16 +59,20 @@ static void disk_append(struct sbx *s)
 	D.disks_tail = s;
 }
 
+static void disk_prepend(struct sbx *s)
+{
+	s->disk_prev = NULL;
+	s->disk_next = D.disks;
+	*(s->disk_next ? &s->disk_next->disk_prev : &D.disks_tail) = s;
+	D.disks = s;
+}
+
 static void disk_track(struct sbx *s)
 {
 	s->disk_counted = s->spec.disk_bytes;
-	s->disk_used = s->disk_used_ms = 0; /* looked at first */
+	s->disk_used = s->disk_used_ms = 0;
 	D.disk_size_sum += s->disk_counted;
-	*(D.disks ? &s->disk_next : &D.disks_tail) = D.disks;
-	if (D.disks)
-		D.disks->disk_prev = s;
-	s->disk_prev = NULL;
-	D.disks = s;
+	disk_prepend(s); /* never looked at: looked at first */
 }
 
 static void disk_untrack(struct sbx *s)

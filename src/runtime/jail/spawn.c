@@ -223,9 +223,9 @@ static void *spawner_main(void *arg)
 	return NULL;
 }
 
-/* A new spawner; NULL if one cannot be made. Its thread has every signal blocked but SIGCHLD (the child inherits the mask and resets it itself),
- * so that no handler of the host's runs on the child's stack and a signalfd of the host's
- * still sees what it asked for. SIGCHLD stays as it was, for the child's death is signalled
+/* A new spawner; NULL if one cannot be made. Its thread has every signal blocked but
+ * SIGCHLD (the child inherits the mask and resets it itself), so that no handler of the
+ * host's runs on the child's stack and a signalfd of the host's still sees what it asked for. SIGCHLD stays as it was, for the child's death is signalled
  * to the thread that cloned it: blocked there, and not ignored, it would be queued to the
  * process and interrupt another thread's system call (cordond's loop had a cgroup limit's
  * write answered EINTR under load). A SIGCHLD the default ignores does nothing in the child
