@@ -242,6 +242,79 @@ static int attach_tree(int tree, const char *dst, struct cordon_err *err)
 	return 0;
 }
 
+/* The sandbox's own small trees, /etc (the `host` template's), /dev and the empty directory
+ * that masks parts of /proc, are three directories of one tmpfs, each bound where it goes,
+ * rather than a tmpfs each. Every superblock holds a memcg-aware shrinker id while it lives,
+ * and the kernel gives every memory cgroup of the host a slot for each id in use at once
+ * (1 KiB per 64 ids on 6.7+, 8 bytes per id on 6.1): each superblock a sandbox makes costs
+ * memory in every other sandbox's cgroup, O(n^2) over the host (docs/ARCHITECTURE.md, "What
+ * an idle sandbox costs"). Sizes: /etc's 1 MiB and 256 inodes, /dev's 64 KiB and 64 before. */
+#define OWN_TMPFS_OPTS "mode=0755,size=1088k,nr_inodes=384"
+
+struct own_trees {
+	int etc, dev, mask; /* detached binds of the tmpfs's three directories */
+};
+
+/* A tree not attached is dissolved when its fd is closed. */
+static void own_trees_close(struct own_trees *t)
+{
+	closep(&t->etc);
+	closep(&t->dev);
+	closep(&t->mask);
+}
+
+static int own_tmpfs(void)
+{
+	_cleanup_close_ int fs = syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -errno;
+	static const char *const opts[][2] = {
+		{"source", "tmpfs"}, {"mode", "0755"}, {"size", "1088k"}, {"nr_inodes", "384"}};
+	for (size_t i = 0; i < ELEMENTSOF(opts); i++)
+		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, opts[i][0], opts[i][1], 0) < 0)
+			return -errno;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return -errno;
+	int mnt = syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	return mnt < 0 ? -errno : mnt;
+}
+
+/* Makes the tmpfs and a detached bind of each of its directories. A kernel before 6.15 clones
+ * no detached mount (open_tree() wants one of this namespace), so the tmpfs is attached for
+ * that time at /proc's mount point, which nothing is mounted on yet, and detached after. */
+static int own_trees_open(struct own_trees *t, struct cordon_err *err)
+{
+	static const char *const names[] = {"etc", "dev", "mask"};
+	int *const fds[] = {&t->etc, &t->dev, &t->mask};
+	const char *stage = NEWROOT "/proc";
+	char path[PATH_MAX];
+
+	_cleanup_close_ int mnt = own_tmpfs();
+	if (mnt < 0)
+		return cordon_err_set(err, mnt, "make the sandbox's tmpfs");
+	if (syscall(SYS_move_mount, mnt, "", AT_FDCWD, stage, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "attach the sandbox's tmpfs");
+	for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+		snprintf(path, sizeof(path), "%s/%s", stage, names[i]);
+		if (mkdir(path, i == 2 ? 0555 : 0755) < 0)
+			return cordon_err_set(err, -errno, "mkdir '%s' on the sandbox's tmpfs", names[i]);
+		*fds[i] = syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (*fds[i] < 0)
+			return cordon_err_set(err, -errno, "bind '%s' of the sandbox's tmpfs", names[i]);
+	}
+	if (umount2(stage, MNT_DETACH) < 0)
+		return cordon_err_set(err, -errno, "detach the sandbox's tmpfs");
+	return 0;
+}
+
+/* Attaches the detached mount @tree at @dst. */
+static int move_tree(int tree, const char *dst, struct cordon_err *err)
+{
+	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "mount '%s'", dst);
+	return 0;
+}
+
 static int setup_host_image(const struct rootfs_config *cfg, struct cordon_err *err)
 {
 	_cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -302,7 +375,7 @@ static int setup_host_pkg(const struct rootfs_config *cfg, struct cordon_err *er
 	return 0;
 }
 
-static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *err)
+static int setup_host_etc(const struct rootfs_config *cfg, int etc_tree, struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	int r;
@@ -310,10 +383,10 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 	_cleanup_close_ int etc = open("/etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (etc < 0)
 		return cordon_err_set(err, -errno, "open host /etc");
-	/* /etc is a small tmpfs of its own, sealed read-only with everything bound into it by
-	 * one mount_setattr() rather than a remount per entry (where the kernel has it). */
-	if (mount("tmpfs", NEWROOT "/etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=256") < 0)
-		return cordon_err_set(err, -errno, "mount /etc");
+	/* /etc is a directory of the sandbox's tmpfs, sealed read-only with everything bound into
+	 * it by one mount_setattr() rather than a remount per entry (where the kernel has it). */
+	if ((r = move_tree(etc_tree, NEWROOT "/etc", err)) < 0)
+		return r;
 	/* A probe that changes nothing: EBADF or EINVAL where the call exists, or 0 where the
 	 * kernel returns early for an empty change (6.x does, before it looks at the fd); only
 	 * ENOSYS means it is missing. Counting 0 as missing made every entry a remount. */
@@ -345,7 +418,8 @@ static int setup_host_etc(const struct rootfs_config *cfg, struct cordon_err *er
 			return cordon_err_set(err, r, "seal /etc read-only");
 		return 0;
 	}
-	if (mount(NULL, NEWROOT "/etc", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=256") < 0)
+	/* This mount only: the tmpfs itself is made read-only once /dev is written (setup_dev). */
+	if (mount(NULL, NEWROOT "/etc", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
 		return cordon_err_set(err, -errno, "remount /etc read-only");
 	return 0;
 }
@@ -424,13 +498,14 @@ static int setup_image_tree(int tree, bool rw, struct cordon_err *err)
 	return 0;
 }
 
-static int setup_dev(const char *resolv_conf, struct cordon_err *err)
+static int setup_dev(const char *resolv_conf, int dev_tree, struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	unsigned long fl = MS_NOSUID | MS_NOEXEC;
 
-	if (mount("tmpfs", NEWROOT "/dev", "tmpfs", fl, "mode=0755,size=64k,nr_inodes=64") < 0)
-		return cordon_err_set(err, -errno, "mount /dev");
+	int r = move_tree(dev_tree, NEWROOT "/dev", err);
+	if (r < 0)
+		return r;
 	_cleanup_close_ int hostdev = open("/dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (hostdev < 0)
 		return cordon_err_set(err, -errno, "open host /dev");
@@ -440,8 +515,7 @@ static int setup_dev(const char *resolv_conf, struct cordon_err *err)
 		_cleanup_close_ int fd = openat(hostdev, dev_nodes[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			return cordon_err_set(err, -errno, "open host /dev/%s", dev_nodes[i]);
-		int r = write_new_file(path, "", 0666, err);
-		if (r < 0)
+		if ((r = write_new_file(path, "", 0666, err)) < 0)
 			return r;
 		fd_path(fd, src, sizeof(src));
 		if (mount(src, path, NULL, MS_BIND, NULL) < 0)
@@ -459,13 +533,11 @@ static int setup_dev(const char *resolv_conf, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "mount /dev/pts");
 	if (mount("tmpfs", NEWROOT "/dev/shm", "tmpfs", fl | MS_NODEV, "mode=1777,size=64m") < 0)
 		return cordon_err_set(err, -errno, "mount /dev/shm");
-	if (resolv_conf) {
-		int r = write_new_file(NEWROOT "/dev/.resolv.conf", resolv_conf, 0644, err);
-		if (r < 0)
-			return r;
-	}
-	/* Nothing may be created in /dev itself afterwards. */
-	if (mount(NULL, NEWROOT "/dev", NULL, MS_REMOUNT | MS_RDONLY | fl, "mode=0755,size=64k") < 0)
+	if (resolv_conf && (r = write_new_file(NEWROOT "/dev/.resolv.conf", resolv_conf, 0644, err)) < 0)
+		return r;
+	/* Nothing may be created in /dev, /etc or a mask afterwards: the whole tmpfs read-only
+	 * (not a remount of this bind alone), and this mount nosuid, nodev, noexec. */
+	if (mount(NULL, NEWROOT "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NODEV | fl, OWN_TMPFS_OPTS) < 0)
 		return cordon_err_set(err, -errno, "remount /dev read-only");
 	return 0;
 }
@@ -482,22 +554,22 @@ static int proc_bind_self_ro(const char *name, struct cordon_err *err)
 	return 0;
 }
 
-/* A mask reads as empty and takes no write: a read-only bind of /dev/null on a file, an empty
- * read-only tmpfs on a directory. The first file mask, once read-only, is the source of the
- * others (@ro_mask, "" until then): a bind copies its source mount's flags, read-only
- * included, so each further mask is one mount() and not two. */
-static int proc_mask(const char *name, bool dir, char ro_mask[PATH_MAX], struct cordon_err *err)
+/* A mask reads as empty and takes no write: a read-only bind of /dev/null on a file, of the
+ * sandbox's tmpfs's empty directory on a directory. The first mask of each kind, once
+ * read-only, is the source of the others (@ro_mask, "" until then): a bind copies its source
+ * mount's flags, read-only included, so each further mask is one mount() and not two. */
+static int proc_mask(const char *name, bool dir, int mask_tree, char ro_mask[PATH_MAX], struct cordon_err *err)
 {
 	char path[PATH_MAX];
 	unsigned long fl = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
 	snprintf(path, sizeof(path), NEWROOT "/proc/%s", name);
-	const char *src = ro_mask[0] ? ro_mask : NEWROOT "/dev/null";
-	int r = dir ? mount("tmpfs", path, "tmpfs", fl, "size=0,nr_inodes=1")
-		    : mount(src, path, NULL, MS_BIND, NULL);
+	int r = ro_mask[0] ? mount(ro_mask, path, NULL, MS_BIND, NULL)
+		: dir	   ? (int)syscall(SYS_move_mount, mask_tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH)
+			   : mount(NEWROOT "/dev/null", path, NULL, MS_BIND, NULL);
 	if (r < 0)
 		return errno == ENOENT ? 0 : cordon_err_set(err, -errno, "mask /proc/%s", name);
-	if (dir || ro_mask[0])
+	if (ro_mask[0])
 		return 0;
 	if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | fl, NULL) < 0)
 		return cordon_err_set(err, -errno, "mask /proc/%s read-only", name);
@@ -505,7 +577,7 @@ static int proc_mask(const char *name, bool dir, char ro_mask[PATH_MAX], struct 
 	return 0;
 }
 
-static int setup_proc(struct cordon_err *err)
+static int setup_proc(int mask_tree, struct cordon_err *err)
 {
 	int r;
 	if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
@@ -513,12 +585,12 @@ static int setup_proc(struct cordon_err *err)
 	for (size_t i = 0; i < ELEMENTSOF(proc_readonly); i++)
 		if ((r = proc_bind_self_ro(proc_readonly[i], err)) < 0)
 			return r;
-	char ro_mask[PATH_MAX] = "";
+	char file_mask[PATH_MAX] = "", dir_mask[PATH_MAX] = "";
 	for (size_t i = 0; i < ELEMENTSOF(proc_masked_files); i++)
-		if ((r = proc_mask(proc_masked_files[i], false, ro_mask, err)) < 0)
+		if ((r = proc_mask(proc_masked_files[i], false, -1, file_mask, err)) < 0)
 			return r;
 	for (size_t i = 0; i < ELEMENTSOF(proc_masked_dirs); i++)
-		if ((r = proc_mask(proc_masked_dirs[i], true, ro_mask, err)) < 0)
+		if ((r = proc_mask(proc_masked_dirs[i], true, mask_tree, dir_mask, err)) < 0)
 			return r;
 	return 0;
 }
@@ -606,7 +678,7 @@ static int pivot(struct cordon_err *err)
 	return 0;
 }
 
-/* An image's /etc/resolv.conf: the sandbox's resolver (setup_dev() wrote it on /dev's tmpfs)
+/* An image's /etc/resolv.conf: the sandbox's resolver (setup_dev() wrote it in /dev)
  * bound over it, made where the image has none, so that a template's sandbox with a network
  * resolves names (apt-get update in a Debian template) and no layer or upper records it. A
  * symlink (to a resolver's stub) is left as the image has it, and so is an image whose /etc
@@ -643,8 +715,9 @@ static int setup_overlay_root(const struct rootfs_config *cfg, struct cordon_err
 		if (lstat(dirs[i], &st) < 0 || !S_ISDIR(st.st_mode))
 			return cordon_err_setf(err, -ENOTDIR, "'%s' is not a directory", dirs[i]);
 	}
-	int r = setup_dev(cfg->resolv_conf, err);
-	if (r < 0 || (r = setup_proc(err)) < 0)
+	_cleanup_(own_trees_close) struct own_trees own = {-1, -1, -1};
+	int r = own_trees_open(&own, err);
+	if (r < 0 || (r = setup_dev(cfg->resolv_conf, own.dev, err)) < 0 || (r = setup_proc(own.mask, err)) < 0)
 		return r;
 	return bind_resolver(cfg, err);
 }
@@ -672,18 +745,19 @@ int rootfs_setup(const struct rootfs_config *cfg, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "attach the scratch root");
 	if (cfg->root_tree < 0 && mount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return cordon_err_set(err, -errno, "mount root tmpfs (%s)", opts);
-	if ((r = make_dirs(cfg, err)) < 0)
+	_cleanup_(own_trees_close) struct own_trees own = {-1, -1, -1};
+	if ((r = make_dirs(cfg, err)) < 0 || (r = own_trees_open(&own, err)) < 0)
 		return r;
 	if (cfg->image_tree >= 0)
 		r = setup_image_tree(cfg->image_tree, cfg->image_writable, err);
 	else if (cfg->image_fd >= 0)
 		r = setup_image_dir(cfg->image_fd, err);
-	else if ((r = setup_host_image(cfg, err)) >= 0 && (r = setup_host_etc(cfg, err)) >= 0)
+	else if ((r = setup_host_image(cfg, err)) >= 0 && (r = setup_host_etc(cfg, own.etc, err)) >= 0)
 		r = setup_host_pkg(cfg, err);
 	if (r < 0)
 		return r;
 	bool image = cfg->image_tree >= 0 || cfg->image_fd >= 0; /* the host's /etc has its own */
-	if ((r = setup_dev(image ? cfg->resolv_conf : NULL, err)) < 0 || (r = setup_proc(err)) < 0 ||
+	if ((r = setup_dev(image ? cfg->resolv_conf : NULL, own.dev, err)) < 0 || (r = setup_proc(own.mask, err)) < 0 ||
 	    (image && (r = bind_resolver(cfg, err)) < 0) || (r = setup_binds(cfg, err)) < 0)
 		return r;
 	return pivot(err);
