@@ -6,6 +6,7 @@ counts (loop devices backed by it, mounts under it, files in it) is its own."""
 
 import hashlib
 import os
+import pathlib
 import signal
 import subprocess
 import time
@@ -249,15 +250,18 @@ def test_sweep_removes_a_dead_holders_leftovers(cordon, disk):
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
     # What a holder killed between its steps leaves: the image not yet unlinked, and its
-    # staging mount point with the scratch still attached.
+    # staging mount point with the scratch still attached, on /run (scratch.c) or, left by
+    # an earlier version, beside the images.
     img = d / f"s{slot}.img"
     img.write_bytes(b"\0" * 4096)
-    stage = d / f"s{slot}"
-    stage.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "none", str(stage)], check=True)
+    stages = [d / f"s{slot}", pathlib.Path(f"/run/cordon/stage/s{slot}")]
+    for stage in stages:
+        stage.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "none", str(stage)], check=True)
     r = cordon.run(["true"], env=env)
     assert r.returncode == 0, r.describe()
-    assert not img.exists() and not stage.exists() and not mounts_under(d)
+    assert not img.exists() and not mounts_under(d) and not mounts_under(stages[1].parent)
+    assert not any(stage.exists() for stage in stages), stages
 
 
 def test_tmpfs_fallback(cordon, tmp_path):
