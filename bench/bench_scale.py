@@ -39,11 +39,13 @@ The last line of the output is one JSON object with every figure:
     {"bench": "cordond-scale", "levels": [{"alive": .., "create_p50_ms": .., "exec_p50_ms": ..,
      "mem_available_mib_per": .., "kernel_mib_per": .., "cordond_rss_mib_per": ..,
      "pss_mib_per": ..}, ...], "destroy": {"n": .., "wall_s": .., "probe_max_ms": ..},
-     "flat_create": .., "flat_exec": .., "targets_met": true|false, "errors": N}
+     "flat_create": .., "flat_exec": .., "cordond_kib_per": .., "targets_met": true|false,
+     "errors": N}
 
 **The regression gate** (on with `--quick`, as CI runs it; `--check`/`--no-check`): the
 figures named in `bench/thresholds.json`'s "bench_scale" table (the flatness ratios, the
-destroy's time and the read's worst wait) fail the run when more than 50% worse than their
+destroy's time, the read's worst wait, and cordond's own memory per idle sandbox at the last
+level, `cordond_kib_per`) fail the run when more than 50% worse than their
 thresholds, as bench_daemon.py's do. At the quick levels an O(n) step per create shows only
 when it is gross; the full levels are the measure.
 
@@ -326,6 +328,7 @@ def main():
     if rows:
         out["flat_create"] = flat(rows, "create_p50_ms")
         out["flat_exec"] = flat(rows, "exec_p50_ms")
+        out["cordond_kib_per"] = round(rows[-1]["cordond_rss_mib_per"] * 1024, 1)
         mem_ok = rows[-1]["mem_available_mib_per"] <= 0.5
         destroy_ok = bool(destroy) and destroy["wall_s"] <= 2 * destroy["n"] / 1000 and \
             destroy["probe_max_ms"] <= 100
@@ -333,7 +336,8 @@ def main():
         print(f"create p50, largest/smallest level: {out['flat_create']:.2f}x (target <= 1.20)")
         print(f"exec p50, largest/smallest level:   {out['flat_exec']:.2f}x (target <= 1.20)")
         print(f"host memory per idle sandbox at {rows[-1]['alive']}: "
-              f"{rows[-1]['mem_available_mib_per']:.3f} MiB (target <= 0.5)")
+              f"{rows[-1]['mem_available_mib_per']:.3f} MiB (target <= 0.5), of which cordond's "
+              f"own {out['cordond_kib_per']:.1f} KiB")
     if destroy:
         print(f"destroy of {destroy['n']} at once: {destroy['wall_s']:.2f} s, a read meanwhile "
               f"p50 {destroy['probe_p50_ms']:.1f} ms, worst {destroy['probe_max_ms']:.1f} ms "

@@ -70,8 +70,12 @@ struct audit_log {
 	uint64_t seq;
 	off_t size; /* end of the last complete record */
 	char prev[AUDIT_SHA256_HEX];
-	char buf[AUDIT_RECORD_MAX];
 };
+
+/* The record being written, one per thread rather than one per log: a record is built and
+ * written by one call, and a buffer per log was 64 KiB of cordond's memory per sandbox (its
+ * pages touched by calloc() whenever the heap reused them). */
+static _Thread_local char record_buf[AUDIT_RECORD_MAX];
 
 const struct audit_event_info *audit_event_lookup(const char *name)
 {
@@ -218,7 +222,7 @@ static json_t *clip(json_t *v, const struct clip_level *lv, int depth, bool *tru
 	}
 }
 
-/* Serialises one record into log->buf with its newline; returns its length or -errno. */
+/* Serialises one record into record_buf with its newline; returns its length or -errno. */
 static ssize_t build_record(struct audit_log *log, const char *sandbox_id, const char *event,
 			    json_t *fields)
 {
@@ -243,26 +247,26 @@ static ssize_t build_record(struct audit_log *log, const char *sandbox_id, const
 			      (json_int_t)(log->seq + 1), "t", t, "v", AUDIT_SCHEMA_VERSION);
 		if (!rec)
 			return -EINVAL; /* sandbox_id not UTF-8, or OOM */
-		size_t n = json_dumpb(rec, log->buf, sizeof(log->buf), DUMP_FLAGS);
+		size_t n = json_dumpb(rec, record_buf, sizeof(record_buf), DUMP_FLAGS);
 		if (n == 0)
 			return -ENOMEM;
-		if (n < sizeof(log->buf)) { /* room for the newline */
-			log->buf[n] = '\n';
+		if (n < sizeof(record_buf)) { /* room for the newline */
+			record_buf[n] = '\n';
 			return (ssize_t)n + 1;
 		}
 	}
 	return -E2BIG;
 }
 
-/* Writes log->buf[0..len) in one write(2) (more only after a short one): appended, or with @over at log->size (over a torn
+/* Writes record_buf[0..len) in one write(2) (more only after a short one): appended, or with @over at log->size (over a torn
  * tail; the caller has lifted O_APPEND, which would make pwrite() append). */
 static int write_record(struct audit_log *log, size_t len, bool over)
 {
 	/* A short write (the disk filled up mid-record) is followed by one for the rest, which
 	 * either completes the record or says why not (ENOSPC). */
 	for (size_t done = 0; done < len;) {
-		ssize_t n = over ? pwrite(log->fd, log->buf + done, len - done, log->size + (off_t)done)
-				 : write(log->fd, log->buf + done, len - done);
+		ssize_t n = over ? pwrite(log->fd, record_buf + done, len - done, log->size + (off_t)done)
+				 : write(log->fd, record_buf + done, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -273,7 +277,7 @@ static int write_record(struct audit_log *log, size_t len, bool over)
 		done += (size_t)n;
 	}
 	log->seq++;
-	audit_sha256_hex(log->buf, len, log->prev);
+	audit_sha256_hex(record_buf, len, log->prev);
 	log->size += (off_t)len;
 	return 0;
 }
