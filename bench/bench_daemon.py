@@ -18,7 +18,9 @@ connection, as an SDK would.
 What it measures (issue 18's goals in brackets):
 
 e. **Start.** cordond's exec to its first answered `/healthz` [<= 50 ms], and to a full
-   pool [<= pool x (one build's CPU on the pool thread) / cores].
+   pool [<= pool x (one build) / cores: one build is the wall time from a claim on the full
+   pool to the pool full again, the refill alone, median of 5; the pool and spawner threads'
+   CPU per build, and pool x that / cores, are printed beside it].
 a. **Lifecycle, sequential.** create -> exec `["true"]` -> destroy, N times (default 500),
    wall time of each lifecycle: p50 and p99 ms [p50 <= 2 ms, p99 <= 5 ms], each call's own
    p50, and the CPU each cordond thread (`cordond` the loop, `cordond-pool`,
@@ -60,6 +62,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -377,19 +380,33 @@ def bench_startup(d, pool):
     """Goal 6: cordond's start to its first answered request, and to a full pool, against
     pool x (one build's CPU on the pool's and spawner threads) / cores."""
     c = Client(d.sock)
-    full = wait_pool(c, pool, timeout=60, step=0.005)
+    full = wait_pool(c, pool, timeout=60, step=0.002)
     full_ms = (time.perf_counter() - d.t0) * 1000
     th = d.threads()
     # the pool's thread and, since the jail's child runs in cordond's memory, the threads that
     # clone it (runtime/jail/spawn.c: its clone3() is the build's, as the fork was before)
     builder = (th.get("cordond-pool", th.get("cordond-other", 0)) + th.get("cordon-spawn", 0)) / 1e6
-    c.close()
     one = builder / max(1, pool)
+    # One build alone, the goal's "(one build)": a claim from the full pool and the time until
+    # the pool is full again, its refill the only build running (the claim included); the
+    # median of 5, each after the last one's sandbox is gone.
+    alone = []
+    for _ in range(5 if full is not None else 0):
+        t0 = time.perf_counter()
+        sid = c.create()
+        wait_pool(c, pool, timeout=30, step=0.002)
+        alone.append((time.perf_counter() - t0) * 1000)
+        c.destroy(sid)
+        time.sleep(0.1)
+    c.close()
     cores = os.cpu_count() or 1
+    build_ms = statistics.median(alone) if alone else None
     return {"first_request_ms": round(d.started_ms, 3), "pool": pool,
             "pool_full_ms": round(full_ms, 1) if full is not None else None,
             "one_build_cpu_ms": round(one, 3),
-            "pool_target_ms": round(pool * one / cores, 1), "cores": cores}
+            "pool_target_ms": round(pool * one / cores, 1), "cores": cores,
+            "one_build_ms": round(build_ms, 2) if build_ms else None,
+            "pool_target_wall_ms": round(pool * build_ms / cores, 1) if build_ms else None}
 
 
 def bench_idle(sock, count, pool):
@@ -437,8 +454,11 @@ TARGETS = (
     ("c. loop thread CPU per exec", "exec.cpu_ms.cordond", "ms", None, None),
     ("d. memory per idle sandbox", "idle.mib_per_sandbox", "MiB", "<=", 0.5),
     ("e. start to first answered request", "startup.first_request_ms", "ms", "<=", 50),
-    ("e. start to a full pool", "startup.pool_full_ms", "ms", "<=", "startup.pool_target_ms"),
-    ("e. pool thread CPU per build", "startup.one_build_cpu_ms", "ms", None, None),
+    ("e. start to a full pool", "startup.pool_full_ms", "ms", "<=", "startup.pool_target_wall_ms"),
+    ("e. one build alone (claim to a full pool)", "startup.one_build_ms", "ms", None, None),
+    ("e. pool x one build / cores (the goal)", "startup.pool_target_wall_ms", "ms", None, None),
+    ("e. pool and spawner CPU per build", "startup.one_build_cpu_ms", "ms", None, None),
+    ("e. pool x that CPU / cores", "startup.pool_target_ms", "ms", None, None),
 )
 
 
