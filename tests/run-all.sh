@@ -123,6 +123,8 @@ stage "bench (quick)" $PY bench/bench_run.py --quick
 stage "bench daemon (quick)" $PY bench/bench_daemon.py --quick
 bench_scale() { $PY bench/bench_scale.py --quick; local r=$?; [ $r = 2 ] && { echo "skipped: not root"; return 0; }; return $r; }
 stage "bench scale (quick)" bench_scale
+bench_floor() { build/bench-floor --quick; local r=$?; [ $r = 2 ] && { echo "skipped: not root"; return 0; }; return $r; }
+stage "bench floor (quick)" bench_floor
 stage "bench templates (quick)" $PY bench/bench_template.py --quick
 bench_gvisor() { $PY bench/bench_gvisor.py --quick; local r=$?; [ $r = 2 ] && { echo "skipped: no runsc or not root"; return 0; }; return $r; }
 stage "bench gvisor (quick)" bench_gvisor

@@ -1,0 +1,312 @@
+/* bench_floor: what the kernel's part of a jail sandbox costs on this machine, with nothing
+ * of Cordon's around it (issue 18: the floor under goals 2 and 3).
+ *
+ *     build/bench-floor            # each step for 3 s, then 1.5 s for what follows it
+ *     build/bench-floor --quick    # 0.3 s and 0.3 s: a smoke test (CI)
+ *
+ * Each step is done in a loop for a few seconds, as root, and costs the machine's CPU per
+ * iteration: the busy time of every CPU from before the loop to a settling time after it, so
+ * the kernel's workers that finish a step later (the network namespace's cleanup_net, RCU
+ * callbacks, a loop device's work) are counted with it, less the machine's own background
+ * (measured first) over that time. The machine must be otherwise idle; each step's figure less the
+ * "baseline" step's is its own.
+ *
+ * Steps: a process (clone and reap); the namespaces of a jail child (user, mount, PID,
+ * network, IPC, UTS, cgroup); the network namespace alone; the sandbox's cgroups made and
+ * removed (five v1 hierarchies, or one v2 directory); /bin/true exec'd; and an ext4 on a loop
+ * device mounted and unmounted (an image made once with mke2fs). A step the host cannot do
+ * (no cgroup hierarchy we may write, no mke2fs) says so and is left out.
+ *
+ * The last line is one JSON object: {"bench": "floor", "run_ms": N, "steps": {name:
+ * ms_per_iteration, ...}, "sum_ms": .., "rate_bound_per_s": ..}, where sum_ms adds the
+ * steps a lifecycle needs once each (less the baseline counted in each) and rate_bound_per_s
+ * is the number of CPUs over it: the most lifecycles a second this machine could make if
+ * nothing but these steps cost anything. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
+#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+
+static char dir[] = "/tmp/cordon-floor.XXXXXX";
+static char image[64], mnt[64];
+static unsigned run_ms = 3000, settle_ms = 1500;
+
+static double mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
+}
+
+/* The busy time of the whole machine so far, in ms: /proc/stat's user, nice, system, irq,
+ * softirq and steal of every CPU (ticks: each step runs for seconds, so that a tick is a
+ * small part of what it measures). cpuidle's microsecond counters would be finer, but a CPU
+ * adds its idle time to them only when it leaves idle: an idle CPU reads as busy. */
+static double machine_cpu_ms(void)
+{
+	unsigned long long v[8] = {0};
+	FILE *f = fopen("/proc/stat", "re");
+	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+			 &v[4], &v[5], &v[6], &v[7]) != 8) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
+}
+
+static char child_stack[64 * 1024] __attribute__((aligned(16)));
+
+static int child_exit(void *arg)
+{
+	(void)arg;
+	_exit(0);
+}
+
+static int child_exec(void *arg)
+{
+	(void)arg;
+	char *const argv[] = {"true", NULL};
+	execv("/bin/true", argv);
+	_exit(127);
+}
+
+static int spawn(int (*fn)(void *), int flags)
+{
+	pid_t pid = clone(fn, child_stack + sizeof(child_stack), flags | SIGCHLD, NULL);
+	if (pid < 0)
+		return -errno;
+	int st;
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ECHILD;
+}
+
+static int step_process(int i) { (void)i; return spawn(child_exit, 0); }
+static int step_namespaces(int i) { (void)i; return spawn(child_exit, NS_ALL); }
+static int step_netns(int i) { (void)i; return spawn(child_exit, CLONE_NEWUSER | CLONE_NEWNET); }
+static int step_exec(int i) { (void)i; return spawn(child_exec, 0); }
+
+/* The hierarchies a sandbox's cgroups are made in: v1's five (cpu and cpuacct one where they
+ * are mounted together), else v2's one. */
+static const char *const cg_v1[] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+static const char *cg_roots[ELEMENTSOF(cg_v1) + 1];
+
+static int cg_path(char *buf, size_t size, const char *h, int i)
+{
+	return snprintf(buf, size, "/sys/fs/cgroup/%s%scordon-floor-%d-%d", h, h[0] ? "/" : "", (int)getpid(), i) < (int)size ? 0 : -ENAMETOOLONG;
+}
+
+static int step_cgroups(int i)
+{
+	char p[256];
+	for (const char *const *h = cg_roots; *h; h++)
+		if (cg_path(p, sizeof(p), *h, i) < 0 || mkdir(p, 0755) < 0)
+			return -errno;
+	for (const char *const *h = cg_roots; *h; h++)
+		if (cg_path(p, sizeof(p), *h, i) < 0 || rmdir(p) < 0)
+			return -errno;
+	return 0;
+}
+
+static bool cgroups_probe(void)
+{
+	size_t n = 0;
+	dev_t seen[ELEMENTSOF(cg_v1)];
+	for (size_t i = 0; i < ELEMENTSOF(cg_v1); i++) {
+		char p[64];
+		struct stat st;
+		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s", cg_v1[i]);
+		bool dup = false;
+		for (size_t j = 0; j < n && stat(p, &st) == 0; j++)
+			dup |= seen[j] == st.st_dev;
+		if (!dup && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+			seen[n] = st.st_dev;
+			cg_roots[n++] = cg_v1[i];
+		}
+	}
+	if (!n)
+		cg_roots[n++] = ""; /* v2: one directory */
+	cg_roots[n] = NULL;
+	int r = step_cgroups(-1);
+	if (r < 0)
+		fprintf(stderr, "bench-floor: no cgroups to make (%s): step left out\n", strerror(-r));
+	return r == 0;
+}
+
+static int step_loop_ext4(int i)
+{
+	(void)i;
+	int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	int nr = ctl < 0 ? -1 : ioctl(ctl, LOOP_CTL_GET_FREE);
+	if (ctl >= 0)
+		close(ctl);
+	if (nr < 0)
+		return -errno;
+	char dev[32];
+	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
+	int lfd = open(dev, O_RDWR | O_CLOEXEC), ifd = open(image, O_RDWR | O_CLOEXEC);
+	struct loop_config c = {.fd = (unsigned)ifd, .block_size = 4096,
+				.info = {.lo_flags = LO_FLAGS_DIRECT_IO | LO_FLAGS_AUTOCLEAR}};
+	int r = lfd < 0 || ifd < 0 || ioctl(lfd, LOOP_CONFIGURE, &c) < 0 ? -errno : 0;
+	if (ifd >= 0)
+		close(ifd);
+	if (r == 0 && mount(dev, mnt, "ext4", MS_NOSUID | MS_NODEV, "nobarrier,noinit_itable") < 0)
+		r = -errno;
+	if (r == 0 && umount2(mnt, 0) < 0)
+		r = -errno;
+	if (lfd >= 0) {
+		(void)ioctl(lfd, LOOP_CLR_FD, 0);
+		close(lfd);
+	}
+	return r;
+}
+
+static bool loop_probe(void)
+{
+	static const char *const tools[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs"};
+	const char *tool = NULL;
+	for (size_t i = 0; i < ELEMENTSOF(tools) && !tool; i++)
+		if (access(tools[i], X_OK) == 0)
+			tool = tools[i];
+	snprintf(image, sizeof(image), "%s/image", dir);
+	snprintf(mnt, sizeof(mnt), "%s/mnt", dir);
+	int fd = open(image, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	bool ok = tool && fd >= 0 && ftruncate(fd, 64 << 20) == 0 && mkdir(mnt, 0700) == 0;
+	if (fd >= 0)
+		close(fd);
+	pid_t pid = ok ? fork() : -1;
+	if (pid == 0) {
+		char *const argv[] = {"mke2fs", "-q", "-F", "-t", "ext4", "-b", "4096", "-O",
+				      "^has_journal,^resize_inode", image, NULL};
+		execv(tool, argv);
+		_exit(127);
+	}
+	int st = 0;
+	ok = ok && pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	if (ok && step_loop_ext4(-1) < 0)
+		ok = false;
+	if (!ok)
+		fprintf(stderr, "bench-floor: no ext4 on a loop device here (mke2fs, /dev/loop-control): step left out\n");
+	return ok;
+}
+
+struct step {
+	const char *name;
+	int (*run)(int i);
+	bool (*probe)(void);
+	bool once; /* a lifecycle needs it once: counted in sum_ms */
+};
+
+static const struct step steps[] = {
+    {"baseline (a process)", step_process, NULL, false},
+    {"namespaces (user, mount, pid, net, ipc, uts, cgroup)", step_namespaces, NULL, true},
+    {"of which the network namespace", step_netns, NULL, false},
+    {"cgroups made and removed", step_cgroups, cgroups_probe, true},
+    {"exec of /bin/true", step_exec, NULL, true},
+    {"ext4 on a loop device, mounted and unmounted", step_loop_ext4, loop_probe, true},
+};
+
+static double background; /* the machine's busy ms per ms of wall time with nothing running */
+
+/* ms of machine CPU per iteration of @s, run for run_ms and then settle_ms for what the kernel
+ * finishes later, less the background over that time; a failed iteration's negative errno in
+ * @err. */
+static double measure(const struct step *s, int *err)
+{
+	double w0 = mono_ms(), t0 = machine_cpu_ms();
+	int n = 0;
+	do
+		if ((*err = s->run(n++)) < 0)
+			return 0;
+	while (mono_ms() - w0 < run_ms);
+	sleep_ms(settle_ms);
+	double busy = machine_cpu_ms() - t0 - background * (mono_ms() - w0);
+	return busy / n;
+}
+
+static void cleanup(void)
+{
+	(void)umount2(mnt, MNT_DETACH);
+	(void)unlink(image);
+	(void)rmdir(mnt);
+	(void)rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
+		run_ms = 300;
+		settle_ms = 300;
+	} else if (argc > 1) {
+		fprintf(stderr, "usage: bench-floor [--quick]\n");
+		return 2;
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "bench-floor: skipped, needs root (namespaces, cgroups, loop devices)\n");
+		return 2;
+	}
+	if (!mkdtemp(dir)) {
+		perror("bench-floor: mkdtemp");
+		return 2;
+	}
+	atexit(cleanup);
+	double w0 = mono_ms(), b0 = machine_cpu_ms();
+	sleep_ms(settle_ms);
+	background = (machine_cpu_ms() - b0) / (mono_ms() - w0);
+	double ms[ELEMENTSOF(steps)], base = 0, sum = 0;
+	bool done[ELEMENTSOF(steps)] = {false};
+	int failed = 0;
+	printf("%-55s %10s\n", "step", "ms CPU");
+	for (size_t i = 0; i < ELEMENTSOF(steps); i++) {
+		const struct step *s = &steps[i];
+		if (s->probe && !s->probe())
+			continue;
+		int r = 0;
+		ms[i] = measure(s, &r);
+		if (r < 0) {
+			fprintf(stderr, "bench-floor: %s: %s\n", s->name, strerror(-r));
+			failed++;
+			continue;
+		}
+		done[i] = true;
+		if (i == 0)
+			base = ms[i];
+		if (s->once)
+			sum += ms[i] - base;
+		printf("%-55s %10.3f\n", s->name, ms[i]);
+	}
+	sum += base; /* the sandbox's process itself, once */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	printf("%-55s %10.3f\n", "sum (each once, the baseline once)", sum);
+	printf("at most %.0f lifecycles a second on %ld CPUs from these steps alone\n", cpus / sum * 1000, cpus);
+	printf("{\"bench\": \"floor\", \"run_ms\": %u, \"steps\": {", run_ms);
+	for (size_t i = 0, n = 0; i < ELEMENTSOF(steps); i++)
+		if (done[i])
+			printf("%s\"%s\": %.4f", n++ ? ", " : "", steps[i].name, ms[i]);
+	printf("}, \"sum_ms\": %.4f, \"cpus\": %ld, \"rate_bound_per_s\": %.1f, \"errors\": %d}\n", sum, cpus,
+	       cpus / sum * 1000, failed);
+	return failed ? 1 : 0;
+}
