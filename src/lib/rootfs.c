@@ -245,10 +245,11 @@ static int attach_tree(int tree, const char *dst, struct cordon_err *err)
 /* The sandbox's own small trees, /etc (the `host` template's), /dev and the empty directory
  * that masks parts of /proc, are three directories of one tmpfs, each bound where it goes,
  * rather than a tmpfs each. Every superblock holds a memcg-aware shrinker id while it lives,
- * and the kernel gives every memory cgroup of the host a slot for each id in use at once
- * (1 KiB per 64 ids on 6.7+, 8 bytes per id on 6.1): each superblock a sandbox makes costs
- * memory in every other sandbox's cgroup, O(n^2) over the host (docs/ARCHITECTURE.md, "What
- * an idle sandbox costs"). Sizes: /etc's 1 MiB and 256 inodes, /dev's 64 KiB and 64 before. */
+ * and the kernel gives every memory cgroup of the host a slot for each id up to the most ever
+ * in use at once (1 KiB per 64 ids on 6.7+, 8 bytes per id on 6.1): each superblock a sandbox
+ * makes costs memory in every other sandbox's cgroup, O(n^2) over the host
+ * (docs/ARCHITECTURE.md, "What an idle sandbox costs"). Sizes: /etc's 1 MiB and 256 inodes
+ * and /dev's 64 KiB and 64 inodes, as when each was a tmpfs of its own. */
 #define OWN_TMPFS_OPTS "mode=0755,size=1088k,nr_inodes=384"
 
 struct own_trees {

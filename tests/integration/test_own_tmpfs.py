@@ -3,9 +3,9 @@
 /etc (the `host` template's), /dev and the empty directory that masks parts of /proc are
 three directories of one tmpfs, bound where they go (src/lib/rootfs.c): each superblock a
 sandbox makes holds a memcg-aware shrinker id while it lives, and the kernel gives every
-memory cgroup of the host a slot per id in use, so a superblock costs memory in every other
-sandbox's cgroup (docs/ARCHITECTURE.md, "What an idle sandbox costs"). These tests hold both
-sides: the shared tmpfs is read-only as a filesystem (not only as three mounts) and /dev/shm
+memory cgroup of the host a slot per id (up to the most ever in use at once), so a
+superblock costs memory in every other sandbox's cgroup (docs/ARCHITECTURE.md, "What an idle
+sandbox costs"). These tests hold both sides: the shared tmpfs is read-only as a filesystem (not only as three mounts) and /dev/shm
 stays writable; and a sandbox makes no more superblocks than the count below.
 """
 
