@@ -201,6 +201,7 @@ struct daemon {
 	struct sqlite3 *db;
 	struct event *sig_ev[2];
 	bool stopping;
+	int exit_status; /* main()'s: 1 when a failure, not a signal, stopped us */
 	struct bufferevent *egress; /* cordon-egress's control socket; NULL without networking */
 	uint16_t egress_tcp_port, egress_dns_port;
 	int snap_dirfd; /* <state>/snapshots (snapstore.c) */

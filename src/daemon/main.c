@@ -243,5 +243,5 @@ int main(int argc, char **argv)
 		if (D.sig_ev[i])
 			event_free(D.sig_ev[i]);
 	state_close();
-	return 0;
+	return D.exit_status;
 }

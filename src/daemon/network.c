@@ -120,8 +120,9 @@ static void on_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
 		return;
 	/* Without its proxy no sandbox reaches anything (fail closed), but none would work
-	 * either: stop, and let the supervisor restart us. */
+	 * either: stop with a failure, and let the supervisor restart us (Restart=on-failure). */
 	log_error("the egress proxy died; stopping");
+	D.exit_status = 1;
 	event_base_loopexit(D.base, NULL);
 }
 

@@ -29,16 +29,17 @@
 #include <jansson.h>
 
 #include "basic/cleanup.h"
+#include "basic/fileio.h"
 #include "basic/secmem.h"
 #include "lib/seccomp.h"
 #include "policy/seccomp_filter.h"
 #include "net/egress/egress.h"
 #include "net/nft.h"
 
-/* The resolver, the listeners and the control channel; 1 with a message on failure. */
-static int setup(struct egress *e, int cfd)
+/* The resolver, the listeners, the control channel and the nftables table; 1 with a message
+ * on failure. */
+static int setup_listen(struct egress *e, int cfd)
 {
-	struct cordon_err err = {};
 	e->base = event_base_new();
 	e->dns = e->base ? evdns_base_new(e->base, 0) : NULL;
 	if (!e->dns || host_blocklist(&e->blocks) < 0 || host_read_upstream(&e->upstream, &e->upstream_len) < 0 ||
@@ -54,13 +55,38 @@ static int setup(struct egress *e, int cfd)
 		fprintf(stderr, "cordon-egress: control channel: %m\n");
 		return 1;
 	}
-	if (tls_setup(e) < 0) {
-		fprintf(stderr, "cordon-egress: no CA: cannot intercept TLS\n");
-		return 1;
-	}
-	/* The table, and a libnftables context made now, while files may still be opened. */
+	/* The table (the controller adds each sandbox's elements to it once we are ready), and
+	 * a libnftables context made now, while files may still be opened. */
+	struct cordon_err err = {};
 	if (nft_setup(&err) < 0) {
 		fprintf(stderr, "cordon-egress: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}
+
+/* The listeners' ports to the controller, straight to the socket (a bufferevent would send
+ * them only once the loop runs). Said before the CA and the host's trust bundle are loaded,
+ * which is half of the start: a sandbox that connects meanwhile waits in the listener's
+ * backlog until the loop runs, after seccomp; a failure after it ends the process, which the
+ * controller sees as the proxy's death. */
+static int announce(struct egress *e, int cfd)
+{
+	char ready[96];
+	int n = snprintf(ready, sizeof(ready), "{\"op\":\"ready\",\"tcp_port\":%u,\"dns_port\":%u}\n",
+			 e->tcp_port, e->dns_port);
+	if (write_all(cfd, ready, (size_t)n) < 0) {
+		fprintf(stderr, "cordon-egress: control channel: %m\n");
+		return 1;
+	}
+	return 0;
+}
+
+/* The CA and the host's trust bundle: files, before seccomp. */
+static int setup_tls(struct egress *e)
+{
+	if (tls_setup(e) < 0) {
+		fprintf(stderr, "cordon-egress: no CA: cannot intercept TLS\n");
 		return 1;
 	}
 	return 0;
@@ -85,18 +111,14 @@ int main(int argc, char **argv)
 	e->limits = (struct egress_limits){.max_conns = 256, .conns_per_sec = 200, .bytes_per_sec = 16u << 20};
 	if (host_read_limits(&e->limits) < 0)
 		return 2;
-	int r = setup(e, cfd);
-	if (r)
+	int r = setup_listen(e, cfd);
+	if (r || (r = announce(e, cfd)) || (r = setup_tls(e)))
 		return r;
 	/* From here on, only what relaying needs (policy/egress.policy). */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply(cordon_seccomp_egress.filter, cordon_seccomp_egress.len) < 0) {
 		fprintf(stderr, "cordon-egress: seccomp: %m\n");
 		return 1;
 	}
-	char ready[96];
-	snprintf(ready, sizeof(ready), "{\"op\":\"ready\",\"tcp_port\":%u,\"dns_port\":%u}", e->tcp_port,
-		 e->dns_port);
-	ctl_send(e, ready, false);
 	event_base_dispatch(e->base);
 	return 0;
 }

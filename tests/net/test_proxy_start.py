@@ -1,0 +1,107 @@
+"""cordond without its egress proxy stops, with a failure a supervisor restarts on.
+
+cordon-egress tells its controller its ports before it loads its CA and the host's trust
+bundle (src/net/egress/main.c: half of cordond's start), so a CA it cannot load now ends it
+after cordond has started rather than before. Either way cordond must not serve without it
+(no sandbox could reach anything, fail closed, and none would work): it stops, says why, and
+exits with status 1, which the shipped unit's Restart=on-failure restarts (it exited 0
+before, and a supervisor took that for a clean stop). cordond runs in the fake internet's
+machine-under-test namespace (conftest), as in test_daemon_egress.py.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import wait_until
+from test_daemon_egress import CORDOND
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="cordond's egress needs root (nftables, namespaces)")
+
+
+class Started:
+    def __init__(self, net, prepare=None):
+        self.root = tempfile.mkdtemp(prefix="cordtest-proxy-")
+        state = os.path.join(self.root, "state")
+        os.makedirs(state, mode=0o700)
+        if prepare:
+            prepare(state)
+        self.log_path = os.path.join(self.root, "cordond.log")
+        self.sock = os.path.join(self.root, "cordon.sock")
+        argv = net.argv([])[:-1] + [CORDOND, "--socket", self.sock, "--state-dir", state,
+                                     "--runtime-dir", os.path.join(self.root, "run"), "--pool", "0"]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def close(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture
+def started():
+    made = []
+    yield lambda net, prepare=None: made.append(Started(net, prepare)) or made[-1]
+    for s in made:
+        s.close()
+
+
+def proxies_of(pid):
+    """The cordon-egress processes under @pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm, rest = st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+        if comm == "cordon-egress" and int(rest[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def test_a_ca_that_cannot_be_loaded_stops_cordond_with_a_failure(net, started):
+    if not os.path.exists(CORDOND):
+        pytest.skip(f"{CORDOND} not built")
+
+    def bad_ca(state):
+        ca = os.path.join(state, "egress-ca")
+        os.makedirs(ca, mode=0o700)
+        for name in ("ca.key", "ca.crt"):
+            with open(os.path.join(ca, name), "w") as f:
+                f.write("-----BEGIN GARBAGE-----\nnot a key\n-----END GARBAGE-----\n")
+            os.chmod(os.path.join(ca, name), 0o600)
+
+    s = started(net, bad_ca)
+    assert wait_until(lambda: s.proc.poll() is not None, 20), f"cordond kept running:\n{s.log()}"
+    log = s.log()
+    assert s.proc.returncode == 1, f"exit status {s.proc.returncode}:\n{log}"
+    assert "do not make a CA" in log, log
+    assert "egress proxy died" in log or "cordon-egress did not start" in log, log
+
+
+def test_the_proxys_death_stops_cordond_with_a_failure(net, started):
+    if not os.path.exists(CORDOND):
+        pytest.skip(f"{CORDOND} not built")
+    s = started(net)
+    pid = s.proc.pid  # cordond: nsenter, unshare and sh exec their way to it
+    assert wait_until(lambda: proxies_of(pid), 20), f"no proxy under cordond:\n{s.log()}"
+    assert wait_until(lambda: "serving on" in s.log(), 20), s.log()
+    for p in proxies_of(pid):
+        os.kill(p, signal.SIGKILL)
+    assert wait_until(lambda: s.proc.poll() is not None, 20), f"cordond kept running:\n{s.log()}"
+    assert s.proc.returncode == 1, f"exit status {s.proc.returncode}:\n{s.log()}"
+    assert "egress proxy died" in s.log()
