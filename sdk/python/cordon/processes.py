@@ -50,8 +50,9 @@ class Process:
     Output callbacks run on that thread, in order: ``on_stdout``/``on_stderr`` get ``str``
     (UTF-8, invalid bytes replaced, multi-byte characters never split across calls),
     ``on_stdout_bytes``/``on_stderr_bytes`` the raw bytes, ``on_exit`` the
-    :class:`ProcessResult`. An exception raised by a callback is logged on the ``cordon``
-    logger and the stream goes on.
+    :class:`ProcessResult`, and ``on_done`` (no argument) once nothing more will come, with
+    an exit or without one (the events could not be followed: :meth:`wait` raises why). An
+    exception raised by a callback is logged on the ``cordon`` logger and the stream goes on.
 
     Chunk mode (the default): ``on_stdout``/``on_stderr`` get the text of each write as the
     process made it, so a chunk may hold several lines or part of one, newlines included.
@@ -69,7 +70,8 @@ class Process:
                  on_stdout_bytes: Optional[BytesCallback] = None,
                  on_stderr_bytes: Optional[BytesCallback] = None,
                  on_exit: Optional[Callable[[ProcessResult], Any]] = None,
-                 max_output: int = DEFAULT_MAX_OUTPUT, lines: bool = False):
+                 max_output: int = DEFAULT_MAX_OUTPUT, lines: bool = False,
+                 on_done: Optional[Callable[[], Any]] = None):
         self.sandbox = sandbox
         self._lines = lines
         self._partial = {"stdout": "", "stderr": ""}
@@ -77,6 +79,9 @@ class Process:
         self._stream: Optional[Stream] = stream
         self._cb = {"stdout": (on_stdout, on_stdout_bytes), "stderr": (on_stderr, on_stderr_bytes)}
         self._on_exit = on_exit
+        # Called once when nothing more will come: after `exit`, and also when the events
+        # could not be followed (a broken stream, a lag, the sandbox gone), which has no exit.
+        self._on_done = on_done
         self._max_output = max_output
         self._buf: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
         self._truncated = {"stdout": False, "stderr": False}
@@ -107,6 +112,7 @@ class Process:
         if self._done.is_set():
             self._close_stream()
             self._thread = None
+            self._notify_done()
         else:
             self._thread = threading.Thread(target=self._run, name=f"cordon-process-{self.pid}",
                                             daemon=True)
@@ -292,6 +298,14 @@ class Process:
         finally:
             self._close_stream()
             self._done.set()
+            self._notify_done()
+
+    def _notify_done(self) -> None:
+        if self._on_done is not None:
+            try:
+                self._on_done()
+            except Exception:
+                log.exception("cordon: the on_done callback of process %s raised", self.pid)
 
     # -- public API --------------------------------------------------------------------------
 

@@ -38,15 +38,22 @@ class PtyProcess:
             else:
                 self._q.put(b)
 
+        # The end is queued whenever the process's events end, with its exit or without
+        # (a broken stream, the sandbox gone): an iterator must never wait for ever.
         self.process = Process(sandbox, stream, on_stdout_bytes=data,
-                               on_exit=lambda r: self._q.put(_END), max_output=1 << 20)
+                               on_done=lambda: self._q.put(_END), max_output=1 << 20)
         self.pid = self.process.pid
 
     def __iter__(self) -> Iterator[bytes]:
+        """The output until the process exits; raises what :meth:`wait` would when its events
+        ended without an exit (a :class:`CordonError`)."""
         while True:
             item = self._q.get()
             if item is _END:
                 self._q.put(_END)  # a second iterator ends too
+                p = self.process
+                if p.result is None and p._error is not None:
+                    raise p._error
                 return
             yield item
 

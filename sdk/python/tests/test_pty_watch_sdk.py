@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from cordon import NotATerminal, Sandbox
+from cordon import CordonError, NotATerminal, Sandbox
 from test_sdk import CORDOND, Daemon
 
 pytestmark = [
@@ -29,9 +29,13 @@ def sbx(daemon):
 
 
 def read_until(it, needle, got):
+    """Reads @it into @got until @needle is in it (it may be already: one chunk can hold the
+    answers of two commands); False if the output ended first."""
+    if needle in got:
+        return True
     for chunk in it:
         got.extend(chunk)
-        if needle in bytes(got):
+        if needle in got:
             return True
     return False
 
@@ -54,6 +58,27 @@ def test_pty_roundtrip(sbx):
     assert t.kill()
     assert t.wait(10).signal == 9
     b"".join(it)  # returns: the iterator ends after the exit
+
+
+def test_pty_iterator_ends_when_its_sandbox_goes(daemon):
+    """The output iterator ends (raising why) when the events end without an exit: it used to
+    wait for ever on a stream that had broken with the sandbox."""
+    s = Sandbox.create(socket=daemon.socket)
+    t = s.pty.create(cmd=["sleep", "600"])
+    out = {}
+
+    def drain():
+        try:
+            out["chunks"] = list(t)
+        except CordonError as e:
+            out["error"] = e
+
+    th = threading.Thread(target=drain, daemon=True)
+    th.start()
+    s.kill()
+    th.join(20)
+    assert not th.is_alive(), "the iterator still waits after the sandbox is gone"
+    assert "chunks" in out or "error" in out, out
 
 
 def test_pty_on_data_and_exit(sbx):
