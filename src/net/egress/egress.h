@@ -318,10 +318,14 @@ const struct egress_secret *secret_in_stream(const struct sbx *s, struct secret_
 					     struct evbuffer *buf);
 
 /* tls.c */
-/* From $CORDON_EGRESS_CA_DIR (made there once when missing) and the host's CA store (plus
- * $CORDON_EGRESS_UPSTREAM_CA): before seccomp, since it reads files. 0 with e->tls NULL when
- * the variable is unset. */
+/* The CA, from $CORDON_EGRESS_CA_DIR (made there once when missing): before the controller
+ * is told the proxy is ready, as it reads ca.crt then. 0 with e->tls NULL when the variable
+ * is unset. */
 int tls_setup(struct egress *e);
+/* The TLS contexts, with the host's CA store (plus $CORDON_EGRESS_UPSTREAM_CA) for upstream
+ * servers: most of the proxy's start, so after its ready line, and before seccomp, since it
+ * reads files. 0 without a CA. */
+int tls_contexts(struct egress *e);
 /* A server-side SSL for a connection to @name, with a leaf certificate minted by the CA
  * (cached); the client-side SSL that checks @name's real server. NULL on failure. */
 struct ssl_st *tls_new_server(struct egress_tls *t, const char *name);

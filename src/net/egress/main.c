@@ -66,8 +66,8 @@ static int setup_listen(struct egress *e, int cfd)
 }
 
 /* The listeners' ports to the controller, straight to the socket (a bufferevent would send
- * them only once the loop runs). Said before the CA and the host's trust bundle are loaded,
- * which is half of the start: a sandbox that connects meanwhile waits in the listener's
+ * them only once the loop runs). Said before the host's trust bundle is loaded, which is
+ * half of the start: a sandbox that connects meanwhile waits in the listener's
  * backlog until the loop runs, after seccomp; a failure after it ends the process, which the
  * controller sees as the proxy's death. */
 static int announce(struct egress *e, int cfd)
@@ -82,11 +82,21 @@ static int announce(struct egress *e, int cfd)
 	return 0;
 }
 
-/* The CA and the host's trust bundle: files, before seccomp. */
-static int setup_tls(struct egress *e)
+/* The CA (before the ready line: the controller reads its certificate then), and the
+ * contexts with the host's trust bundle (after it): files, before seccomp. */
+static int setup_ca(struct egress *e)
 {
 	if (tls_setup(e) < 0) {
 		fprintf(stderr, "cordon-egress: no CA: cannot intercept TLS\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int setup_contexts(struct egress *e)
+{
+	if (tls_contexts(e) < 0) {
+		fprintf(stderr, "cordon-egress: no TLS contexts: cannot intercept TLS\n");
 		return 1;
 	}
 	return 0;
@@ -112,7 +122,7 @@ int main(int argc, char **argv)
 	if (host_read_limits(&e->limits) < 0)
 		return 2;
 	int r = setup_listen(e, cfd);
-	if (r || (r = announce(e, cfd)) || (r = setup_tls(e)))
+	if (r || (r = setup_ca(e)) || (r = announce(e, cfd)) || (r = setup_contexts(e)))
 		return r;
 	/* From here on, only what relaying needs (policy/egress.policy). */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_apply(cordon_seccomp_egress.filter, cordon_seccomp_egress.len) < 0) {

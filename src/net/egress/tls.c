@@ -239,14 +239,17 @@ int tls_setup(struct egress *e)
 	int r = ca_load_or_make(t, dir);
 	if (r >= 0 && !(t->leaf_key = EVP_EC_gen("P-256")))
 		r = -ENOMEM;
-	if (r >= 0)
-		r = contexts(t);
 	if (r < 0) {
 		free(t); /* the process is about to end */
 		return r;
 	}
 	e->tls = t;
 	return 0;
+}
+
+int tls_contexts(struct egress *e)
+{
+	return e->tls ? contexts(e->tls) : 0;
 }
 
 static X509 *leaf_for(struct egress_tls *t, const char *name)
