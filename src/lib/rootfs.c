@@ -250,7 +250,9 @@ static int attach_tree(int tree, const char *dst, struct cordon_err *err)
  * makes costs memory in every other sandbox's cgroup, O(n^2) over the host
  * (docs/ARCHITECTURE.md, "What an idle sandbox costs"). Sizes: /etc's 1 MiB and 256 inodes
  * and /dev's 64 KiB and 64 inodes, as when each was a tmpfs of its own. */
-#define OWN_TMPFS_OPTS "mode=0755,size=1088k,nr_inodes=384"
+#define OWN_TMPFS_SIZE	  "1088k"
+#define OWN_TMPFS_INODES  "384"
+#define OWN_TMPFS_OPTS	  "mode=0755,size=" OWN_TMPFS_SIZE ",nr_inodes=" OWN_TMPFS_INODES
 
 struct own_trees {
 	int etc, dev, mask; /* detached binds of the tmpfs's three directories */
@@ -270,7 +272,7 @@ static int own_tmpfs(void)
 	if (fs < 0)
 		return -errno;
 	static const char *const opts[][2] = {
-		{"source", "tmpfs"}, {"mode", "0755"}, {"size", "1088k"}, {"nr_inodes", "384"}};
+		{"source", "tmpfs"}, {"mode", "0755"}, {"size", OWN_TMPFS_SIZE}, {"nr_inodes", OWN_TMPFS_INODES}};
 	for (size_t i = 0; i < ELEMENTSOF(opts); i++)
 		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, opts[i][0], opts[i][1], 0) < 0)
 			return -errno;
