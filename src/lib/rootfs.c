@@ -232,14 +232,20 @@ static int make_dirs(const struct rootfs_config *cfg, struct cordon_err *err)
 	return 0;
 }
 
+/* Attaches the detached mount @tree at @dst. */
+static int move_tree(int tree, const char *dst, struct cordon_err *err)
+{
+	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return cordon_err_set(err, -errno, "attach '%s'", dst);
+	return 0;
+}
+
 /* A detached mount @tree of the host at @dst (a directory made here). */
 static int attach_tree(int tree, const char *dst, struct cordon_err *err)
 {
 	if (mkdir(dst, 0755) < 0 && errno != EEXIST)
 		return cordon_err_set(err, -errno, "mkdir '%s'", dst);
-	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		return cordon_err_set(err, -errno, "attach '%s'", dst);
-	return 0;
+	return move_tree(tree, dst, err);
 }
 
 /* The sandbox's own small trees, /etc (the `host` template's), /dev and the empty directory
@@ -307,14 +313,6 @@ static int own_trees_open(struct own_trees *t, struct cordon_err *err)
 	}
 	if (umount2(stage, MNT_DETACH) < 0)
 		return cordon_err_set(err, -errno, "detach the sandbox's tmpfs");
-	return 0;
-}
-
-/* Attaches the detached mount @tree at @dst. */
-static int move_tree(int tree, const char *dst, struct cordon_err *err)
-{
-	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		return cordon_err_set(err, -errno, "mount '%s'", dst);
 	return 0;
 }
 
