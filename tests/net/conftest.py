@@ -105,6 +105,23 @@ def wait_until(pred, timeout, interval=0.05):
         time.sleep(interval)
 
 
+def children_named(pid, name):
+    """The pids of @pid's children whose command name is @name (one pass over /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        if comm == name and int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
 class Result:
     def __init__(self, argv, rc, out, err, elapsed):
         self.argv, self.returncode, self.stdout, self.stderr, self.elapsed = argv, rc, out, err, elapsed

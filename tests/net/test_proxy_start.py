@@ -17,7 +17,7 @@ import tempfile
 
 import pytest
 
-from conftest import wait_until
+from conftest import children_named, wait_until
 from test_daemon_egress import CORDOND
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="cordond's egress needs root (nftables, namespaces)")
@@ -56,23 +56,6 @@ def started():
         s.close()
 
 
-def proxies_of(pid):
-    """The cordon-egress processes under @pid."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm, rest = st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
-        if comm == "cordon-egress" and int(rest[1]) == pid:
-            out.append(int(d))
-    return out
-
-
 def test_a_ca_that_cannot_be_loaded_stops_cordond_with_a_failure(net, started):
     if not os.path.exists(CORDOND):
         pytest.skip(f"{CORDOND} not built")
@@ -98,9 +81,9 @@ def test_the_proxys_death_stops_cordond_with_a_failure(net, started):
         pytest.skip(f"{CORDOND} not built")
     s = started(net)
     pid = s.proc.pid  # cordond: nsenter, unshare and sh exec their way to it
-    assert wait_until(lambda: proxies_of(pid), 20), f"no proxy under cordond:\n{s.log()}"
+    assert wait_until(lambda: children_named(pid, "cordon-egress"), 20), f"no proxy under cordond:\n{s.log()}"
     assert wait_until(lambda: "serving on" in s.log(), 20), s.log()
-    for p in proxies_of(pid):
+    for p in children_named(pid, "cordon-egress"):
         os.kill(p, signal.SIGKILL)
     assert wait_until(lambda: s.proc.poll() is not None, 20), f"cordond kept running:\n{s.log()}"
     assert s.proc.returncode == 1, f"exit status {s.proc.returncode}:\n{s.log()}"

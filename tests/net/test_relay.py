@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 
-from conftest import PY, WEB1, WEB2, token
+from conftest import PY, WEB1, WEB2, children_named, token, wait_until
 from test_flood import read_json_line
 
 # The proxy gives a sandbox 10 s (SNIFF_TIMEOUT_S in src/net/egress) to name the destination;
@@ -28,21 +28,8 @@ def test_relay_reads_the_sandbox_after_an_idle_spell(net):
 
 
 def _child(pid, name, timeout=10):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    st = f.read()
-            except OSError:
-                continue
-            comm = st[st.index("(") + 1:st.rindex(")")]
-            if comm == name and int(st[st.rindex(")") + 2:].split()[1]) == pid:
-                return int(d)
-        time.sleep(0.05)
-    return None
+    found = wait_until(lambda: children_named(pid, name), timeout)
+    return found[0] if found else None
 
 
 def _cpu_s(pid):
