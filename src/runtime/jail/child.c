@@ -94,6 +94,49 @@ static int stdio_source(const struct jail_child *c, int i)
 	return src >= 0 ? fcntl(src, F_DUPFD_CLOEXEC, 16) : open("/dev/null", O_RDWR | O_CLOEXEC);
 }
 
+/* close_range(@lo, @hi), or one close() each before 5.9. */
+static void close_between(int lo, unsigned hi)
+{
+	if (lo > (int)hi || syscall(SYS_close_range, lo, hi, 0) == 0)
+		return;
+	for (unsigned fd = lo; fd <= hi && fd < 65536; fd++)
+		close((int)fd);
+}
+
+/* Every fd above 2 but the few the child reads, closed before anything else. clone() without
+ * CLONE_FILES gave the child a copy of the host's whole table, and a file stays open while
+ * any table holds it: a client connection cordond closed would get no EOF until the child
+ * execs, and the last reference to a sandbox that cordond's teardown let go meanwhile (its
+ * disk: the ext4's unmount, the image's blocks freed) would be dropped here, on this
+ * sandbox's build and in its cgroup (a fifth of the child's CPU under a sequential load,
+ * bench/RESULTS.md). The trees the host sends after the "go" come after this. */
+static void close_host_fds(const struct jail_child *c)
+{
+	int keep[6 + ELEMENTSOF(c->cg_join_fds)];
+	size_t n = 0;
+	int from = 3;
+
+	keep[n++] = c->sync_fd;
+	keep[n++] = c->chan_fd;
+	keep[n++] = c->init_fd;
+	for (size_t i = 0; i < 3; i++)
+		keep[n++] = c->stdio[i];
+	for (size_t i = 0; i < c->n_cg_join_fds; i++)
+		keep[n++] = c->cg_join_fds[i];
+	for (size_t i = 1; i < n; i++) /* insertion sort: qsort may allocate */
+		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	for (size_t i = 0; i < n; i++)
+		if (keep[i] >= from) {
+			close_between(from, (unsigned)keep[i] - 1);
+			from = keep[i] + 1;
+		}
+	close_between(from, ~0U);
+}
+
 /* Leaves exactly: 0, 1, 2 (stdio_source()), the agent channel (or status fd) as 3, and
  * CLOEXEC copies of the sync socket and the init memfd for the last steps. */
 static int arrange_fds(struct jail_child *c, struct cordon_err *err)
@@ -111,11 +154,7 @@ static int arrange_fds(struct jail_child *c, struct cordon_err *err)
 		return cordon_err_set(err, -errno, "arrange fds");
 	c->sync_fd = SYNC_FD;
 	c->init_fd = EXEC_FD;
-	if (syscall(SYS_close_range, EXEC_FD + 1, ~0U, 0) < 0) {
-		/* Before 5.9: walk them. */
-		for (int fd = EXEC_FD + 1; fd < 65536; fd++)
-			close(fd);
-	}
+	close_between(EXEC_FD + 1, ~0U);
 	return 0;
 }
 
@@ -216,10 +255,9 @@ static int build(struct jail_child *c, struct cordon_err *err)
 {
 	int r;
 
-	/* Holding the host's end of the sync socket would hide the host's death from us. */
-	for (size_t i = 0; i < ELEMENTSOF(c->host_fds); i++)
-		if (c->host_fds[i] >= 0)
-			close(c->host_fds[i]);
+	/* The host's ends among them: holding the host's end of the sync socket would hide the
+	 * host's death from us. */
+	close_host_fds(c);
 	/* Die with the host from the start; set again after every credential change. Should the
 	 * host already be gone, the recv below sees EOF. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
