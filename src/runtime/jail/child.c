@@ -108,7 +108,7 @@ static void close_between(int lo, unsigned hi)
  * any table holds it: a client connection cordond closed would get no EOF until the child
  * execs, and the last reference to a sandbox that cordond's teardown let go meanwhile (its
  * disk: the ext4's unmount, the image's blocks freed) would be dropped here, on this
- * sandbox's build and in its cgroup (a fifth of the child's CPU under a sequential load,
+ * sandbox's build and in its cgroup (a tenth of the children's CPU under a sequential load,
  * bench/RESULTS.md). The trees the host sends after the "go" come after this. */
 static void close_host_fds(const struct jail_child *c)
 {
