@@ -13,9 +13,11 @@
  *
  * Steps: a process (clone and reap); the namespaces of a jail child (user, mount, PID,
  * network, IPC, UTS, cgroup); the network namespace alone; the sandbox's cgroups made and
- * removed (five v1 hierarchies, or one v2 directory); /bin/true exec'd; and an ext4 on a loop
- * device mounted and unmounted (an image made once with mke2fs). A step the host cannot do
- * (no cgroup hierarchy we may write, no mke2fs) says so and is left out.
+ * removed (five v1 hierarchies, or one v2 directory); /bin/true exec'd; an ext4 on a loop
+ * device mounted and unmounted (an image made once with mke2fs); a root of 48 read-only bind
+ * mounts made in a new mount namespace and pivoted into; and a static program exec'd (a
+ * sandbox execs twice: cordon-init, then the command). A step the host cannot do (no cgroup
+ * hierarchy we may write, no mke2fs, no busybox) says so and is left out.
  *
  * The last line is one JSON object: {"bench": "floor", "run_ms": N, "steps": {name:
  * ms_per_iteration, ...}, "sum_ms": .., "rate_bound_per_s": ..}, where sum_ms adds the
@@ -34,6 +36,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,10 +107,66 @@ static int spawn(int (*fn)(void *), int flags)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -ECHILD;
 }
 
+/* A root as a sandbox's is made (a jail's has some 50 mounts: the host's trees read-only,
+ * /dev's nodes, /proc's masks, its own tmpfs, overlays, the disk): ROOT_MOUNTS read-only
+ * binds on a tmpfs in a new mount namespace, pivot_root into it and the old root detached;
+ * the process's exit tears the namespace down. As root, without a user namespace: the
+ * namespaces step has that. */
+#define ROOT_MOUNTS 48
+static char rootdir[64];
+
+static int child_root(void *arg)
+{
+	(void)arg;
+	char p[96];
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", rootdir, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
+		_exit(1);
+	for (int i = 0; i < ROOT_MOUNTS; i++) {
+		snprintf(p, sizeof(p), "%s/%d", rootdir, i);
+		if (mkdir(p, 0755) < 0 || mount("/usr", p, NULL, MS_BIND, NULL) < 0 ||
+		    mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+			_exit(2);
+	}
+	if (chdir(rootdir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0)
+		_exit(3);
+	_exit(0);
+}
+
+/* A second exec of a static program, as a sandbox's cordon-init (static, musl) is. */
+static int child_exec_static(void *arg)
+{
+	(void)arg;
+	char *const argv[] = {"true", NULL};
+	execv("/bin/busybox", argv);
+	_exit(127);
+}
+
+static int step_root(int i);
+
+static bool root_probe(void)
+{
+	snprintf(rootdir, sizeof(rootdir), "%s/root", dir);
+	bool ok = mkdir(rootdir, 0700) == 0 && step_root(-1) == 0;
+	if (!ok)
+		fprintf(stderr, "bench-floor: no mount namespace with binds here: the root step left out\n");
+	return ok;
+}
+
+static bool static_probe(void)
+{
+	bool ok = access("/bin/busybox", X_OK) == 0;
+	if (!ok)
+		fprintf(stderr, "bench-floor: no /bin/busybox (busybox-static): the static exec step left out\n");
+	return ok;
+}
+
 static int step_process(int i) { (void)i; return spawn(child_exit, 0); }
 static int step_namespaces(int i) { (void)i; return spawn(child_exit, NS_ALL); }
 static int step_netns(int i) { (void)i; return spawn(child_exit, CLONE_NEWUSER | CLONE_NEWNET); }
 static int step_exec(int i) { (void)i; return spawn(child_exec, 0); }
+static int step_exec_static(int i) { (void)i; return spawn(child_exec_static, 0); }
+static int step_root(int i) { (void)i; return spawn(child_root, CLONE_NEWNS); }
 
 /* The hierarchies a sandbox's cgroups are made in: v1's five (cpu and cpuacct one where they
  * are mounted together), else v2's one. */
@@ -227,6 +286,8 @@ static const struct step steps[] = {
     {"cgroups made and removed", step_cgroups, cgroups_probe, true},
     {"exec of /bin/true", step_exec, NULL, true},
     {"ext4 on a loop device, mounted and unmounted", step_loop_ext4, loop_probe, true},
+    {"a root of 48 read-only binds, pivot_root, torn down", step_root, root_probe, true},
+    {"exec of a static program (cordon-init's second exec)", step_exec_static, static_probe, true},
 };
 
 static double background; /* the machine's busy ms per ms of wall time with nothing running */
@@ -252,6 +313,7 @@ static void cleanup(void)
 	(void)umount2(mnt, MNT_DETACH);
 	(void)unlink(image);
 	(void)rmdir(mnt);
+	(void)rmdir(rootdir);
 	(void)rmdir(dir);
 }
 
