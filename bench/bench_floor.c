@@ -3,6 +3,7 @@
  *
  *     build/bench-floor            # each step for 3 s, then 1.5 s for what follows it
  *     build/bench-floor --quick    # 0.3 s and 0.3 s: a smoke test (CI)
+ *     build/bench-floor --memory [N] # what N holders (300) of the same objects keep in memory
  *
  * Each step is done in a loop for a few seconds, as root, and costs the machine's CPU per
  * iteration: the busy time of every CPU from before the loop to a settling time after it, so
@@ -317,13 +318,287 @@ static void cleanup(void)
 	(void)rmdir(dir);
 }
 
+/* ---- --memory: what the same objects hold while they live ----
+ *
+ * N holders at a time, each a process blocked on a pipe, with more of what an idle sandbox
+ * holds at each layer: nothing else; six namespaces (all a jail's but the user namespace,
+ * whose id map root's binds do not need); a root of ROOT_MOUNTS read-only binds pivoted into;
+ * cgroups of its own (every hierarchy the cgroups step uses), the process in them; an ext4 on
+ * a loop device (its own sparse copy of the image) mounted inside. Host memory per holder:
+ * the difference in /proc/meminfo between before and after, caches dropped both times; each
+ * layer's own is its figure less the one above it. */
+
+enum { L_NS = 1, L_ROOT = 2, L_CG = 4, L_DISK = 8 };
+
+static const struct layer {
+	const char *name;
+	unsigned parts;
+} layers[] = {
+    {"a process", 0},
+    {"+ six namespaces", L_NS},
+    {"+ a root of 48 binds", L_NS | L_ROOT},
+    {"+ cgroups", L_NS | L_ROOT | L_CG},
+    {"+ ext4 on a loop device", L_NS | L_ROOT | L_CG | L_DISK},
+};
+
+struct holder {
+	pid_t pid;
+	int go[2]; /* the child blocks reading go[0]; closing go[1] ends it */
+	int loop;  /* the loop device's fd, or -1 */
+	int nr;
+};
+
+static int meminfo_kib(const char *key, long *ret)
+{
+	char line[256];
+	size_t n = strlen(key);
+	FILE *f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return -errno;
+	int r = -ENOENT;
+	while (r < 0 && fgets(line, sizeof(line), f))
+		if (strncmp(line, key, n) == 0 && line[n] == ':' && sscanf(line + n + 1, "%ld", ret) == 1)
+			r = 0;
+	fclose(f);
+	return r;
+}
+
+static const char *const mem_keys[] = {"MemAvailable", "Slab", "KernelStack", "PageTables"};
+
+static void mem_read(long *v)
+{
+	sync();
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, "3", 1);
+		close(fd);
+	}
+	sleep_ms(500); /* RCU-freed objects */
+	for (size_t i = 0; i < ELEMENTSOF(mem_keys); i++)
+		if (meminfo_kib(mem_keys[i], &v[i]) < 0)
+			v[i] = 0;
+}
+
+struct hold_arg {
+	int go;
+	unsigned parts;
+	const char *dev; /* its loop device, mounted inside */
+};
+
+static int child_hold(void *arg)
+{
+	const struct hold_arg *a = arg;
+	char p[96], c;
+	/* Only its own end: the write ends of every holder (its own among them) would keep its
+	 * read from ever seeing EOF. */
+	if ((a->go > 3 && syscall(SYS_close_range, 3, a->go - 1, 0) < 0) ||
+	    syscall(SYS_close_range, a->go + 1, ~0U, 0) < 0)
+		_exit(5);
+	if (a->parts & L_ROOT) {
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount("tmpfs", rootdir, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
+			_exit(1);
+		for (int i = 0; i < ROOT_MOUNTS; i++) {
+			snprintf(p, sizeof(p), "%s/%d", rootdir, i);
+			if (mkdir(p, 0755) < 0 || mount("/usr", p, NULL, MS_BIND, NULL) < 0 ||
+			    mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+				_exit(2);
+		}
+		snprintf(p, sizeof(p), "%s/disk", rootdir);
+		if (a->dev && (mkdir(p, 0755) < 0 ||
+			       mount(a->dev, p, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0))
+			_exit(3);
+		if (chdir(rootdir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0)
+			_exit(4);
+	}
+	while (read(a->go, &c, 1) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}
+
+/* A loop device on a sparse copy of the image (unlinked: the device holds it); its fd. */
+static int loop_attach(int i, int *ret_nr)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "%s/hold%d.img", dir, i);
+	int src = open(image, O_RDONLY | O_CLOEXEC);
+	int dst = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	struct stat st;
+	int r = src < 0 || dst < 0 || fstat(src, &st) < 0 || ftruncate(dst, st.st_size) < 0 ? -errno : 0;
+	for (off_t off = 0; r == 0;) { /* the data extents only: holes stay holes */
+		off_t data = lseek(src, off, SEEK_DATA);
+		if (data < 0)
+			break;
+		off_t hole = lseek(src, data, SEEK_HOLE);
+		loff_t in = data, out = data;
+		while (r == 0 && in < hole) {
+			ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
+			r = n > 0 ? 0 : -EIO;
+		}
+		off = hole;
+	}
+	unlink(path);
+	int ctl = r < 0 ? -1 : open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	int nr = ctl < 0 ? -1 : ioctl(ctl, LOOP_CTL_GET_FREE);
+	if (ctl >= 0)
+		close(ctl);
+	char dev[32];
+	snprintf(dev, sizeof(dev), "/dev/loop%d", nr);
+	int lfd = nr < 0 ? -1 : open(dev, O_RDWR | O_CLOEXEC);
+	struct loop_config c = {.fd = (unsigned)dst, .block_size = 4096,
+				.info = {.lo_flags = LO_FLAGS_DIRECT_IO | LO_FLAGS_AUTOCLEAR}};
+	if (lfd >= 0 && ioctl(lfd, LOOP_CONFIGURE, &c) < 0) {
+		close(lfd);
+		lfd = -1;
+	}
+	if (src >= 0)
+		close(src);
+	if (dst >= 0)
+		close(dst);
+	*ret_nr = nr;
+	return lfd < 0 ? -EIO : lfd;
+}
+
+static int cg_join(int i, pid_t pid)
+{
+	for (const char *const *h = cg_roots; *h; h++) {
+		char p[300], s[16];
+		if (cg_path(p, sizeof(p) - 16, *h, i) < 0)
+			return -ENAMETOOLONG;
+		strcat(p, "/cgroup.procs");
+		snprintf(s, sizeof(s), "%d", (int)pid);
+		int fd = open(p, O_WRONLY | O_CLOEXEC);
+		int r = fd < 0 || write(fd, s, strlen(s)) < 0 ? -errno : 0;
+		if (fd >= 0)
+			close(fd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int hold(struct holder *h, int i, unsigned parts)
+{
+	static char stack[64 * 1024] __attribute__((aligned(16)));
+	char dev[32];
+	h->loop = -1;
+	if ((parts & L_DISK) && (h->loop = loop_attach(i, &h->nr)) < 0)
+		return h->loop;
+	snprintf(dev, sizeof(dev), "/dev/loop%d", h->nr);
+	if (pipe2(h->go, O_CLOEXEC) < 0)
+		return -errno;
+	struct hold_arg a = {h->go[0], parts, (parts & L_DISK) ? dev : NULL};
+	for (const char *const *hh = cg_roots; (parts & L_CG) && *hh; hh++) {
+		char p[256];
+		if (cg_path(p, sizeof(p), *hh, i) < 0 || mkdir(p, 0755) < 0)
+			return -errno;
+	}
+	int flags = (parts & L_NS) ? NS_ALL & ~CLONE_NEWUSER : 0;
+	/* Without CLONE_VM: the child runs on its own copy of @stack. */
+	h->pid = clone(child_hold, stack + sizeof(stack), flags | SIGCHLD, &a);
+	if (h->pid < 0)
+		return -errno;
+	close(h->go[0]);
+	return (parts & L_CG) ? cg_join(i, h->pid) : 0;
+}
+
+static void unhold(struct holder *h, int i)
+{
+	if (h->pid > 0) {
+		close(h->go[1]);
+		waitpid(h->pid, NULL, 0);
+	}
+	for (const char *const *hh = cg_roots; *hh; hh++) {
+		char p[256];
+		if (cg_path(p, sizeof(p), *hh, i) == 0)
+			(void)rmdir(p);
+	}
+	if (h->loop >= 0)
+		close(h->loop); /* autoclear: the last close of the device */
+}
+
+/* @n holders of @parts made, counted and let go: KiB per holder of each of mem_keys in @kib
+ * (MemAvailable as what it took). */
+static int hold_count(int n, unsigned parts, double *kib)
+{
+	struct holder *hs = calloc((size_t)n, sizeof(*hs));
+	long before[ELEMENTSOF(mem_keys)], after[ELEMENTSOF(mem_keys)];
+	if (!hs)
+		return -ENOMEM;
+	mem_read(before);
+	int made = 0, r = 0;
+	while (made < n && (r = hold(&hs[made], made, parts)) == 0)
+		made++;
+	sleep_ms(200); /* the last children reach their read */
+	for (int i = 0; i < made && r == 0; i++)
+		if (waitpid(hs[i].pid, NULL, WNOHANG) == hs[i].pid) {
+			hs[i].pid = 0;
+			r = -ECHILD; /* a holder that could not make its part */
+		}
+	mem_read(after);
+	for (int i = made; i-- > 0;)
+		unhold(&hs[i], i);
+	free(hs);
+	for (size_t k = 0; k < ELEMENTSOF(mem_keys); k++)
+		kib[k] = (double)(k == 0 ? before[k] - after[k] : after[k] - before[k]) / (made ? made : 1);
+	return r;
+}
+
+/* The kernel's own of a holder: MemAvailable moves with the page cache's estimate. */
+static double kernel_kib(const double *kib)
+{
+	return kib[1] + kib[2] + kib[3];
+}
+
+static int memory_mode(int n)
+{
+	bool disk = loop_probe();
+	if (!cgroups_probe() || !root_probe()) {
+		fprintf(stderr, "bench-floor: --memory needs cgroups and mount namespaces\n");
+		return 2;
+	}
+	double kib[ELEMENTSOF(layers)][ELEMENTSOF(mem_keys)];
+	int failed = 0;
+	printf("%d holders at a time; KiB per holder (kernel: Slab, KernelStack and PageTables)\n%-26s", n,
+	       "holding");
+	for (size_t k = 0; k < ELEMENTSOF(mem_keys); k++)
+		printf(" %12s", mem_keys[k]);
+	printf(" %12s\n", "kernel");
+	for (size_t l = 0; l < ELEMENTSOF(layers); l++) {
+		if ((layers[l].parts & L_DISK) && !disk)
+			continue;
+		int r = hold_count(n, layers[l].parts, kib[l]);
+		if (r < 0) {
+			fprintf(stderr, "bench-floor: %s: %s\n", layers[l].name, strerror(-r));
+			failed++;
+		}
+		printf("%-26s", layers[l].name);
+		for (size_t k = 0; k < ELEMENTSOF(mem_keys); k++)
+			printf(" %12.1f", kib[l][k]);
+		printf(" %12.1f\n", kernel_kib(kib[l]));
+	}
+	size_t last = disk ? ELEMENTSOF(layers) - 1 : ELEMENTSOF(layers) - 2;
+	printf("{\"bench\": \"floor-memory\", \"holders\": %d, \"kernel_kib\": {", n);
+	for (size_t l = 0; l <= last; l++)
+		printf("%s\"%s\": %.1f", l ? ", " : "", layers[l].name, kernel_kib(kib[l]));
+	printf("}, \"errors\": %d}\n", failed);
+	return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+	int memory = 0;
 	if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
 		run_ms = 300;
 		settle_ms = 300;
+	} else if (argc > 1 && strcmp(argv[1], "--memory") == 0) {
+		memory = argc > 2 ? atoi(argv[2]) : 300;
+		if (memory < 1 || memory > 2000) {
+			fprintf(stderr, "bench-floor: --memory N: 1 to 2000 holders\n");
+			return 2;
+		}
 	} else if (argc > 1) {
-		fprintf(stderr, "usage: bench-floor [--quick]\n");
+		fprintf(stderr, "usage: bench-floor [--quick | --memory [N]]\n");
 		return 2;
 	}
 	if (geteuid() != 0) {
@@ -335,6 +610,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	atexit(cleanup);
+	if (memory > 0)
+		return memory_mode(memory);
 	double w0 = mono_ms(), b0 = machine_cpu_ms();
 	sleep_ms(settle_ms);
 	background = (machine_cpu_ms() - b0) / (mono_ms() - w0);
