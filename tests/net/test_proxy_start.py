@@ -1,4 +1,5 @@
-"""cordond without its egress proxy stops, with a failure a supervisor restarts on.
+"""cordond without its egress proxy stops, with a failure a supervisor restarts on; and the
+proxy, which loads the host's trust bundle at nice 10, relays at cordond's priority after.
 
 cordon-egress tells its controller its ports before it loads its CA and the host's trust
 bundle (src/net/egress/main.c: half of cordond's start), so a CA it cannot load now ends it
@@ -88,3 +89,31 @@ def test_the_proxys_death_stops_cordond_with_a_failure(net, started):
     assert wait_until(lambda: s.proc.poll() is not None, 20), f"cordond kept running:\n{s.log()}"
     assert s.proc.returncode == 1, f"exit status {s.proc.returncode}:\n{s.log()}"
     assert "egress proxy died" in s.log()
+
+
+def _status_field(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return line.split()[1]
+    return None
+
+
+def _nice(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        st = f.read()
+    return int(st[st.rindex(")") + 2:].split()[16])  # field 19
+
+
+def test_the_proxy_relays_at_cordonds_priority_once_its_bundle_is_loaded(net, started):
+    """The proxy loads the host's trust bundle at nice 10 (it is half of its start, beside the
+    pool's first builds) and must come back: a relay left at nice 10 loses to every sandbox it
+    serves. Seccomp on is the sign that the load is over (it is applied right after)."""
+    if not os.path.exists(CORDOND):
+        pytest.skip(f"{CORDOND} not built")
+    s = started(net)
+    pid = s.proc.pid
+    assert wait_until(lambda: children_named(pid, "cordon-egress"), 20), f"no proxy under cordond:\n{s.log()}"
+    proxy = children_named(pid, "cordon-egress")[0]
+    assert wait_until(lambda: _status_field(proxy, "Seccomp") == "2", 20), f"no seccomp on the proxy:\n{s.log()}"
+    assert _nice(proxy) == _nice(pid), (_nice(proxy), _nice(pid))
