@@ -323,6 +323,11 @@ class Process:
         return self._result
 
     @property
+    def error(self) -> Optional[BaseException]:
+        """Why its events ended without an exit (a :class:`CordonError`), or None."""
+        return self._error
+
+    @property
     def stdout(self) -> str:
         """The output received so far."""
         return bytes(self._buf["stdout"]).decode("utf-8", "replace")

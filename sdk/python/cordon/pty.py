@@ -52,8 +52,8 @@ class PtyProcess:
             if item is _END:
                 self._q.put(_END)  # a second iterator ends too
                 p = self.process
-                if p.result is None and p._error is not None:
-                    raise p._error
+                if p.result is None and p.error is not None:
+                    raise p.error
                 return
             yield item
 
