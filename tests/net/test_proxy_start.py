@@ -1,5 +1,6 @@
 """cordond without its egress proxy stops, with a failure a supervisor restarts on; and the
-proxy, which loads the host's trust bundle at nice 10, relays at cordond's priority after.
+proxy, which loads the host's trust bundle on a thread at nice 10, relays at cordond's
+priority.
 
 cordon-egress tells its controller its ports before it loads its CA and the host's trust
 bundle (src/net/egress/main.c: half of cordond's start), so a CA it cannot load now ends it
@@ -107,8 +108,9 @@ def _nice(pid):
 
 def test_the_proxy_relays_at_cordonds_priority_once_its_bundle_is_loaded(net, started):
     """The proxy loads the host's trust bundle at nice 10 (it is half of its start, beside the
-    pool's first builds) and must come back: a relay left at nice 10 loses to every sandbox it
-    serves. Seccomp on is the sign that the load is over (it is applied right after)."""
+    pool's first builds), on a thread of its own: a relay left at nice 10 would lose to every
+    sandbox it serves. Seccomp on is the sign that the load is over (it is applied right
+    after)."""
     if not os.path.exists(CORDOND):
         pytest.skip(f"{CORDOND} not built")
     s = started(net)

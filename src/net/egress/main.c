@@ -20,7 +20,7 @@
  * The controller speaks JSON lines on CONTROL_FD (ctl.c). The process ends when CONTROL_FD
  * closes. egress.h maps the other files.
  */
-#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,21 +97,32 @@ static int setup_ca(struct egress *e)
 }
 
 /* The bundle's load is 15-30 ms of one CPU, while cordond fills its pool (bench/RESULTS.md,
- * goal 6): at nice 10 until it is done, so that the builds beside it go first. Only where
- * the nice can come back (root, as cordond and `cordon run` start us): a relay left at nice
- * 10 would lose to every sandbox it serves. */
+ * goal 6): it runs on a thread of its own at nice 10, so that the builds beside it go first.
+ * A thread's nice is its own and ends with it, and raising it needs no privilege: the relay,
+ * on the main thread, keeps its priority (lowering a nice again would need CAP_SYS_NICE,
+ * which root in a container may not have). */
+struct contexts_job {
+	struct egress *e;
+	int r;
+};
+
+static void *contexts_load(void *arg)
+{
+	struct contexts_job *j = arg;
+	(void)setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+	j->r = tls_contexts(j->e);
+	return NULL;
+}
+
 static int setup_contexts(struct egress *e)
 {
-	errno = 0;
-	int nice = getpriority(PRIO_PROCESS, 0);
-	bool niced = (nice != -1 || errno == 0) && nice < 10 && geteuid() == 0 &&
-		     setpriority(PRIO_PROCESS, 0, 10) == 0;
-	int r = tls_contexts(e);
-	if (niced && setpriority(PRIO_PROCESS, 0, nice) < 0) {
-		fprintf(stderr, "cordon-egress: nice %d again: %m\n", nice);
-		return 1;
-	}
-	if (r < 0) {
+	struct contexts_job j = {e, -1};
+	pthread_t t;
+	if (pthread_create(&t, NULL, contexts_load, &j) == 0)
+		pthread_join(t, NULL);
+	else
+		j.r = tls_contexts(e);
+	if (j.r < 0) {
 		fprintf(stderr, "cordon-egress: no TLS contexts: cannot intercept TLS\n");
 		return 1;
 	}
