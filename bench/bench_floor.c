@@ -89,17 +89,17 @@ static int child_exit(void *arg)
 	_exit(0);
 }
 
+/* Execs @arg (a program that runs `true` by that name). */
 static int child_exec(void *arg)
 {
-	(void)arg;
 	char *const argv[] = {"true", NULL};
-	execv("/bin/true", argv);
+	execv(arg, argv);
 	_exit(127);
 }
 
-static int spawn(int (*fn)(void *), int flags)
+static int spawn(int (*fn)(void *), int flags, void *arg)
 {
-	pid_t pid = clone(fn, child_stack + sizeof(child_stack), flags | SIGCHLD, NULL);
+	pid_t pid = clone(fn, child_stack + sizeof(child_stack), flags | SIGCHLD, arg);
 	if (pid < 0)
 		return -errno;
 	int st;
@@ -116,9 +116,11 @@ static int spawn(int (*fn)(void *), int flags)
 #define ROOT_MOUNTS 48
 static char rootdir[64];
 
-static int child_root(void *arg)
+/* In a child with a mount namespace of its own: the root made, with @disk (a block device,
+ * or NULL) mounted at /disk in it, and pivoted into. Exits the child with a code naming the
+ * step that failed. */
+static void make_root(const char *disk)
 {
-	(void)arg;
 	char p[96];
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", rootdir, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
@@ -129,18 +131,18 @@ static int child_root(void *arg)
 		    mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
 			_exit(2);
 	}
-	if (chdir(rootdir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0)
+	snprintf(p, sizeof(p), "%s/disk", rootdir);
+	if (disk && (mkdir(p, 0755) < 0 || mount(disk, p, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0))
 		_exit(3);
-	_exit(0);
+	if (chdir(rootdir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0)
+		_exit(4);
 }
 
-/* A second exec of a static program, as a sandbox's cordon-init (static, musl) is. */
-static int child_exec_static(void *arg)
+static int child_root(void *arg)
 {
 	(void)arg;
-	char *const argv[] = {"true", NULL};
-	execv("/bin/busybox", argv);
-	_exit(127);
+	make_root(NULL);
+	_exit(0);
 }
 
 static int step_root(int i);
@@ -162,12 +164,13 @@ static bool static_probe(void)
 	return ok;
 }
 
-static int step_process(int i) { (void)i; return spawn(child_exit, 0); }
-static int step_namespaces(int i) { (void)i; return spawn(child_exit, NS_ALL); }
-static int step_netns(int i) { (void)i; return spawn(child_exit, CLONE_NEWUSER | CLONE_NEWNET); }
-static int step_exec(int i) { (void)i; return spawn(child_exec, 0); }
-static int step_exec_static(int i) { (void)i; return spawn(child_exec_static, 0); }
-static int step_root(int i) { (void)i; return spawn(child_root, CLONE_NEWNS); }
+static int step_process(int i) { (void)i; return spawn(child_exit, 0, NULL); }
+static int step_namespaces(int i) { (void)i; return spawn(child_exit, NS_ALL, NULL); }
+static int step_netns(int i) { (void)i; return spawn(child_exit, CLONE_NEWUSER | CLONE_NEWNET, NULL); }
+static int step_exec(int i) { (void)i; return spawn(child_exec, 0, "/bin/true"); }
+/* A second exec of a static program, as a sandbox's cordon-init (static, musl) is. */
+static int step_exec_static(int i) { (void)i; return spawn(child_exec, 0, "/bin/busybox"); }
+static int step_root(int i) { (void)i; return spawn(child_root, CLONE_NEWNS, NULL); }
 
 /* The hierarchies a sandbox's cgroups are made in: v1's five (cpu and cpuacct one where they
  * are mounted together), else v2's one. */
@@ -388,29 +391,14 @@ struct hold_arg {
 static int child_hold(void *arg)
 {
 	const struct hold_arg *a = arg;
-	char p[96], c;
+	char c;
 	/* Only its own end: the write ends of every holder (its own among them) would keep its
 	 * read from ever seeing EOF. */
 	if ((a->go > 3 && syscall(SYS_close_range, 3, a->go - 1, 0) < 0) ||
 	    syscall(SYS_close_range, a->go + 1, ~0U, 0) < 0)
 		_exit(5);
-	if (a->parts & L_ROOT) {
-		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-		    mount("tmpfs", rootdir, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
-			_exit(1);
-		for (int i = 0; i < ROOT_MOUNTS; i++) {
-			snprintf(p, sizeof(p), "%s/%d", rootdir, i);
-			if (mkdir(p, 0755) < 0 || mount("/usr", p, NULL, MS_BIND, NULL) < 0 ||
-			    mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-				_exit(2);
-		}
-		snprintf(p, sizeof(p), "%s/disk", rootdir);
-		if (a->dev && (mkdir(p, 0755) < 0 ||
-			       mount(a->dev, p, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0))
-			_exit(3);
-		if (chdir(rootdir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0)
-			_exit(4);
-	}
+	if (a->parts & L_ROOT)
+		make_root(a->dev);
 	while (read(a->go, &c, 1) < 0 && errno == EINTR)
 		;
 	_exit(0);
