@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -111,6 +112,69 @@ def test_oneshot_stdio_is_the_callers(cordon, tmp_path):
     assert r.stderr.endswith(b"to-err\n"), r.describe()
     # 0-2, and the directory fd ls reads /proc/self/fd with.
     assert r.stdout.split() == [b"0", b"1", b"2", b"3"], r.describe()
+
+
+def _children(pid):
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append((int(d), st[st.index("(") + 1:st.rindex(")")]))
+    return out
+
+
+def _fds(pid):
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass
+    return out
+
+
+def test_oneshot_pid1_holds_nothing_of_cordons(tmp_path):
+    """cordon-init, the sandbox's PID 1, holds its stdio, its status channel and what it made
+    itself, and nothing else of the `cordon` process: whatever cordon had open without
+    O_CLOEXEC when it cloned the jail's child (here a pipe its caller left it) is closed
+    before the exec (src/runtime/jail/child.c; a wrong bound once left it open, and the
+    command's own fds, which cordon-init closes again, did not show it)."""
+    out, err = tmp_path / "out", tmp_path / "err"
+    # Inheritable, and above every fd cordon opens itself: what a careless caller hands down
+    # (a shell keeps its own at 255).
+    r, w = os.pipe()
+    high = [os.dup2(r, 300), os.dup2(w, 301)]
+    os.close(r)
+    os.close(w)
+    try:
+        with open(out, "wb") as o, open(err, "wb") as e:
+            p = subprocess.Popen([CORDON, "run", "--", "sleep", "30"], stdin=subprocess.DEVNULL,
+                                 stdout=o, stderr=e, start_new_session=True, pass_fds=high)
+    finally:
+        for fd in high:
+            os.close(fd)
+    try:
+        fds, deadline = {}, time.monotonic() + 30
+        while "anon_inode:[signalfd]" not in fds.values():  # PID 1 past its own set-up
+            assert p.poll() is None and time.monotonic() < deadline, (p.poll(), err.read_text())
+            init = [c for c, comm in _children(p.pid) if comm.startswith("memfd:cordon")]
+            fds = _fds(init[0]) if init else {}
+            time.sleep(0.05)
+        ours = {"/dev/null", str(out), str(err)}
+        strays = {fd: t for fd, t in fds.items()
+                  if t not in ours and not t.startswith(("socket:[", "anon_inode:"))}
+        assert not strays, fds
+    finally:
+        p.terminate()  # cordon run ends its sandbox and removes what it made
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.wait()
 
 
 @pytest.fixture(scope="module")

@@ -97,7 +97,7 @@ static int stdio_source(const struct jail_child *c, int i)
 /* close_range(@lo, @hi), or one close() each before 5.9. */
 static void close_between(int lo, unsigned hi)
 {
-	if (lo > (int)hi || syscall(SYS_close_range, lo, hi, 0) == 0)
+	if ((unsigned)lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0)
 		return;
 	for (unsigned fd = lo; fd <= hi && fd < 65536; fd++)
 		close((int)fd);
