@@ -87,11 +87,21 @@ static int become_root(const struct jail_child *c, struct cordon_err *err)
 
 /* The command's 0-2 in one-shot mode: the caller's spec->stdio, -1 being /dev/null. In agent
  * mode PID 1 has /dev/null on all three: nothing of the host (cordond's own stdout and
- * stderr) stays open in the sandbox, and cordon-init writes nothing there. */
+ * stderr) stays open in the sandbox, and cordon-init writes nothing there. At 16 or above,
+ * as arrange_fds() lifts the others: /dev/null opened at the lowest free fd could be 3, 4 or
+ * 5, which the sync socket's dup then takes (and PID 1's stdin was the sync socket: its
+ * exec no longer closed the host's end, and the host waited for ever). */
 static int stdio_source(const struct jail_child *c, int i)
 {
 	int src = c->one_shot ? c->stdio[i] : -1;
-	return src >= 0 ? fcntl(src, F_DUPFD_CLOEXEC, 16) : open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (src >= 0)
+		return fcntl(src, F_DUPFD_CLOEXEC, 16);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0)
+		return -1;
+	int fd = fcntl(null, F_DUPFD_CLOEXEC, 16);
+	close(null);
+	return fd;
 }
 
 /* close_range(@lo, @hi), or one close() each before 5.9. */

@@ -14,6 +14,7 @@
  *   no threads there, and their pipes are ours.
  * Needs root (the child takes its user namespace's root): skips otherwise. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -133,6 +134,58 @@ static void test_spec_overwritten_after_start(void **state)
 	unlink(file); /* before the check: a failure leaves nothing on the host either */
 	rmdir(host_dir);
 	assert_string_equal(buf, "spawned-host bound\n");
+}
+
+/* With no stdin given, the command's is /dev/null, whichever fds the child has free: its
+ * /dev/null once opened at the lowest free fd, which could be 3, 4 or 5, where the sync
+ * socket's or cordon-init's memfd's dup then went: PID 1's stdin was the setup socket (its
+ * exec no longer closed it, and the host's setup never ended: a template build's RUN step
+ * hung) or the memfd. As in a build step: the root an overlay the host makes (one tree in
+ * the "go"), and the host's fds below 24 taken by files of ours that the child closes first
+ * thing, so that what it keeps sits above them and 3-5 are free. */
+static void test_stdin_unset_is_dev_null(void **state)
+{
+	need_root();
+	char *argv[] = {"/bin/sh", "-c", "readlink /proc/self/fd/0", NULL};
+	int p[2], fillers[24], n_fillers = 0;
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	int rd = fcntl(p[0], F_DUPFD_CLOEXEC, 40), wr = fcntl(p[1], F_DUPFD_CLOEXEC, 41);
+	assert_true(rd >= 0 && wr >= 0);
+	close(p[0]);
+	close(p[1]);
+	for (int fd; n_fillers < 24 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0 && fd < 24;)
+		fillers[n_fillers++] = fd;
+	/* A template build's step: the root an overlay the host makes, one tree in the "go". */
+	char dir[] = "/tmp/cordon-stdin-XXXXXX", upper[64], work[64];
+	assert_non_null(mkdtemp(dir));
+	snprintf(upper, sizeof(upper), "%s/diff", dir);
+	snprintf(work, sizeof(work), "%s/work", dir);
+	assert_int_equal(mkdir(upper, 0755), 0);
+	assert_int_equal(mkdir(work, 0755), 0);
+	const char *lower[] = {"/"};
+	struct cordon_overlay ov = {.lower = lower, .n_lower = 1, .upper = upper, .work = work,
+				    .stage = dir};
+	struct cordon_spec spec;
+	one_shot_spec(&spec, argv);
+	spec.overlay = &ov;
+	spec.workdir = "/";
+	spec.stdio[1] = spec.stdio[2] = wr; /* stdin: the -1 of cordon_spec_init() */
+	struct cordon_sandbox *sb = NULL;
+	struct cordon_err err = {};
+	int r = cordon_sandbox_start(&spec, &sb, &err);
+	while (n_fillers > 0)
+		close(fillers[--n_fillers]);
+	if (r < 0)
+		fail_msg("start: %s", err.msg);
+	close(wr);
+	char buf[256];
+	wait_output(sb, rd, buf, sizeof(buf));
+	cordon_sandbox_free(sb);
+	close(rd);
+	char rm[128];
+	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+	(void)!system(rm);
+	assert_string_equal(buf, "/dev/null\n");
 }
 
 struct built {
@@ -261,6 +314,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_builds_after_fork),
 		cmocka_unit_test(test_spec_overwritten_after_start),
+		cmocka_unit_test(test_stdin_unset_is_dev_null),
 		cmocka_unit_test(test_outlives_its_builder_thread),
 		cmocka_unit_test(test_no_copy_of_the_builder),
 	};
