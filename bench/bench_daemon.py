@@ -141,6 +141,72 @@ class Client:
             self.conn.close()
 
 
+class LeanClient(Client):
+    """The same calls without http.client: the request's bytes made by one format, the answer
+    read for its status and Content-Length only, on one keep-alive connection. What a client
+    in C, Go or Rust costs; Python's http.client parses each answer's header with the email
+    package and costs ~0.1 ms a call here, which goals 2 and 4 would otherwise count as
+    Cordon's (bench/RESULTS.md)."""
+
+    def __init__(self, sock):
+        super().__init__(sock)
+        self.s = None
+        self.buf = b""
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else b""
+        head = f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(data)}\r\n"
+        if body is not None:
+            head += "Content-Type: application/json\r\n"
+        req = (head + "\r\n").encode() + data
+        for attempt in (0, 1):
+            if self.s is None:
+                self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.s.settimeout(60)
+                self.s.connect(self.sock)
+            try:
+                self.s.sendall(req)
+                return self._answer()
+            except (ConnectionError, EOFError):  # a keep-alive the server closed: once more
+                self.close()
+                if attempt:
+                    raise
+            except Exception:
+                self.close()  # never reuse a connection in an unknown state
+                raise
+        raise AssertionError("unreachable")
+
+    def _fill(self):
+        chunk = self.s.recv(65536)
+        if not chunk:
+            raise EOFError("cordond closed the connection")
+        self.buf += chunk
+
+    def _answer(self):
+        while (end := self.buf.find(b"\r\n\r\n")) < 0:
+            self._fill()
+        lines = self.buf[:end].decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        fields = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            fields[k.strip().lower()] = v.strip().lower()
+        if "transfer-encoding" in fields:
+            raise RuntimeError(f"LeanClient reads Content-Length bodies only: {lines[0]}")
+        n = int(fields.get("content-length", "0"))
+        while len(self.buf) < end + 4 + n:
+            self._fill()
+        body, self.buf = self.buf[end + 4:end + 4 + n], self.buf[end + 4 + n:]
+        if fields.get("connection") == "close":
+            self.close()
+        return status, body
+
+    def close(self):
+        if self.s:
+            self.s.close()
+        self.s, self.buf = None, b""
+
+
 def pct(values, p):
     """Nearest-rank percentile."""
     if not values:
@@ -351,29 +417,63 @@ def bench_concurrent(sock, n, threads, pool):
 
 
 def bench_exec(d, n, pool):
-    """c.: exec `true` on one live sandbox, interleaved with starting /bin/true natively from
-    this process (goal 4 is the difference: what Cordon adds to the program's own start).
-    Timed once the pool has refilled behind the sandbox's own create and the burst before it:
-    an exec measured beside a build is the build's figure (a and b have it)."""
-    c = Client(d.sock)
+    """c.: exec `true` on one live sandbox, through http.client and through the lean client in
+    turn, each interleaved with starting /bin/true natively from this process (goal 4 is the
+    difference: what Cordon adds to the program's own start; the lean client's is the goal's,
+    http.client's adds Python's parse of each answer, `client_ms` the two clients' difference
+    on `/healthz`). Timed once the pool has refilled behind the sandbox's own create and the
+    burst before it: an exec measured beside a build is the build's figure (a and b have it)."""
+    c, lean = Client(d.sock), LeanClient(d.sock)
     sid = c.create()
     c.exec_true(sid)  # warm
+    lean.exec_true(sid)
     wait_pool(c, pool)
     native_true_ms()
-    times, native = [], []
+    times, lean_times, native, health = [], [], [], {c: [], lean: []}
     before = d.threads()
     for _ in range(n):
-        t0 = time.perf_counter()
-        c.exec_true(sid)
-        times.append((time.perf_counter() - t0) * 1000)
-        native.append(native_true_ms())
-    cpu = cpu_per_op(before, d.threads(), n)
+        for client, out in ((c, times), (lean, lean_times)):
+            t0 = time.perf_counter()
+            client.exec_true(sid)
+            out.append((time.perf_counter() - t0) * 1000)
+            native.append(native_true_ms())
+    cpu = cpu_per_op(before, d.threads(), 2 * n)
+    for _ in range(min(n, 200)):
+        for client in (c, lean):
+            t0 = time.perf_counter()
+            client.expect("GET", "/healthz", None, 200)
+            health[client].append((time.perf_counter() - t0) * 1000)
     c.destroy(sid)
     c.close()
-    p50, n50 = pct(times, 50), pct(native, 50)
+    lean.close()
+    p50, l50, n50 = pct(times, 50), pct(lean_times, 50), pct(native, 50)
     return {"p50_ms": round(p50, 3), "p99_ms": round(pct(times, 99), 3), "n": n,
             "native_p50_ms": round(n50, 3), "native_p99_ms": round(pct(native, 99), 3),
-            "over_native_ms": round(p50 - n50, 3), "cpu_ms": cpu}
+            "over_native_ms": round(p50 - n50, 3), "cpu_ms": cpu,
+            "lean": {"p50_ms": round(l50, 3), "p99_ms": round(pct(lean_times, 99), 3),
+                     "over_native_ms": round(l50 - n50, 3)},
+            "client_ms": round(pct(health[c], 50) - pct(health[lean], 50), 3)}
+
+
+def bench_paced(d, n, pool):
+    """a'.: create -> exec `true` -> destroy one at a time at an agent's pace: each lifecycle
+    starts on a full pool with the last one's teardown done, so that it is not measured
+    beside the refill it caused (a. is, back to back). Through the lean client and
+    http.client alternately."""
+    c, lean = Client(d.sock), LeanClient(d.sock)
+    times, phases = {"lean": [], "http.client": []}, {}
+    for i in range(n):
+        wait_pool(c, pool, step=0.002)
+        time.sleep(0.02)  # the teardown thread's free and the kernel's namespace cleanup
+        name, client = ("lean", lean) if i % 2 == 0 else ("http.client", c)
+        times[name].append(lifecycle(client, phases if name == "lean" else None))
+    c.close()
+    lean.close()
+    r = {"p50_ms": round(pct(times["lean"], 50), 3), "p99_ms": round(pct(times["lean"], 99), 3),
+         "n": len(times["lean"]), "phase_p50_ms": {k: round(pct(v, 50), 3) for k, v in phases.items()},
+         "http_client": {"p50_ms": round(pct(times["http.client"], 50), 3),
+                         "p99_ms": round(pct(times["http.client"], 99), 3)}}
+    return r
 
 
 def bench_startup(d, pool):
@@ -446,11 +546,21 @@ TARGETS = (
     ("a. pool thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond-pool", "ms", None, None),
     ("a. teardown thread CPU per lifecycle", "lifecycle_seq.cpu_ms.cordond-teardn", "ms", None, None),
     ("a. spawner threads CPU per lifecycle", "lifecycle_seq.cpu_ms.cordon-spawn", "ms", None, None),
+    ("a'. lifecycle at an agent's pace p50, lean", "lifecycle_paced.p50_ms", "ms", "<=", 2),
+    ("a'. lifecycle at an agent's pace p99, lean", "lifecycle_paced.p99_ms", "ms", "<=", 5),
+    ("a'. of which create p50", "lifecycle_paced.phase_p50_ms.create", "ms", None, None),
+    ("a'. of which exec p50", "lifecycle_paced.phase_p50_ms.exec", "ms", None, None),
+    ("a'. of which destroy p50", "lifecycle_paced.phase_p50_ms.destroy", "ms", None, None),
+    ("a'. the same through http.client, p50", "lifecycle_paced.http_client.p50_ms", "ms", None, None),
+    ("a'. the same through http.client, p99", "lifecycle_paced.http_client.p99_ms", "ms", None, None),
     ("b. lifecycles/s (16 threads)", "lifecycle_concurrent.per_s", "/s", ">=", 500),
     ("b. lifecycle concurrent p99", "lifecycle_concurrent.p99_ms", "ms", "<=", 50),
-    ("c. exec round trip p50", "exec.p50_ms", "ms", None, None),
+    ("c. exec round trip p50, http.client", "exec.p50_ms", "ms", None, None),
+    ("c. exec round trip p50, lean client", "exec.lean.p50_ms", "ms", None, None),
     ("c. /bin/true natively p50 (same run)", "exec.native_p50_ms", "ms", None, None),
-    ("c. exec over native, p50", "exec.over_native_ms", "ms", "<=", 0.3),
+    ("c. exec over native p50, http.client", "exec.over_native_ms", "ms", None, None),
+    ("c. exec over native p50, lean client", "exec.lean.over_native_ms", "ms", "<=", 0.3),
+    ("c. http.client over lean, /healthz p50", "exec.client_ms", "ms", None, None),
     ("c. loop thread CPU per exec", "exec.cpu_ms.cordond", "ms", None, None),
     ("d. memory per idle sandbox", "idle.mib_per_sandbox", "MiB", "<=", 0.5),
     ("e. start to first answered request", "startup.first_request_ms", "ms", "<=", 50),
@@ -585,6 +695,7 @@ def main():
         print(f"cordond {d.argv[0]} --pool {args.pool}; n={n} threads={args.threads} idle={idle}")
         steps = (("startup", lambda: bench_startup(d, args.pool)),
                  ("lifecycle_seq", lambda: bench_sequential(d, n, args.pool)),
+                 ("lifecycle_paced", lambda: bench_paced(d, n, args.pool)),
                  ("lifecycle_concurrent", lambda: bench_concurrent(d.sock, n, args.threads, args.pool)),
                  ("exec", lambda: bench_exec(d, n, args.pool)),
                  ("idle", lambda: bench_idle(d.sock, idle, args.pool)))
@@ -608,7 +719,7 @@ def main():
         print(f"error: {e}", file=sys.stderr)
     result["errors"] = len(errors)
     result["targets_met"] = bool(ok) and all(result.get(k) for k in
-                                             ("lifecycle_seq", "lifecycle_concurrent", "exec", "idle"))
+                                             ("lifecycle_seq", "lifecycle_paced", "lifecycle_concurrent", "exec", "idle"))
     regressed = check_thresholds(result, args.thresholds) if args.check else []
     result["regressions"] = regressed
     print(json.dumps(result, sort_keys=True))

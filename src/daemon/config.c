@@ -32,6 +32,8 @@ static const struct option_def {
 	{"config", OPT_STR, offsetof(struct config, config_file), NULL, "read settings from FILE (key = value)"},
 	{"default-runtime", OPT_STR, offsetof(struct config, default_runtime), "jail", "jail, gvisor, microvm or auto (the strongest this host can run): the runtime of a create that names none"},
 	{"pool", OPT_UINT, offsetof(struct config, pool), "2", "ready sandboxes kept warm per template"},
+	{"pool-refill-quiet", OPT_UINT, offsetof(struct config, pool_refill_quiet_ms), "3", "ms without a request that a refill waits for while more than half of the pool is ready"},
+	{"pool-refill-defer", OPT_UINT, offsetof(struct config, pool_refill_defer_ms), "50", "ms such a refill waits at the most (0: refills never wait)"},
 	{"max-sandboxes", OPT_UINT, offsetof(struct config, max_sandboxes), "1000", "live sandboxes at most, pool included"},
 	{"max-timeout", OPT_UINT, offsetof(struct config, max_timeout_s), "86400", "longest sandbox TTL a client may ask for, seconds"},
 	{"max-output", OPT_SIZE, offsetof(struct config, max_output), "1M", "stdout (and stderr) bytes an exec returns"},

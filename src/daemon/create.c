@@ -7,11 +7,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "basic/clock.h"
 #include "basic/log.h"
 #include "audit/audit.h"
 #include "daemon/daemon.h"
@@ -173,6 +176,7 @@ struct started {
 	struct audit_log *audit;       /* its log, made here, or NULL: the loop makes it */
 	struct cordon_err err;
 	bool warm_only;                /* the runtime's images of it made, no sandbox */
+	bool defer;                    /* a refill with stock: after the requests (creator_defer) */
 	uint64_t disk_bytes, memory_bytes; /* warm_only: the create's shape (0: the default) */
 	uint32_t cpus_milli;           /* (a microvm's template snapshot is of one shape) */
 };
@@ -233,6 +237,32 @@ static void creator_start(struct started *st)
 		started_free(st);
 }
 
+/* A refill while more than half of the pool is ready waits for a pause in the requests
+ * (--pool-refill-quiet, 3 ms), for the next job of the pool (a burst of creates), or for
+ * --pool-refill-defer (50 ms) at the most, whichever comes first: the create that took a
+ * pooled sandbox is usually followed by its client's exec at once, and on a small host that
+ * exec otherwise runs beside the refill's build (8-10 ms of CPU) and costs half as much again
+ * (bench/RESULTS.md). With half the pool or less ready a refill starts at once: a stream of
+ * creates is bounded by builds, and waiting would only empty the pool. */
+static _Atomic uint64_t last_request_ms;
+
+void pool_request_seen(void)
+{
+	atomic_store_explicit(&last_request_ms, mono_ms(), memory_order_relaxed);
+}
+
+static void creator_defer(void)
+{
+	uint64_t start = mono_ms(), now = start;
+	struct pollfd p = {.fd = creator_req[0], .events = POLLIN};
+	while (now - start < D.cfg.pool_refill_defer_ms &&
+	       now - atomic_load_explicit(&last_request_ms, memory_order_relaxed) < D.cfg.pool_refill_quiet_ms) {
+		if (poll(&p, 1, 1) > 0)
+			return;
+		now = mono_ms();
+	}
+}
+
 /* The pool's thread: sandboxes to start, and the deletion of template versions that the
  * sandboxes' ends let go (store_release_step), off the loop. Besides it there are the
  * teardown and snapshot threads (worker.c) and libcordon's spawners (runtime/jail/spawn.c):
@@ -247,8 +277,11 @@ static void *creator_main(void *arg)
 		if (poll(p, 2, timeout) < 0 && errno != EINTR)
 			return NULL;
 		struct started *st;
-		if ((p[0].revents & POLLIN) && read(creator_req[0], &st, sizeof(st)) == sizeof(st))
+		if ((p[0].revents & POLLIN) && read(creator_req[0], &st, sizeof(st)) == sizeof(st)) {
+			if (st->defer)
+				creator_defer();
 			creator_start(st);
+		}
 		else if (p[0].revents & (POLLHUP | POLLERR))
 			return NULL;
 		timeout = store_release_step();
@@ -489,6 +522,7 @@ static int pool_request(struct warm *w)
 	make_id(st->id);
 	snprintf(st->name, sizeof(st->name), "%s", w->name);
 	st->runtime = w->runtime;
+	st->defer = 2 * (pooled_of(w) - w->pending) > D.cfg.pool;
 	int r = 0;
 	if (w->name[0] && ((st->version = malloc(sizeof(*st->version))) == NULL ||
 			   (r = store_version_open(w->name, st->version, &err)) < 0)) {

@@ -53,6 +53,8 @@ struct config {
 	char *default_runtime;	       /* as given: jail, gvisor, microvm or auto */
 	const char *runtime;	       /* ...resolved on this host (the registry's name) */
 	uint64_t pool;
+	uint64_t pool_refill_quiet_ms; /* a refill with stock waits for a pause this long... */
+	uint64_t pool_refill_defer_ms; /* ...and this long at the most (create.c) */
 	uint64_t max_sandboxes;
 	uint64_t max_timeout_s;
 	uint64_t max_output;
@@ -498,6 +500,7 @@ void daemon_shutdown(void);
 int pool_start(void);
 void pool_fill(void);
 bool pool_settled(void);
+void pool_request_seen(void); /* any thread: a request arrived (a refill with stock waits) */
 
 /* proc.c */
 /* Starts a template's START (in the background, @ready_exit NULL) or READY (whether it

@@ -683,6 +683,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	struct ctx c = {.req = req, .query = uri ? evhttp_uri_get_query(uri) : NULL, .body_fd = -1};
 
 	front_request(req);
+	pool_request_seen();
 	if (D.cfg.verbose)
 		log_info("%s %s", tcp ? "tcp" : "unix", evhttp_request_get_uri(req));
 	if (!raw || strlen(raw) > 512) {

@@ -173,6 +173,97 @@ def test_warm_pool(make_daemon):
     assert wait_until(lambda: not any(os.path.exists(x) for x in locks), 3), f"slot files left after stop: {locks}"
 
 
+class RequestStream:
+    """Four clients sending GET /healthz back to back until stopped: requests with no pause of
+    a second between them, on a machine however loaded."""
+
+    def __init__(self, d):
+        import threading
+        self.stop = threading.Event()
+        self.sent = [0] * 4
+        self.errors = []
+        self.threads = [threading.Thread(target=self.run, args=(d, i)) for i in range(4)]
+        for t in self.threads:
+            t.start()
+
+    def run(self, d, i):
+        h = d.client(keepalive=True)
+        try:
+            while not self.stop.is_set():
+                if h.get("/healthz").status != 200:
+                    self.errors.append("healthz")
+                self.sent[i] += 1
+        except Exception as e:  # noqa: BLE001 - reported by end()
+            self.errors.append(repr(e))
+        h.close()
+
+    def end(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+        assert not self.errors and all(self.sent), f"the stream failed: {self.errors[:3]}, {self.sent}"
+
+
+def pool_daemon(make_daemon, quiet_ms, defer_ms):
+    d = make_daemon(pool=4, max_sandboxes=12, max_timeout=600,
+                    extra=["--pool-refill-quiet", str(quiet_ms), "--pool-refill-defer", str(defer_ms)])
+    c = d.client()
+    name = pool_metric(get_metrics(c))
+    assert wait_until(lambda: get_metrics(c).total(name) == 4, 15, 0.1), \
+        f"{name} never reached 4: {get_metrics(c).total(name)}"
+    return d, c, lambda: get_metrics(c).total(name)
+
+
+def test_a_refill_with_stock_waits_for_a_pause_in_the_requests(make_daemon):
+    """While more than half of the pool is ready, the refill of a claimed sandbox waits until
+    the requests pause (create.c, creator_defer): here a pause of 2.5 s, which a stream of
+    requests never leaves, then the refill once the stream stops."""
+    d, c, ready = pool_daemon(make_daemon, quiet_ms=2500, defer_ms=60000)
+    stream = RequestStream(d)
+    try:
+        sb = c.create()
+        time.sleep(2)
+        during = ready()
+    finally:
+        stream.end()
+    assert during == 3, f"the pool refilled ({during} ready) while requests kept coming"
+    # asked less often than the pause it waits for: each look at /metrics is a request too
+    assert wait_until(lambda: ready() == 4, 30, 3), "the pool did not refill after the requests stopped"
+    c.destroy(sb["id"])
+
+
+def test_a_refill_waits_no_longer_than_its_bound(make_daemon):
+    """--pool-refill-defer bounds the wait: a stream of requests that never pauses long enough
+    does not keep the pool from refilling."""
+    d, c, ready = pool_daemon(make_daemon, quiet_ms=5000, defer_ms=300)
+    stream = RequestStream(d)
+    try:
+        sb = c.create()
+        t0 = time.monotonic()
+        refilled = wait_until(lambda: ready() == 4, 10, 0.02)
+        took = time.monotonic() - t0
+    finally:
+        stream.end()
+    assert refilled, "the pool did not refill under a stream of requests"
+    assert took >= 0.25, f"the refill did not wait for its bound ({took:.2f} s)"
+    c.destroy(sb["id"])
+
+
+def test_a_burst_of_creates_ends_the_wait(make_daemon):
+    """A second create while the first one's refill waits is a burst: the refills start at
+    once, whatever the bound (a waiting refill must never hold up those behind it)."""
+    d, c, ready = pool_daemon(make_daemon, quiet_ms=5000, defer_ms=60000)
+    stream = RequestStream(d)
+    try:
+        made = [c.create() for _ in range(3)]
+        refilled = wait_until(lambda: ready() == 4, 15, 0.02)
+    finally:
+        stream.end()
+    assert refilled, f"a burst of creates left the pool at {ready()} under a stream of requests"
+    for sb in made:
+        c.destroy(sb["id"])
+
+
 # ---------------------------------------------------------------------------------------------
 # API keys over TCP
 
