@@ -279,13 +279,13 @@ def pool_size(client):
 
 
 class Daemon:
-    def __init__(self, binary, pool, max_sandboxes):
+    def __init__(self, binary, pool, max_sandboxes, extra=()):
         self.root = tempfile.mkdtemp(prefix="cordond-bench-")
         self.sock = os.path.join(self.root, "cordon.sock")
         self.log = os.path.join(self.root, "cordond.log")
         self.argv = [binary, "--socket", self.sock, "--state-dir", os.path.join(self.root, "state"),
                      "--runtime-dir", os.path.join(self.root, "run"), "--pool", str(pool),
-                     "--max-sandboxes", str(max_sandboxes), "--max-timeout", "3600"]
+                     "--max-sandboxes", str(max_sandboxes), "--max-timeout", "3600", *extra]
         self.proc = None
 
     def start(self):
@@ -487,18 +487,27 @@ def bench_startup(d, pool):
     # clone it (runtime/jail/spawn.c: its clone3() is the build's, as the fork was before)
     builder = (th.get("cordond-pool", th.get("cordond-other", 0)) + th.get("cordon-spawn", 0)) / 1e6
     one = builder / max(1, pool)
-    # One build alone, the goal's "(one build)": a claim from the full pool and the time until
-    # the pool is full again, its refill the only build running (the claim included); the
-    # median of 5, each after the last one's sandbox is gone.
-    alone = []
-    for _ in range(5 if full is not None else 0):
-        t0 = time.perf_counter()
-        sid = c.create()
-        wait_pool(c, pool, timeout=30, step=0.002)
-        alone.append((time.perf_counter() - t0) * 1000)
-        c.destroy(sid)
-        time.sleep(0.1)
     c.close()
+    # One build alone, the goal's "(one build)": a claim from a full pool and the time until
+    # the pool is full again, its refill the only build running (the claim included); the
+    # median of 5, each after the last one's sandbox is gone. On a daemon of its own whose
+    # refills never wait for a pause in the requests (--pool-refill-defer 0): the wait is not
+    # the build's.
+    alone = []
+    one_d = Daemon(d.argv[0], 1, 8, extra=["--pool-refill-defer", "0"])
+    try:
+        one_d.start()
+        oc = Client(one_d.sock)
+        for _ in range(5 if full is not None and wait_pool(oc, 1, timeout=30) else 0):
+            t0 = time.perf_counter()
+            sid = oc.create()
+            wait_pool(oc, 1, timeout=30, step=0.002)
+            alone.append((time.perf_counter() - t0) * 1000)
+            oc.destroy(sid)
+            time.sleep(0.1)
+        oc.close()
+    finally:
+        one_d.stop()
     cores = os.cpu_count() or 1
     build_ms = statistics.median(alone) if alone else None
     return {"first_request_ms": round(d.started_ms, 3), "pool": pool,

@@ -237,8 +237,8 @@ static void creator_start(struct started *st)
 		started_free(st);
 }
 
-/* A refill while more than half of the pool is ready waits for a pause in the requests
- * (--pool-refill-quiet, 3 ms), for the next job of the pool (a burst of creates), or for
+/* A refill while more than half of the pool is ready waits for a pause in the clients'
+ * requests (http.c: not /healthz, not /metrics; --pool-refill-quiet, 3 ms), for the next job of the pool (a burst of creates), or for
  * --pool-refill-defer (50 ms) at the most, whichever comes first: the create that took a
  * pooled sandbox is usually followed by its client's exec at once, and on a small host that
  * exec otherwise runs beside the refill's build (8-10 ms of CPU) and costs half as much again
@@ -662,7 +662,10 @@ static int apply_request(struct sbx *s, const struct svc_caller *who,
 		s->spec.cpus_milli = spec.cpus_milli;
 		s->spec.pids = spec.pids;
 	}
-	s->oom_base = cordon_sandbox_oom_kills(s->rt);
+	/* OOM kills before the client had it are not its processes' (a pooled one's count was
+	 * read when it came up, off the request's path: on_frame's HELLO_OK) */
+	if (s->state != SBX_RUNNING)
+		s->oom_base = cordon_sandbox_oom_kills(s->rt);
 	/* The TTL counts from when the client gets the sandbox: a slow build must not eat it. */
 	if (s->state == SBX_RUNNING)
 		sbx_arm_ttl(s);

@@ -683,13 +683,15 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	struct ctx c = {.req = req, .query = uri ? evhttp_uri_get_query(uri) : NULL, .body_fd = -1};
 
 	front_request(req);
-	pool_request_seen();
 	if (D.cfg.verbose)
 		log_info("%s %s", tcp ? "tcp" : "unix", evhttp_request_get_uri(req));
 	if (!raw || strlen(raw) > 512) {
 		reply_error(req, API_ERR_BAD_REQUEST, "bad request path");
 		return;
 	}
+	/* a client's work, which a refill waits behind; a probe or a scrape is not */
+	if (strcmp(raw, "/healthz") != 0 && strcmp(raw, "/metrics") != 0)
+		pool_request_seen();
 	/* /healthz answers anyone (load balancers); everything else over TCP needs a key. */
 	if (l == LISTEN_TCP && strcmp(raw, "/healthz") != 0 && !(c.principal = authenticate(req))) {
 		reply_error(req, API_ERR_UNAUTHORIZED, "a valid API key is needed (Authorization: Bearer KEY)");

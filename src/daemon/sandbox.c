@@ -589,6 +589,7 @@ static int on_frame(struct sbx *s, const struct frame *f)
 			D.n_pool_creating--;
 			D.n_pool_ready++;
 			s->state = SBX_READY;
+			s->oom_base = cordon_sandbox_oom_kills(s->rt); /* not at its claim: that costs */
 			audit_prepare(s); /* creating the file (and syncing its directory) costs */
 			for (size_t i = 0; i < n_hooks; i++)
 				if (hooks[i]->pooled)
