@@ -253,13 +253,18 @@ void pool_request_seen(void)
 
 static void creator_defer(void)
 {
-	uint64_t start = mono_ms(), now = start;
+	uint64_t start = mono_ms(), quiet = D.cfg.pool_refill_quiet_ms, most = D.cfg.pool_refill_defer_ms;
 	struct pollfd p = {.fd = creator_req[0], .events = POLLIN};
-	while (now - start < D.cfg.pool_refill_defer_ms &&
-	       now - atomic_load_explicit(&last_request_ms, memory_order_relaxed) < D.cfg.pool_refill_quiet_ms) {
-		if (poll(&p, 1, 1) > 0)
+	for (;;) {
+		uint64_t now = mono_ms(), last = atomic_load_explicit(&last_request_ms, memory_order_relaxed);
+		uint64_t idle = now > last ? now - last : 0, waited = now - start;
+		if (idle >= quiet || waited >= most)
 			return;
-		now = mono_ms();
+		/* asleep until the pause could be long enough: no wake-up per millisecond beside
+		 * the requests it waits for */
+		uint64_t ms = quiet - idle < most - waited ? quiet - idle : most - waited;
+		if (poll(&p, 1, (int)(ms < 1000 ? ms : 1000)) > 0)
+			return; /* the next job: a burst of creates */
 	}
 }
 
