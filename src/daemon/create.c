@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -238,12 +237,13 @@ static void creator_start(struct started *st)
 }
 
 /* A refill while more than half of the pool is ready waits for a pause in the clients'
- * requests (http.c: not /healthz, not /metrics; --pool-refill-quiet, 3 ms), for the next job of the pool (a burst of creates), or for
- * --pool-refill-defer (50 ms) at the most, whichever comes first: the create that took a
- * pooled sandbox is usually followed by its client's exec at once, and on a small host that
- * exec otherwise runs beside the refill's build (8-10 ms of CPU) and costs half as much again
- * (bench/RESULTS.md). With half the pool or less ready a refill starts at once: a stream of
- * creates is bounded by builds, and waiting would only empty the pool. */
+ * requests (--pool-refill-quiet, 3 ms; http.c stamps every request but /healthz and
+ * /metrics), for the pool's next job (a burst of creates), or for --pool-refill-defer (50 ms)
+ * at the most, whichever comes first: the create that took a pooled sandbox is usually
+ * followed by its client's exec at once, and on a small host that exec otherwise runs beside
+ * the refill's build (8-10 ms of CPU) and costs half as much again (bench/RESULTS.md). With
+ * half the pool or less ready a refill starts at once: a stream of creates is bounded by
+ * builds, and waiting would only empty the pool. */
 static _Atomic uint64_t last_request_ms;
 
 void pool_request_seen(void)
@@ -286,8 +286,7 @@ static void *creator_main(void *arg)
 			if (st->defer)
 				creator_defer();
 			creator_start(st);
-		}
-		else if (p[0].revents & (POLLHUP | POLLERR))
+		} else if (p[0].revents & (POLLHUP | POLLERR))
 			return NULL;
 		timeout = store_release_step();
 	}
