@@ -99,12 +99,57 @@ static int exec_sql(const char *sql)
 	return 0;
 }
 
+/* ---- checkpoints, off the loop ----
+ *
+ * SQLite's automatic checkpoint runs in the connection that commits, which is the event loop:
+ * once the WAL held 1,000 pages (a few hundred lifecycles) one commit copied it into state.db
+ * and fsync()ed that, a stall of milliseconds on every request behind it (bench/RESULTS.md:
+ * a destroy of 4 ms in 300). The WAL hook queues a PASSIVE checkpoint on the teardown thread
+ * instead, on a connection of that thread's own, one at a time; a passive checkpoint never
+ * blocks the loop's commits. Should those fail (the thread's queue full, the second
+ * connection refused), the commit that finds the WAL at CHECKPOINT_LOOP_PAGES checkpoints it
+ * on the loop, as SQLite would have: the WAL never grows without bound. */
+#define CHECKPOINT_PAGES      1000
+#define CHECKPOINT_LOOP_PAGES (8 * CHECKPOINT_PAGES)
+
+static char db_path[4096];
+static sqlite3 *ckpt_db; /* the teardown thread's */
+static bool ckpt_pending;
+
+static void checkpoint(void *arg)
+{
+	/* a connection learns the database is in WAL mode when it first reads it: before, a
+	 * checkpoint does nothing */
+	if (!ckpt_db && (sqlite3_open_v2(db_path, &ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+					 NULL) != SQLITE_OK ||
+			 sqlite3_exec(ckpt_db, "PRAGMA journal_mode=WAL;", NULL, NULL, NULL) != SQLITE_OK)) {
+		sqlite3_close(ckpt_db);
+		ckpt_db = NULL;
+		return;
+	}
+	(void)sqlite3_wal_checkpoint_v2(ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+}
+
+static void checkpoint_done(void *arg)
+{
+	ckpt_pending = false;
+}
+
+static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int pages)
+{
+	if (pages >= CHECKPOINT_LOOP_PAGES)
+		(void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	else if (pages >= CHECKPOINT_PAGES && !ckpt_pending &&
+		 teardown_call(checkpoint, NULL, checkpoint_done, NULL) == 0)
+		ckpt_pending = true;
+	return SQLITE_OK;
+}
+
 int state_open(void)
 {
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/state.db", D.cfg.state_dir);
-	if (sqlite3_open_v2(path, &D.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		log_error("state.db %s: %s", path, D.db ? sqlite3_errmsg(D.db) : "cannot open");
+	snprintf(db_path, sizeof(db_path), "%s/state.db", D.cfg.state_dir);
+	if (sqlite3_open_v2(db_path, &D.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		log_error("state.db %s: %s", db_path, D.db ? sqlite3_errmsg(D.db) : "cannot open");
 		return -EIO;
 	}
 	int r = exec_sql("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
@@ -112,6 +157,7 @@ int state_open(void)
 			 " created_ms INTEGER, deadline_ms INTEGER, metadata TEXT);");
 	if (r < 0)
 		return r;
+	sqlite3_wal_hook(D.db, on_wal_commit, NULL); /* in place of the automatic checkpoint */
 	if (sqlite3_prepare_v2(D.db, "INSERT OR REPLACE INTO sandboxes VALUES (?,?,?,?,?)", -1, &put_stmt, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(D.db, "DELETE FROM sandboxes WHERE id = ?", -1, &del_stmt, NULL) != SQLITE_OK) {
 		log_error("state.db: %s", sqlite3_errmsg(D.db));
