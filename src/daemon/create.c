@@ -435,12 +435,18 @@ int pool_start(void)
 	return 0;
 }
 
-static size_t pooled_of(const struct warm *w)
+/* @w's sandboxes in the pool (starting or ready), and with those asked of the thread. */
+static size_t in_pool(const struct warm *w)
 {
-	size_t n = w->pending;
+	size_t n = 0;
 	for (struct sbx *s = D.pool; s; s = s->pool_next)
 		n += strcmp(s->template_name, w->name) == 0 && strcmp(s->runtime, w->runtime) == 0;
 	return n;
+}
+
+static size_t pooled_of(const struct warm *w)
+{
+	return w->pending + in_pool(w);
 }
 
 /* ---- images a runtime caches, made off the loop ----
@@ -526,7 +532,7 @@ static int pool_request(struct warm *w)
 	make_id(st->id);
 	snprintf(st->name, sizeof(st->name), "%s", w->name);
 	st->runtime = w->runtime;
-	st->defer = 2 * (pooled_of(w) - w->pending) > D.cfg.pool;
+	st->defer = 2 * in_pool(w) > D.cfg.pool;
 	int r = 0;
 	if (w->name[0] && ((st->version = malloc(sizeof(*st->version))) == NULL ||
 			   (r = store_version_open(w->name, st->version, &err)) < 0)) {
@@ -666,10 +672,6 @@ static int apply_request(struct sbx *s, const struct svc_caller *who,
 		s->spec.cpus_milli = spec.cpus_milli;
 		s->spec.pids = spec.pids;
 	}
-	/* OOM kills before the client had it are not its processes' (a pooled one's count was
-	 * read when it came up, off the request's path: on_frame's HELLO_OK) */
-	if (s->state != SBX_RUNNING)
-		s->oom_base = cordon_sandbox_oom_kills(s->rt);
 	/* The TTL counts from when the client gets the sandbox: a slow build must not eat it. */
 	if (s->state == SBX_RUNNING)
 		sbx_arm_ttl(s);

@@ -689,11 +689,12 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		reply_error(req, API_ERR_BAD_REQUEST, "bad request path");
 		return;
 	}
+	bool healthz = strcmp(raw, "/healthz") == 0;
 	/* a client's work, which a refill waits behind; a probe or a scrape is not */
-	if (strcmp(raw, "/healthz") != 0 && strcmp(raw, "/metrics") != 0)
+	if (!healthz && strcmp(raw, "/metrics") != 0)
 		pool_request_seen();
 	/* /healthz answers anyone (load balancers); everything else over TCP needs a key. */
-	if (l == LISTEN_TCP && strcmp(raw, "/healthz") != 0 && !(c.principal = authenticate(req))) {
+	if (l == LISTEN_TCP && !healthz && !(c.principal = authenticate(req))) {
 		reply_error(req, API_ERR_UNAUTHORIZED, "a valid API key is needed (Authorization: Bearer KEY)");
 		return;
 	}

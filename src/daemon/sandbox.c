@@ -585,11 +585,13 @@ static int on_frame(struct sbx *s, const struct frame *f)
 		if (s->state != SBX_CREATING || f->channel != 0)
 			return -EPROTO;
 		evtimer_del(s->hello_ev);
+		/* OOM kills from here on are its processes'; for a pooled one read now, not at
+		 * its claim, which is a request's path */
+		s->oom_base = cordon_sandbox_oom_kills(s->rt);
 		if (s->pooled) {
 			D.n_pool_creating--;
 			D.n_pool_ready++;
 			s->state = SBX_READY;
-			s->oom_base = cordon_sandbox_oom_kills(s->rt); /* not at its claim: that costs */
 			audit_prepare(s); /* creating the file (and syncing its directory) costs */
 			for (size_t i = 0; i < n_hooks; i++)
 				if (hooks[i]->pooled)
