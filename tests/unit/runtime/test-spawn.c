@@ -34,6 +34,7 @@
 
 #include <cordon/cordon.h>
 
+#include "basic/tree.h"
 #include "sandbox-test.h"
 
 #define SETUP_TIMEOUT_MS 10000
@@ -182,9 +183,7 @@ static void test_stdin_unset_is_dev_null(void **state)
 	wait_output(sb, rd, buf, sizeof(buf));
 	cordon_sandbox_free(sb);
 	close(rd);
-	char rm[128];
-	snprintf(rm, sizeof(rm), "rm -rf %s", dir);
-	(void)!system(rm);
+	(void)tree_remove_at(AT_FDCWD, dir, TREE_MAX_DEPTH);
 	assert_string_equal(buf, "/dev/null\n");
 }
 
